@@ -1,0 +1,17 @@
+// Command streamgate is an OpenAI-compatible LLM gateway built for streaming
+// latency, with a streaming benchmark and a simulated upstream beside it.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}

@@ -1,0 +1,40 @@
+// Package usage is the ledger: every request that reaches the gateway ends as
+// exactly one Entry, whatever failed. Entries are queued without blocking the
+// request path and written in batches to SQLite or PostgreSQL.
+package usage
+
+import "time"
+
+// Outcome values of an Entry.
+const (
+	OutcomeOK              = "ok"               // answered in full
+	OutcomeClientCancelled = "client_cancelled" // the client went away (logged as 499)
+	OutcomeUpstreamError   = "upstream_error"   // every route failed, or a stream broke
+	OutcomeTimeout         = "timeout"          // a gateway timeout fired
+	OutcomeRejected        = "rejected"         // refused before any upstream call (auth, bad input)
+)
+
+// Entry is one request's ledger line.
+type Entry struct {
+	RequestID    string
+	Time         time.Time // when the request arrived
+	KeyID        string    // the key's name, never the secret; "" when unauthenticated
+	Model        string    // the model the client asked for
+	Route        string    // "provider/model" that served it, "" when none did
+	Attempts     int       // upstream attempts made
+	Stream       bool
+	Status       int    // HTTP status sent (499 for a client that went away)
+	Outcome      string // one of the Outcome constants
+	InputTokens  int
+	OutputTokens int
+	TokenSource  string  // "usage" when the upstream reported usage, "count" when counted
+	CostUSD      float64 // from the model's configured prices
+	TTFT         time.Duration
+	Duration     time.Duration
+	Error        string // the error message when Outcome is not ok
+}
+
+// Recorder accepts ledger entries. Record must not block the request path.
+type Recorder interface {
+	Record(Entry)
+}
