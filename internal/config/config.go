@@ -1,0 +1,75 @@
+// Package config loads the gateway's YAML configuration: defaults, then the
+// file (with ${ENV} expanded), then environment, then flags; Validate reports
+// every problem at once. Secrets are shown redacted.
+package config
+
+import "time"
+
+// Config is the whole gateway configuration (SPEC.md, "Config file").
+type Config struct {
+	Listen    string     `yaml:"listen"`
+	Database  string     `yaml:"database"` // sqlite://PATH or postgres://...
+	Timeouts  Timeouts   `yaml:"timeouts"`
+	MaxBody   int64      `yaml:"max_body_bytes"` // request body limit; default 10 MiB
+	Providers []Provider `yaml:"providers"`
+	Keys      []Key      `yaml:"keys"`
+	Models    []Model    `yaml:"models"`
+}
+
+// Timeouts are the gateway's upstream timeouts. Zero disables one.
+type Timeouts struct {
+	Connect    Duration `yaml:"connect"`     // dial + TLS; default 5s
+	FirstToken Duration `yaml:"first_token"` // request sent → first upstream event; default 30s
+	Idle       Duration `yaml:"idle"`        // between upstream events; default 30s
+	Total      Duration `yaml:"total"`       // whole request; default 0 (off) for streams
+}
+
+// Duration is a time.Duration written as "5s", "250ms" in YAML.
+type Duration time.Duration
+
+// Provider is one upstream.
+type Provider struct {
+	Name    string `yaml:"name"`
+	Kind    string `yaml:"kind"` // openai | sim (anthropic, gemini later)
+	BaseURL string `yaml:"base_url"`
+	APIKey  string `yaml:"api_key"`
+}
+
+// Key is a static API key of the gateway.
+type Key struct {
+	Name   string   `yaml:"name"`
+	Key    string   `yaml:"key"`
+	Models []string `yaml:"models"` // models this key may use; empty = all
+}
+
+// Model is a name clients ask for and the routes that serve it.
+type Model struct {
+	Name          string  `yaml:"name"`
+	Routes        []Route `yaml:"routes"`
+	Price         Price   `yaml:"price"`
+	Strategy      string  `yaml:"strategy"` // fallback (default) | weighted | least-inflight | lowest-latency
+	Retries       int     `yaml:"retries"`
+	Hedge         *Hedge  `yaml:"hedge"`
+	ContinueOnCut bool    `yaml:"continue_on_cut"`
+	ContextWindow int     `yaml:"context_window"`
+	ContextPolicy string  `yaml:"context_policy"` // reject | trim
+}
+
+// Route is one provider/model pair that can serve a Model.
+type Route struct {
+	Provider string `yaml:"provider"`
+	Model    string `yaml:"model"`
+	Weight   int    `yaml:"weight"`
+}
+
+// Price is USD per 1M tokens.
+type Price struct {
+	Input  float64 `yaml:"input"`
+	Output float64 `yaml:"output"`
+}
+
+// Hedge starts a second attempt when the first is slow (routing issue).
+type Hedge struct {
+	After  string  `yaml:"after"` // a duration or "p95"
+	Budget float64 `yaml:"budget"`
+}
