@@ -14,6 +14,8 @@ type Config struct {
 	Providers []Provider `yaml:"providers"`
 	Keys      []Key      `yaml:"keys"`
 	Models    []Model    `yaml:"models"`
+
+	idx *index // name lookups; built by prepare, nil for a Config built in code
 }
 
 // Timeouts are the gateway's upstream timeouts. Zero disables one.

@@ -1,0 +1,580 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Built-in defaults (SPEC.md "Config file", issue 2).
+const (
+	DefaultListen        = "127.0.0.1:8080"
+	DefaultDatabase      = "sqlite://streamgate.db"
+	DefaultMaxBody       = 10 << 20 // 10 MiB
+	DefaultStrategy      = "fallback"
+	DefaultContextPolicy = "reject"
+)
+
+// New returns a Config holding only the built-in defaults: listen
+// 127.0.0.1:8080, database sqlite://streamgate.db, timeouts connect 5s,
+// first_token 30s, idle 30s, total 0 (off), max_body_bytes 10 MiB. It has no
+// providers, keys or models, so it does not validate on its own.
+func New() *Config {
+	return &Config{
+		Listen:   DefaultListen,
+		Database: DefaultDatabase,
+		Timeouts: Timeouts{
+			Connect:    Duration(5e9),
+			FirstToken: Duration(30e9),
+			Idle:       Duration(30e9),
+		},
+		MaxBody: DefaultMaxBody,
+	}
+}
+
+// SetDefaults fills the values left empty in c: Listen, Database, a zero
+// MaxBody, and each model's Strategy ("fallback") and ContextPolicy
+// ("reject"); so "max_body_bytes: 0" means the default, not "no limit". It never changes Timeouts, because a zero
+// timeout means "off"; start from New to get the default timeouts. Load
+// calls it; call it on a Config built in code before Validate.
+func (c *Config) SetDefaults() {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.Database == "" {
+		c.Database = DefaultDatabase
+	}
+	if c.MaxBody == 0 {
+		c.MaxBody = DefaultMaxBody
+	}
+	for i := range c.Models {
+		m := &c.Models[i]
+		if m.Strategy == "" {
+			m.Strategy = DefaultStrategy
+		}
+		if m.ContextPolicy == "" {
+			m.ContextPolicy = DefaultContextPolicy
+		}
+	}
+}
+
+// Environment variables read by ApplyEnv.
+const (
+	EnvListen   = "STREAMGATE_LISTEN"   // overrides listen
+	EnvDatabase = "STREAMGATE_DATABASE" // overrides database
+	EnvDevKey   = "STREAMGATE_DEV_KEY"  // the embedded default's development key
+)
+
+// ApplyEnv overrides c with the environment: STREAMGATE_LISTEN replaces
+// Listen and STREAMGATE_DATABASE replaces Database when set and non-empty.
+// It returns the paths it changed ("listen", "database"). The order of
+// precedence is defaults < file < environment < flags: Load and Default
+// call ApplyEnv before validating, and the caller applies flags afterwards
+// (cfg.Listen = addr) and calls Validate again if it changed anything.
+// Calling ApplyEnv twice is harmless. A nil getenv changes nothing.
+func (c *Config) ApplyEnv(getenv func(string) string) []string {
+	if getenv == nil {
+		return nil
+	}
+	var changed []string
+	if v := getenv(EnvListen); v != "" {
+		c.Listen = v
+		changed = append(changed, "listen")
+	}
+	if v := getenv(EnvDatabase); v != "" {
+		c.Database = v
+		changed = append(changed, "database")
+	}
+	return changed
+}
+
+// FieldError is one problem with one configuration value. Validate returns
+// FieldErrors without File and Line; Load fills them in where it can.
+type FieldError struct {
+	File string // file name; "" when not from a file (or set by the environment)
+	Line int    // 1-based line in File; 0 when unknown
+	Path string // the value's path, e.g. models[2].routes[0].provider; "" for the whole file
+	Msg  string // what is wrong; never contains a secret
+}
+
+// Error formats e as "file:line: path: msg", leaving out what is unknown.
+func (e *FieldError) Error() string {
+	var b strings.Builder
+	if e.File != "" {
+		b.WriteString(e.File)
+		if e.Line > 0 {
+			b.WriteString(":")
+			b.WriteString(strconv.Itoa(e.Line))
+		}
+		b.WriteString(": ")
+	}
+	if e.Path != "" {
+		b.WriteString(e.Path)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Load reads the YAML configuration file at path and returns it validated.
+// See Parse for what happens to the contents.
+func Load(path string, getenv func(string) string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return Parse(path, data, getenv)
+}
+
+// Parse builds a validated Config from YAML data; name is the file name
+// used in messages. In order:
+//   - ${VAR} and ${VAR:-default} are expanded with getenv (nil: all unset);
+//     ":-" uses default when VAR is unset or empty, "$${" is a literal "${",
+//     a bare $VAR is left as it is. Expansion happens on the parsed values,
+//     not on the text, so a value with '#', ':' or quotes cannot change the
+//     document's structure or line numbers; a plain (unquoted) value is
+//     typed after expansion, so "retries: ${N}" with N=2 is an integer.
+//   - unknown fields, values of the wrong type and durations without a
+//     unit ("5" instead of "5s") are rejected, each named with its line.
+//   - the file is decoded over New's defaults, then SetDefaults, then
+//     ApplyEnv, then Validate.
+//
+// Every problem is reported at once: the error is an errors.Join of
+// *FieldError, one per line "file:line: path: message". A value that came
+// from an unset variable says so. Messages never contain a secret.
+func Parse(name string, data []byte, getenv func(string) string) (*Config, error) {
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	p := &parser{
+		file:   name,
+		getenv: getenv,
+		lines:  map[string]int{"": 1},
+		refs:   map[*yaml.Node][]envRef{},
+		unset:  map[string][]string{},
+	}
+	text, err := p.placehold(data)
+	if err != nil {
+		return nil, err
+	}
+	var root yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(text))
+	dec.KnownFields(true)
+	if err := dec.Decode(&root); err != nil && !errors.Is(err, io.EOF) {
+		return nil, p.syntaxError(err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, &FieldError{File: name, Line: extra.Line, Msg: "more than one YAML document"}
+	}
+
+	cfg := New()
+	if len(root.Content) > 0 {
+		doc := root.Content[0]
+		p.substitute(doc, map[*yaml.Node]bool{})
+		p.check(doc, reflect.TypeFor[Config](), "")
+		if len(p.errs) > 0 {
+			return nil, errors.Join(p.errs...)
+		}
+		if err := p.decode(doc, cfg); err != nil {
+			return nil, err
+		}
+	}
+	cfg.SetDefaults()
+	for _, path := range cfg.ApplyEnv(getenv) {
+		p.fromEnv(path)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, p.locate(err)
+	}
+	cfg.prepare()
+	return cfg, nil
+}
+
+// parser carries one file's state through Parse.
+type parser struct {
+	file   string
+	getenv func(string) string
+	prefix string // placeholder prefix, absent from the original text
+
+	vals  []envValue               // placeholder i stands for vals[i]
+	refs  map[*yaml.Node][]envRef  // variables substituted into a node
+	lines map[string]int           // path → line
+	unset map[string][]string      // path → variables that were unset there
+	env   map[string]string        // path → variable that overrode it
+	errs  []error
+}
+
+type envValue struct {
+	ref envRef
+	val string
+}
+
+type envRef struct {
+	name  string
+	unset bool // empty, and no default
+}
+
+// envPattern matches "$${" (an escaped "${") or a ${...} reference.
+var envPattern = regexp.MustCompile(`\$\$\{|\$\{([^}\n]*)\}?`)
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// placehold replaces each ${...} in data with a token made of letters and
+// digits, safe in any YAML context (plain, quoted, flow), and records what
+// it stands for. The values are put in after parsing (substitute).
+func (p *parser) placehold(data []byte) ([]byte, error) {
+	p.prefix = "sgenvQ"
+	for bytes.Contains(data, []byte(p.prefix)) {
+		p.prefix += "Q"
+	}
+	var (
+		errs []error
+		out  []byte
+		last int
+	)
+	for _, m := range envPattern.FindAllSubmatchIndex(data, -1) {
+		out = append(out, data[last:m[0]]...)
+		last = m[1]
+		match := data[m[0]:m[1]]
+		if string(match) == "$${" {
+			out = append(out, "${"...)
+			continue
+		}
+		line := 1 + bytes.Count(data[:m[0]], []byte("\n"))
+		if match[len(match)-1] != '}' {
+			errs = append(errs, &FieldError{File: p.file, Line: line, Msg: "unterminated ${ (want ${VAR} or ${VAR:-default})"})
+			continue
+		}
+		expr := string(data[m[2]:m[3]])
+		name, def, hasDef := strings.Cut(expr, ":-")
+		if !envName.MatchString(name) {
+			errs = append(errs, &FieldError{File: p.file, Line: line, Msg: fmt.Sprintf("invalid variable reference ${%s} (want ${VAR} or ${VAR:-default})", expr)})
+			continue
+		}
+		v := p.getenv(name)
+		ref := envRef{name: name}
+		if v == "" {
+			v = def
+			ref.unset = !hasDef
+		}
+		p.vals = append(p.vals, envValue{ref: ref, val: v})
+		out = fmt.Appendf(out, "%s%dZ", p.prefix, len(p.vals)-1)
+	}
+	out = append(out, data[last:]...)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return out, nil
+}
+
+// substitute puts the environment values back into every scalar that holds
+// a placeholder and lets plain scalars be typed again from their new text.
+func (p *parser) substitute(n *yaml.Node, seen map[*yaml.Node]bool) {
+	if n == nil || seen[n] {
+		return
+	}
+	seen[n] = true
+	for _, c := range n.Content {
+		p.substitute(c, seen)
+	}
+	if n.Kind != yaml.ScalarNode || len(p.vals) == 0 || !strings.Contains(n.Value, p.prefix) {
+		return
+	}
+	var b strings.Builder
+	rest := n.Value
+	for {
+		i := strings.Index(rest, p.prefix)
+		if i < 0 {
+			break
+		}
+		b.WriteString(rest[:i])
+		after := rest[i+len(p.prefix):]
+		j := strings.IndexByte(after, 'Z')
+		k, err := strconv.Atoi(after[:max(j, 0)])
+		if j < 0 || err != nil || k >= len(p.vals) {
+			b.WriteString(p.prefix)
+			rest = after
+			continue
+		}
+		b.WriteString(p.vals[k].val)
+		p.refs[n] = append(p.refs[n], p.vals[k].ref)
+		rest = after[j+1:]
+	}
+	b.WriteString(rest)
+	n.Value = b.String()
+	if n.Style&(yaml.TaggedStyle|yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) == 0 {
+		n.Tag = "" // type it from the expanded text
+	}
+}
+
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// syntaxError turns a yaml parse error into "file:line: message".
+func (p *parser) syntaxError(err error) error {
+	msg := err.Error()
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		return &FieldError{File: p.file, Line: line, Msg: m[2]}
+	}
+	return &FieldError{File: p.file, Msg: strings.TrimPrefix(msg, "yaml: ")}
+}
+
+// problem records a problem found while checking the document's shape.
+func (p *parser) problem(n *yaml.Node, path, format string, args ...any) {
+	p.errs = append(p.errs, &FieldError{File: p.file, Line: n.Line, Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+var durationType = reflect.TypeFor[Duration]()
+
+// check walks the document against the Go type t, recording each value's
+// line by path, and reports unknown or repeated fields and values of the
+// wrong type with their path. It is what makes Parse's messages name the
+// field (yaml's own errors name Go types) and lets Parse report every shape
+// problem at once.
+func (p *parser) check(n *yaml.Node, t reflect.Type, path string) {
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	if _, ok := p.lines[path]; !ok {
+		p.lines[path] = n.Line
+	}
+	for _, r := range p.refs[n] {
+		if r.unset {
+			p.unset[path] = append(p.unset[path], r.name)
+		}
+	}
+	if n.ShortTag() == "!!null" {
+		return // null keeps the default
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == durationType {
+		if _, err := parseDuration(n); err != nil {
+			p.scalarProblem(n, path, "a duration with a unit such as \"5s\"", err)
+		}
+		return
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			p.problem(n, path, "want a mapping of fields, got %s", kindName(n))
+			return
+		}
+		p.checkFields(n, t, path, map[string]int{})
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			p.problem(n, path, "want a list, got %s", kindName(n))
+			return
+		}
+		for i, item := range n.Content {
+			ip := fmt.Sprintf("%s[%d]", path, i)
+			p.lines[ip] = item.Line
+			p.check(item, t.Elem(), ip)
+		}
+	case reflect.String:
+		if n.Kind != yaml.ScalarNode {
+			p.problem(n, path, "want a single value, got %s", kindName(n))
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
+			p.scalarProblem(n, path, "an integer", nil)
+		}
+	case reflect.Float32, reflect.Float64:
+		if n.Kind != yaml.ScalarNode || (n.ShortTag() != "!!int" && n.ShortTag() != "!!float") {
+			p.scalarProblem(n, path, "a number", nil)
+		}
+	case reflect.Bool:
+		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" {
+			p.scalarProblem(n, path, "true or false", nil)
+		}
+	}
+}
+
+// checkFields checks the fields of one mapping meant for struct type t;
+// seen maps field names to the line where each was first set.
+func (p *parser) checkFields(n *yaml.Node, t reflect.Type, path string, seen map[string]int) {
+	fields := yamlFields(t)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Value == "<<" && k.ShortTag() == "!!merge" {
+			p.merge(v, t, path, seen)
+			continue
+		}
+		fp := k.Value
+		if path != "" {
+			fp = path + "." + k.Value
+		}
+		if first, dup := seen[k.Value]; dup {
+			p.problem(k, fp, "set twice (first on line %d)", first)
+			continue
+		}
+		seen[k.Value] = k.Line
+		f, ok := fields[k.Value]
+		if !ok {
+			names := make([]string, 0, len(fields))
+			for name := range fields {
+				names = append(names, name)
+			}
+			slices.Sort(names)
+			p.problem(k, fp, "unknown field %q (known fields: %s)", k.Value, strings.Join(names, ", "))
+			continue
+		}
+		p.lines[fp] = k.Line
+		p.check(v, f.Type, fp)
+	}
+}
+
+// merge applies a YAML merge key ("<<: *base"): its mappings' fields count
+// as set here unless set already.
+func (p *parser) merge(v *yaml.Node, t reflect.Type, path string, seen map[string]int) {
+	if v.Kind == yaml.AliasNode && v.Alias != nil {
+		v = v.Alias
+	}
+	switch v.Kind {
+	case yaml.MappingNode:
+		// Fields set by the mapping itself win over merged ones, so check
+		// the merged fields with their own duplicate tracking.
+		p.checkFields(v, t, path, map[string]int{})
+	case yaml.SequenceNode:
+		for _, item := range v.Content {
+			p.merge(item, t, path, seen)
+		}
+	default:
+		p.problem(v, path, "merge key << wants a mapping, got %s", kindName(v))
+	}
+}
+
+// scalarProblem reports a value of the wrong type. It quotes the value only
+// when it was written in the file: a value from the environment might be a
+// secret put in the wrong place, so the message names the variable instead.
+func (p *parser) scalarProblem(n *yaml.Node, path, want string, detail error) {
+	if refs := p.refs[n]; len(refs) > 0 {
+		p.problem(n, path, "want %s, but the value from ${%s} is not", want, refs[0].name)
+		return
+	}
+	if detail != nil {
+		p.problem(n, path, "%v", detail)
+		return
+	}
+	if n.Kind != yaml.ScalarNode {
+		p.problem(n, path, "want %s, got %s", want, kindName(n))
+		return
+	}
+	p.problem(n, path, "want %s, got %q", want, n.Value)
+}
+
+// yamlFields maps the yaml names of t's exported fields to the fields.
+func yamlFields(t reflect.Type) map[string]reflect.StructField {
+	fields := make(map[string]reflect.StructField, t.NumField())
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "-" {
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		fields[name] = f
+	}
+	return fields
+}
+
+// decode decodes the checked document over cfg's defaults. It goes through
+// a strict decoder (KnownFields) as a second line of defence behind check:
+// yaml.Node.Decode has no strict mode.
+func (p *parser) decode(doc *yaml.Node, cfg *Config) error {
+	text, err := yaml.Marshal(doc)
+	if err != nil {
+		return &FieldError{File: p.file, Msg: err.Error()}
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(text))
+	dec.KnownFields(true)
+	if err := dec.Decode(cfg); err != nil {
+		// Line numbers here are of the re-encoded text; check has already
+		// caught every problem it knows how to place, so leave them out.
+		return &FieldError{File: p.file, Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	return nil
+}
+
+// fromEnv records that the environment set the value at path.
+func (p *parser) fromEnv(path string) {
+	if p.env == nil {
+		p.env = map[string]string{}
+	}
+	switch path {
+	case "listen":
+		p.env[path] = EnvListen
+	case "database":
+		p.env[path] = EnvDatabase
+	}
+}
+
+// locate adds the file and line to each FieldError of a Validate error,
+// and says when the value came from the environment.
+func (p *parser) locate(err error) error {
+	var in []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		in = j.Unwrap()
+	} else {
+		in = []error{err}
+	}
+	out := make([]error, 0, len(in))
+	for _, e := range in {
+		fe, ok := e.(*FieldError)
+		if !ok {
+			out = append(out, fmt.Errorf("%s: %w", p.file, e))
+			continue
+		}
+		c := *fe
+		if v, ok := p.env[topField(c.Path)]; ok {
+			c.Msg += fmt.Sprintf(" (set by %s)", v)
+			out = append(out, &c)
+			continue
+		}
+		c.File = p.file
+		c.Line = p.lineOf(c.Path)
+		if names := p.unset[c.Path]; len(names) > 0 {
+			c.Msg += fmt.Sprintf(" (${%s} is unset or empty)", strings.Join(names, "}, ${"))
+		}
+		out = append(out, &c)
+	}
+	return errors.Join(out...)
+}
+
+// lineOf returns the line of path, or of its nearest ancestor in the file.
+func (p *parser) lineOf(path string) int {
+	for {
+		if line, ok := p.lines[path]; ok {
+			return line
+		}
+		i := strings.LastIndexAny(path, ".[")
+		if i < 0 {
+			return p.lines[""]
+		}
+		path = path[:i]
+	}
+}
+
+// topField returns the first element of a path: "models" for models[1].name.
+func topField(path string) string {
+	if i := strings.IndexAny(path, ".["); i >= 0 {
+		return path[:i]
+	}
+	return path
+}

@@ -1,0 +1,255 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Accepted values of enumerated fields.
+var (
+	kinds          = []string{"openai", "anthropic", "gemini", "sim"}
+	strategies     = []string{"fallback", "weighted", "least-inflight", "lowest-latency"}
+	contextPolicys = []string{"reject", "trim"}
+)
+
+// Validate checks c and returns every problem at once, joined with
+// errors.Join; each is a *FieldError whose Path names the value, e.g.
+// `models[2].routes[0].provider: unknown provider "opnai"`. It returns nil
+// for a valid config. It does not fill defaults (see SetDefaults): an empty
+// strategy or context_policy is an error here. Messages never contain a
+// provider api key, a gateway key or a database password.
+//
+// Checked: listen is HOST:PORT; database is sqlite://PATH or
+// postgres[ql]://...; timeouts and max_body_bytes are not negative; at least
+// one provider and one model; names present and unique; provider kind is
+// openai, anthropic, gemini or sim; base_url is an absolute http(s) URL,
+// required except for sim; keys have a name and a secret, no two keys share
+// a secret, and key.models name configured models; each model has routes
+// whose provider exists and whose model is set, weights ≥ 0, prices finite
+// and ≥ 0, a known strategy and context_policy, retries ≥ 0,
+// context_window ≥ 0, and hedge.after a positive duration or pNN with
+// hedge.budget in [0, 1].
+func (c *Config) Validate() error {
+	var v problems
+	v.listen(c.Listen)
+	v.database(c.Database)
+	v.nonNegative("timeouts.connect", c.Timeouts.Connect)
+	v.nonNegative("timeouts.first_token", c.Timeouts.FirstToken)
+	v.nonNegative("timeouts.idle", c.Timeouts.Idle)
+	v.nonNegative("timeouts.total", c.Timeouts.Total)
+	if c.MaxBody < 0 {
+		v.add("max_body_bytes", "must not be negative, got %d", c.MaxBody)
+	}
+
+	providers := make(map[string]int, len(c.Providers))
+	if len(c.Providers) == 0 {
+		v.add("providers", "at least one provider is required")
+	}
+	for i, p := range c.Providers {
+		path := fmt.Sprintf("providers[%d]", i)
+		v.name(path, p.Name, "provider", providers, i)
+		v.provider(path, p)
+	}
+
+	models := make(map[string]int, len(c.Models))
+	if len(c.Models) == 0 {
+		v.add("models", "at least one model is required")
+	}
+	for i, m := range c.Models {
+		path := fmt.Sprintf("models[%d]", i)
+		v.name(path, m.Name, "model", models, i)
+		v.model(path, m, providers, c.Providers)
+	}
+
+	keyNames := make(map[string]int, len(c.Keys))
+	secrets := make(map[string]int, len(c.Keys))
+	for i, k := range c.Keys {
+		path := fmt.Sprintf("keys[%d]", i)
+		v.name(path, k.Name, "key", keyNames, i)
+		if k.Key == "" {
+			v.add(path+".key", "required")
+		} else if first, dup := secrets[k.Key]; dup {
+			v.add(path+".key", "same secret as keys[%d]; each key needs its own", first)
+		} else {
+			secrets[k.Key] = i
+		}
+		for j, name := range k.Models {
+			if _, ok := models[name]; !ok {
+				v.add(fmt.Sprintf("%s.models[%d]", path, j), "unknown model %q", name)
+			}
+		}
+	}
+	return errors.Join(v...)
+}
+
+// problems collects the problems Validate finds.
+type problems []error
+
+func (v *problems) add(path, format string, args ...any) {
+	*v = append(*v, &FieldError{Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+// name checks that an entry's name is present and unique among seen.
+func (v *problems) name(path, name, what string, seen map[string]int, i int) {
+	if name == "" {
+		v.add(path+".name", "required")
+		return
+	}
+	if first, dup := seen[name]; dup {
+		v.add(path+".name", "duplicate %s name %q (first at %ss[%d])", what, name, what, first)
+		return
+	}
+	seen[name] = i
+}
+
+func (v *problems) listen(addr string) {
+	if addr == "" {
+		v.add("listen", "required (HOST:PORT)")
+		return
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		v.add("listen", "%q is not HOST:PORT", addr)
+		return
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		v.add("listen", "%q has an invalid port (want 0-65535)", addr)
+	}
+}
+
+func (v *problems) database(db string) {
+	if db == "" {
+		v.add("database", "required (sqlite://PATH or postgres://...)")
+		return
+	}
+	scheme, rest, ok := strings.Cut(db, "://")
+	switch {
+	case !ok:
+		v.add("database", "%s has no scheme (want sqlite://PATH or postgres://...)", redactURL(db))
+	case scheme == "sqlite":
+		if rest == "" {
+			v.add("database", "sqlite:// needs a file path, e.g. sqlite://streamgate.db")
+		}
+	case scheme == "postgres" || scheme == "postgresql":
+		if _, err := url.Parse(db); err != nil {
+			v.add("database", "not a valid postgres URL")
+		}
+	default:
+		v.add("database", "unsupported scheme %q (want sqlite:// or postgres://)", scheme)
+	}
+}
+
+func (v *problems) nonNegative(path string, d Duration) {
+	if d < 0 {
+		v.add(path, "must not be negative, got %s", d)
+	}
+}
+
+func (v *problems) provider(path string, p Provider) {
+	switch {
+	case p.Kind == "":
+		v.add(path+".kind", "required (one of %s)", strings.Join(kinds, ", "))
+	case !oneOf(p.Kind, kinds):
+		v.add(path+".kind", "unknown kind %q (want one of %s)", p.Kind, strings.Join(kinds, ", "))
+	}
+	if p.BaseURL == "" {
+		if p.Kind != "sim" && oneOf(p.Kind, kinds) {
+			v.add(path+".base_url", "required for kind %s", p.Kind)
+		}
+		return
+	}
+	u, err := url.Parse(p.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		v.add(path+".base_url", "%s is not an absolute http(s) URL", redactURL(p.BaseURL))
+	}
+}
+
+func (v *problems) model(path string, m Model, providers map[string]int, list []Provider) {
+	if len(m.Routes) == 0 {
+		v.add(path+".routes", "at least one route is required")
+	}
+	for j, r := range m.Routes {
+		rp := fmt.Sprintf("%s.routes[%d]", path, j)
+		if r.Provider == "" {
+			v.add(rp+".provider", "required")
+		} else if _, ok := providers[r.Provider]; !ok {
+			names := make([]string, 0, len(list))
+			for _, p := range list {
+				names = append(names, fmt.Sprintf("%q", p.Name))
+			}
+			v.add(rp+".provider", "unknown provider %q (providers: %s)", r.Provider, strings.Join(names, ", "))
+		}
+		if r.Model == "" {
+			v.add(rp+".model", "required (the model name the provider expects)")
+		}
+		if r.Weight < 0 {
+			v.add(rp+".weight", "must not be negative, got %d", r.Weight)
+		}
+	}
+	v.price(path+".price.input", m.Price.Input)
+	v.price(path+".price.output", m.Price.Output)
+	if !oneOf(m.Strategy, strategies) {
+		v.add(path+".strategy", "unknown strategy %q (want one of %s)", m.Strategy, strings.Join(strategies, ", "))
+	}
+	if m.Retries < 0 {
+		v.add(path+".retries", "must not be negative, got %d", m.Retries)
+	}
+	if m.ContextWindow < 0 {
+		v.add(path+".context_window", "must not be negative, got %d", m.ContextWindow)
+	}
+	if !oneOf(m.ContextPolicy, contextPolicys) {
+		v.add(path+".context_policy", "unknown policy %q (want one of %s)", m.ContextPolicy, strings.Join(contextPolicys, ", "))
+	}
+	if m.Hedge != nil {
+		if _, _, err := m.Hedge.Delay(); err != nil {
+			v.add(path+".hedge.after", "%v", err)
+		}
+		if b := m.Hedge.Budget; math.IsNaN(b) || b < 0 || b > 1 {
+			v.add(path+".hedge.budget", "must be between 0 and 1, got %v", b)
+		}
+	}
+}
+
+func (v *problems) price(path string, p float64) {
+	if math.IsNaN(p) || math.IsInf(p, 0) || p < 0 {
+		v.add(path, "must be a non-negative number of USD per 1M tokens, got %v", p)
+	}
+}
+
+func oneOf(s string, set []string) bool {
+	for _, x := range set {
+		if s == x {
+			return true
+		}
+	}
+	return false
+}
+
+// Delay parses After: a duration ("500ms") returns it, a percentile of the
+// route's observed first-token latency ("p95", "p99.9") returns it in pct
+// (0 < pct < 100). Exactly one of d and pct is non-zero when err is nil.
+// An empty After is an error.
+func (h Hedge) Delay() (d time.Duration, pct float64, err error) {
+	a := h.After
+	if a == "" {
+		return 0, 0, errors.New("required (a duration such as 500ms, or a percentile such as p95)")
+	}
+	if num, ok := strings.CutPrefix(a, "p"); ok {
+		pct, err := strconv.ParseFloat(num, 64)
+		if err != nil || !(pct > 0 && pct < 100) {
+			return 0, 0, fmt.Errorf("%q is not a percentile (want p1 to p99.9)", a)
+		}
+		return 0, pct, nil
+	}
+	d, err = time.ParseDuration(a)
+	if err != nil || d <= 0 {
+		return 0, 0, fmt.Errorf("%q is neither a positive duration (500ms) nor a percentile (p95)", a)
+	}
+	return d, 0, nil
+}
