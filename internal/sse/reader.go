@@ -130,6 +130,10 @@ func (r *Reader) Next() (*Event, error) {
 			r.comment = append(r.comment[:0], value...)
 			hasComment = true
 		case string(field) == "data":
+			// Many short data lines must not grow one event past the limit either.
+			if len(r.data)+len(value) > r.max {
+				return nil, &LineTooLongError{Limit: r.max}
+			}
 			if hasData {
 				r.data = append(r.data, '\n')
 			}
