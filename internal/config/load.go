@@ -168,7 +168,6 @@ func Parse(name string, data []byte, getenv func(string) string) (*Config, error
 	}
 	var root yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(text))
-	dec.KnownFields(true)
 	if err := dec.Decode(&root); err != nil && !errors.Is(err, io.EOF) {
 		return nil, p.syntaxError(err)
 	}
@@ -206,11 +205,11 @@ type parser struct {
 	getenv func(string) string
 	prefix string // placeholder prefix, absent from the original text
 
-	vals  []envValue               // placeholder i stands for vals[i]
-	refs  map[*yaml.Node][]envRef  // variables substituted into a node
-	lines map[string]int           // path → line
-	unset map[string][]string      // path → variables that were unset there
-	env   map[string]string        // path → variable that overrode it
+	vals  []envValue              // placeholder i stands for vals[i]
+	refs  map[*yaml.Node][]envRef // variables substituted into a node
+	lines map[string]int          // path → line
+	unset map[string][]string     // path → variables that were unset there
+	env   map[string]string       // path → variable that overrode it
 	errs  []error
 }
 
@@ -494,19 +493,13 @@ func yamlFields(t reflect.Type) map[string]reflect.StructField {
 	return fields
 }
 
-// decode decodes the checked document over cfg's defaults. It goes through
-// a strict decoder (KnownFields) as a second line of defence behind check:
-// yaml.Node.Decode has no strict mode.
+// decode decodes the checked document over cfg's defaults. check has
+// already rejected unknown fields and wrong types with their paths, which
+// yaml's own strict mode (Decoder.KnownFields) cannot do: it names Go
+// types, stops at the first problem, and yaml.Node.Decode has no strict
+// mode at all. An error here would be a gap in check.
 func (p *parser) decode(doc *yaml.Node, cfg *Config) error {
-	text, err := yaml.Marshal(doc)
-	if err != nil {
-		return &FieldError{File: p.file, Msg: err.Error()}
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(text))
-	dec.KnownFields(true)
-	if err := dec.Decode(cfg); err != nil {
-		// Line numbers here are of the re-encoded text; check has already
-		// caught every problem it knows how to place, so leave them out.
+	if err := doc.Decode(cfg); err != nil {
 		return &FieldError{File: p.file, Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
 	}
 	return nil

@@ -1,0 +1,515 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// envOf returns a getenv reading from m.
+func envOf(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+// fieldErrors returns the *FieldErrors joined in err, failing on others.
+func fieldErrors(t *testing.T, err error) []*FieldError {
+	t.Helper()
+	var in []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		in = j.Unwrap()
+	} else if err != nil {
+		in = []error{err}
+	}
+	out := make([]*FieldError, 0, len(in))
+	for _, e := range in {
+		var fe *FieldError
+		if !errors.As(e, &fe) {
+			t.Fatalf("error %q (%T) is not a *FieldError", e, e)
+		}
+		out = append(out, fe)
+	}
+	return out
+}
+
+func TestLoadSpecExample(t *testing.T) {
+	env := envOf(map[string]string{
+		"OPENAI_API_KEY":     "sk-proj-0123456789abcdef",
+		"STREAMGATE_DEV_KEY": "sg-dev-fedcba9876543210",
+	})
+	cfg, err := Load(filepath.Join("testdata", "spec.yaml"), env)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	want := &Config{
+		Listen:   "127.0.0.1:8080",
+		Database: "sqlite://streamgate.db",
+		Timeouts: Timeouts{Connect: Duration(5 * time.Second), FirstToken: Duration(30 * time.Second), Idle: Duration(30 * time.Second)},
+		MaxBody:  10 << 20,
+		Providers: []Provider{
+			{Name: "openai", Kind: "openai", BaseURL: "https://api.openai.com/v1", APIKey: "sk-proj-0123456789abcdef"},
+			{Name: "local-sim", Kind: "sim"},
+		},
+		Keys: []Key{{Name: "dev", Key: "sg-dev-fedcba9876543210"}},
+		Models: []Model{{
+			Name:          "gpt-4.1",
+			Routes:        []Route{{Provider: "openai", Model: "gpt-4.1"}, {Provider: "local-sim", Model: "sim-fast"}},
+			Price:         Price{Input: 2, Output: 8},
+			Strategy:      "fallback",
+			Retries:       2,
+			Hedge:         &Hedge{After: "500ms", Budget: 0.1},
+			ContextWindow: 1047576,
+			ContextPolicy: "reject",
+		}},
+	}
+	want.idx = cfg.idx
+	if !reflect.DeepEqual(cfg, want) {
+		t.Errorf("got\n%#v\nwant\n%#v", *cfg, *want)
+	}
+	d, pct, err := cfg.Models[0].Hedge.Delay()
+	if err != nil || d != 500*time.Millisecond || pct != 0 {
+		t.Errorf("hedge Delay: got %v, %v, %v; want 500ms, 0, nil", d, pct, err)
+	}
+}
+
+func TestLoadSpecExampleUnsetKey(t *testing.T) {
+	_, err := Load(filepath.Join("testdata", "spec.yaml"), envOf(nil))
+	want := "testdata/spec.yaml:9: keys[0].key: required (${STREAMGATE_DEV_KEY} is unset or empty)"
+	if err == nil || err.Error() != want {
+		t.Fatalf("got error %v, want %q", err, want)
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	_, err := Load(filepath.Join(t.TempDir(), "nope.yaml"), nil)
+	if !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), "nope.yaml") {
+		t.Fatalf("got %v, want a not-exist error naming nope.yaml", err)
+	}
+}
+
+func TestEnvExpansion(t *testing.T) {
+	secret := `sk-a#b: 'c" {x}, [y] ${NOT_AGAIN}`
+	env := envOf(map[string]string{
+		"SG_PORT":    "9090",
+		"SG_IDLE":    "45s",
+		"SG_BASE":    "http://127.0.0.1:8081",
+		"SG_SECRET":  secret,
+		"SG_KEY":     "sg-0123456789",
+		"SG_RETRIES": "3",
+		"NOT_AGAIN":  "expanded twice",
+	})
+	cfg, err := Load(filepath.Join("testdata", "env.yaml"), env)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	m := cfg.Models[0]
+	for _, c := range []struct {
+		name      string
+		got, want any
+	}{
+		{"listen (default + plain)", cfg.Listen, "127.0.0.1:9090"},
+		{"connect default", cfg.Timeouts.Connect.D(), 5 * time.Second},
+		{"idle quoted", cfg.Timeouts.Idle.D(), 45 * time.Second},
+		{"base_url inside quotes", cfg.Providers[0].BaseURL, "http://127.0.0.1:8081/v1"},
+		{"secret with YAML syntax kept verbatim", cfg.Providers[0].APIKey, secret},
+		{"block value", cfg.Keys[0].Key, "sg-0123456789"},
+		{"escaped $${", m.Routes[0].Model, "literal ${NOT_EXPANDED}"},
+		{"integer typed after expansion", m.Retries, 3},
+		{"float default", m.Price.Input, 0.5},
+	} {
+		if !reflect.DeepEqual(c.got, c.want) {
+			t.Errorf("%s: got %#v, want %#v", c.name, c.got, c.want)
+		}
+	}
+}
+
+func TestParseShapeErrors(t *testing.T) {
+	const base = "providers: [{name: sim, kind: sim}]\nmodels: [{name: m, routes: [{provider: sim, model: m}]}]\n"
+	tests := []struct {
+		name string
+		yaml string
+		env  map[string]string
+		want []string // each a full error line
+	}{
+		{
+			name: "duration without unit",
+			yaml: base + "timeouts:\n  connect: 5\n",
+			want: []string{`t.yaml:4: timeouts.connect: 5 has no unit; write a duration such as "5s" or "250ms"`},
+		},
+		{
+			name: "duration not parseable",
+			yaml: base + "timeouts: {idle: 5 seconds}\n",
+			want: []string{`t.yaml:3: timeouts.idle: "5 seconds" is not a duration (want e.g. "5s", "250ms", "0s")`},
+		},
+		{
+			name: "duration as float",
+			yaml: base + "timeouts: {total: 1.5}\n",
+			want: []string{`t.yaml:3: timeouts.total: 1.5 has no unit; write a duration such as "5s" or "250ms"`},
+		},
+		{
+			name: "unknown top-level field",
+			yaml: base + "listn: 127.0.0.1:1\n",
+			want: []string{`t.yaml:3: listn: unknown field "listn" (known fields: database, keys, listen, max_body_bytes, models, providers, timeouts)`},
+		},
+		{
+			name: "integer field given text",
+			yaml: "providers: [{name: sim, kind: sim}]\nmodels: [{name: m, retries: two, routes: [{provider: sim, model: m}]}]\n",
+			want: []string{`t.yaml:2: models[0].retries: want an integer, got "two"`},
+		},
+		{
+			name: "float field given text",
+			yaml: "providers: [{name: sim, kind: sim}]\nmodels: [{name: m, price: {input: cheap}, routes: [{provider: sim, model: m}]}]\n",
+			want: []string{`t.yaml:2: models[0].price.input: want a number, got "cheap"`},
+		},
+		{
+			name: "bool field given text",
+			yaml: "providers: [{name: sim, kind: sim}]\nmodels: [{name: m, continue_on_cut: maybe, routes: [{provider: sim, model: m}]}]\n",
+			want: []string{`t.yaml:2: models[0].continue_on_cut: want true or false, got "maybe"`},
+		},
+		{
+			name: "list expected",
+			yaml: "providers: {name: sim, kind: sim}\nmodels: [{name: m, routes: [{provider: sim, model: m}]}]\n",
+			want: []string{`t.yaml:1: providers: want a list, got a mapping`},
+		},
+		{
+			name: "mapping expected",
+			yaml: base + "timeouts: 5s\n",
+			want: []string{`t.yaml:3: timeouts: want a mapping of fields, got a single value`},
+		},
+		{
+			name: "string expected",
+			yaml: base + "listen: [a, b]\n",
+			want: []string{`t.yaml:3: listen: want a single value, got a list`},
+		},
+		{
+			name: "field set twice",
+			yaml: base + "listen: 127.0.0.1:1\nlisten: 127.0.0.1:2\n",
+			want: []string{`t.yaml:4: listen: set twice (first on line 3)`},
+		},
+		{
+			name: "several shape problems together",
+			yaml: "providers:\n  - {name: sim, kind: sim, colour: blue}\nmodels:\n  - {name: m, retries: x, routes: [{provider: sim, model: m, wieght: 2}]}\ntimeouts: {connect: 3}\n",
+			want: []string{
+				`t.yaml:2: providers[0].colour: unknown field "colour" (known fields: api_key, base_url, kind, name)`,
+				`t.yaml:4: models[0].retries: want an integer, got "x"`,
+				`t.yaml:4: models[0].routes[0].wieght: unknown field "wieght" (known fields: model, provider, weight)`,
+				`t.yaml:5: timeouts.connect: 3 has no unit; write a duration such as "5s" or "250ms"`,
+			},
+		},
+		{
+			name: "value from environment of the wrong type is not echoed",
+			yaml: base + "timeouts: {connect: ${SECRETISH}}\n",
+			env:  map[string]string{"SECRETISH": "sk-hunter2hunter2"},
+			want: []string{`t.yaml:3: timeouts.connect: want a duration with a unit such as "5s", but the value from ${SECRETISH} is not`},
+		},
+		{
+			name: "syntax error",
+			yaml: "listen: [\n",
+			want: []string{`t.yaml:1: did not find expected node content`},
+		},
+		{
+			name: "unterminated reference",
+			yaml: base + "listen: ${HOST\n",
+			want: []string{`t.yaml:3: unterminated ${ (want ${VAR} or ${VAR:-default})`},
+		},
+		{
+			name: "invalid reference",
+			yaml: base + "listen: ${1HOST}\n",
+			want: []string{`t.yaml:3: invalid variable reference ${1HOST} (want ${VAR} or ${VAR:-default})`},
+		},
+		{
+			name: "two documents",
+			yaml: base + "---\nlisten: 127.0.0.1:1\n",
+			want: []string{`t.yaml:3: more than one YAML document`},
+		},
+		{
+			name: "empty file",
+			yaml: "",
+			want: []string{`t.yaml:1: providers: at least one provider is required`, `t.yaml:1: models: at least one model is required`},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse("t.yaml", []byte(tt.yaml), envOf(tt.env))
+			if err == nil {
+				t.Fatalf("got no error, want %q", tt.want)
+			}
+			got := strings.Split(err.Error(), "\n")
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+			if len(fieldErrors(t, err)) != len(tt.want) {
+				t.Errorf("got %d FieldErrors, want %d", len(fieldErrors(t, err)), len(tt.want))
+			}
+		})
+	}
+}
+
+func TestUnknownFieldFile(t *testing.T) {
+	_, err := Load(filepath.Join("testdata", "unknown_field.yaml"), nil)
+	want := []string{
+		`testdata/unknown_field.yaml:3: providers[0].baseurl: unknown field "baseurl" (known fields: api_key, base_url, kind, name)`,
+		`testdata/unknown_field.yaml:7: models[0].prices: unknown field "prices" (known fields: context_policy, context_window, continue_on_cut, hedge, name, price, retries, routes, strategy)`,
+	}
+	if err == nil || err.Error() != strings.Join(want, "\n") {
+		t.Fatalf("got %v\nwant\n%s", err, strings.Join(want, "\n"))
+	}
+}
+
+func TestManyProblems(t *testing.T) {
+	_, err := Load(filepath.Join("testdata", "many_problems.yaml"), nil)
+	if err == nil {
+		t.Fatal("got no error, want many")
+	}
+	want := []string{
+		`testdata/many_problems.yaml:2: listen: "localhost" is not HOST:PORT`,
+		`testdata/many_problems.yaml:3: database: unsupported scheme "mysql" (want sqlite:// or postgres://)`,
+		`testdata/many_problems.yaml:4: timeouts.connect: must not be negative, got -1s`,
+		`testdata/many_problems.yaml:6: providers[0].base_url: api.openai.com/v1 is not an absolute http(s) URL`,
+		`testdata/many_problems.yaml:7: providers[1].name: duplicate provider name "openai" (first at providers[0])`,
+		`testdata/many_problems.yaml:7: providers[1].kind: unknown kind "opnai" (want one of openai, anthropic, gemini, sim)`,
+		`testdata/many_problems.yaml:14: models[0].price.input: must be a non-negative number of USD per 1M tokens, got -1`,
+		`testdata/many_problems.yaml:15: models[0].strategy: unknown strategy "random" (want one of fallback, weighted, least-inflight, lowest-latency)`,
+		`testdata/many_problems.yaml:16: models[0].retries: must not be negative, got -1`,
+		`testdata/many_problems.yaml:18: models[0].context_policy: unknown policy "drop" (want one of reject, trim)`,
+		`testdata/many_problems.yaml:17: models[0].hedge.after: "soon" is neither a positive duration (500ms) nor a percentile (p95)`,
+		`testdata/many_problems.yaml:17: models[0].hedge.budget: must be between 0 and 1, got 2`,
+		`testdata/many_problems.yaml:19: models[1].name: duplicate model name "gpt-4.1" (first at models[0])`,
+		`testdata/many_problems.yaml:20: models[1].routes: at least one route is required`,
+		`testdata/many_problems.yaml:22: models[2].routes[0].provider: unknown provider "anthropic" (providers: "openai", "openai")`,
+		`testdata/many_problems.yaml:22: models[2].routes[0].model: required (the model name the provider expects)`,
+		`testdata/many_problems.yaml:10: keys[1].key: same secret as keys[0]; each key needs its own`,
+		`testdata/many_problems.yaml:10: keys[1].models[0]: unknown model "gpt-5"`,
+	}
+	got := strings.Split(err.Error(), "\n")
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestDefaultsAndOverrides(t *testing.T) {
+	const base = "providers: [{name: sim, kind: sim}]\nmodels: [{name: m, routes: [{provider: sim, model: m}]}]\n"
+	tests := []struct {
+		name  string
+		yaml  string
+		env   map[string]string
+		check func(c *Config) (got, want any)
+	}{
+		{"listen default", base, nil, func(c *Config) (any, any) { return c.Listen, "127.0.0.1:8080" }},
+		{"database default", base, nil, func(c *Config) (any, any) { return c.Database, "sqlite://streamgate.db" }},
+		{"max body default", base, nil, func(c *Config) (any, any) { return c.MaxBody, int64(10 << 20) }},
+		{"max body 0 means default", base + "max_body_bytes: 0\n", nil, func(c *Config) (any, any) { return c.MaxBody, int64(10 << 20) }},
+		{"strategy default", base, nil, func(c *Config) (any, any) { return c.Models[0].Strategy, "fallback" }},
+		{"context policy default", base, nil, func(c *Config) (any, any) { return c.Models[0].ContextPolicy, "reject" }},
+		{"timeouts default", base, nil, func(c *Config) (any, any) {
+			return c.Timeouts, Timeouts{Connect: Duration(5 * time.Second), FirstToken: Duration(30 * time.Second), Idle: Duration(30 * time.Second)}
+		}},
+		{"one timeout set keeps the others", base + "timeouts: {first_token: 2s}\n", nil, func(c *Config) (any, any) {
+			return c.Timeouts, Timeouts{Connect: Duration(5 * time.Second), FirstToken: Duration(2 * time.Second), Idle: Duration(30 * time.Second)}
+		}},
+		{"explicit 0s turns a timeout off", base + "timeouts: {idle: 0s}\n", nil, func(c *Config) (any, any) { return c.Timeouts.Idle.D(), time.Duration(0) }},
+		{"null timeout keeps default", base + "timeouts: {connect: }\n", nil, func(c *Config) (any, any) { return c.Timeouts.Connect.D(), 5 * time.Second }},
+		{"env overrides file listen", base + "listen: 127.0.0.1:1\n", map[string]string{EnvListen: "0.0.0.0:9000"}, func(c *Config) (any, any) { return c.Listen, "0.0.0.0:9000" }},
+		{"env overrides database", base, map[string]string{EnvDatabase: "postgres://u:pw@db/sg"}, func(c *Config) (any, any) { return c.Database, "postgres://u:pw@db/sg" }},
+		{"postgresql scheme", base + "database: postgresql://db/sg\n", nil, func(c *Config) (any, any) { return c.Database, "postgresql://db/sg" }},
+		{"percentile hedge", "providers: [{name: sim, kind: sim}]\nmodels: [{name: m, hedge: {after: p95, budget: 0.05}, routes: [{provider: sim, model: m}]}]\n", nil,
+			func(c *Config) (any, any) {
+				_, pct, err := c.Models[0].Hedge.Delay()
+				return fmt.Sprint(pct, err), "95 <nil>"
+			}},
+		{"yaml anchors and merge keys", "providers: [{name: sim, kind: sim}]\nbase: &b {routes: [{provider: sim, model: m}], retries: 1}\n", nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := Parse("t.yaml", []byte(tt.yaml), envOf(tt.env))
+			if tt.check == nil {
+				if err == nil || !strings.Contains(err.Error(), `base: unknown field "base"`) {
+					t.Fatalf("got %v, want unknown field base", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if got, want := tt.check(cfg); !reflect.DeepEqual(got, want) {
+				t.Errorf("got %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+func TestMergeKey(t *testing.T) {
+	const y = `
+providers: [{name: sim, kind: sim}]
+models:
+  - &first {name: a, routes: [{provider: sim, model: a}], retries: 1, price: {input: 1, output: 2}}
+  - <<: *first
+    name: b
+  - {<<: *first, name: c, wrong: 1}
+`
+	_, err := Parse("t.yaml", []byte(y), nil)
+	want := `t.yaml:7: models[2].wrong: unknown field "wrong"`
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("got %v, want %q...", err, want)
+	}
+	cfg, err := Parse("t.yaml", []byte(strings.Replace(y, ", wrong: 1", "", 1)), nil)
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if got := cfg.Models[1]; got.Name != "b" || got.Retries != 1 || got.Price.Output != 2 || got.Routes[0].Model != "a" {
+		t.Errorf("merged model: got %+v, want b with a's fields", got)
+	}
+}
+
+func TestEnvOverrideNamedInErrors(t *testing.T) {
+	const y = "providers: [{name: sim, kind: sim}]\nmodels: [{name: m, routes: [{provider: sim, model: m}]}]\n"
+	_, err := Parse("t.yaml", []byte(y), envOf(map[string]string{EnvListen: "nowhere", EnvDatabase: "postgres://u:hunter2pw@db/x%zz"}))
+	want := "listen: \"nowhere\" is not HOST:PORT (set by STREAMGATE_LISTEN)\n" +
+		"database: not a valid postgres URL (set by STREAMGATE_DATABASE)"
+	if err == nil || err.Error() != want {
+		t.Fatalf("got %v, want\n%s", err, want)
+	}
+}
+
+func TestDuration(t *testing.T) {
+	tests := []struct {
+		name    string
+		yaml    string
+		want    time.Duration
+		wantErr string
+	}{
+		{"seconds", `d: 5s`, 5 * time.Second, ""},
+		{"milliseconds", `d: 250ms`, 250 * time.Millisecond, ""},
+		{"zero", `d: 0s`, 0, ""},
+		{"quoted", `d: "1m30s"`, 90 * time.Second, ""},
+		{"plain integer", `d: 5`, 0, `line 1: 5 has no unit; write a duration such as "5s" or "250ms"`},
+		{"plain zero", `d: 0`, 0, `line 1: 0 has no unit`},
+		{"words", `d: soon`, 0, `line 1: "soon" is not a duration`},
+		{"list", "d: [1s]", 0, `line 1: want a duration such as "5s", got a list`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var v struct {
+				D Duration `yaml:"d"`
+			}
+			err := yaml.Unmarshal([]byte(tt.yaml), &v)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got error %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Unmarshal: %v", err)
+			}
+			if v.D.D() != tt.want {
+				t.Errorf("got %v, want %v", v.D.D(), tt.want)
+			}
+			out, err := yaml.Marshal(v)
+			if err != nil || string(out) != "d: "+tt.want.String()+"\n" {
+				t.Errorf("Marshal: got %q, %v; want %q", out, err, "d: "+tt.want.String()+"\n")
+			}
+		})
+	}
+}
+
+// TestRoundTrip checks that a marshalled config (unredacted) loads back equal.
+func TestRoundTrip(t *testing.T) {
+	cfg, _, err := Default(envOf(map[string]string{EnvDevKey: "sg-dev-roundtrip0000"}))
+	if err != nil {
+		t.Fatalf("Default: %v", err)
+	}
+	cfg.Models[0].Hedge = &Hedge{After: "p99", Budget: 0.1}
+	cfg.Timeouts.Total = Duration(90 * time.Second)
+	text, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatalf("Marshal: %v", err)
+	}
+	back, err := Parse("round.yaml", text, nil)
+	if err != nil {
+		t.Fatalf("Parse of marshalled config: %v\n%s", err, text)
+	}
+	back.idx = cfg.idx
+	cfg.Keys[0].Models = []string{} // written as "models: []"
+	if !reflect.DeepEqual(back, cfg) {
+		t.Errorf("round trip changed the config:\ngot  %#v\nwant %#v", back, cfg)
+	}
+}
+
+var devKey = regexp.MustCompile(`^sg-dev-[0-9a-f]{32}$`)
+
+func TestDefault(t *testing.T) {
+	cfg, gen, err := Default(nil)
+	if err != nil {
+		t.Fatalf("Default: %v", err)
+	}
+	if !devKey.MatchString(gen) {
+		t.Errorf("generated key: got %q, want sg-dev-<32 hex>", gen)
+	}
+	if len(cfg.Keys) != 1 || cfg.Keys[0].Key != gen || cfg.Keys[0].Name != "dev" {
+		t.Errorf("keys: got %v, want one key named dev with the generated secret", cfg.Keys)
+	}
+	_, gen2, _ := Default(nil)
+	if gen2 == gen {
+		t.Errorf("two generated keys are equal: %q", gen)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("Validate: %v", err)
+	}
+	if got, want := cfg.Providers, []Provider{{Name: "sim", Kind: "sim"}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("providers: got %v, want %v", got, want)
+	}
+	if cfg.Database != "sqlite://streamgate.db" || cfg.Listen != "127.0.0.1:8080" {
+		t.Errorf("database, listen: got %q, %q; want sqlite://streamgate.db, 127.0.0.1:8080", cfg.Database, cfg.Listen)
+	}
+	wantModels := []struct {
+		name          string
+		input, output float64
+		routes        []Route
+	}{
+		{"sim-gpt-4.1", 2.00, 8.00, nil},
+		{"sim-claude-sonnet-4.5", 3.00, 15.00, nil},
+		{"sim-gemini-2.5-flash", 0.30, 2.50, nil},
+		{"sim-deepseek-v3.2", 0.28, 0.42, nil},
+		{"sim-fast", 0, 0, nil},
+		{"sim-fallback", 0, 0, []Route{{Provider: "sim", Model: "sim-flaky"}, {Provider: "sim", Model: "sim-fast"}}},
+	}
+	if len(cfg.Models) != len(wantModels) {
+		t.Fatalf("models: got %d, want %d", len(cfg.Models), len(wantModels))
+	}
+	for i, w := range wantModels {
+		t.Run(w.name, func(t *testing.T) {
+			m := cfg.Models[i]
+			routes := w.routes
+			if routes == nil {
+				routes = []Route{{Provider: "sim", Model: w.name}}
+			}
+			if m.Name != w.name || m.Price != (Price{w.input, w.output}) || !reflect.DeepEqual(m.Routes, routes) {
+				t.Errorf("got %s %+v %+v, want %s %v/%v %+v", m.Name, m.Price, m.Routes, w.name, w.input, w.output, routes)
+			}
+			if !strings.HasPrefix(m.Name, "sim-") {
+				t.Errorf("model %q: name does not say it is simulated", m.Name)
+			}
+		})
+	}
+}
+
+func TestDefaultFromEnv(t *testing.T) {
+	cfg, gen, err := Default(envOf(map[string]string{EnvDevKey: "sg-mine-0123456789", EnvListen: "127.0.0.1:0"}))
+	if err != nil {
+		t.Fatalf("Default: %v", err)
+	}
+	if gen != "" || cfg.Keys[0].Key != "sg-mine-0123456789" || cfg.Listen != "127.0.0.1:0" {
+		t.Errorf("got generated %q, key %q, listen %q; want \"\", sg-mine-0123456789, 127.0.0.1:0", gen, Redact(cfg.Keys[0].Key), cfg.Listen)
+	}
+	if got := DefaultYAML(); !strings.Contains(string(got), "sim-fallback") {
+		t.Errorf("DefaultYAML: got %d bytes without sim-fallback", len(got))
+	}
+}
