@@ -1,0 +1,126 @@
+// Package auth authenticates gateway requests: it finds the static key of an
+// "Authorization: Bearer" header in constant time and puts the key's
+// principal (name and allowed models) in the request context. The secret
+// itself never leaves this package: callers see the key's name only.
+package auth
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/streamgate/streamgate/internal/config"
+)
+
+// Errors of Authenticate; the gateway answers both with 401.
+var (
+	ErrMissingKey = errors.New("missing API key: send \"Authorization: Bearer <key>\"")
+	ErrUnknownKey = errors.New("invalid API key")
+)
+
+// Principal is who a request acts for.
+type Principal struct {
+	KeyID  string   // the key's name, safe to log
+	Models []string // models the key may use; empty means all
+}
+
+// Allowed reports whether the principal may use model. A nil Principal may use none.
+func (p *Principal) Allowed(model string) bool {
+	if p == nil {
+		return false
+	}
+	if len(p.Models) == 0 {
+		return true
+	}
+	for _, m := range p.Models {
+		if m == model {
+			return true
+		}
+	}
+	return false
+}
+
+type entry struct {
+	sum [sha256.Size]byte
+	p   *Principal
+}
+
+// Keys is an immutable set of static keys, safe for concurrent use. The zero
+// value knows no key.
+type Keys struct{ entries []entry }
+
+// NewKeys returns the set of the config's keys. Keys with an empty secret are skipped.
+func NewKeys(keys []config.Key) *Keys {
+	k := &Keys{}
+	for _, c := range keys {
+		if c.Key == "" {
+			continue
+		}
+		k.entries = append(k.entries, entry{sum: sha256.Sum256([]byte(c.Key)), p: &Principal{KeyID: c.Name, Models: c.Models}})
+	}
+	return k
+}
+
+// Lookup returns the principal of secret. Secrets are hashed to a fixed
+// length and compared with every key in constant time, so neither the length
+// nor the position of a match shows in the timing.
+func (k *Keys) Lookup(secret string) (*Principal, bool) {
+	sum := sha256.Sum256([]byte(secret))
+	var found *Principal
+	for i := range k.entries {
+		if subtle.ConstantTimeCompare(sum[:], k.entries[i].sum[:]) == 1 {
+			found = k.entries[i].p
+		}
+	}
+	return found, found != nil
+}
+
+// Authenticate returns the principal of r's bearer key, ErrMissingKey when
+// there is none, ErrUnknownKey when it matches no key.
+func (k *Keys) Authenticate(r *http.Request) (*Principal, error) {
+	h := r.Header.Get("Authorization")
+	const prefix = "bearer "
+	if len(h) < len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
+		return nil, ErrMissingKey
+	}
+	secret := strings.TrimSpace(h[len(prefix):])
+	if secret == "" {
+		return nil, ErrMissingKey
+	}
+	p, ok := k.Lookup(secret)
+	if !ok {
+		return nil, ErrUnknownKey
+	}
+	return p, nil
+}
+
+// Middleware authenticates every request before next; a failure goes to
+// onError (the gateway's error writer) and next is not called.
+func (k *Keys) Middleware(onError func(http.ResponseWriter, *http.Request, error)) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			p, err := k.Authenticate(r)
+			if err != nil {
+				onError(w, r, err)
+				return
+			}
+			next.ServeHTTP(w, r.WithContext(WithPrincipal(r.Context(), p)))
+		})
+	}
+}
+
+type ctxKey struct{}
+
+// WithPrincipal returns ctx carrying p.
+func WithPrincipal(ctx context.Context, p *Principal) context.Context {
+	return context.WithValue(ctx, ctxKey{}, p)
+}
+
+// FromContext returns the principal in ctx, nil when there is none.
+func FromContext(ctx context.Context) *Principal {
+	p, _ := ctx.Value(ctxKey{}).(*Principal)
+	return p
+}

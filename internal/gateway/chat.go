@@ -1,0 +1,320 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/streamgate/streamgate/internal/api"
+	"github.com/streamgate/streamgate/internal/config"
+	"github.com/streamgate/streamgate/internal/provider"
+	"github.com/streamgate/streamgate/internal/relay"
+	"github.com/streamgate/streamgate/internal/usage"
+)
+
+// call is one chat completion request on its way through the gateway; it
+// ends as one usage entry, one metrics update and one access line.
+type call struct {
+	info   *reqInfo
+	model  *config.Model // nil until the model is known
+	entry  usage.Entry
+	stats  relay.Stats
+	status int   // status the client got (499: it went away)
+	err    error // why it failed, nil when it did not
+}
+
+// chat serves POST /v1/chat/completions. The whole request path is here:
+// authenticate → parse and validate → plan routes → open the upstream, falling
+// back to the next route while nothing reached the client → commit headers →
+// relay → record usage (in finish, whatever happened).
+func (g *Gateway) chat(w http.ResponseWriter, r *http.Request) {
+	c := &call{info: infoFrom(r.Context())}
+	c.entry = usage.Entry{RequestID: c.info.id, Time: c.info.start}
+	defer g.finish(c)
+
+	if r.Method != http.MethodPost {
+		g.reject(w, r, c, &methodError{allow: "POST"})
+		return
+	}
+
+	// Authenticate.
+	principal, err := g.keys.Authenticate(r)
+	if err != nil {
+		g.reject(w, r, c, err)
+		return
+	}
+	c.entry.KeyID = principal.KeyID
+
+	// Parse and validate.
+	req, err := g.parse(w, r)
+	if err != nil {
+		g.reject(w, r, c, err)
+		return
+	}
+	c.entry.Model, c.entry.Stream = req.Chat.Model, req.Stream
+	model, ok := g.cfg.Model(req.Chat.Model)
+	if !ok {
+		g.reject(w, r, c, fmt.Errorf("%w: %q (GET /v1/models lists the models of your key)", errUnknownModel, req.Chat.Model))
+		return
+	}
+	c.model = model
+	if !principal.Allowed(model.Name) {
+		g.reject(w, r, c, fmt.Errorf("%w: key %q may not use model %q", errModelNotAllowed, principal.KeyID, model.Name))
+		return
+	}
+
+	// Plan routes: the model's routes in order (routing strategies come later).
+	routes := g.routes[model.Name]
+	if len(routes) == 0 {
+		g.reject(w, r, c, fmt.Errorf("%w for model %q", errNoRoute, model.Name))
+		return
+	}
+	req.Header = forwardHeaders(r, c.info.id)
+
+	if req.Stream {
+		g.stream(w, r, c, routes, req)
+	} else {
+		g.complete(w, r, c, routes, req)
+	}
+}
+
+// stream relays a streaming answer. Attempts run in route order until one
+// ends with "[DONE]", content reached the client (no fallback after it), or
+// the error is not one another route can fix.
+func (g *Gateway) stream(w http.ResponseWriter, r *http.Request, c *call, routes []target, req *provider.Request) {
+	g.m.Inflight.Inc()
+	defer g.m.Inflight.Dec()
+	ka := g.keepAlive
+	if ka < 0 {
+		ka = 0
+	}
+	to := g.cfg.Timeouts
+	sess := relay.NewSession(w, relay.Options{
+		FirstToken:   to.FirstToken.D(),
+		Idle:         to.Idle.D(),
+		KeepAlive:    ka,
+		IncludeUsage: req.Chat.IncludeUsage(),
+		Start:        c.info.start,
+	})
+	defer sess.Close()
+	ctx := r.Context()
+	if total := to.Total.D(); total > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, total, provider.ErrTotalTimeout)
+		defer cancel()
+	}
+
+	var err error
+	for i, t := range routes {
+		c.entry.Attempts, c.entry.Route = i+1, t.name
+		sess.SetHeader(HeaderRoute, t.name)
+		sess.SetHeader(HeaderAttempts, strconv.Itoa(i+1))
+		if i == 0 {
+			g.m.RequestOverhead(c.model.Name, t.name, time.Since(c.info.start))
+		}
+		preq := *req
+		preq.Model = t.model
+		obs := g.m.Stream(c.model.Name, t.name)
+		err = sess.Attempt(ctx, obs, func(ctx context.Context) (provider.Stream, error) {
+			return t.provider.Open(ctx, &preq)
+		})
+		c.stats = sess.Stats()
+		if c.stats.ContentChunks > 0 {
+			obs.End(c.stats.MaxGap, tokensPerSecond(c.stats))
+		}
+		if err == nil || sess.ContentSent() || i == len(routes)-1 {
+			break
+		}
+		reason := fallbackReason(err)
+		if reason == "" {
+			break
+		}
+		g.m.Fallback(c.model.Name, reason)
+		g.log.LogAttrs(ctx, slog.LevelDebug, "fallback", slog.String("request_id", c.info.id), slog.String("route", t.name), slog.String("reason", reason), slog.String("error", err.Error()))
+	}
+	if err == nil {
+		c.status = http.StatusOK
+		return
+	}
+	h := statusOf(err)
+	if h.retryAfter > 0 {
+		sess.SetHeader("Retry-After", strconv.Itoa(int((h.retryAfter+time.Second-1)/time.Second)))
+	}
+	c.status = sess.Fail(h.status, errorJSON(h.body))
+	if h.status == StatusClientClosed {
+		c.status = StatusClientClosed
+	}
+	c.err = err
+}
+
+// complete proxies a non-streaming answer. A non-stream upstream sends
+// nothing before the whole answer, so its first byte is its first token:
+// each attempt is bounded by timeouts.total when set, else by first_token.
+func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, c *call, routes []target, req *provider.Request) {
+	limit, cause := g.cfg.Timeouts.FirstToken.D(), provider.ErrFirstTokenTimeout
+	if total := g.cfg.Timeouts.Total.D(); total > 0 {
+		limit, cause = total, provider.ErrTotalTimeout
+	}
+	var (
+		body []byte
+		err  error
+	)
+	for i, t := range routes {
+		c.entry.Attempts, c.entry.Route = i+1, t.name
+		if i == 0 {
+			g.m.RequestOverhead(c.model.Name, t.name, time.Since(c.info.start))
+		}
+		preq := *req
+		preq.Model = t.model
+		ctx, cancel := r.Context(), context.CancelFunc(func() {})
+		if limit > 0 {
+			ctx, cancel = context.WithTimeoutCause(ctx, limit, cause)
+		}
+		body, err = t.provider.Complete(ctx, &preq)
+		cancel()
+		if err == nil || i == len(routes)-1 {
+			break
+		}
+		if r.Context().Err() != nil {
+			err = context.Cause(r.Context())
+			break
+		}
+		reason := fallbackReason(err)
+		if reason == "" {
+			break
+		}
+		g.m.Fallback(c.model.Name, reason)
+	}
+	if err != nil {
+		h := statusOf(err)
+		g.writeError(w, r, err)
+		c.status, c.err = h.status, err
+		return
+	}
+	var u struct {
+		Usage *api.Usage `json:"usage"`
+	}
+	if json.Unmarshal(body, &u) == nil && u.Usage != nil {
+		c.stats.Usage, c.stats.HasUsage = *u.Usage, true
+	}
+	h := w.Header()
+	h.Set(HeaderRoute, c.entry.Route)
+	h.Set(HeaderAttempts, strconv.Itoa(c.entry.Attempts))
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	if _, werr := w.Write(body); werr != nil {
+		c.status, c.err = StatusClientClosed, fmt.Errorf("%w: %w", relay.ErrClientGone, werr)
+		return
+	}
+	c.status = http.StatusOK
+}
+
+// parse reads and validates the body: JSON, "model" and "messages" present.
+// The returned request keeps the body's fields raw for the adapters.
+func (g *Gateway) parse(w http.ResponseWriter, r *http.Request) (*provider.Request, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.maxBody))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, err
+		}
+		return nil, invalid("", "read request body: %v", err)
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return nil, invalid("", "invalid JSON body: %v", err)
+	}
+	if raw == nil {
+		return nil, invalid("", "invalid JSON body: want an object, got null")
+	}
+	chat := &api.ChatRequest{}
+	if err := json.Unmarshal(body, chat); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return nil, invalid(te.Field, "invalid field %s: want %s, got JSON %s", te.Field, te.Type, te.Value)
+		}
+		return nil, invalid("", "invalid JSON body: %v", err)
+	}
+	if chat.Model == "" {
+		return nil, invalid("model", "missing required field: model")
+	}
+	if len(chat.Messages) == 0 {
+		return nil, invalid("messages", "missing required field: messages (a non-empty array)")
+	}
+	return &provider.Request{Stream: chat.Stream, Body: raw, Chat: chat}, nil
+}
+
+// forwardHeaders are the client headers an upstream gets: the request id,
+// and the simulator's per-request X-Sim-* controls (ignored by real providers).
+func forwardHeaders(r *http.Request, id string) http.Header {
+	h := http.Header{HeaderRequestID: {id}}
+	for k, v := range r.Header {
+		if strings.HasPrefix(k, "X-Sim-") {
+			h[k] = v
+		}
+	}
+	return h
+}
+
+// reject answers a request refused before any upstream call.
+func (g *Gateway) reject(w http.ResponseWriter, r *http.Request, c *call, err error) {
+	g.writeError(w, r, err)
+	c.status, c.err = statusOf(err).status, err
+}
+
+// finish records the request: one usage entry, the metrics, the access line's fields.
+func (g *Gateway) finish(c *call) {
+	in, out, source := 0, 0, ""
+	switch {
+	case c.stats.HasUsage:
+		in, out, source = c.stats.Usage.PromptTokens, c.stats.Usage.CompletionTokens, "usage"
+	case c.stats.ContentChunks > 0:
+		out, source = c.stats.ContentChunks, "count"
+	}
+	cost := 0.0
+	label := "" // only configured model names become label values
+	if c.model != nil {
+		cost = c.model.Price.Cost(int64(in), int64(out))
+		label = c.model.Name
+	}
+	e := &c.entry
+	e.Status = c.status
+	e.Outcome = outcomeOf(c.err, c.status)
+	e.InputTokens, e.OutputTokens, e.TokenSource = in, out, source
+	e.CostUSD = cost
+	e.TTFT = c.stats.TTFT
+	e.Duration = time.Since(c.info.start)
+	if c.err != nil {
+		e.Error = c.err.Error()
+	}
+	g.rec.Record(*e)
+
+	g.m.Request(label, e.Route, c.status)
+	if label != "" {
+		g.m.Usage(label, in, out, cost)
+	}
+	i := c.info
+	i.keyID, i.model, i.route, i.attempts = e.KeyID, e.Model, e.Route, e.Attempts
+	i.status, i.ttft, i.in, i.out, i.err = c.status, e.TTFT, in, out, e.Error
+}
+
+// tokensPerSecond is output tokens over the span from first to last content chunk.
+func tokensPerSecond(s relay.Stats) float64 {
+	out := s.ContentChunks
+	if s.HasUsage {
+		out = s.Usage.CompletionTokens
+	}
+	span := s.LastContent.Sub(s.FirstContent).Seconds()
+	if out < 2 || span <= 0 {
+		return 0
+	}
+	return float64(out) / span
+}

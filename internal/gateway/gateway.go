@@ -1,0 +1,286 @@
+// Package gateway is the HTTP front of streamgate: the routes table, the chat
+// completions handler that walks a request through authenticate → validate →
+// plan routes → open upstream (fallback) → commit → relay → record usage, the
+// one function that maps an error to an HTTP status, and graceful shutdown.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/streamgate/streamgate/internal/auth"
+	"github.com/streamgate/streamgate/internal/config"
+	"github.com/streamgate/streamgate/internal/metrics"
+	"github.com/streamgate/streamgate/internal/provider"
+	"github.com/streamgate/streamgate/internal/provider/openai"
+	"github.com/streamgate/streamgate/internal/sim"
+	"github.com/streamgate/streamgate/internal/usage"
+)
+
+// Response headers the gateway sets.
+const (
+	HeaderRequestID = "X-Request-Id"
+	HeaderRoute     = "X-Streamgate-Route"    // "provider/model" that served the request
+	HeaderAttempts  = "X-Streamgate-Attempts" // upstream attempts made
+)
+
+// DefaultKeepAlive is the interval of ": keep-alive" comments while a stream
+// waits for its first token, when Options.KeepAlive is 0.
+const DefaultKeepAlive = 15 * time.Second
+
+// DefaultMaxBody is the request body limit when the config sets none.
+const DefaultMaxBody = 10 << 20
+
+// Options configure a Gateway. Only Config is required.
+type Options struct {
+	// Config is the validated configuration; the Gateway does not modify it.
+	Config *config.Config
+	// Recorder receives one usage.Entry per chat completion request; nil discards them.
+	Recorder usage.Recorder
+	// Registry receives the gateway's metrics and is served at /metrics; nil
+	// means a fresh registry.
+	Registry *prometheus.Registry
+	// Logger writes one access line per request; nil means slog.Default().
+	Logger *slog.Logger
+	// Ping reports whether the usage store is reachable, for /readyz; nil means always ready.
+	Ping func(context.Context) error
+	// Providers overrides or adds providers by name (tests, embedding); a
+	// provider named here is not built from the config.
+	Providers map[string]provider.Provider
+	// KeepAlive is the interval of keep-alive comments while waiting for a
+	// first token; 0 means DefaultKeepAlive, negative sends none.
+	KeepAlive time.Duration
+	// Sim configures the in-process upstream of "kind: sim" providers; the
+	// zero value is the simulator's defaults.
+	Sim sim.Options
+}
+
+// Gateway serves the HTTP API. Create it with New, serve it with Serve (or
+// as an http.Handler), and Close it to stop in-process upstreams.
+type Gateway struct {
+	cfg       *config.Config
+	keys      *auth.Keys
+	rec       usage.Recorder
+	reg       *prometheus.Registry
+	m         *metrics.Metrics
+	log       *slog.Logger
+	ping      func(context.Context) error
+	providers map[string]provider.Provider
+	routes    map[string][]target // model name → routes in order
+	keepAlive time.Duration
+	maxBody   int64
+	mux       *http.ServeMux
+	created   int64
+
+	handlers sync.WaitGroup // requests being served
+	sims     []func()       // stop in-process simulators
+}
+
+// target is one route of a model, resolved to its provider.
+type target struct {
+	name     string // "provider/model", the route label and X-Streamgate-Route
+	model    string // the upstream model
+	provider provider.Provider
+}
+
+var _ http.Handler = (*Gateway)(nil)
+
+type discard struct{}
+
+func (discard) Record(usage.Entry) {}
+
+// New builds a Gateway: providers from the config ("kind: sim" providers are
+// simulators served in-process on 127.0.0.1 and reached over real HTTP
+// through the openai adapter), the routes table and the metrics.
+func New(opts Options) (*Gateway, error) {
+	if opts.Config == nil {
+		return nil, errors.New("gateway: no config")
+	}
+	cfg := opts.Config
+	g := &Gateway{
+		cfg:       cfg,
+		keys:      auth.NewKeys(cfg.Keys),
+		rec:       opts.Recorder,
+		reg:       opts.Registry,
+		log:       opts.Logger,
+		ping:      opts.Ping,
+		providers: map[string]provider.Provider{},
+		routes:    map[string][]target{},
+		keepAlive: opts.KeepAlive,
+		maxBody:   cfg.MaxBody,
+		created:   time.Now().Unix(),
+	}
+	if g.rec == nil {
+		g.rec = discard{}
+	}
+	if g.reg == nil {
+		g.reg = prometheus.NewRegistry()
+	}
+	if g.log == nil {
+		g.log = slog.Default()
+	}
+	if g.keepAlive == 0 {
+		g.keepAlive = DefaultKeepAlive
+	}
+	if g.maxBody <= 0 {
+		g.maxBody = DefaultMaxBody
+	}
+	g.m = metrics.New(g.reg)
+	for name, p := range opts.Providers {
+		g.providers[name] = p
+	}
+	popts := openai.Options{ConnectTimeout: cfg.Timeouts.Connect.D()}
+	for _, p := range cfg.Providers {
+		if _, ok := g.providers[p.Name]; ok {
+			continue
+		}
+		switch p.Kind {
+		case "openai":
+			g.providers[p.Name] = openai.New(p.BaseURL, p.APIKey, popts)
+		case "sim":
+			base, stop, err := startSim(opts.Sim)
+			if err != nil {
+				g.Close()
+				return nil, fmt.Errorf("gateway: provider %s: %w", p.Name, err)
+			}
+			g.sims = append(g.sims, stop)
+			g.providers[p.Name] = openai.New(base, "", popts)
+		default:
+			g.Close()
+			return nil, fmt.Errorf("gateway: provider %s: unknown kind %q", p.Name, p.Kind)
+		}
+	}
+	for _, m := range cfg.Models {
+		for _, r := range m.Routes {
+			p, ok := g.providers[r.Provider]
+			if !ok {
+				g.Close()
+				return nil, fmt.Errorf("gateway: model %s: unknown provider %q", m.Name, r.Provider)
+			}
+			g.routes[m.Name] = append(g.routes[m.Name], target{name: r.Provider + "/" + r.Model, model: r.Model, provider: p})
+		}
+	}
+	g.mux = g.routesTable()
+	return g, nil
+}
+
+// routesTable is every endpoint of the gateway.
+func (g *Gateway) routesTable() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/chat/completions", g.chat)
+	mux.Handle("/v1/models", g.keys.Middleware(g.writeError)(http.HandlerFunc(g.models)))
+	mux.HandleFunc("/healthz", g.healthz)
+	mux.HandleFunc("/readyz", g.readyz)
+	mux.Handle("/metrics", onlyGet(g, promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{})))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		g.writeError(w, r, fmt.Errorf("%w: %s %s", errUnknownPath, r.Method, r.URL.Path))
+	})
+	return mux
+}
+
+// startSim serves a simulator on a loopback port and returns its base URL
+// and a function that stops it (waiting for its streams to end).
+func startSim(opts sim.Options) (string, func(), error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, fmt.Errorf("listen for in-process sim: %w", err)
+	}
+	if opts.ShutdownGrace == 0 {
+		opts.ShutdownGrace = time.Second
+	}
+	s := sim.New(opts)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Serve(ctx, ln)
+	}()
+	return "http://" + ln.Addr().String() + "/v1", func() { cancel(); <-done }, nil
+}
+
+// Close stops the in-process simulators and closes idle upstream
+// connections. Call it after Serve returned.
+func (g *Gateway) Close() error {
+	for _, p := range g.providers {
+		if c, ok := p.(interface{ CloseIdleConnections() }); ok {
+			c.CloseIdleConnections()
+		}
+	}
+	for _, stop := range g.sims {
+		stop()
+	}
+	g.sims = nil
+	return nil
+}
+
+// Metrics returns the gateway's collectors.
+func (g *Gateway) Metrics() *metrics.Metrics { return g.m }
+
+// errShutdown is the cause of requests cancelled after the grace period.
+var errShutdown = errors.New("server shutting down")
+
+// Serve serves on ln until ctx ends, then shuts down in order: stop
+// accepting, let requests in flight finish for up to grace, cancel the rest
+// (a stream gets an SSE error event) and wait for their handlers, so that
+// every usage entry has been handed to the Recorder when Serve returns. The
+// caller then flushes the ledger. It returns nil after a shutdown caused by
+// ctx, or the error that stopped serving.
+func (g *Gateway) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
+	base, cancelBase := context.WithCancelCause(context.Background())
+	defer cancelBase(nil)
+	srv := &http.Server{
+		Handler:           g,
+		ReadHeaderTimeout: 30 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		g.handlers.Wait()
+		return fmt.Errorf("gateway: serve: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	err := srv.Shutdown(sctx)
+	cancel()
+	if err != nil {
+		// The grace period is over: end the streams still open. Their
+		// handlers write an error event and record usage before returning.
+		cancelBase(errShutdown)
+		fctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if srv.Shutdown(fctx) != nil {
+			srv.Close()
+		}
+		cancel()
+	}
+	g.handlers.Wait()
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("gateway: serve: %w", err)
+	}
+	return nil
+}
+
+func onlyGet(g *Gateway, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			g.writeError(w, r, &methodError{allow: "GET"})
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// drain reads what is left of a small body so the connection can be reused.
+func drain(r io.Reader) { io.Copy(io.Discard, io.LimitReader(r, 64<<10)) }

@@ -1,0 +1,180 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/streamgate/streamgate/internal/api"
+	"github.com/streamgate/streamgate/internal/auth"
+)
+
+// reqInfo is what the access line says about a request; handlers fill it.
+type reqInfo struct {
+	id       string
+	start    time.Time
+	keyID    string
+	model    string
+	route    string
+	attempts int
+	status   int // overrides the written status (499)
+	ttft     time.Duration
+	in, out  int
+	err      string
+}
+
+type infoKey struct{}
+
+func infoFrom(ctx context.Context) *reqInfo {
+	if i, ok := ctx.Value(infoKey{}).(*reqInfo); ok {
+		return i
+	}
+	return &reqInfo{id: newRequestID(), start: time.Now()}
+}
+
+// ServeHTTP serves the gateway's routes with a request id on every answer
+// and one access line per request (never the key: its name only).
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g.handlers.Add(1)
+	defer g.handlers.Done()
+	info := &reqInfo{id: requestID(r), start: time.Now()}
+	w.Header().Set(HeaderRequestID, info.id)
+	sw := &statusWriter{ResponseWriter: w}
+	g.mux.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), infoKey{}, info)))
+
+	status := info.status
+	if status == 0 {
+		status = sw.status
+	}
+	if status == 0 {
+		status = http.StatusOK
+	}
+	level := slog.LevelInfo
+	switch r.URL.Path {
+	case "/metrics", "/healthz", "/readyz":
+		level = slog.LevelDebug
+	}
+	if !g.log.Enabled(r.Context(), level) {
+		return
+	}
+	attrs := []slog.Attr{
+		slog.String("request_id", info.id),
+		slog.String("method", r.Method),
+		slog.String("path", r.URL.Path),
+		slog.Int("status", status),
+		slog.Duration("duration", time.Since(info.start)),
+	}
+	if info.keyID != "" {
+		attrs = append(attrs, slog.String("key", info.keyID))
+	}
+	if info.model != "" {
+		attrs = append(attrs, slog.String("model", info.model), slog.String("route", info.route),
+			slog.Int("attempts", info.attempts), slog.Duration("ttft", info.ttft),
+			slog.Int("tokens_in", info.in), slog.Int("tokens_out", info.out))
+	}
+	if info.err != "" {
+		attrs = append(attrs, slog.String("error", info.err))
+	}
+	g.log.LogAttrs(r.Context(), level, "request", attrs...)
+}
+
+// requestID echoes a client's X-Request-Id when it is short and printable,
+// else makes a new one.
+func requestID(r *http.Request) string {
+	id := r.Header.Get(HeaderRequestID)
+	if id == "" || len(id) > 128 {
+		return newRequestID()
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x21 || id[i] > 0x7e {
+			return newRequestID()
+		}
+	}
+	return id
+}
+
+func newRequestID() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return "req_" + hex.EncodeToString(b[:])
+}
+
+// statusWriter remembers the status written. It implements Unwrap so that
+// http.ResponseController (used by the SSE writer) still reaches Flush.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// models serves GET /v1/models: the models the key may use, in config order.
+func (g *Gateway) models(w http.ResponseWriter, r *http.Request) {
+	p := auth.FromContext(r.Context())
+	infoFrom(r.Context()).keyID = p.KeyID
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		g.writeError(w, r, &methodError{allow: "GET"})
+		return
+	}
+	list := api.ModelList{Object: "list", Data: []api.Model{}}
+	for _, m := range g.cfg.Models {
+		if p.Allowed(m.Name) {
+			list.Data = append(list.Data, api.Model{ID: m.Name, Object: "model", Created: g.created, OwnedBy: "streamgate"})
+		}
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+func (g *Gateway) healthz(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		g.writeError(w, r, &methodError{allow: "GET"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz answers 200 when the config is loaded and the usage store answers its ping.
+func (g *Gateway) readyz(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		g.writeError(w, r, &methodError{allow: "GET"})
+		return
+	}
+	if g.ping != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		err := g.ping(ctx)
+		cancel()
+		if err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, api.NewError("server_error", "store_unreachable", "", "usage store unreachable: "+err.Error()))
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, errorJSON(api.NewError("server_error", "", "", "encode response: "+err.Error()))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(b)
+}

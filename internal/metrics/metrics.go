@@ -1,0 +1,177 @@
+// Package metrics holds the gateway's Prometheus collectors, named exactly as
+// SPEC.md ("Metrics") fixes them. New builds them on a registerer of the
+// caller's choosing (no global registry); Stream resolves one stream's label
+// children once, so observing per chunk does not allocate.
+package metrics
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Overhead stages of streamgate_gateway_overhead_seconds.
+const (
+	StageRequest = "request" // request arrival → upstream call
+	StageChunk   = "chunk"   // upstream read → client flush
+)
+
+// Metrics is every collector of the gateway. Labels carry model and route
+// names, never a key.
+type Metrics struct {
+	TTFT      *prometheus.HistogramVec // model, route
+	ITL       *prometheus.HistogramVec // model, route
+	MaxGap    *prometheus.HistogramVec // model, route
+	TPS       *prometheus.HistogramVec // model, route
+	Overhead  *prometheus.HistogramVec // model, route, stage
+	Requests  *prometheus.CounterVec   // model, route, code
+	Tokens    *prometheus.CounterVec   // model, kind (input|output)
+	Cost      *prometheus.CounterVec   // model
+	Fallbacks *prometheus.CounterVec   // model, reason
+	Inflight  prometheus.Gauge
+}
+
+// New creates the collectors and registers them, with the Go runtime
+// collector (GC and scheduler metrics, GC pause histograms included) and the
+// process collector, on reg. A nil reg registers nothing (tests).
+func New(reg prometheus.Registerer) *Metrics {
+	latency := []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+	mr := []string{"model", "route"}
+	m := &Metrics{
+		TTFT: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "streamgate_time_to_first_token_seconds", Help: "Request arrival to the first content chunk flushed to the client.",
+			Buckets: latency,
+		}, mr),
+		ITL: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "streamgate_inter_token_latency_seconds", Help: "Gaps between consecutive content chunks as sent to the client.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .02, .035, .05, .075, .1, .15, .25, .4, .5, 1, 2.5, 5},
+		}, mr),
+		MaxGap: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "streamgate_stream_max_gap_seconds", Help: "Largest gap between content chunks within one stream.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .15, .25, .4, .5, 1, 2.5, 5, 10, 30},
+		}, mr),
+		TPS: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "streamgate_output_tokens_per_second", Help: "Output tokens per second of a stream, first to last content chunk.",
+			Buckets: []float64{1, 5, 10, 20, 30, 50, 75, 100, 150, 200, 300, 500, 1000},
+		}, mr),
+		Overhead: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "streamgate_gateway_overhead_seconds", Help: "Time the gateway itself adds: stage=request before the upstream call, stage=chunk from upstream read to client flush (sampled).",
+			Buckets: prometheus.ExponentialBuckets(1e-6, 2.5, 14), // 1µs .. ~150ms
+		}, []string{"model", "route", "stage"}),
+		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "streamgate_requests_total", Help: "Chat completion requests by model, serving route and HTTP status (499: client went away).",
+		}, []string{"model", "route", "code"}),
+		Tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "streamgate_tokens_total", Help: "Tokens by model and kind (input, output).",
+		}, []string{"model", "kind"}),
+		Cost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "streamgate_cost_usd_total", Help: "Cost in USD from the model's configured prices.",
+		}, []string{"model"}),
+		Fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "streamgate_fallbacks_total", Help: "Attempts abandoned for the next route, by reason.",
+		}, []string{"model", "reason"}),
+		Inflight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "streamgate_inflight_streams", Help: "Chat completion requests being served.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.TTFT, m.ITL, m.MaxGap, m.TPS, m.Overhead, m.Requests, m.Tokens, m.Cost, m.Fallbacks, m.Inflight,
+			collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsGC, collectors.MetricsScheduler)),
+			collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		)
+	}
+	return m
+}
+
+// Stream is one stream's resolved observers. A nil *Stream ignores every
+// call, so code paths without metrics need no checks.
+type Stream struct {
+	ttft, itl, maxGap, tps, chunk prometheus.Observer
+}
+
+// Stream resolves the label children of one (model, route) pair. Call it
+// once per stream (it allocates), then observe per chunk without allocating.
+func (m *Metrics) Stream(model, route string) *Stream {
+	if m == nil {
+		return nil
+	}
+	return &Stream{
+		ttft:   m.TTFT.WithLabelValues(model, route),
+		itl:    m.ITL.WithLabelValues(model, route),
+		maxGap: m.MaxGap.WithLabelValues(model, route),
+		tps:    m.TPS.WithLabelValues(model, route),
+		chunk:  m.Overhead.WithLabelValues(model, route, StageChunk),
+	}
+}
+
+// TTFT records the time to the first content chunk.
+func (s *Stream) TTFT(d time.Duration) {
+	if s != nil {
+		s.ttft.Observe(d.Seconds())
+	}
+}
+
+// ITL records one gap between content chunks.
+func (s *Stream) ITL(d time.Duration) {
+	if s != nil {
+		s.itl.Observe(d.Seconds())
+	}
+}
+
+// ChunkOverhead records the gateway's time for one chunk.
+func (s *Stream) ChunkOverhead(d time.Duration) {
+	if s != nil {
+		s.chunk.Observe(d.Seconds())
+	}
+}
+
+// End records the stream's worst gap and its output rate; a rate of 0 or
+// less (fewer than two content chunks) is not recorded.
+func (s *Stream) End(maxGap time.Duration, tokensPerSecond float64) {
+	if s == nil {
+		return
+	}
+	s.maxGap.Observe(maxGap.Seconds())
+	if tokensPerSecond > 0 {
+		s.tps.Observe(tokensPerSecond)
+	}
+}
+
+// RequestOverhead records the gateway's time before the upstream call.
+func (m *Metrics) RequestOverhead(model, route string, d time.Duration) {
+	if m != nil {
+		m.Overhead.WithLabelValues(model, route, StageRequest).Observe(d.Seconds())
+	}
+}
+
+// Request counts one finished request with its status.
+func (m *Metrics) Request(model, route string, status int) {
+	if m != nil {
+		m.Requests.WithLabelValues(model, route, strconv.Itoa(status)).Inc()
+	}
+}
+
+// Usage adds a request's tokens and cost.
+func (m *Metrics) Usage(model string, input, output int, costUSD float64) {
+	if m == nil {
+		return
+	}
+	if input > 0 {
+		m.Tokens.WithLabelValues(model, "input").Add(float64(input))
+	}
+	if output > 0 {
+		m.Tokens.WithLabelValues(model, "output").Add(float64(output))
+	}
+	if costUSD > 0 {
+		m.Cost.WithLabelValues(model).Add(costUSD)
+	}
+}
+
+// Fallback counts one attempt given up for the next route.
+func (m *Metrics) Fallback(model, reason string) {
+	if m != nil {
+		m.Fallbacks.WithLabelValues(model, reason).Inc()
+	}
+}

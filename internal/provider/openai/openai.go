@@ -1,0 +1,304 @@
+// Package openai is the provider adapter for any OpenAI-compatible server
+// (OpenAI, DeepSeek, vLLM, Ollama, the simulator): it forwards the client's
+// body with only "model" and stream_options.include_usage changed, and hands
+// the upstream's SSE events to the relay without re-encoding them.
+package openai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/streamgate/streamgate/internal/provider"
+	"github.com/streamgate/streamgate/internal/sse"
+)
+
+// Options tune a Client. The zero value is usable.
+type Options struct {
+	// ConnectTimeout bounds dialling (and the TLS handshake); 0 means 5s.
+	ConnectTimeout time.Duration
+	// MaxIdleConnsPerHost is how many idle keep-alive connections are kept to
+	// the upstream; 0 means 1024, enough for bursts of streams to one host.
+	MaxIdleConnsPerHost int
+	// MaxConnsPerHost caps connections to the upstream; 0 means no cap, so
+	// streams never queue behind each other in the transport.
+	MaxConnsPerHost int
+	// MaxLine bounds one SSE line from the upstream; 0 means sse.DefaultMaxLine.
+	MaxLine int
+	// Transport replaces the default transport (tests); nil builds one from the fields above.
+	Transport http.RoundTripper
+}
+
+// Client talks to one OpenAI-compatible base URL ("https://api.openai.com/v1").
+type Client struct {
+	url     string // base URL + "/chat/completions"
+	auth    string // "Bearer <key>", "" when no key
+	hc      *http.Client
+	maxLine int
+}
+
+var _ provider.Provider = (*Client)(nil)
+
+// New returns a Client for baseURL (ending in "/v1", as the provider's docs
+// give it) authenticating with apiKey ("" sends no Authorization header).
+func New(baseURL, apiKey string, opts Options) *Client {
+	rt := opts.Transport
+	if rt == nil {
+		rt = NewTransport(opts)
+	}
+	c := &Client{
+		url:     strings.TrimRight(baseURL, "/") + "/chat/completions",
+		hc:      &http.Client{Transport: rt},
+		maxLine: opts.MaxLine,
+	}
+	if apiKey != "" {
+		c.auth = "Bearer " + apiKey
+	}
+	return c
+}
+
+// NewTransport returns the transport New uses: TCP keep-alive, a dial
+// timeout, a large per-host pool, HTTP/2 when the server offers it over TLS,
+// and no transparent gzip (compressed SSE would be buffered by the decoder).
+// There is no ResponseHeaderTimeout: for streams the relay's first-token
+// timeout covers the wait for headers.
+func NewTransport(opts Options) *http.Transport {
+	connect := opts.ConnectTimeout
+	if connect <= 0 {
+		connect = 5 * time.Second
+	}
+	idle := opts.MaxIdleConnsPerHost
+	if idle <= 0 {
+		idle = 1024
+	}
+	d := &net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}
+	return &http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		DialContext:         d.DialContext,
+		ForceAttemptHTTP2:   true,
+		TLSHandshakeTimeout: connect,
+		MaxIdleConns:        0, // no global cap; the per-host one applies
+		MaxIdleConnsPerHost: idle,
+		MaxConnsPerHost:     opts.MaxConnsPerHost,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+	}
+}
+
+// CloseIdleConnections closes the client's idle upstream connections.
+func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }
+
+// Open implements provider.Provider.
+func (c *Client) Open(ctx context.Context, req *provider.Request) (provider.Stream, error) {
+	resp, err := c.do(ctx, req, true)
+	if err != nil {
+		return nil, err
+	}
+	return &stream{body: resp.Body, r: sse.NewReader(resp.Body, c.maxLine), ctx: ctx}, nil
+}
+
+// Complete implements provider.Provider.
+func (c *Client) Complete(ctx context.Context, req *provider.Request) ([]byte, error) {
+	resp, err := c.do(ctx, req, false)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, readError(ctx, err)
+	}
+	return b, nil
+}
+
+func (c *Client) do(ctx context.Context, req *provider.Request, stream bool) (*http.Response, error) {
+	body, err := Body(req, stream)
+	if err != nil {
+		return nil, err
+	}
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("openai: build request to %s: %w", c.url, err)
+	}
+	for k, v := range req.Header {
+		hr.Header[k] = v
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	if stream {
+		hr.Header.Set("Accept", "text/event-stream")
+	} else {
+		hr.Header.Set("Accept", "application/json")
+	}
+	if c.auth != "" {
+		hr.Header.Set("Authorization", c.auth)
+	}
+	resp, err := c.hc.Do(hr)
+	if err != nil {
+		return nil, transportError(ctx, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		return nil, statusError(resp)
+	}
+	return resp, nil
+}
+
+// Body returns the upstream body for req: the client's fields with "model"
+// set to the route's model and, for streams, "stream": true and
+// stream_options.include_usage forced so usage is always known.
+func Body(req *provider.Request, stream bool) ([]byte, error) {
+	m := make(map[string]json.RawMessage, len(req.Body)+2)
+	for k, v := range req.Body {
+		m[k] = v
+	}
+	model, err := json.Marshal(req.Model)
+	if err != nil {
+		return nil, fmt.Errorf("openai: encode model: %w", err)
+	}
+	m["model"] = model
+	if stream {
+		m["stream"] = json.RawMessage("true")
+		opts := map[string]json.RawMessage{}
+		if raw, ok := req.Body["stream_options"]; ok && len(raw) > 0 && !bytes.Equal(raw, []byte("null")) {
+			if err := json.Unmarshal(raw, &opts); err != nil {
+				return nil, fmt.Errorf("openai: stream_options: %w", err)
+			}
+		}
+		opts["include_usage"] = json.RawMessage("true")
+		b, err := json.Marshal(opts)
+		if err != nil {
+			return nil, fmt.Errorf("openai: encode stream_options: %w", err)
+		}
+		m["stream_options"] = b
+	} else {
+		m["stream"] = json.RawMessage("false")
+		delete(m, "stream_options") // OpenAI rejects stream_options without stream
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("openai: encode body: %w", err)
+	}
+	return b, nil
+}
+
+// stream reads the upstream's SSE body.
+type stream struct {
+	body io.ReadCloser
+	r    *sse.Reader
+	ctx  context.Context
+}
+
+func (s *stream) Next() (*sse.Event, error) {
+	ev, err := s.r.Next()
+	if err == nil || err == io.EOF {
+		return ev, err
+	}
+	var tooLong *sse.LineTooLongError
+	switch {
+	case errors.As(err, &tooLong):
+		return nil, fmt.Errorf("%w: %w", provider.ErrMalformed, err)
+	case errors.Is(err, sse.ErrTruncated):
+		return nil, provider.ErrTruncated
+	}
+	return nil, readError(s.ctx, err)
+}
+
+func (s *stream) Close() error { return s.body.Close() }
+
+// readError prefers the context's cause (a timeout set by the relay, or the
+// client going away) over the transport's "context canceled".
+func readError(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); cause != nil {
+		return cause
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return provider.ErrTruncated
+	}
+	return fmt.Errorf("%w: read: %w", provider.ErrTruncated, err)
+}
+
+func transportError(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); cause != nil {
+		return cause
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return &provider.Error{Retryable: true, Message: "dial upstream", Err: fmt.Errorf("%w: %w", provider.ErrConnect, err)}
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		return &provider.Error{Retryable: true, Message: "resolve upstream", Err: fmt.Errorf("%w: %w", provider.ErrConnect, err)}
+	}
+	// The connection broke before an answer (reset, EOF): nothing reached the
+	// client, so another route may serve it.
+	return &provider.Error{Retryable: true, Message: "upstream request failed", Err: err}
+}
+
+// maxErrorBody bounds how much of an error answer is read.
+const maxErrorBody = 64 << 10
+
+func statusError(resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	e := &provider.Error{
+		Status:     resp.StatusCode,
+		Retryable:  provider.RetryableStatus(resp.StatusCode),
+		RetryAfter: retryAfter(resp.Header.Get("Retry-After")),
+	}
+	var body struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(b, &body) == nil && len(body.Error) > 0 {
+		var obj struct {
+			Message string          `json:"message"`
+			Type    string          `json:"type"`
+			Code    json.RawMessage `json:"code"`
+		}
+		var s string
+		switch {
+		case json.Unmarshal(body.Error, &obj) == nil:
+			e.Message, e.Type = obj.Message, obj.Type
+			var code string
+			if json.Unmarshal(obj.Code, &code) == nil {
+				e.Code = code
+			} else if len(obj.Code) > 0 && string(obj.Code) != "null" {
+				e.Code = string(obj.Code)
+			}
+		case json.Unmarshal(body.Error, &s) == nil:
+			e.Message = s
+		}
+	}
+	if e.Message == "" {
+		e.Message = strings.TrimSpace(string(b))
+		if len(e.Message) > 512 {
+			e.Message = e.Message[:512]
+		}
+	}
+	if e.Message == "" {
+		e.Message = http.StatusText(resp.StatusCode)
+	}
+	return e
+}
+
+// retryAfter parses a Retry-After header: seconds or an HTTP date.
+func retryAfter(v string) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(v); err == nil && s >= 0 {
+		return time.Duration(s) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if d := time.Until(t); d > 0 {
+			return d
+		}
+	}
+	return 0
+}

@@ -1,0 +1,110 @@
+// Package provider is the seam between the gateway and an upstream: one small
+// interface that opens a stream or runs a non-stream completion, the typed
+// *Error every adapter returns, and the sentinels the gateway maps to HTTP
+// statuses. Adapters live in sub-packages (openai; anthropic and gemini later).
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/streamgate/streamgate/internal/api"
+	"github.com/streamgate/streamgate/internal/sse"
+)
+
+// Provider is one upstream. Implementations are safe for concurrent use.
+type Provider interface {
+	// Open sends a streaming request and returns once the upstream answered
+	// with a 2xx status; its events are then read from the Stream. A non-2xx
+	// answer is an *Error. Cancelling ctx aborts the request at once, also
+	// while the Stream is being read.
+	Open(ctx context.Context, req *Request) (Stream, error)
+	// Complete sends a non-streaming request and returns the upstream's
+	// response body (an OpenAI chat.completion object).
+	Complete(ctx context.Context, req *Request) ([]byte, error)
+}
+
+// Stream is an open upstream stream in the OpenAI chunk dialect.
+type Stream interface {
+	// Next returns the next event, valid until the following call. It returns
+	// io.EOF after the "[DONE]" sentinel, an error wrapping ErrTruncated when
+	// the upstream ended without it, and the context's cause when the request
+	// context was cancelled.
+	Next() (*sse.Event, error)
+	// Close releases the connection; it is safe to call more than once.
+	Close() error
+}
+
+// Request is one upstream call. Adapters must not modify it: the gateway
+// reuses it across the routes of a fallback.
+type Request struct {
+	// Model is the upstream model name (the route's, not the client's alias).
+	Model string
+	// Stream asks for a streaming answer.
+	Stream bool
+	// Body is the client's JSON body, top-level fields kept raw so that
+	// fields the gateway does not know still reach the upstream.
+	Body map[string]json.RawMessage
+	// Chat is the typed view of Body, for adapters that translate.
+	Chat *api.ChatRequest
+	// Header holds request headers to forward (request id, X-Sim-* faults).
+	// Nil means none.
+	Header http.Header
+}
+
+// Sentinels wrapped by the errors adapters and the relay return; the gateway
+// maps them to statuses with errors.Is.
+var (
+	// ErrConnect: the upstream could not be reached (refused, DNS, dial timeout).
+	ErrConnect = errors.New("upstream connect failed")
+	// ErrFirstTokenTimeout: no first token within timeouts.first_token.
+	ErrFirstTokenTimeout = errors.New("upstream first token timeout")
+	// ErrIdleTimeout: no event within timeouts.idle after the previous one.
+	ErrIdleTimeout = errors.New("upstream idle timeout")
+	// ErrTotalTimeout: the request ran past timeouts.total.
+	ErrTotalTimeout = errors.New("request total timeout")
+	// ErrTruncated: the upstream stream ended without "[DONE]".
+	ErrTruncated = errors.New("upstream stream ended without [DONE]")
+	// ErrMalformed: the upstream sent a chunk that is not valid JSON or a
+	// line longer than the reader's limit.
+	ErrMalformed = errors.New("upstream sent a malformed event")
+)
+
+// Error is an upstream failure with what the gateway needs to answer it: an
+// HTTP status to map, whether another route may be tried, and the upstream's
+// own message. The zero Status means "no HTTP answer" (a transport failure).
+type Error struct {
+	Status     int           // the upstream's HTTP status, 0 when none was received
+	Retryable  bool          // another route may serve the request
+	Type       string        // the upstream's error type, when it sent one
+	Code       string        // the upstream's error code, when it sent one
+	Message    string        // the upstream's message, or a description
+	RetryAfter time.Duration // from the upstream's Retry-After header, 0 when absent
+	Err        error         // the cause (a sentinel or a transport error), may be nil
+}
+
+func (e *Error) Error() string {
+	switch {
+	case e.Status != 0 && e.Message != "":
+		return fmt.Sprintf("upstream answered %d: %s", e.Status, e.Message)
+	case e.Status != 0:
+		return fmt.Sprintf("upstream answered %d", e.Status)
+	case e.Err != nil && e.Message != "":
+		return e.Message + ": " + e.Err.Error()
+	case e.Err != nil:
+		return e.Err.Error()
+	}
+	return e.Message
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// RetryableStatus reports whether an upstream HTTP status lets the gateway
+// try another route: rate limits, overload and server errors.
+func RetryableStatus(status int) bool {
+	return status == http.StatusTooManyRequests || status == http.StatusRequestTimeout || status >= 500
+}

@@ -1,0 +1,384 @@
+// Package relay moves one client's stream from the upstream to the client:
+// each upstream event is written and flushed the moment it is read, with the
+// first-token, idle and keep-alive timers of one stream, the commit point of
+// its headers, and the per-chunk measurements (TTFT, gaps, overhead). It does
+// not choose routes: the gateway calls Attempt once per route it tries.
+package relay
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/streamgate/streamgate/internal/api"
+	"github.com/streamgate/streamgate/internal/metrics"
+	"github.com/streamgate/streamgate/internal/provider"
+	"github.com/streamgate/streamgate/internal/sse"
+)
+
+// ErrClientGone reports a failed write to the client: it went away.
+var ErrClientGone = errors.New("client went away")
+
+// UpstreamError is an error event the upstream sent in its stream. When it
+// came after content had been sent it was passed to the client as the
+// stream's one error event.
+type UpstreamError struct {
+	Data string // the event's JSON, as the upstream sent it
+}
+
+func (e *UpstreamError) Error() string { return "upstream sent an error event: " + e.Data }
+
+// overheadSample: one chunk in this many has its gateway overhead observed.
+const overheadSample = 8
+
+// Options configure a Session.
+type Options struct {
+	// FirstToken bounds the wait from the start of an attempt to the first
+	// content chunk; 0 means no limit. Firing cancels the attempt with
+	// provider.ErrFirstTokenTimeout.
+	FirstToken time.Duration
+	// Idle bounds the wait between upstream events once content flows; 0
+	// means no limit. Firing cancels the attempt with provider.ErrIdleTimeout.
+	Idle time.Duration
+	// KeepAlive is the interval of ": keep-alive" comments sent while waiting
+	// for the first content; they commit the headers but not content, so a
+	// fallback stays possible. 0 sends none.
+	KeepAlive time.Duration
+	// IncludeUsage passes the upstream's usage-only chunk to the client. The
+	// usage is read either way.
+	IncludeUsage bool
+	// Start is when the request arrived, the origin of TTFT; zero means NewSession's time.
+	Start time.Time
+}
+
+// Stats is what a Session measured. Times are zero until the event happened.
+type Stats struct {
+	Usage         api.Usage // the upstream's last reported usage
+	HasUsage      bool
+	ContentChunks int           // content chunks sent to the client
+	TTFT          time.Duration // Start → first content chunk flushed
+	FirstContent  time.Time
+	LastContent   time.Time
+	MaxGap        time.Duration // largest gap between content chunks as sent
+}
+
+// Session is one client stream across the attempts of a fallback. Its
+// methods are called from the request's goroutine; the keep-alive timer is
+// the only other writer and is serialised with a mutex until content flows.
+type Session struct {
+	w     http.ResponseWriter
+	sw    *sse.Writer
+	opts  Options
+	stats Stats
+
+	pendBuf bytes.Buffer // role-only events held until the commit point
+	pendW   *sse.Writer
+
+	mu          sync.Mutex // guards w and the flags below until contentSent
+	committed   bool       // status and headers written
+	contentSent bool       // first content written: no more fallback, no keep-alives
+	errSent     bool       // the stream's one error event was written
+	closed      bool
+	ka          *time.Timer
+}
+
+// NewSession returns a Session writing to w. Call Close when done.
+func NewSession(w http.ResponseWriter, opts Options) *Session {
+	if opts.Start.IsZero() {
+		opts.Start = time.Now()
+	}
+	s := &Session{w: w, sw: sse.NewWriter(w), opts: opts}
+	s.pendW = sse.NewWriter(&s.pendBuf)
+	if opts.KeepAlive > 0 {
+		s.ka = time.AfterFunc(opts.KeepAlive, s.keepAlive)
+	}
+	return s
+}
+
+// SetHeader sets a response header if the headers are not committed yet and
+// reports whether it did.
+func (s *Session) SetHeader(key, value string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.committed {
+		return false
+	}
+	s.w.Header().Set(key, value)
+	return true
+}
+
+// Committed reports whether status and headers were sent.
+func (s *Session) Committed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.committed
+}
+
+// ContentSent reports whether content reached the client; after it, no
+// other route may take over the stream.
+func (s *Session) ContentSent() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.contentSent
+}
+
+// Stats returns the measurements so far.
+func (s *Session) Stats() Stats { return s.stats }
+
+// Close stops the keep-alive timer; the Session writes nothing afterwards.
+func (s *Session) Close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	if s.ka != nil {
+		s.ka.Stop()
+	}
+}
+
+func (s *Session) keepAlive() {
+	s.mu.Lock()
+	if s.contentSent || s.closed || s.errSent {
+		s.mu.Unlock()
+		return
+	}
+	s.commitLocked()
+	err := s.sw.Comment(keepAliveText)
+	s.mu.Unlock()
+	if err == nil {
+		s.ka.Reset(s.opts.KeepAlive)
+	}
+}
+
+var keepAliveText = []byte("keep-alive")
+
+func (s *Session) commitLocked() {
+	if s.committed {
+		return
+	}
+	s.committed = true
+	sse.SetHeaders(s.w.Header())
+	s.w.WriteHeader(http.StatusOK)
+}
+
+// Fail ends the request with an error and returns the status the client
+// got. Before the commit point it is an HTTP status with the JSON error
+// body; after it, status 200 stands and the error becomes one
+// `data: {"error":{...}}` event, after which the stream ends without
+// "[DONE]" (so no client mistakes it for a complete answer). When the
+// upstream's own error event was already relayed, nothing more is written.
+func (s *Session) Fail(status int, body []byte) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.errSent || s.closed {
+		if s.committed {
+			return http.StatusOK
+		}
+		return status
+	}
+	s.errSent = true
+	if !s.committed {
+		s.committed = true
+		h := s.w.Header()
+		h.Set("Content-Type", "application/json")
+		h.Del("Content-Length")
+		s.w.WriteHeader(status)
+		s.w.Write(body)
+		return status
+	}
+	s.sw.Data(body)
+	return http.StatusOK
+}
+
+// Attempt relays one upstream stream, opened by open with a context that
+// the attempt's timers cancel and that ends with ctx (the client's request).
+// It returns nil after "[DONE]" was relayed; otherwise an error to pass to
+// Fail, or to try the next route with when ContentSent is false. The error
+// is the context's cause when a timer or the client ended the attempt,
+// ErrClientGone when a write to the client failed.
+func (s *Session) Attempt(ctx context.Context, obs *metrics.Stream, open func(context.Context) (provider.Stream, error)) error {
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var streaming atomic.Bool // false: waiting for first content; true: idle timer
+	t := time.AfterFunc(time.Hour, func() {
+		if streaming.Load() {
+			cancel(provider.ErrIdleTimeout)
+		} else {
+			cancel(provider.ErrFirstTokenTimeout)
+		}
+	})
+	defer t.Stop()
+	arm(t, s.opts.FirstToken)
+	s.pendBuf.Reset()
+
+	st, err := open(actx)
+	if err != nil {
+		return cause(actx, err)
+	}
+	defer st.Close()
+
+	var n uint
+	for {
+		ev, err := st.Next()
+		if err != nil {
+			if err == io.EOF {
+				return s.done()
+			}
+			return cause(actx, err)
+		}
+		if ev.Data == nil { // a comment-only block
+			continue
+		}
+		read := time.Now()
+		info, err := api.ScanChunk(ev.Data)
+		if err != nil {
+			return fmt.Errorf("%w: %w", provider.ErrMalformed, err)
+		}
+		if info.Error {
+			return s.upstreamError(ev.Data)
+		}
+		if info.HasUsage {
+			s.stats.Usage, s.stats.HasUsage = info.Usage, true
+			if !info.Content && !info.Finish && !s.opts.IncludeUsage {
+				continue // usage-only chunk the client did not ask for
+			}
+		}
+		if !s.contentSent {
+			if !info.Content && !info.Finish && !info.HasUsage {
+				// A role-only chunk: held, so that a first-token timeout or a
+				// failure before content can still be an HTTP status or a
+				// fallback. It travels with the first content chunk.
+				s.pendW.Event(ev.Name, ev.Data)
+				continue
+			}
+			if err := s.commitContent(ev); err != nil {
+				return err
+			}
+			streaming.Store(true)
+		} else {
+			if ns, ok := sse.ParseStamp(ev.Comment); ok {
+				s.sw.Stamp(ns)
+			}
+			if err := s.sw.Event(ev.Name, ev.Data); err != nil {
+				return fmt.Errorf("%w: %w", ErrClientGone, err)
+			}
+		}
+		now := time.Now()
+		if info.Content {
+			s.content(obs, now)
+		}
+		if n++; n%overheadSample == 0 {
+			obs.ChunkOverhead(now.Sub(read))
+		}
+		arm(t, s.opts.Idle)
+	}
+}
+
+// arm sets t to fire after d, or stops it when d is 0.
+func arm(t *time.Timer, d time.Duration) {
+	if d > 0 {
+		t.Reset(d)
+	} else {
+		t.Stop()
+	}
+}
+
+// cause prefers the attempt context's cause (a timeout, the client leaving)
+// over the error the read reported.
+func cause(ctx context.Context, err error) error {
+	if c := context.Cause(ctx); c != nil {
+		return c
+	}
+	return err
+}
+
+func (s *Session) content(obs *metrics.Stream, now time.Time) {
+	st := &s.stats
+	if st.ContentChunks == 0 {
+		st.FirstContent = now
+		st.TTFT = now.Sub(s.opts.Start)
+		obs.TTFT(st.TTFT)
+	} else {
+		gap := now.Sub(st.LastContent)
+		obs.ITL(gap)
+		if gap > st.MaxGap {
+			st.MaxGap = gap
+		}
+	}
+	st.LastContent = now
+	st.ContentChunks++
+}
+
+// commitContent writes the headers (unless a keep-alive did), the held
+// role-only events and ev, in one flush, and marks content as sent.
+func (s *Session) commitContent(ev *sse.Event) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClientGone
+	}
+	s.commitLocked()
+	s.contentSent = true
+	if s.ka != nil {
+		s.ka.Stop()
+	}
+	if s.pendBuf.Len() > 0 {
+		if _, err := s.w.Write(s.pendBuf.Bytes()); err != nil {
+			return fmt.Errorf("%w: %w", ErrClientGone, err)
+		}
+		s.pendBuf.Reset()
+	}
+	if ns, ok := sse.ParseStamp(ev.Comment); ok {
+		s.sw.Stamp(ns)
+	}
+	if err := s.sw.Event(ev.Name, ev.Data); err != nil {
+		return fmt.Errorf("%w: %w", ErrClientGone, err)
+	}
+	return nil
+}
+
+// done relays "[DONE]"; a stream without any content is committed here.
+func (s *Session) done() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClientGone
+	}
+	s.commitLocked()
+	if !s.contentSent {
+		s.contentSent = true
+		if s.ka != nil {
+			s.ka.Stop()
+		}
+		if s.pendBuf.Len() > 0 {
+			s.w.Write(s.pendBuf.Bytes())
+			s.pendBuf.Reset()
+		}
+	}
+	if err := s.sw.Done(); err != nil {
+		return fmt.Errorf("%w: %w", ErrClientGone, err)
+	}
+	return nil
+}
+
+// upstreamError handles an error event of the upstream: before content it is
+// an attempt failure (another route may serve); after, it is relayed as the
+// stream's one error event.
+func (s *Session) upstreamError(data []byte) error {
+	e := &UpstreamError{Data: string(data)}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.contentSent || s.closed {
+		return e
+	}
+	s.errSent = true
+	if err := s.sw.Data(data); err != nil {
+		return fmt.Errorf("%w: %w", ErrClientGone, err)
+	}
+	return e
+}
