@@ -2,42 +2,230 @@
 // latency, output and faults follow a model profile, so the gateway and the
 // benchmark run and are tested offline. Tokens are paced against absolute
 // deadlines so the stream does not drift.
+//
+// Endpoints: POST /v1/chat/completions (stream and not), GET /v1/models (the
+// profiles), GET /metrics (Prometheus, the Server's own registry). Any model
+// name is answered: a name matching a profile uses it, others use
+// Options.Profile. The response echoes the requested model name.
+//
+// A stream is shaped like OpenAI's: the HTTP headers at once, then at the
+// first token a role-only chunk (delta {"role":"assistant","content":""}),
+// content chunks, a chunk with an empty delta and finish_reason ("length"
+// when max_tokens / max_completion_tokens cut the output, else "stop"), a
+// usage chunk (choices [], usage) only with stream_options.include_usage
+// (every chunk then carries "usage":null), and data: [DONE].
+// usage.completion_tokens is exactly the number of tokens sent.
+// Queue waits (Options.MaxConcurrency) come before the TTFT, so a client sees
+// them as part of its TTFT. Randomness (text, timing, faults) comes from the
+// per-request seed: X-Sim-Seed if given, else the request's "seed" field
+// mixed with Options.Seed, else Options.Seed mixed with a request counter.
+//
+// Request headers override the chosen profile for one request; a bad value
+// is answered 400 with an OpenAI error naming the header (param):
+//
+//	X-Sim-Profile            profile name to use whatever the model
+//	X-Sim-TTFT               median TTFT, Go duration (250ms)
+//	X-Sim-TTFT-P99           p99 TTFT (lognormal); = median means constant
+//	X-Sim-ITL                mean gap between content chunks
+//	X-Sim-ITL-Jitter         relative std-dev of a gap, 0..10 (0 constant)
+//	X-Sim-Prefill-Per-Token  added to TTFT per estimated prompt token
+//	X-Sim-Tokens             output length when max_tokens allows
+//	X-Sim-Tokens-Per-Chunk   tokens per content chunk (>= 1)
+//	X-Sim-Lang               en | ko
+//	X-Sim-Seed               int64 seed of this request's randomness
+//	X-Sim-Fail-Status        answer this status (400-599) before the stream
+//	X-Sim-Stall-First        stall before the first event (no role chunk)
+//	X-Sim-Stall-At, X-Sim-Stall-For  stall before content chunk N for D
+//	X-Sim-Cut-At             close the connection before content chunk N
+//	X-Sim-Error-At           data: {"error":...} before chunk N, then end (no [DONE])
+//	X-Sim-Malformed-At       a non-JSON data: line before chunk N, stream goes on
+//	X-Sim-Fail-Rate, X-Sim-Stall-First-Rate, X-Sim-Stall-Rate, X-Sim-Cut-Rate,
+//	X-Sim-Error-Rate, X-Sim-Malformed-Rate   fraction 0..1 of requests hit
+//
+// A fault header without its rate header hits this request; a rate of 0
+// switches the profile's fault off; a rate alone uses the default value (503,
+// 10s, a random chunk). Chunks count content chunks from 1 (see Faults).
+// Non-stream requests take the whole stream's time, then answer; cut closes
+// the connection, error-at answers 500, malformed sends a truncated body.
 package sim
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
 	"net/http"
+	"sort"
+	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/streamgate/streamgate/internal/api"
 )
 
-// Options configure a simulated upstream. The zero value of a field means
-// "the profile's value" unless its comment says otherwise.
+// Options configure a simulated upstream. The zero value serves
+// DefaultProfile for unknown models and the built-in Profiles by name.
 type Options struct {
-	Profile Profile // defaults for models without a profile of their own
-	Stamp   bool    // write ": sent_ns=<unix ns>" before each event
-	Seed    int64
-	// MaxConcurrency bounds streams served at once; more wait in a queue. 0 = unlimited.
+	// Profile is used for models without a profile of their own. The zero
+	// Profile means DefaultProfile().
+	Profile Profile
+	// Profiles are selected by model name (and by X-Sim-Profile). nil means
+	// the built-in Profiles(); an empty non-nil slice means none.
+	Profiles []Profile
+	// Stamp writes ": sent_ns=<unix ns>" right before each event.
+	Stamp bool
+	// Seed is the root of all randomness; the same seed and the same
+	// sequence of requests give the same text, timings and faults.
+	Seed int64
+	// MaxConcurrency bounds requests served at once; more wait in a FIFO
+	// queue. 0 = unlimited.
 	MaxConcurrency int
+	// ShutdownGrace is how long Serve lets open streams finish after its
+	// context ends before closing them. 0 means 5s.
+	ShutdownGrace time.Duration
 }
 
-// Profile is how one simulated model behaves.
-type Profile struct {
-	Name            string
-	TTFT            time.Duration // median time to first token
-	TTFTP99         time.Duration // p99 (lognormal); equal to TTFT means constant
-	ITL             time.Duration // inter-token latency
-	ITLJitter       float64       // relative standard deviation, 0 = constant
-	PrefillPerToken time.Duration
-	TokensPerChunk  int
-	Tokens          int    // output length when max_tokens is absent
-	Lang            string // "en" or "ko"
-	Faults          Faults
+// MaxBodyBytes bounds a request body.
+const MaxBodyBytes = 10 << 20
+
+// Server is the simulator. It is an http.Handler; it holds no goroutines of
+// its own, so there is nothing to close: streams end with their requests.
+type Server struct {
+	opts     Options
+	def      Profile
+	byName   map[string]Profile
+	models   []string
+	queue    *fifo
+	reg      *prometheus.Registry
+	m        *metrics
+	mux      *http.ServeMux
+	counter  atomic.Uint64
+	created  int64
+	handlers sync.WaitGroup
 }
 
-// Faults are injected failures; each has a rate (fraction of requests, seeded).
-type Faults struct {
-	FailStatus int
-	FailRate   float64
+var _ http.Handler = (*Server)(nil)
+
+// New returns a simulator serving opts. It does not validate the profiles
+// (see Profile.Validate); out-of-range values are taken as their defaults.
+func New(opts Options) *Server {
+	s := &Server{
+		opts:    opts,
+		def:     opts.Profile,
+		byName:  map[string]Profile{},
+		queue:   newFIFO(opts.MaxConcurrency),
+		reg:     prometheus.NewRegistry(),
+		created: time.Now().Unix(),
+	}
+	if s.def == (Profile{}) {
+		s.def = DefaultProfile()
+	}
+	s.def = s.def.normalize()
+	profiles := opts.Profiles
+	if profiles == nil {
+		profiles = Profiles()
+	}
+	for _, p := range profiles {
+		if _, dup := s.byName[p.Name]; !dup {
+			s.models = append(s.models, p.Name)
+		}
+		s.byName[p.Name] = p.normalize()
+	}
+	if _, ok := s.byName[s.def.Name]; !ok && s.def.Name != "" {
+		s.models = append(s.models, s.def.Name)
+	}
+	sort.Strings(s.models)
+	s.m = newMetrics(s.reg)
+	s.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "streamgate_sim_queued_requests",
+		Help: "Requests waiting for a slot (max concurrency).",
+	}, func() float64 { return float64(s.queue.waiting()) }))
+
+	s.mux = http.NewServeMux()
+	s.mux.HandleFunc("/v1/chat/completions", s.chat)
+	s.mux.HandleFunc("/v1/models", s.listModels)
+	s.mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "invalid_request_error", "not_found", "",
+			"unknown path "+r.URL.Path+" (the simulator serves /v1/chat/completions, /v1/models, /metrics)")
+	})
+	return s
 }
 
-// New returns the simulator's HTTP handler (/v1/chat/completions, /v1/models, /metrics).
-func New(opts Options) http.Handler { return http.NotFoundHandler() }
+// Registry returns the Server's Prometheus registry (served at /metrics).
+func (s *Server) Registry() *prometheus.Registry { return s.reg }
+
+// ServeHTTP serves the simulator's endpoints.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.handlers.Add(1)
+	defer s.handlers.Done()
+	s.mux.ServeHTTP(w, r)
+}
+
+// Serve serves on ln until ctx ends, then shuts down gracefully: it stops
+// accepting, lets open streams finish for Options.ShutdownGrace, closes the
+// rest and waits for their handlers. It returns nil after a shutdown caused
+// by ctx, or the error that stopped serving.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 30 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	grace := s.opts.ShutdownGrace
+	if grace <= 0 {
+		grace = 5 * time.Second
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close() // cancels the streams still open
+	}
+	s.handlers.Wait()
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", "GET")
+		writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed", "",
+			"method "+r.Method+" not allowed on /v1/models")
+		return
+	}
+	list := api.ModelList{Object: "list", Data: make([]api.Model, 0, len(s.models))}
+	for _, name := range s.models {
+		list.Data = append(list.Data, api.Model{ID: name, Object: "model", Created: s.created, OwnedBy: "streamgate-sim"})
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+// profileFor returns the profile of a model name.
+func (s *Server) profileFor(model string) Profile {
+	if p, ok := s.byName[model]; ok {
+		return p
+	}
+	return s.def
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":{"message":"sim: encoding the response failed","type":"server_error","code":null,"param":null}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+func writeError(w http.ResponseWriter, status int, typ, code, param, msg string) {
+	writeJSON(w, status, api.NewError(typ, code, param, msg))
+}

@@ -1,0 +1,216 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Profile is how one simulated model behaves. A Profile is a plain value
+// (comparable, no references), so copies are independent.
+//
+// Zero values of fields: TTFT, ITL, PrefillPerToken 0 mean no wait; TTFTP99 0
+// (or equal to TTFT) means a constant TTFT; ITLJitter 0 means constant gaps;
+// TokensPerChunk 0 means 1; Tokens 0 means 200; Lang "" means "en".
+type Profile struct {
+	// Name is the model name that selects this profile.
+	Name string
+	// TTFT is the median time from admission (after any queue wait) to the
+	// first token; TTFTP99 its 99th percentile. The draw is lognormal.
+	TTFT    time.Duration
+	TTFTP99 time.Duration
+	// ITL is the mean gap between consecutive content chunks (a chunk carries
+	// TokensPerChunk tokens; the gap is per chunk, not per token).
+	ITL time.Duration
+	// ITLJitter is the relative standard deviation of a gap (lognormal, mean ITL).
+	ITLJitter float64
+	// PrefillPerToken is added to the TTFT for every estimated prompt token.
+	PrefillPerToken time.Duration
+	TokensPerChunk  int
+	// Tokens is the output length when the request sets no max_tokens or a
+	// larger one.
+	Tokens int
+	// Lang is the output text language: "en" or "ko" (multi-byte UTF-8).
+	Lang string
+	// InputPrice and OutputPrice are USD per 1M tokens: the published prices
+	// of the real model the profile imitates, for cost tables. 0 = unknown.
+	InputPrice  float64
+	OutputPrice float64
+	Faults      Faults
+}
+
+// Faults are injected failures. The zero value injects nothing.
+//
+// A fault is on when its value or its rate is set. Its rate is the fraction
+// of requests it hits, drawn from the request's seeded randomness; a rate of
+// 0 with the value set means every request (so Faults{CutAt: 3} always cuts).
+// A value of 0 with a rate set takes the default (503, 10s, a random chunk).
+//
+// "At" fields count content chunks from 1: the fault happens just before
+// content chunk N would be sent (N-1 were delivered; the role chunk precedes
+// chunk 1). An At beyond the last content chunk means "after the last
+// content chunk, before the finish chunk".
+type Faults struct {
+	// FailStatus is the HTTP status answered before any stream, with an
+	// OpenAI error body (and Retry-After: 1 on 429). 0 means 503.
+	FailStatus int
+	FailRate   float64
+	// StallFirst delays the first event (nothing at all is sent before it,
+	// not even the role chunk). 0 means 10s.
+	StallFirst     time.Duration
+	StallFirstRate float64
+	// StallAt stalls for StallFor before content chunk StallAt; later chunks
+	// keep their pace after it. StallFor 0 means 10s.
+	StallAt   int
+	StallFor  time.Duration
+	StallRate float64
+	// CutAt closes the connection before content chunk CutAt: no finish
+	// chunk, no [DONE], no terminating HTTP chunk (the client sees an
+	// unexpected EOF).
+	CutAt   int
+	CutRate float64
+	// ErrorAt sends `data: {"error":{...}}` before content chunk ErrorAt and
+	// ends the response there, without [DONE].
+	ErrorAt   int
+	ErrorRate float64
+	// MalformedAt sends a `data:` line that is not valid JSON before content
+	// chunk MalformedAt, then the stream continues normally.
+	MalformedAt   int
+	MalformedRate float64
+}
+
+// Fault defaults used when a fault is selected but its value is zero.
+const (
+	DefaultFailStatus = 503
+	DefaultStall      = 10 * time.Second
+	DefaultTokens     = 200
+)
+
+// DefaultProfile is the profile of `streamgate sim` without flags, also used
+// when Options.Profile is the zero value: TTFT 250ms median / 800ms p99, ITL
+// 20ms with 0.2 jitter, 200 tokens, one token per chunk, English, no faults.
+func DefaultProfile() Profile {
+	return Profile{
+		Name:           "sim-default",
+		TTFT:           250 * time.Millisecond,
+		TTFTP99:        800 * time.Millisecond,
+		ITL:            20 * time.Millisecond,
+		ITLJitter:      0.2,
+		TokensPerChunk: 1,
+		Tokens:         DefaultTokens,
+		Lang:           "en",
+	}
+}
+
+// Profiles returns the built-in profiles, a fresh slice each call. Their
+// names say they are simulated; timings are plausible for the model each
+// imitates, not measured from it, and sized so 200 tokens end in a few
+// seconds. Prices are the published ones (USD per 1M tokens).
+//
+//	name                   TTFT p50/p99  ITL   jitter  in $   out $   faults
+//	sim-fast               20ms/50ms     5ms   0.1     -      -       -
+//	sim-gpt-4.1            450ms/1.2s    12ms  0.3     2.00   8.00    -
+//	sim-claude-sonnet-4.5  700ms/1.8s    16ms  0.35    3.00   15.00   -
+//	sim-gemini-2.5-flash   350ms/900ms   6ms   0.5     0.30   2.50    -
+//	sim-deepseek-v3.2      600ms/2s      25ms  0.3     0.28   0.42    -
+//	sim-flaky              300ms/1.5s    15ms  0.3     -      -       503 at 0.1, cut at 0.1
+func Profiles() []Profile {
+	base := func(name string, ttft, p99, itl time.Duration, jitter float64) Profile {
+		return Profile{Name: name, TTFT: ttft, TTFTP99: p99, ITL: itl, ITLJitter: jitter,
+			TokensPerChunk: 1, Tokens: DefaultTokens, Lang: "en"}
+	}
+	ms := time.Millisecond
+	fast := base("sim-fast", 20*ms, 50*ms, 5*ms, 0.1)
+	gpt := base("sim-gpt-4.1", 450*ms, 1200*ms, 12*ms, 0.3)
+	gpt.InputPrice, gpt.OutputPrice = 2.00, 8.00
+	claude := base("sim-claude-sonnet-4.5", 700*ms, 1800*ms, 16*ms, 0.35)
+	claude.InputPrice, claude.OutputPrice = 3.00, 15.00
+	gemini := base("sim-gemini-2.5-flash", 350*ms, 900*ms, 6*ms, 0.5)
+	gemini.InputPrice, gemini.OutputPrice = 0.30, 2.50
+	deepseek := base("sim-deepseek-v3.2", 600*ms, 2000*ms, 25*ms, 0.3)
+	deepseek.InputPrice, deepseek.OutputPrice = 0.28, 0.42
+	flaky := base("sim-flaky", 300*ms, 1500*ms, 15*ms, 0.3)
+	flaky.Faults = Faults{FailStatus: 503, FailRate: 0.1, CutRate: 0.1}
+	return []Profile{fast, gpt, claude, gemini, deepseek, flaky}
+}
+
+// LookupProfile returns the built-in profile called name, or false.
+func LookupProfile(name string) (Profile, bool) {
+	for _, p := range Profiles() {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Profile{}, false
+}
+
+// normalize fills the documented zero-value defaults.
+func (p Profile) normalize() Profile {
+	if p.TokensPerChunk <= 0 {
+		p.TokensPerChunk = 1
+	}
+	if p.Tokens <= 0 {
+		p.Tokens = DefaultTokens
+	}
+	if p.Lang == "" {
+		p.Lang = "en"
+	}
+	if p.TTFTP99 < p.TTFT {
+		p.TTFTP99 = p.TTFT
+	}
+	return p
+}
+
+// Validate reports every invalid field of p, joined.
+func (p Profile) Validate() error {
+	var errs []error
+	bad := func(field string, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("profile %q: %s: %s", p.Name, field, fmt.Sprintf(format, a...)))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"ttft", p.TTFT}, {"ttft-p99", p.TTFTP99}, {"itl", p.ITL}, {"prefill-per-token", p.PrefillPerToken},
+		{"stall-first", p.Faults.StallFirst}, {"stall-for", p.Faults.StallFor}} {
+		if d.v < 0 {
+			bad(d.name, "negative duration %s", d.v)
+		}
+	}
+	if p.TTFTP99 != 0 && p.TTFTP99 < p.TTFT {
+		bad("ttft-p99", "%s is below the median ttft %s", p.TTFTP99, p.TTFT)
+	}
+	if p.ITLJitter < 0 || p.ITLJitter > 10 {
+		bad("itl-jitter", "%g is outside [0, 10]", p.ITLJitter)
+	}
+	if p.TokensPerChunk < 0 {
+		bad("tokens-per-chunk", "negative %d", p.TokensPerChunk)
+	}
+	if p.Tokens < 0 {
+		bad("tokens", "negative %d", p.Tokens)
+	}
+	if p.Lang != "" && p.Lang != "en" && p.Lang != "ko" {
+		bad("lang", "%q is not en or ko", p.Lang)
+	}
+	f := p.Faults
+	if f.FailStatus != 0 && (f.FailStatus < 400 || f.FailStatus > 599) {
+		bad("fail-status", "%d is not an HTTP error status (400-599)", f.FailStatus)
+	}
+	for _, r := range []struct {
+		name string
+		v    float64
+	}{{"fail-rate", f.FailRate}, {"stall-first-rate", f.StallFirstRate}, {"stall-rate", f.StallRate},
+		{"cut-rate", f.CutRate}, {"error-rate", f.ErrorRate}, {"malformed-rate", f.MalformedRate}} {
+		if r.v < 0 || r.v > 1 || r.v != r.v {
+			bad(r.name, "%g is outside [0, 1]", r.v)
+		}
+	}
+	for _, n := range []struct {
+		name string
+		v    int
+	}{{"stall-at", f.StallAt}, {"cut-at", f.CutAt}, {"error-at", f.ErrorAt}, {"malformed-at", f.MalformedAt}} {
+		if n.v < 0 {
+			bad(n.name, "negative chunk %d", n.v)
+		}
+	}
+	return errors.Join(errs...)
+}
