@@ -1,0 +1,228 @@
+// Package bench is the streaming benchmark behind "streamgate bench": it
+// sends chat completion streams to any OpenAI-compatible endpoint in a
+// closed loop (fixed concurrency) or an open loop (Poisson or gamma arrivals),
+// times every chunk as it arrives, and summarises TTFT, inter-token latency,
+// stalls and throughput with a self-check of the client's own delays.
+package bench
+
+import (
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Schema names the JSON layout of a Result.
+const Schema = "streamgate.bench/v1"
+
+// Config describes one benchmark point: one model at one load. Sweeps and
+// several models are several Configs passed to RunAll. Zero values take the
+// defaults documented on each field.
+type Config struct {
+	BaseURL string // the API root, e.g. http://127.0.0.1:8081/v1; "/chat/completions" is appended
+	APIKey  string // sent as "Authorization: Bearer"; empty sends none
+	Model   string
+	Label   string // free text carried into the result
+
+	// Requests is how many measured requests to send; 0 means 100, or no
+	// limit when Duration is set. Warmup requests are sent first and not measured.
+	Requests int
+	Warmup   int
+	// Duration, when set, stops sending after that long; requests still
+	// open Grace later (default 30s) are cancelled and counted as incomplete.
+	Duration time.Duration
+	Grace    time.Duration
+
+	// Concurrency is the number of streams kept open (closed loop) or, with
+	// Rate, the cap on open streams (0 = no cap). 0 without Rate means 1.
+	Concurrency int
+	// Rate, when > 0, sends requests open loop at this mean rate per second,
+	// gaps drawn from a gamma distribution of shape Burstiness (0 or 1 = Poisson).
+	Rate       float64
+	Burstiness float64
+	// RampUp starts the closed loop's workers evenly over this duration.
+	RampUp time.Duration
+
+	// Prompts is the dataset spec read by LoadPrompts (default builtin:en);
+	// Dataset, when set, is used instead.
+	Prompts string
+	Dataset []Prompt
+	// MaxTokens sets max_tokens on every request; 0 uses OutputTokens when
+	// set, else the dataset's answer length, else leaves it out.
+	MaxTokens    int
+	OutputTokens Length
+	// ExtraBody is a JSON object merged into every request body (e.g.
+	// {"ignore_eos":true}); its fields override the benchmark's own.
+	ExtraBody string
+	// Headers are added to every request (e.g. X-Sim-* overrides).
+	Headers http.Header
+	// Seed makes the request sequence and the arrival times reproducible.
+	Seed uint64
+
+	// IdleTimeout ends a stream with no event for this long as interrupted
+	// (default 60s); ConnectTimeout bounds dialing (default 10s).
+	IdleTimeout    time.Duration
+	ConnectTimeout time.Duration
+	// HTTP2 lets streams share connections over HTTP/2 (h2c on http://);
+	// by default every open stream has its own HTTP/1.1 connection.
+	HTTP2 bool
+
+	// Goodput, when set, counts the requests meeting every SLO.
+	Goodput SLO
+	// Price is the model's price in USD per 1M tokens; zero means no cost.
+	Price Price
+	// Scrape is a Prometheus /metrics URL read before and after the run.
+	Scrape string
+	// KeepRequests keeps every request's record in RunResult.Requests (for
+	// --requests-out and the HTML report).
+	KeepRequests bool
+}
+
+// SLO is a set of service-level objectives for goodput; a zero field is not checked.
+type SLO struct {
+	TTFT   time.Duration // time to first token
+	ITL    time.Duration // the request's mean inter-token gap
+	TPOT   time.Duration // time per output token
+	E2E    time.Duration // end-to-end latency
+	MaxGap time.Duration // the request's largest gap
+}
+
+// IsZero reports whether no objective is set.
+func (s SLO) IsZero() bool { return s == SLO{} }
+
+// Price is a model's price in USD per 1M tokens.
+type Price struct {
+	Input  float64 `json:"input" yaml:"input"`
+	Output float64 `json:"output" yaml:"output"`
+}
+
+// Result is the whole outcome of a benchmark invocation, marshalled as the
+// "streamgate.bench/v1" JSON of SPEC.md.
+type Result struct {
+	Schema    string      `json:"schema"`
+	StartedAt time.Time   `json:"started_at"`
+	Config    ConfigEcho  `json:"config"`
+	Runs      []RunResult `json:"runs"`
+	Client    ClientStats `json:"client"`
+	// Partial is set when the run was stopped (Ctrl-C) before the end.
+	Partial  bool     `json:"partial,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// ConfigEcho is the configuration as recorded in a result; the API key is redacted.
+type ConfigEcho struct {
+	BaseURL       string            `json:"base_url"`
+	APIKey        string            `json:"api_key,omitempty"`
+	Models        []string          `json:"models"`
+	Requests      int               `json:"requests"`
+	Warmup        int               `json:"warmup"`
+	Duration      string            `json:"duration,omitempty"`
+	Concurrency   []int             `json:"concurrency"`
+	Rate          []float64         `json:"rate,omitempty"`
+	Burstiness    float64           `json:"burstiness,omitempty"`
+	Prompts       string            `json:"prompts"`
+	MaxTokens     int               `json:"max_tokens,omitempty"`
+	InputTokens   string            `json:"input_tokens,omitempty"`
+	OutputTokens  string            `json:"output_tokens,omitempty"`
+	ExtraBody     string            `json:"extra_body,omitempty"`
+	Headers       map[string]string `json:"headers,omitempty"`
+	Seed          uint64            `json:"seed"`
+	Label         string            `json:"label,omitempty"`
+	IdleTimeout   string            `json:"idle_timeout"`
+	HTTP2         bool              `json:"http2,omitempty"`
+	Goodput       string            `json:"goodput,omitempty"`
+	Scrape        string            `json:"scrape,omitempty"`
+	MonthlyTokens float64           `json:"monthly_tokens,omitempty"`
+}
+
+// RunResult is one benchmark point: one model at one load.
+type RunResult struct {
+	Label         string  `json:"label"`
+	Model         string  `json:"model"`
+	BaseURL       string  `json:"base_url"`
+	Concurrency   int     `json:"concurrency"`
+	RequestedRate float64 `json:"requested_rate"`
+	AchievedRate  float64 `json:"achieved_rate"`
+	DurationS     float64 `json:"duration_s"`
+
+	Requests    int `json:"requests"`
+	Succeeded   int `json:"succeeded"`
+	Failed      int `json:"failed"`
+	Interrupted int `json:"interrupted"`
+	// Incomplete counts requests cancelled by the end of the run (Ctrl-C or
+	// the --duration grace period); they are not in Requests.
+	Incomplete int `json:"incomplete"`
+
+	TTFT   Dist   `json:"ttft_ms"`
+	ITL    Dist   `json:"itl_ms"`
+	MaxGap Dist   `json:"max_gap_ms"`
+	TPOT   Dist   `json:"tpot_ms"`
+	E2E    Dist   `json:"e2e_ms"`
+	TPS    Dist   `json:"tps"`
+	Tokens Dist   `json:"output_tokens_per_request"`
+	Chunks int    `json:"chunks"`
+	OutTok int    `json:"output_tokens"`
+	InTok  int    `json:"input_tokens"`
+	TokSrc string `json:"token_source"`
+
+	Throughput   float64        `json:"throughput_tokens_per_s"`
+	RequestsPerS float64        `json:"requests_per_s"`
+	CostUSD      float64        `json:"cost_usd"`
+	MonthlyCost  float64        `json:"monthly_cost_usd,omitempty"`
+	Errors       map[string]int `json:"errors"`
+	ScheduleLag  *Dist          `json:"schedule_lag_ms,omitempty"`
+	SlotWait     *Dist          `json:"slot_wait_ms,omitempty"`
+	Goodput      *Goodput       `json:"goodput,omitempty"`
+	Server       *ServerStats   `json:"server,omitempty"`
+	Client       ClientStats    `json:"client"`
+	Warnings     []string       `json:"warnings,omitempty"`
+
+	// Requests holds every measured request when Config.KeepRequests is set.
+	Records []*Request `json:"-"`
+}
+
+// Goodput is the share of requests that met every SLO; errors count as misses.
+type Goodput struct {
+	Fraction float64 `json:"fraction"`
+	PerS     float64 `json:"per_s"`
+	SLO      string  `json:"slo"`
+}
+
+// ServerStats are the server's own figures for the run, read from its
+// Prometheus endpoint before and after.
+type ServerStats struct {
+	GCPauseMaxMs float64            `json:"gc_pause_max_ms"`
+	GCCycles     float64            `json:"gc_cycles"`
+	OverheadMs   map[string]float64 `json:"overhead_mean_ms,omitempty"`
+}
+
+// ClientStats is the client's self-check: if these figures are large, the
+// client itself skewed the measurement.
+type ClientStats struct {
+	GCPauseMaxMs  float64 `json:"gc_pause_max_ms"`
+	GCCycles      uint64  `json:"gc_cycles"`
+	SchedLagP99Ms float64 `json:"sched_lag_p99_ms"`
+	CPUSeconds    float64 `json:"cpu_seconds"`
+	CPUUsPerChunk float64 `json:"cpu_us_per_chunk"`
+	// MeasurementDelay is arrival − the server's "sent_ns" stamp, present
+	// only against a stamping server (streamgate sim --stamp).
+	MeasurementDelay *Dist `json:"measurement_delay_ms,omitempty"`
+}
+
+// redact shows the first and last few characters of a secret.
+func redact(s string) string {
+	switch {
+	case s == "":
+		return ""
+	case len(s) <= 8:
+		return "***"
+	}
+	return s[:3] + "***" + s[len(s)-2:]
+}
+
+// sensitiveHeader reports headers whose values are secrets.
+func sensitiveHeader(k string) bool {
+	k = strings.ToLower(k)
+	return strings.Contains(k, "auth") || strings.Contains(k, "key") || strings.Contains(k, "token") || strings.Contains(k, "cookie")
+}
+
+func ms(d time.Duration) float64 { return float64(d) / 1e6 }

@@ -1,0 +1,269 @@
+package bench
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Definitions are the metric definitions of SPEC.md, printed in --help and
+// written in the HTML report.
+const Definitions = `Metrics (per request, then pooled over successful requests):
+  first token  the first chunk carrying content, reasoning or tool-call text
+               (role-only and usage chunks do not count)
+  TTFT         first token time - send time
+  ITL          every gap between consecutive content chunks after the first, pooled
+  max gap      the largest such gap within one request (stalls)
+  TPOT         (last content - first content) / (output tokens - 1)
+  TPS          output tokens / (last content - first content)
+  E2E          last content chunk - send time
+  tokens       from usage (stream_options.include_usage is always sent), else
+               counted content chunks; the source is recorded
+  interrupted  HTTP 200 but ended without [DONE] and without finish_reason, or an
+               error event mid-stream, or an idle timeout
+  schedule lag (open loop) actual send time - intended send time
+Percentiles are p50 p90 p95 p99 max plus mean, with linear interpolation (numpy's default).`
+
+// WriteJSON writes res as indented "streamgate.bench/v1" JSON.
+func WriteJSON(w io.Writer, res *Result) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(res)
+}
+
+// ReadJSON reads a saved result and checks its schema.
+func ReadJSON(path string) (*Result, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("result: %w", err)
+	}
+	var res Result
+	if err := json.Unmarshal(b, &res); err != nil {
+		return nil, fmt.Errorf("result %s: %w", path, err)
+	}
+	if res.Schema != Schema {
+		return nil, fmt.Errorf("result %s: schema %q, want %q", path, res.Schema, Schema)
+	}
+	return &res, nil
+}
+
+// runName names a run in tables: label, model and load point.
+func runName(r *RunResult) string {
+	var b strings.Builder
+	if r.Label != "" {
+		b.WriteString(r.Label)
+		b.WriteByte(' ')
+	}
+	b.WriteString(r.Model)
+	return b.String()
+}
+
+func loadName(r *RunResult) string {
+	if r.RequestedRate > 0 {
+		s := "r=" + strconv.FormatFloat(r.RequestedRate, 'g', 4, 64)
+		if r.Concurrency > 0 {
+			s += " c≤" + strconv.Itoa(r.Concurrency)
+		}
+		return s
+	}
+	return "c=" + strconv.Itoa(r.Concurrency)
+}
+
+// WriteTable writes the terminal table of runs: one row per run.
+func WriteTable(w io.Writer, runs ...RunResult) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "run\tload\tok\tfail\tintr\tTTFT p50\tTTFT p99\tITL p50\tITL p99\tgap p99\tTPOT p50\tE2E p50\tTPS p50\ttok/s\tgoodput\t")
+	for i := range runs {
+		r := &runs[i]
+		gp := "-"
+		if r.Goodput != nil {
+			gp = fmt.Sprintf("%.1f%%", 100*r.Goodput.Fraction)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%.1f\t%s\t\n",
+			runName(r), loadName(r), r.Succeeded, r.Failed, r.Interrupted,
+			fms(r.TTFT.P50), fms(r.TTFT.P99), fms(r.ITL.P50), fms(r.ITL.P99), fms(r.MaxGap.P99),
+			fms(r.TPOT.P50), fms(r.E2E.P50), r.TPS.P50, r.Throughput, gp)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "(times in ms; TPS per request, tok/s over the run)")
+	for i := range runs {
+		r := &runs[i]
+		if len(r.Errors) > 0 {
+			fmt.Fprintf(w, "%s %s errors: %s\n", runName(r), loadName(r), formatErrors(r.Errors))
+		}
+		if r.ScheduleLag != nil {
+			fmt.Fprintf(w, "%s %s: requested %.2f/s, achieved %.2f/s, schedule lag p50 %s p99 %s max %s ms\n",
+				runName(r), loadName(r), r.RequestedRate, r.AchievedRate, fms(r.ScheduleLag.P50), fms(r.ScheduleLag.P99), fms(r.ScheduleLag.Max))
+		}
+		if r.CostUSD > 0 || r.MonthlyCost > 0 {
+			fmt.Fprintf(w, "%s %s: cost $%.4f", runName(r), loadName(r), r.CostUSD)
+			if r.MonthlyCost > 0 {
+				fmt.Fprintf(w, ", projected monthly $%.2f", r.MonthlyCost)
+			}
+			fmt.Fprintln(w)
+		}
+		if s := r.Server; s != nil {
+			fmt.Fprintf(w, "%s %s server: GC pause max %.3f ms, GC cycles %.0f", runName(r), loadName(r), s.GCPauseMaxMs, s.GCCycles)
+			for _, k := range sortedKeys(s.OverheadMs) {
+				fmt.Fprintf(w, ", overhead %s mean %.3f ms", k, s.OverheadMs[k])
+			}
+			fmt.Fprintln(w)
+		}
+		c := r.Client
+		fmt.Fprintf(w, "%s %s client: GC pause max %.3f ms, sched lag p99 %.3f ms, CPU %.2f µs/chunk",
+			runName(r), loadName(r), c.GCPauseMaxMs, c.SchedLagP99Ms, c.CPUUsPerChunk)
+		if d := c.MeasurementDelay; d != nil {
+			fmt.Fprintf(w, ", measurement delay p50 %.3f p99 %.3f max %.3f ms", d.P50, d.P99, d.Max)
+		}
+		fmt.Fprintln(w)
+		for _, wn := range r.Warnings {
+			fmt.Fprintf(w, "warning: %s %s: %s\n", runName(r), loadName(r), wn)
+		}
+	}
+	return nil
+}
+
+func fms(v float64) string {
+	switch {
+	case v == 0:
+		return "-"
+	case v < 10:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	case v < 1000:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 0, 64)
+}
+
+func formatErrors(m map[string]int) string {
+	var parts []string
+	for _, k := range sortedKeys(m) {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
+	}
+	return strings.Join(parts, " ")
+}
+
+// CSV columns: one row per run.
+var csvDists = []struct {
+	name string
+	get  func(*RunResult) Dist
+}{
+	{"ttft_ms", func(r *RunResult) Dist { return r.TTFT }},
+	{"itl_ms", func(r *RunResult) Dist { return r.ITL }},
+	{"max_gap_ms", func(r *RunResult) Dist { return r.MaxGap }},
+	{"tpot_ms", func(r *RunResult) Dist { return r.TPOT }},
+	{"e2e_ms", func(r *RunResult) Dist { return r.E2E }},
+	{"tps", func(r *RunResult) Dist { return r.TPS }},
+}
+
+// WriteCSV writes one row per run with every summary figure.
+func WriteCSV(w io.Writer, runs ...RunResult) error {
+	cw := csv.NewWriter(w)
+	head := []string{"label", "model", "base_url", "concurrency", "requested_rate", "achieved_rate", "duration_s",
+		"requests", "succeeded", "failed", "interrupted", "incomplete"}
+	for _, d := range csvDists {
+		for _, s := range []string{"mean", "p50", "p90", "p95", "p99", "max"} {
+			head = append(head, d.name+"_"+s)
+		}
+	}
+	head = append(head, "output_tokens", "input_tokens", "token_source", "throughput_tokens_per_s", "requests_per_s",
+		"cost_usd", "goodput_fraction", "goodput_per_s", "schedule_lag_p50_ms", "schedule_lag_p99_ms",
+		"client_gc_pause_max_ms", "client_sched_lag_p99_ms", "client_cpu_us_per_chunk", "measurement_delay_p99_ms", "errors")
+	if err := cw.Write(head); err != nil {
+		return err
+	}
+	f := func(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
+	for i := range runs {
+		r := &runs[i]
+		row := []string{r.Label, r.Model, r.BaseURL, strconv.Itoa(r.Concurrency), f(r.RequestedRate), f(r.AchievedRate), f(r.DurationS),
+			strconv.Itoa(r.Requests), strconv.Itoa(r.Succeeded), strconv.Itoa(r.Failed), strconv.Itoa(r.Interrupted), strconv.Itoa(r.Incomplete)}
+		for _, d := range csvDists {
+			v := d.get(r)
+			row = append(row, f(v.Mean), f(v.P50), f(v.P90), f(v.P95), f(v.P99), f(v.Max))
+		}
+		var gf, gp, l50, l99, md float64
+		if r.Goodput != nil {
+			gf, gp = r.Goodput.Fraction, r.Goodput.PerS
+		}
+		if r.ScheduleLag != nil {
+			l50, l99 = r.ScheduleLag.P50, r.ScheduleLag.P99
+		}
+		if r.Client.MeasurementDelay != nil {
+			md = r.Client.MeasurementDelay.P99
+		}
+		row = append(row, strconv.Itoa(r.OutTok), strconv.Itoa(r.InTok), r.TokSrc, f(r.Throughput), f(r.RequestsPerS),
+			f(r.CostUSD), f(gf), f(gp), f(l50), f(l99),
+			f(r.Client.GCPauseMaxMs), f(r.Client.SchedLagP99Ms), f(r.Client.CPUUsPerChunk), f(md), formatErrors(r.Errors))
+		if err := cw.Write(row); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// requestLine is one line of --requests-out.
+type requestLine struct {
+	Run         int       `json:"run"`
+	Label       string    `json:"label,omitempty"`
+	Model       string    `json:"model"`
+	Index       int       `json:"index"`
+	Prompt      int       `json:"prompt"`
+	MaxTokens   int       `json:"max_tokens,omitempty"`
+	IntendedMs  *float64  `json:"intended_ms,omitempty"`
+	SentMs      float64   `json:"sent_ms"`
+	SlotWaitMs  *float64  `json:"slot_wait_ms,omitempty"`
+	Status      int       `json:"status"`
+	OK          bool      `json:"ok"`
+	ErrorKind   string    `json:"error_kind,omitempty"`
+	Error       string    `json:"error,omitempty"`
+	Interrupted bool      `json:"interrupted,omitempty"`
+	Incomplete  bool      `json:"incomplete,omitempty"`
+	TTFTMs      *float64  `json:"ttft_ms"`
+	E2EMs       *float64  `json:"e2e_ms"`
+	EndMs       float64   `json:"end_ms"`
+	Output      int       `json:"output_tokens"`
+	Input       int       `json:"input_tokens"`
+	TokenSource string    `json:"token_source,omitempty"`
+	Events      int       `json:"events"`
+	Done        bool      `json:"done"`
+	ChunksMs    []float64 `json:"chunk_ms"`
+}
+
+// WriteRequests writes one JSON line per request of runs (those kept with
+// Config.KeepRequests): send time and chunk arrival offsets in ms, with µs precision.
+func WriteRequests(w io.Writer, runs ...RunResult) error {
+	enc := json.NewEncoder(w)
+	round := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	for ri := range runs {
+		r := &runs[ri]
+		for _, q := range r.Records {
+			l := requestLine{Run: ri, Label: r.Label, Model: r.Model, Index: q.Index, Prompt: q.Prompt, MaxTokens: q.MaxTokens,
+				SentMs: round(q.Sent), Status: q.Status, OK: q.OK(), ErrorKind: q.Kind, Error: q.Err, Interrupted: q.Interrupted,
+				Incomplete: q.Incomplete, EndMs: round(q.End), Output: q.OutputTokens, Input: q.InputTokens,
+				TokenSource: q.TokenSource, Events: q.Events, Done: q.Done, ChunksMs: make([]float64, len(q.Arrivals))}
+			if r.RequestedRate > 0 {
+				iv, sw := round(q.Intended), round(q.SlotWait)
+				l.IntendedMs, l.SlotWaitMs = &iv, &sw
+			}
+			for i, a := range q.Arrivals {
+				l.ChunksMs[i] = round(a)
+			}
+			if len(q.Arrivals) > 0 {
+				l.TTFTMs, l.E2EMs = &l.ChunksMs[0], &l.ChunksMs[len(l.ChunksMs)-1]
+			}
+			if err := enc.Encode(&l); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
