@@ -36,7 +36,8 @@ func Redact(secret string) string {
 	return secret[:end] + "…" + redactedMark
 }
 
-// redactURL hides the password of a URL such as postgres://u:pw@host/db. A
+// redactURL hides the password of a URL such as postgres://u:pw@host/db
+// (postgres://u:xxxxx@host/db). A
 // value that does not parse is not shown at all, since it might be a secret
 // put in the wrong place.
 func redactURL(s string) string {
@@ -44,10 +45,7 @@ func redactURL(s string) string {
 	if err != nil {
 		return "(unparseable, not shown)"
 	}
-	if _, has := u.User.Password(); has {
-		u.User = url.UserPassword(u.User.Username(), redactedMark)
-	}
-	return u.String()
+	return u.Redacted() // the password becomes "xxxxx"
 }
 
 // Clone returns a deep copy of c: slices and the hedge are copied, so the
@@ -72,12 +70,15 @@ func (c *Config) Clone() *Config {
 }
 
 // Redacted returns a deep copy of c that is safe to print: provider api
-// keys and gateway keys are passed through Redact and a database password
-// is replaced by "(redacted)".
+// keys and gateway keys are passed through Redact, and a password in the
+// database URL or a base_url is replaced by "xxxxx".
 func (c Config) Redacted() Config {
 	out := c.Clone()
 	for i := range out.Providers {
 		out.Providers[i].APIKey = Redact(out.Providers[i].APIKey)
+		if out.Providers[i].BaseURL != "" {
+			out.Providers[i].BaseURL = redactURL(out.Providers[i].BaseURL)
+		}
 	}
 	for i := range out.Keys {
 		out.Keys[i].Key = Redact(out.Keys[i].Key)

@@ -131,7 +131,8 @@ func (v *problems) database(db string) {
 	scheme, rest, ok := strings.Cut(db, "://")
 	switch {
 	case !ok:
-		v.add("database", "%s has no scheme (want sqlite://PATH or postgres://...)", redactURL(db))
+		// Not echoed: a value without "://" cannot be redacted reliably.
+		v.add("database", "no scheme (want sqlite://PATH or postgres://...)")
 	case scheme == "sqlite":
 		if rest == "" {
 			v.add("database", "sqlite:// needs a file path, e.g. sqlite://streamgate.db")
@@ -180,8 +181,10 @@ func (v *problems) model(path string, m Model, providers map[string]int, list []
 			v.add(rp+".provider", "required")
 		} else if _, ok := providers[r.Provider]; !ok {
 			names := make([]string, 0, len(list))
-			for _, p := range list {
-				names = append(names, fmt.Sprintf("%q", p.Name))
+			for i, p := range list {
+				if p.Name != "" && providers[p.Name] == i {
+					names = append(names, fmt.Sprintf("%q", p.Name))
+				}
 			}
 			v.add(rp+".provider", "unknown provider %q (providers: %s)", r.Provider, strings.Join(names, ", "))
 		}
@@ -200,12 +203,6 @@ func (v *problems) model(path string, m Model, providers map[string]int, list []
 	if m.Retries < 0 {
 		v.add(path+".retries", "must not be negative, got %d", m.Retries)
 	}
-	if m.ContextWindow < 0 {
-		v.add(path+".context_window", "must not be negative, got %d", m.ContextWindow)
-	}
-	if !oneOf(m.ContextPolicy, contextPolicys) {
-		v.add(path+".context_policy", "unknown policy %q (want one of %s)", m.ContextPolicy, strings.Join(contextPolicys, ", "))
-	}
 	if m.Hedge != nil {
 		if _, _, err := m.Hedge.Delay(); err != nil {
 			v.add(path+".hedge.after", "%v", err)
@@ -213,6 +210,12 @@ func (v *problems) model(path string, m Model, providers map[string]int, list []
 		if b := m.Hedge.Budget; math.IsNaN(b) || b < 0 || b > 1 {
 			v.add(path+".hedge.budget", "must be between 0 and 1, got %v", b)
 		}
+	}
+	if m.ContextWindow < 0 {
+		v.add(path+".context_window", "must not be negative, got %d", m.ContextWindow)
+	}
+	if !oneOf(m.ContextPolicy, contextPolicys) {
+		v.add(path+".context_policy", "unknown policy %q (want one of %s)", m.ContextPolicy, strings.Join(contextPolicys, ", "))
 	}
 }
 

@@ -1,0 +1,254 @@
+package config
+
+import (
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestRedact(t *testing.T) {
+	tests := []struct {
+		name, in, want string
+	}{
+		{"empty stays empty", "", ""},
+		{"short hidden entirely", "abc1234", "(redacted)"},
+		{"8 chars show 2", "abcd1234", "ab…(redacted)"},
+		{"openai style", "sk-abcdefghijklmnopqrstuvwxyz", "sk-a…(redacted)"},
+		{"dev key", "sg-dev-0123456789abcdef0123456789abcdef", "sg-d…(redacted)"},
+		{"multi-byte kept whole", "키키키키키키키키키키키키키키키키", "키키키키…(redacted)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Redact(tt.in); got != tt.want {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// Secrets used below; none may appear in any output.
+const (
+	apiSecret = "sk-proj-TOPSECRET-api-0123456789"
+	keySecret = "sg-TOPSECRET-key-0123456789"
+	dbSecret  = "TOPSECRETdbpassword"
+)
+
+func secretConfig(t *testing.T) *Config {
+	t.Helper()
+	y := `
+database: postgres://sg:` + dbSecret + `@db:5432/sg
+providers:
+  - {name: openai, kind: openai, base_url: "https://u:` + dbSecret + `@api.openai.com/v1", api_key: ${API}}
+keys:
+  - {name: dev, key: ` + keySecret + `}
+models:
+  - {name: m, routes: [{provider: openai, model: m}]}
+`
+	cfg, err := Parse("s.yaml", []byte(y), envOf(map[string]string{"API": apiSecret}))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	return cfg
+}
+
+func assertNoSecret(t *testing.T, what, s string) {
+	t.Helper()
+	for _, secret := range []string{apiSecret, keySecret, dbSecret, "TOPSECRET"} {
+		if strings.Contains(s, secret) {
+			t.Errorf("%s contains secret %q:\n%s", what, secret, s)
+		}
+	}
+}
+
+func TestRedactedOutputs(t *testing.T) {
+	cfg := secretConfig(t)
+	r := cfg.Redacted()
+	if r.Providers[0].APIKey != "sk-p…(redacted)" || r.Keys[0].Key != "sg-T…(redacted)" {
+		t.Errorf("Redacted: got api_key %q, key %q; want sk-p…(redacted), sg-T…(redacted)", r.Providers[0].APIKey, r.Keys[0].Key)
+	}
+	if want := "postgres://sg:xxxxx@db:5432/sg"; r.Database != want {
+		t.Errorf("Redacted database: got %q, want %q", r.Database, want)
+	}
+	if cfg.Providers[0].APIKey != apiSecret || cfg.Keys[0].Key != keySecret {
+		t.Error("Redacted changed the original config")
+	}
+	var logged strings.Builder
+	slog.New(slog.NewTextHandler(&logged, nil)).Info("config", "cfg", cfg, "provider", cfg.Providers[0], "key", cfg.Keys[0])
+	outputs := map[string]string{
+		"String":         cfg.String(),
+		"%v":             fmt.Sprintf("%v", cfg),
+		"%+v":            fmt.Sprintf("%+v", *cfg),
+		"Redacted %#v":   fmt.Sprintf("%#v", r),
+		"provider %v":    fmt.Sprintf("%v", cfg.Providers[0]),
+		"provider %#v":   fmt.Sprintf("%#v", cfg.Providers[0]),
+		"providers %+v":  fmt.Sprintf("%+v", cfg.Providers),
+		"key %v":         fmt.Sprintf("%v", cfg.Keys[0]),
+		"key %#v":        fmt.Sprintf("%#v", cfg.Keys),
+		"slog":           logged.String(),
+		"Redacted model": fmt.Sprint(r.Models),
+	}
+	for what, s := range outputs {
+		assertNoSecret(t, what, s)
+	}
+	if !strings.Contains(cfg.String(), "api_key: sk-p…(redacted)") {
+		t.Errorf("String: got\n%s\nwant the redacted api key in it", cfg.String())
+	}
+}
+
+func TestSecretsNotInErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		env  map[string]string
+	}{
+		{"many problems file", "", nil},
+		{"duplicate key secrets", `
+providers: [{name: sim, kind: sim}]
+keys: [{name: a, key: ` + keySecret + `}, {name: b, key: ` + keySecret + `}]
+models: [{name: m, routes: [{provider: sim, model: m}]}]`, nil},
+		{"secret from env in a typed field", `
+providers: [{name: sim, kind: sim}]
+models: [{name: m, retries: ${API}, price: {input: ${API}}, routes: [{provider: sim, model: m}]}]
+timeouts: {idle: ${API}}`, map[string]string{"API": apiSecret}},
+		{"secret from env in a bool", `
+providers: [{name: sim, kind: sim}]
+models: [{name: m, continue_on_cut: ${API}, routes: [{provider: sim, model: m}]}]`, map[string]string{"API": apiSecret}},
+		{"database password in a bad URL", `
+database: postgres://u:` + dbSecret + `@db:bad port/x
+providers: [{name: sim, kind: sim}]
+models: [{name: m, routes: [{provider: sim, model: m}]}]`, nil},
+		{"database password with unknown scheme", `
+database: mysql://u:` + dbSecret + `@db/x
+providers: [{name: sim, kind: sim}]
+models: [{name: m, routes: [{provider: sim, model: m}]}]`, nil},
+		{"database without scheme", `
+database: ` + dbSecret + `
+providers: [{name: sim, kind: sim}]
+models: [{name: m, routes: [{provider: sim, model: m}]}]`, nil},
+		{"base_url with password, invalid", `
+providers: [{name: o, kind: openai, base_url: "ftp://u:` + dbSecret + `@host/v1", api_key: ` + apiSecret + `}]
+models: [{name: m, routes: [{provider: o, model: m}]}]`, nil},
+		{"secret in a misplaced key", `
+providers: [{name: sim, kind: sim, api_key: ` + apiSecret + `, kindd: x}]
+models: [{name: m, routes: [{provider: sim, model: m}]}]`, nil},
+		{"database from env", `
+providers: [{name: sim, kind: sim}]
+models: [{name: m, routes: [{provider: sim, model: m}]}]`, map[string]string{EnvDatabase: "redis://u:" + dbSecret + "@h"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var err error
+			if tt.yaml == "" {
+				_, err = Load(filepath.Join("testdata", "many_problems.yaml"), nil)
+			} else {
+				_, err = Parse("s.yaml", []byte(tt.yaml), envOf(tt.env))
+			}
+			if err == nil {
+				t.Fatal("got no error, want one")
+			}
+			assertNoSecret(t, "error", err.Error())
+			if strings.Contains(err.Error(), "SAMEKEY") || strings.Contains(err.Error(), "SECRETSECRET") {
+				t.Errorf("error shows a secret of many_problems.yaml:\n%s", err)
+			}
+		})
+	}
+}
+
+func TestLookups(t *testing.T) {
+	cfg := secretConfig(t)
+	if m, ok := cfg.Model("m"); !ok || m != &cfg.Models[0] {
+		t.Errorf("Model(m): got %p, %v; want %p, true", m, ok, &cfg.Models[0])
+	}
+	if _, ok := cfg.Model("nope"); ok {
+		t.Error("Model(nope): got ok, want not found")
+	}
+	if p, ok := cfg.Provider("openai"); !ok || p.Kind != "openai" {
+		t.Errorf("Provider(openai): got %v, %v; want the openai provider", p, ok)
+	}
+	if _, ok := cfg.Provider("m"); ok {
+		t.Error("Provider(m): got ok, want not found")
+	}
+	if k, ok := cfg.Key("dev"); !ok || k.Key != keySecret {
+		t.Errorf("Key(dev): got %v, %v; want the dev key", k, ok)
+	}
+	if _, ok := cfg.Key(keySecret); ok {
+		t.Error("Key(secret): got ok, want lookup by name only")
+	}
+
+	// A config changed after loading is still answered correctly.
+	cfg.Models = append([]Model{{Name: "first", Price: Price{Input: 1, Output: 3}}}, cfg.Models...)
+	if m, ok := cfg.Model("m"); !ok || m.Name != "m" {
+		t.Errorf("after prepend, Model(m): got %v, %v; want m", m, ok)
+	}
+	if p, ok := cfg.Price("first"); !ok || p != (Price{1, 3}) {
+		t.Errorf("Price(first): got %v, %v; want {1 3}, true", p, ok)
+	}
+	if _, ok := cfg.Price("nope"); ok {
+		t.Error("Price(nope): got ok, want not found")
+	}
+
+	// A config built in code, without an index.
+	code := &Config{Models: []Model{{Name: "x"}}, Providers: []Provider{{Name: "p"}}}
+	if _, ok := code.Model("x"); !ok {
+		t.Error("code-built Model(x): not found")
+	}
+	if _, ok := code.Provider("p"); !ok {
+		t.Error("code-built Provider(p): not found")
+	}
+}
+
+func TestPriceCost(t *testing.T) {
+	p := Price{Input: 2, Output: 8}
+	if got, want := p.Cost(1_000_000, 500_000), 6.0; got != want {
+		t.Errorf("Cost: got %v, want %v", got, want)
+	}
+}
+
+func TestKeyAllows(t *testing.T) {
+	tests := []struct {
+		name   string
+		models []string
+		model  string
+		want   bool
+	}{
+		{"empty list allows all", nil, "anything", true},
+		{"listed", []string{"a", "b"}, "b", true},
+		{"not listed", []string{"a"}, "b", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			k := &Key{Models: tt.models}
+			if got := k.Allows(tt.model); got != tt.want {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestClone(t *testing.T) {
+	cfg := validConfig()
+	c := cfg.Clone()
+	c.Providers[0].Name = "changed"
+	c.Keys[0].Models[0] = "changed"
+	c.Models[0].Routes[0].Model = "changed"
+	c.Models[0].Hedge.Budget = 0.9
+	if cfg.Providers[0].Name == "changed" || cfg.Keys[0].Models[0] == "changed" ||
+		cfg.Models[0].Routes[0].Model == "changed" || cfg.Models[0].Hedge.Budget == 0.9 {
+		t.Error("changing the clone changed the original")
+	}
+}
+
+func BenchmarkModelLookup(b *testing.B) {
+	cfg, _, err := Default(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := cfg.Model("sim-fallback"); !ok {
+			b.Fatal("not found")
+		}
+	}
+}

@@ -1,0 +1,244 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// validConfig returns a small valid Config built in code.
+func validConfig() *Config {
+	c := New()
+	c.Providers = []Provider{
+		{Name: "openai", Kind: "openai", BaseURL: "https://api.openai.com/v1", APIKey: "sk-proj-abcdefghijklmnop"},
+		{Name: "sim", Kind: "sim"},
+	}
+	c.Keys = []Key{{Name: "dev", Key: "sg-dev-0123456789abcdef", Models: []string{"gpt-4.1"}}}
+	c.Models = []Model{{
+		Name:   "gpt-4.1",
+		Routes: []Route{{Provider: "openai", Model: "gpt-4.1"}, {Provider: "sim", Model: "sim-fast", Weight: 1}},
+		Price:  Price{Input: 2, Output: 8},
+		Hedge:  &Hedge{After: "500ms", Budget: 0.1},
+	}}
+	c.SetDefaults()
+	return c
+}
+
+func TestValidConfigs(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(c *Config)
+	}{
+		{"as built", func(c *Config) {}},
+		{"listen any host", func(c *Config) { c.Listen = ":8080" }},
+		{"listen ipv6", func(c *Config) { c.Listen = "[::1]:0" }},
+		{"postgres", func(c *Config) { c.Database = "postgres://u:p@db:5432/sg?sslmode=disable" }},
+		{"sqlite memory", func(c *Config) { c.Database = "sqlite://:memory:" }},
+		{"sim with base_url", func(c *Config) { c.Providers[1].BaseURL = "http://127.0.0.1:8081/v1" }},
+		{"anthropic", func(c *Config) {
+			c.Providers = append(c.Providers, Provider{Name: "a", Kind: "anthropic", BaseURL: "https://api.anthropic.com"})
+		}},
+		{"gemini", func(c *Config) {
+			c.Providers = append(c.Providers, Provider{Name: "g", Kind: "gemini", BaseURL: "https://generativelanguage.googleapis.com"})
+		}},
+		{"no keys", func(c *Config) { c.Keys = nil }},
+		{"each strategy", func(c *Config) {
+			for _, s := range strategies {
+				m := c.Models[0]
+				m.Name, m.Strategy = "m-"+s, s
+				c.Models = append(c.Models, m)
+			}
+		}},
+		{"trim policy", func(c *Config) { c.Models[0].ContextPolicy = "trim" }},
+		{"hedge percentile", func(c *Config) { c.Models[0].Hedge = &Hedge{After: "p99.9", Budget: 1} }},
+		{"zero timeouts", func(c *Config) { c.Timeouts = Timeouts{} }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := validConfig()
+			tt.change(c)
+			if err := c.Validate(); err != nil {
+				t.Errorf("got %v, want nil", err)
+			}
+		})
+	}
+}
+
+func TestValidateEachProblem(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(c *Config)
+		want   string // the one "path: message" expected
+	}{
+		{"listen empty", func(c *Config) { c.Listen = "" }, "listen: required (HOST:PORT)"},
+		{"listen without port", func(c *Config) { c.Listen = "localhost" }, `listen: "localhost" is not HOST:PORT`},
+		{"listen bad port", func(c *Config) { c.Listen = "localhost:http" }, `listen: "localhost:http" has an invalid port (want 0-65535)`},
+		{"listen port too big", func(c *Config) { c.Listen = "127.0.0.1:70000" }, `listen: "127.0.0.1:70000" has an invalid port (want 0-65535)`},
+		{"database empty", func(c *Config) { c.Database = "" }, "database: required (sqlite://PATH or postgres://...)"},
+		{"database no scheme", func(c *Config) { c.Database = "streamgate.db" }, "database: no scheme (want sqlite://PATH or postgres://...)"},
+		{"database other scheme", func(c *Config) { c.Database = "mysql://db" }, `database: unsupported scheme "mysql" (want sqlite:// or postgres://)`},
+		{"database sqlite no path", func(c *Config) { c.Database = "sqlite://" }, "database: sqlite:// needs a file path, e.g. sqlite://streamgate.db"},
+		{"connect negative", func(c *Config) { c.Timeouts.Connect = Duration(-time.Second) }, "timeouts.connect: must not be negative, got -1s"},
+		{"first_token negative", func(c *Config) { c.Timeouts.FirstToken = -1 }, "timeouts.first_token: must not be negative, got -1ns"},
+		{"idle negative", func(c *Config) { c.Timeouts.Idle = Duration(-time.Millisecond) }, "timeouts.idle: must not be negative, got -1ms"},
+		{"total negative", func(c *Config) { c.Timeouts.Total = Duration(-time.Minute) }, "timeouts.total: must not be negative, got -1m0s"},
+		{"max body negative", func(c *Config) { c.MaxBody = -1 }, "max_body_bytes: must not be negative, got -1"},
+		{"no providers", func(c *Config) {
+			c.Providers = nil
+			c.Models[0].Routes = c.Models[0].Routes[:0:0]
+			c.Models[0].Routes = append(c.Models[0].Routes, Route{Provider: "x", Model: "y"})
+		}, ""},
+		{"provider name missing", func(c *Config) { c.Providers[1].Name = "" }, "providers[1].name: required\n" +
+			`models[0].routes[1].provider: unknown provider "sim" (providers: "openai")`},
+		{"provider name duplicate", func(c *Config) { c.Providers[1].Name = "openai" }, `providers[1].name: duplicate provider name "openai" (first at providers[0])` + "\n" +
+			`models[0].routes[1].provider: unknown provider "sim" (providers: "openai")`},
+		{"provider kind missing", func(c *Config) { c.Providers[1].Kind = "" }, "providers[1].kind: required (one of openai, anthropic, gemini, sim)"},
+		{"provider kind unknown", func(c *Config) { c.Providers[1].Kind = "azure" }, `providers[1].kind: unknown kind "azure" (want one of openai, anthropic, gemini, sim)`},
+		{"base_url missing", func(c *Config) { c.Providers[0].BaseURL = "" }, "providers[0].base_url: required for kind openai"},
+		{"base_url relative", func(c *Config) { c.Providers[0].BaseURL = "/v1" }, "providers[0].base_url: /v1 is not an absolute http(s) URL"},
+		{"base_url no scheme", func(c *Config) { c.Providers[0].BaseURL = "api.openai.com/v1" }, "providers[0].base_url: api.openai.com/v1 is not an absolute http(s) URL"},
+		{"base_url ftp", func(c *Config) { c.Providers[0].BaseURL = "ftp://host/v1" }, "providers[0].base_url: ftp://host/v1 is not an absolute http(s) URL"},
+		{"base_url of sim checked when set", func(c *Config) { c.Providers[1].BaseURL = "localhost:8081" }, "providers[1].base_url: localhost:8081 is not an absolute http(s) URL"},
+		{"model name missing", func(c *Config) { c.Models[0].Name = "" }, "models[0].name: required\n" +
+			`keys[0].models[0]: unknown model "gpt-4.1"`},
+		{"model duplicate", func(c *Config) { c.Models = append(c.Models, c.Models[0]) }, `models[1].name: duplicate model name "gpt-4.1" (first at models[0])`},
+		{"no routes", func(c *Config) { c.Models[0].Routes = nil }, "models[0].routes: at least one route is required"},
+		{"route provider missing", func(c *Config) { c.Models[0].Routes[0].Provider = "" }, "models[0].routes[0].provider: required"},
+		{"route provider unknown", func(c *Config) { c.Models[0].Routes[1].Provider = "opnai" }, `models[0].routes[1].provider: unknown provider "opnai" (providers: "openai", "sim")`},
+		{"route model missing", func(c *Config) { c.Models[0].Routes[0].Model = "" }, "models[0].routes[0].model: required (the model name the provider expects)"},
+		{"route weight negative", func(c *Config) { c.Models[0].Routes[1].Weight = -2 }, "models[0].routes[1].weight: must not be negative, got -2"},
+		{"price input negative", func(c *Config) { c.Models[0].Price.Input = -0.5 }, "models[0].price.input: must be a non-negative number of USD per 1M tokens, got -0.5"},
+		{"price output NaN", func(c *Config) { c.Models[0].Price.Output = math.NaN() }, "models[0].price.output: must be a non-negative number of USD per 1M tokens, got NaN"},
+		{"price output infinite", func(c *Config) { c.Models[0].Price.Output = math.Inf(1) }, "models[0].price.output: must be a non-negative number of USD per 1M tokens, got +Inf"},
+		{"strategy unknown", func(c *Config) { c.Models[0].Strategy = "round-robin" }, `models[0].strategy: unknown strategy "round-robin" (want one of fallback, weighted, least-inflight, lowest-latency)`},
+		{"strategy empty without SetDefaults", func(c *Config) { c.Models[0].Strategy = "" }, `models[0].strategy: unknown strategy "" (want one of fallback, weighted, least-inflight, lowest-latency)`},
+		{"retries negative", func(c *Config) { c.Models[0].Retries = -1 }, "models[0].retries: must not be negative, got -1"},
+		{"context window negative", func(c *Config) { c.Models[0].ContextWindow = -5 }, "models[0].context_window: must not be negative, got -5"},
+		{"context policy unknown", func(c *Config) { c.Models[0].ContextPolicy = "truncate" }, `models[0].context_policy: unknown policy "truncate" (want one of reject, trim)`},
+		{"hedge after missing", func(c *Config) { c.Models[0].Hedge.After = "" }, "models[0].hedge.after: required (a duration such as 500ms, or a percentile such as p95)"},
+		{"hedge after zero", func(c *Config) { c.Models[0].Hedge.After = "0s" }, `models[0].hedge.after: "0s" is neither a positive duration (500ms) nor a percentile (p95)`},
+		{"hedge after p100", func(c *Config) { c.Models[0].Hedge.After = "p100" }, `models[0].hedge.after: "p100" is not a percentile (want p1 to p99.9)`},
+		{"hedge after pxx", func(c *Config) { c.Models[0].Hedge.After = "pxx" }, `models[0].hedge.after: "pxx" is not a percentile (want p1 to p99.9)`},
+		{"hedge budget above 1", func(c *Config) { c.Models[0].Hedge.Budget = 1.5 }, "models[0].hedge.budget: must be between 0 and 1, got 1.5"},
+		{"hedge budget negative", func(c *Config) { c.Models[0].Hedge.Budget = -0.1 }, "models[0].hedge.budget: must be between 0 and 1, got -0.1"},
+		{"key name missing", func(c *Config) { c.Keys[0].Name = "" }, "keys[0].name: required"},
+		{"key secret missing", func(c *Config) { c.Keys[0].Key = "" }, "keys[0].key: required"},
+		{"key name duplicate", func(c *Config) { c.Keys = append(c.Keys, Key{Name: "dev", Key: "sg-other-0123456789"}) }, `keys[1].name: duplicate key name "dev" (first at keys[0])`},
+		{"key secret duplicate", func(c *Config) { c.Keys = append(c.Keys, Key{Name: "ci", Key: c.Keys[0].Key}) }, "keys[1].key: same secret as keys[0]; each key needs its own"},
+		{"key model unknown", func(c *Config) { c.Keys[0].Models = append(c.Keys[0].Models, "gpt-5") }, `keys[0].models[1]: unknown model "gpt-5"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := validConfig()
+			tt.change(c)
+			err := c.Validate()
+			if tt.want == "" { // several problems; covered elsewhere
+				if err == nil {
+					t.Fatal("got nil, want an error")
+				}
+				return
+			}
+			if err == nil || err.Error() != tt.want {
+				t.Fatalf("got %v, want %q", err, tt.want)
+			}
+			fes := fieldErrors(t, err)
+			if n := strings.Count(tt.want, "\n") + 1; len(fes) != n || !strings.HasPrefix(tt.want, fes[0].Path+": ") {
+				t.Errorf("got FieldErrors %+v, want %d, the first with the path of %q", fes, n, tt.want)
+			}
+		})
+	}
+}
+
+func TestValidateReportsAllTogether(t *testing.T) {
+	c := validConfig()
+	c.Listen = "nope"
+	c.Providers[0].Kind = "opnai"
+	c.Models[0].Routes[1].Provider = "missing"
+	c.Models[0].Retries = -3
+	c.Keys[0].Models = []string{"ghost"}
+	got := fieldErrors(t, c.Validate())
+	var paths []string
+	for _, fe := range got {
+		paths = append(paths, fe.Path)
+	}
+	want := []string{"listen", "providers[0].kind", "models[0].routes[1].provider", "models[0].retries", "keys[0].models[0]"}
+	if !reflect.DeepEqual(paths, want) {
+		t.Errorf("got paths %v, want %v", paths, want)
+	}
+}
+
+func TestFieldErrorFormat(t *testing.T) {
+	tests := []struct {
+		name string
+		e    FieldError
+		want string
+	}{
+		{"all", FieldError{File: "a.yaml", Line: 3, Path: "listen", Msg: "bad"}, "a.yaml:3: listen: bad"},
+		{"no line", FieldError{File: "a.yaml", Path: "listen", Msg: "bad"}, "a.yaml: listen: bad"},
+		{"no file", FieldError{Path: "listen", Msg: "bad"}, "listen: bad"},
+		{"no path", FieldError{File: "a.yaml", Line: 1, Msg: "bad"}, "a.yaml:1: bad"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.e.Error(); got != tt.want {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestHedgeDelay(t *testing.T) {
+	tests := []struct {
+		after string
+		d     time.Duration
+		pct   float64
+		ok    bool
+	}{
+		{"500ms", 500 * time.Millisecond, 0, true},
+		{"2s", 2 * time.Second, 0, true},
+		{"p95", 0, 95, true},
+		{"p99.9", 0, 99.9, true},
+		{"p0", 0, 0, false},
+		{"-1s", 0, 0, false},
+		{"500", 0, 0, false},
+		{"", 0, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("after=%q", tt.after), func(t *testing.T) {
+			d, pct, err := Hedge{After: tt.after}.Delay()
+			if d != tt.d || pct != tt.pct || (err == nil) != tt.ok {
+				t.Errorf("got %v, %v, %v; want %v, %v, ok=%v", d, pct, err, tt.d, tt.pct, tt.ok)
+			}
+		})
+	}
+}
+
+// TestCheckCoversAllFieldKinds guards the shape check of Parse: every field
+// type reachable from Config must be one it knows, or a new field would
+// escape the unknown-field and type checks.
+func TestCheckCoversAllFieldKinds(t *testing.T) {
+	seen := map[reflect.Type]bool{}
+	var walk func(path string, ty reflect.Type)
+	walk = func(path string, ty reflect.Type) {
+		for ty.Kind() == reflect.Pointer || ty.Kind() == reflect.Slice {
+			ty = ty.Elem()
+		}
+		if ty == durationType || seen[ty] {
+			return
+		}
+		seen[ty] = true
+		switch ty.Kind() {
+		case reflect.Struct:
+			for name, f := range yamlFields(ty) {
+				walk(path+"."+name, f.Type)
+			}
+		case reflect.String, reflect.Bool, reflect.Float64, reflect.Int, reflect.Int64:
+		default:
+			t.Errorf("%s: kind %s is not checked by parser.check", path, ty.Kind())
+		}
+	}
+	walk("config", reflect.TypeFor[Config]())
+}
