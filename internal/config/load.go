@@ -139,7 +139,8 @@ func Load(path string, getenv func(string) string) (*Config, error) {
 // used in messages. In order:
 //   - ${VAR} and ${VAR:-default} are expanded with getenv (nil: all unset);
 //     ":-" uses default when VAR is unset or empty, "$${" is a literal "${",
-//     a bare $VAR is left as it is. Expansion happens on the parsed values,
+//     a bare $VAR is left as it is; a malformed ${ is an error even in a
+//     comment. Expansion happens on the parsed values,
 //     not on the text, so a value with '#', ':' or quotes cannot change the
 //     document's structure or line numbers; a plain (unquoted) value is
 //     typed after expansion, so "retries: ${N}" with N=2 is an integer.

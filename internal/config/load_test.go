@@ -230,6 +230,16 @@ func TestParseShapeErrors(t *testing.T) {
 			want: []string{`t.yaml:3: more than one YAML document`},
 		},
 		{
+			name: "not a mapping",
+			yaml: "hello\n",
+			want: []string{`t.yaml:1: want a mapping of fields, got a single value`},
+		},
+		{
+			name: "comments only",
+			yaml: "# nothing yet\n---\n",
+			want: []string{`t.yaml:1: providers: at least one provider is required`, `t.yaml:1: models: at least one model is required`},
+		},
+		{
 			name: "empty file",
 			yaml: "",
 			want: []string{`t.yaml:1: providers: at least one provider is required`, `t.yaml:1: models: at least one model is required`},
