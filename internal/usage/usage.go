@@ -15,7 +15,14 @@ const (
 )
 
 // Entry is one request's ledger line.
+//
+// ID is the ledger's own key, distinct from RequestID (which echoes a client's
+// X-Request-Id and may repeat). Leave it empty: the Writer assigns one before
+// the first write attempt and Store.Insert assigns one in place when missing,
+// so a retried batch can never land twice. A zero Time is set to the time of
+// Record by the Writer. Stores keep Time to the microsecond, in UTC.
 type Entry struct {
+	ID           string
 	RequestID    string
 	Time         time.Time // when the request arrived
 	KeyID        string    // the key's name, never the secret; "" when unauthenticated

@@ -1,0 +1,497 @@
+package usage
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+)
+
+// schemaComponent is this package's row in streamgate_schema, the version table
+// shared with other packages that keep tables in the same database.
+const schemaComponent = "usage"
+
+// maxErrorLen caps Entry.Error as stored: an upstream may send a huge body.
+const maxErrorLen = 4096
+
+// columns of usage_entries in the order insert and scan use them.
+const columns = "id, request_id, arrived_at, key_id, model, route, attempts, stream, status, outcome, " +
+	"input_tokens, output_tokens, token_source, cost_usd, ttft_ns, duration_ns, error"
+
+const numColumns = 17
+
+// dialect holds what differs between SQLite and PostgreSQL. Both drivers accept
+// $N placeholders, so every statement text is shared.
+type dialect struct {
+	name string
+	// migrations[i] brings the schema from version i to i+1.
+	migrations [][]string
+	// lock, when set, runs first in the migration transaction so that two
+	// processes starting together do not race on CREATE TABLE.
+	lock string
+	// maxRows bounds the rows of one INSERT statement (PostgreSQL allows
+	// 65535 parameters); 1 means one prepared statement executed per row.
+	maxRows int
+	// timeArg converts Entry.Time to the stored form of arrived_at.
+	timeArg func(time.Time) any
+}
+
+var sqliteDialect = &dialect{
+	name: "sqlite",
+	migrations: [][]string{{
+		// arrived_at is Unix microseconds (UTC), the precision of PostgreSQL's
+		// timestamptz, so both stores give back the same value.
+		`CREATE TABLE IF NOT EXISTS usage_entries (
+			id            TEXT PRIMARY KEY,
+			request_id    TEXT NOT NULL,
+			arrived_at    INTEGER NOT NULL,
+			key_id        TEXT NOT NULL,
+			model         TEXT NOT NULL,
+			route         TEXT NOT NULL,
+			attempts      INTEGER NOT NULL,
+			stream        INTEGER NOT NULL,
+			status        INTEGER NOT NULL,
+			outcome       TEXT NOT NULL,
+			input_tokens  INTEGER NOT NULL,
+			output_tokens INTEGER NOT NULL,
+			token_source  TEXT NOT NULL,
+			cost_usd      REAL NOT NULL,
+			ttft_ns       INTEGER NOT NULL,
+			duration_ns   INTEGER NOT NULL,
+			error         TEXT NOT NULL
+		)`,
+		`CREATE INDEX IF NOT EXISTS usage_entries_arrived_at ON usage_entries (arrived_at)`,
+		`CREATE INDEX IF NOT EXISTS usage_entries_key_arrived_at ON usage_entries (key_id, arrived_at)`,
+	}},
+	maxRows: 1,
+	timeArg: func(t time.Time) any { return t.UnixMicro() },
+}
+
+var postgresDialect = &dialect{
+	name: "postgres",
+	migrations: [][]string{{
+		`CREATE TABLE IF NOT EXISTS usage_entries (
+			id            TEXT PRIMARY KEY,
+			request_id    TEXT NOT NULL,
+			arrived_at    TIMESTAMPTZ NOT NULL,
+			key_id        TEXT NOT NULL,
+			model         TEXT NOT NULL,
+			route         TEXT NOT NULL,
+			attempts      INTEGER NOT NULL,
+			stream        BOOLEAN NOT NULL,
+			status        INTEGER NOT NULL,
+			outcome       TEXT NOT NULL,
+			input_tokens  BIGINT NOT NULL,
+			output_tokens BIGINT NOT NULL,
+			token_source  TEXT NOT NULL,
+			cost_usd      DOUBLE PRECISION NOT NULL,
+			ttft_ns       BIGINT NOT NULL,
+			duration_ns   BIGINT NOT NULL,
+			error         TEXT NOT NULL
+		)`,
+		`CREATE INDEX IF NOT EXISTS usage_entries_arrived_at ON usage_entries (arrived_at)`,
+		`CREATE INDEX IF NOT EXISTS usage_entries_key_arrived_at ON usage_entries (key_id, arrived_at)`,
+	}},
+	// An arbitrary constant shared by every streamgate process: serialises
+	// schema migrations across processes (transaction-scoped).
+	lock:    `SELECT pg_advisory_xact_lock(7355608001)`,
+	maxRows: 500,
+	timeArg: func(t time.Time) any { return t.UTC() },
+}
+
+// sqlStore is the Store over database/sql for both dialects.
+type sqlStore struct {
+	db *sql.DB
+	d  *dialect
+}
+
+var _ Store = (*sqlStore)(nil)
+
+func openSQLite(ctx context.Context, rest string) (Store, error) {
+	path, rawQuery, _ := strings.Cut(rest, "?")
+	if path == "" {
+		return nil, errors.New("usage: open sqlite: empty path in DSN (want sqlite://PATH)")
+	}
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return nil, fmt.Errorf("usage: open sqlite %q: query parameters: %w", path, err)
+	}
+	// Defaults, each unless the DSN sets that pragma itself: modernc runs
+	// _pragma values sorted, so a duplicate would not simply override.
+	defaults := []struct{ name, value string }{
+		{"busy_timeout", "busy_timeout(5000)"},
+		{"journal_mode", "journal_mode(WAL)"},
+		// NORMAL is durable across process crashes in WAL mode; only an OS
+		// crash can lose the last transactions.
+		{"synchronous", "synchronous(NORMAL)"},
+	}
+	for _, def := range defaults {
+		set := false
+		for _, p := range q["_pragma"] {
+			if strings.HasPrefix(strings.ToLower(strings.TrimSpace(p)), def.name) {
+				set = true
+			}
+		}
+		if !set {
+			q.Add("_pragma", def.value)
+		}
+	}
+	if q.Get("_txlock") == "" {
+		// Take the write lock at BEGIN: a deferred transaction that upgrades
+		// later can fail with SQLITE_BUSY without waiting for busy_timeout.
+		q.Set("_txlock", "immediate")
+	}
+	db, err := sql.Open("sqlite", path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("usage: open sqlite %q: %w", path, err)
+	}
+	// One connection: SQLite has one writer anyway, and :memory: is private to
+	// its connection.
+	db.SetMaxOpenConns(1)
+	db.SetConnMaxIdleTime(0)
+	s := &sqlStore{db: db, d: sqliteDialect}
+	if err := s.init(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("usage: open sqlite %q: %w", path, err)
+	}
+	return s, nil
+}
+
+func openPostgres(ctx context.Context, dsn string) (Store, error) {
+	cfg, err := pgx.ParseConfig(dsn) // its errors redact the password
+	if err != nil {
+		return nil, fmt.Errorf("usage: open postgres: %w", err)
+	}
+	db := stdlib.OpenDB(*cfg)
+	db.SetMaxOpenConns(4)
+	db.SetMaxIdleConns(4)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	s := &sqlStore{db: db, d: postgresDialect}
+	if err := s.init(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("usage: open postgres %s@%s/%s: %w", cfg.User, cfg.Host, cfg.Database, err)
+	}
+	return s, nil
+}
+
+// init pings the database and brings the schema to the latest version.
+func (s *sqlStore) init(ctx context.Context) error {
+	if err := s.db.PingContext(ctx); err != nil {
+		return fmt.Errorf("ping: %w", err)
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("schema: begin: %w", err)
+	}
+	defer tx.Rollback()
+	if s.d.lock != "" {
+		if _, err := tx.ExecContext(ctx, s.d.lock); err != nil {
+			return fmt.Errorf("schema: lock: %w", err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS streamgate_schema (
+		component TEXT PRIMARY KEY,
+		version   INTEGER NOT NULL
+	)`); err != nil {
+		return fmt.Errorf("schema: create streamgate_schema: %w", err)
+	}
+	var version int
+	err = tx.QueryRowContext(ctx, `SELECT version FROM streamgate_schema WHERE component = $1`, schemaComponent).Scan(&version)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		version = 0
+	case err != nil:
+		return fmt.Errorf("schema: read version: %w", err)
+	}
+	latest := len(s.d.migrations)
+	if version > latest {
+		return fmt.Errorf("schema: ledger schema version %d is newer than this binary's %d: upgrade streamgate", version, latest)
+	}
+	if version == latest {
+		return nil // nothing to write; the deferred rollback ends the read
+	}
+	for v := version; v < latest; v++ {
+		for _, stmt := range s.d.migrations[v] {
+			if _, err := tx.ExecContext(ctx, stmt); err != nil {
+				return fmt.Errorf("schema: migrate to version %d: %w", v+1, err)
+			}
+		}
+	}
+	if version == 0 {
+		_, err = tx.ExecContext(ctx, `INSERT INTO streamgate_schema (component, version) VALUES ($1, $2)`, schemaComponent, latest)
+	} else {
+		_, err = tx.ExecContext(ctx, `UPDATE streamgate_schema SET version = $2 WHERE component = $1`, schemaComponent, latest)
+	}
+	if err != nil {
+		return fmt.Errorf("schema: record version %d: %w", latest, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("schema: commit: %w", err)
+	}
+	return nil
+}
+
+// Insert implements Inserter: one transaction, multi-row INSERTs of at most
+// maxRows rows, entries whose ID is already stored skipped.
+func (s *sqlStore) Insert(ctx context.Context, entries []Entry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	assignIDs(entries)
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("usage: insert %d entries into %s: begin: %w", len(entries), s.d.name, err)
+	}
+	defer tx.Rollback()
+	if s.d.maxRows == 1 {
+		// One prepared single-row statement executed per entry: SQLite is
+		// in-process (no round trips), and its parse time of a multi-row
+		// VALUES list grows quadratically with the placeholders.
+		stmt, err := tx.PrepareContext(ctx, insertSQL(1))
+		if err != nil {
+			return fmt.Errorf("usage: insert %d entries into %s: prepare: %w", len(entries), s.d.name, err)
+		}
+		defer stmt.Close()
+		args := make([]any, 0, numColumns)
+		for i := range entries {
+			if _, err := stmt.ExecContext(ctx, s.appendArgs(args[:0], &entries[i])...); err != nil {
+				return fmt.Errorf("usage: insert %d entries into %s: %w", len(entries), s.d.name, err)
+			}
+		}
+	} else {
+		args := make([]any, 0, min(len(entries), s.d.maxRows)*numColumns)
+		for start := 0; start < len(entries); start += s.d.maxRows {
+			chunk := entries[start:min(start+s.d.maxRows, len(entries))]
+			args = args[:0]
+			for i := range chunk {
+				args = s.appendArgs(args, &chunk[i])
+			}
+			if _, err := tx.ExecContext(ctx, insertSQL(len(chunk)), args...); err != nil {
+				return fmt.Errorf("usage: insert %d entries into %s: %w", len(entries), s.d.name, err)
+			}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("usage: insert %d entries into %s: commit: %w", len(entries), s.d.name, err)
+	}
+	return nil
+}
+
+func (s *sqlStore) appendArgs(args []any, e *Entry) []any {
+	cost := e.CostUSD
+	if math.IsNaN(cost) {
+		cost = 0 // SQLite stores NaN as NULL, which the NOT NULL column refuses
+	}
+	return append(args,
+		e.ID,
+		clean(e.RequestID, 0),
+		s.d.timeArg(e.Time),
+		clean(e.KeyID, 0),
+		clean(e.Model, 0),
+		clean(e.Route, 0),
+		int64(e.Attempts),
+		e.Stream,
+		int64(e.Status),
+		clean(e.Outcome, 0),
+		int64(e.InputTokens),
+		int64(e.OutputTokens),
+		clean(e.TokenSource, 0),
+		cost,
+		int64(e.TTFT),
+		int64(e.Duration),
+		clean(e.Error, maxErrorLen),
+	)
+}
+
+// insertSQL returns the INSERT for rows entries.
+func insertSQL(rows int) string {
+	var b strings.Builder
+	b.Grow(120 + rows*numColumns*5)
+	b.WriteString("INSERT INTO usage_entries (")
+	b.WriteString(columns)
+	b.WriteString(") VALUES ")
+	n := 1
+	for r := range rows {
+		if r > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('(')
+		for c := range numColumns {
+			if c > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			n++
+		}
+		b.WriteByte(')')
+	}
+	b.WriteString(" ON CONFLICT (id) DO NOTHING")
+	return b.String()
+}
+
+// clean makes s storable everywhere: PostgreSQL refuses invalid UTF-8 and NUL
+// in TEXT, and one such entry would otherwise fail its whole batch forever.
+// A maxLen above 0 truncates s to at most maxLen bytes on a rune boundary.
+func clean(s string, maxLen int) string {
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		s = strings.ReplaceAll(s, "\x00", "")
+	}
+	if maxLen > 0 && len(s) > maxLen {
+		cut := maxLen
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut]
+	}
+	return s
+}
+
+// query builds a statement with $N placeholders.
+type query struct {
+	b    strings.Builder
+	args []any
+}
+
+func (q *query) arg(v any) string {
+	q.args = append(q.args, v)
+	return "$" + strconv.Itoa(len(q.args))
+}
+
+func (q *query) where(d *dialect, f Filter) {
+	var conds []string
+	if !f.Since.IsZero() {
+		conds = append(conds, "arrived_at >= "+q.arg(d.timeArg(f.Since)))
+	}
+	if !f.Until.IsZero() {
+		conds = append(conds, "arrived_at < "+q.arg(d.timeArg(f.Until)))
+	}
+	if f.KeyID != "" {
+		conds = append(conds, "key_id = "+q.arg(f.KeyID))
+	}
+	if f.Model != "" {
+		conds = append(conds, "model = "+q.arg(f.Model))
+	}
+	if f.Outcome != "" {
+		conds = append(conds, "outcome = "+q.arg(f.Outcome))
+	}
+	if len(conds) > 0 {
+		q.b.WriteString(" WHERE ")
+		q.b.WriteString(strings.Join(conds, " AND "))
+	}
+}
+
+// List implements Store.
+func (s *sqlStore) List(ctx context.Context, f Filter) ([]Entry, error) {
+	var q query
+	q.b.WriteString("SELECT " + columns + " FROM usage_entries")
+	q.where(s.d, f)
+	q.b.WriteString(" ORDER BY arrived_at, id")
+	if f.Limit > 0 {
+		q.b.WriteString(" LIMIT " + strconv.Itoa(f.Limit))
+	}
+	rows, err := s.db.QueryContext(ctx, q.b.String(), q.args...)
+	if err != nil {
+		return nil, fmt.Errorf("usage: list entries from %s: %w", s.d.name, err)
+	}
+	defer rows.Close()
+	var out []Entry
+	for rows.Next() {
+		var (
+			e         Entry
+			arrived   any
+			ttft, dur int64
+		)
+		if err := rows.Scan(&e.ID, &e.RequestID, &arrived, &e.KeyID, &e.Model, &e.Route,
+			&e.Attempts, &e.Stream, &e.Status, &e.Outcome, &e.InputTokens, &e.OutputTokens,
+			&e.TokenSource, &e.CostUSD, &ttft, &dur, &e.Error); err != nil {
+			return nil, fmt.Errorf("usage: list entries from %s: %w", s.d.name, err)
+		}
+		switch v := arrived.(type) {
+		case int64: // SQLite: Unix microseconds
+			e.Time = time.UnixMicro(v).UTC()
+		case time.Time: // PostgreSQL: timestamptz
+			e.Time = v.UTC()
+		default:
+			return nil, fmt.Errorf("usage: list entries from %s: arrived_at of entry %q has type %T", s.d.name, e.ID, arrived)
+		}
+		e.TTFT = time.Duration(ttft)
+		e.Duration = time.Duration(dur)
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("usage: list entries from %s: %w", s.d.name, err)
+	}
+	return out, nil
+}
+
+// Count implements Store.
+func (s *sqlStore) Count(ctx context.Context, f Filter) (int64, error) {
+	var q query
+	q.b.WriteString("SELECT COUNT(*) FROM usage_entries")
+	q.where(s.d, f)
+	var n int64
+	if err := s.db.QueryRowContext(ctx, q.b.String(), q.args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("usage: count entries in %s: %w", s.d.name, err)
+	}
+	return n, nil
+}
+
+// Summarize implements Store.
+func (s *sqlStore) Summarize(ctx context.Context, f Filter) ([]Summary, error) {
+	var q query
+	ok := q.arg(OutcomeOK)
+	// CAST: PostgreSQL's SUM(bigint) is numeric.
+	q.b.WriteString("SELECT key_id, model, COUNT(*), " +
+		"CAST(SUM(CASE WHEN outcome <> " + ok + " THEN 1 ELSE 0 END) AS BIGINT), " +
+		"CAST(SUM(input_tokens) AS BIGINT), CAST(SUM(output_tokens) AS BIGINT), SUM(cost_usd) " +
+		"FROM usage_entries")
+	q.where(s.d, f)
+	q.b.WriteString(" GROUP BY key_id, model ORDER BY key_id, model")
+	rows, err := s.db.QueryContext(ctx, q.b.String(), q.args...)
+	if err != nil {
+		return nil, fmt.Errorf("usage: summarize entries in %s: %w", s.d.name, err)
+	}
+	defer rows.Close()
+	out := []Summary{}
+	for rows.Next() {
+		var m Summary
+		if err := rows.Scan(&m.KeyID, &m.Model, &m.Requests, &m.Failed, &m.InputTokens, &m.OutputTokens, &m.CostUSD); err != nil {
+			return nil, fmt.Errorf("usage: summarize entries in %s: %w", s.d.name, err)
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("usage: summarize entries in %s: %w", s.d.name, err)
+	}
+	return out, nil
+}
+
+// Ping implements Store.
+func (s *sqlStore) Ping(ctx context.Context) error {
+	if err := s.db.PingContext(ctx); err != nil {
+		return fmt.Errorf("usage: ping %s: %w", s.d.name, err)
+	}
+	return nil
+}
+
+// Close implements Store.
+func (s *sqlStore) Close() error {
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("usage: close %s: %w", s.d.name, err)
+	}
+	return nil
+}

@@ -1,0 +1,121 @@
+package usage
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// Inserter writes a batch of entries. It is all the Writer needs from a Store.
+type Inserter interface {
+	// Insert writes entries atomically (all or none). It fills an empty ID in
+	// place, so inserting the same slice again after an ambiguous failure cannot
+	// write an entry twice: an entry whose ID is already stored is skipped.
+	// Insert does not keep the slice after it returns. An empty slice is a no-op.
+	Insert(ctx context.Context, entries []Entry) error
+}
+
+// Store is the ledger's database: SQLite or PostgreSQL, opened by Open.
+type Store interface {
+	Inserter
+	// List returns the entries matching f, oldest first (ties by ID).
+	List(ctx context.Context, f Filter) ([]Entry, error)
+	// Count returns how many entries match f; f.Limit is ignored.
+	Count(ctx context.Context, f Filter) (int64, error)
+	// Summarize totals the entries matching f per key and model, ordered by
+	// key then model; f.Limit is ignored. No matching entry gives an empty slice.
+	Summarize(ctx context.Context, f Filter) ([]Summary, error)
+	// Ping reports whether the database is reachable (for /readyz).
+	Ping(ctx context.Context) error
+	// Close releases the database. The Store is unusable afterwards.
+	Close() error
+}
+
+// Filter selects entries. The zero Filter matches every entry.
+type Filter struct {
+	Since   time.Time // entries with Time >= Since; zero means no lower bound
+	Until   time.Time // entries with Time < Until; zero means no upper bound
+	KeyID   string    // "" matches any key
+	Model   string    // "" matches any model
+	Outcome string    // "" matches any outcome
+	Limit   int       // List returns at most Limit entries; 0 or less means no limit
+}
+
+// Summary is the total of the entries of one key and model.
+type Summary struct {
+	KeyID        string
+	Model        string
+	Requests     int64   // entries
+	Failed       int64   // entries whose Outcome is not OutcomeOK
+	InputTokens  int64   // sum of InputTokens
+	OutputTokens int64   // sum of OutputTokens
+	CostUSD      float64 // sum of CostUSD
+}
+
+// Open opens the ledger database named by dsn and creates or upgrades its
+// schema:
+//
+//   - sqlite://PATH, e.g. sqlite://streamgate.db (relative) or
+//     sqlite:///var/lib/streamgate/ledger.db (absolute); sqlite://:memory: is a
+//     private in-memory database. The file is created if missing (its directory
+//     is not), opened in WAL mode with a 5 s busy timeout. Query parameters are
+//     passed to modernc.org/sqlite (e.g. ?_pragma=synchronous(FULL)).
+//   - postgres://... or postgresql://..., any connection string pgx accepts
+//     (e.g. ?sslmode=disable&search_path=ledger).
+//
+// Any other scheme is an error naming it. Errors never contain the password of
+// the DSN. Open pings the database before returning.
+func Open(ctx context.Context, dsn string) (Store, error) {
+	scheme, rest, ok := strings.Cut(dsn, "://")
+	if !ok {
+		return nil, errors.New("usage: open database: no scheme in DSN (want sqlite://PATH or postgres://...)")
+	}
+	switch strings.ToLower(scheme) {
+	case "sqlite":
+		return openSQLite(ctx, rest)
+	case "postgres", "postgresql":
+		return openPostgres(ctx, dsn)
+	default:
+		return nil, fmt.Errorf("usage: open database: unknown scheme %q (want sqlite or postgres)", scheme)
+	}
+}
+
+// idPrefix makes IDs unique across processes; idSeq within one.
+var (
+	idPrefix = newIDPrefix()
+	idSeq    atomic.Uint64
+)
+
+func newIDPrefix() string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		// crypto/rand does not fail on Linux; the clock is a fallback that
+		// still separates processes started at different times.
+		return strconv.FormatInt(time.Now().UnixNano(), 36)
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// newID returns a process-unique, cross-process random ledger ID.
+func newID() string {
+	var buf [40]byte
+	b := append(buf[:0], idPrefix...)
+	b = append(b, '-')
+	b = strconv.AppendUint(b, idSeq.Add(1), 36)
+	return string(b)
+}
+
+// assignIDs gives every entry without an ID a new one.
+func assignIDs(entries []Entry) {
+	for i := range entries {
+		if entries[i].ID == "" {
+			entries[i].ID = newID()
+		}
+	}
+}
