@@ -1,0 +1,374 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/streamgate/streamgate/internal/bench"
+)
+
+func init() { subcommands = append(subcommands, newBenchCmd) }
+
+// benchFlags are the raw flag values of "streamgate bench".
+type benchFlags struct {
+	baseURL, apiKey            string
+	models                     []string
+	requests, warmup           int
+	concurrency, rate          string
+	burstiness                 float64
+	duration, grace, rampUp    time.Duration
+	prompts                    string
+	maxTokens                  int
+	inputTokens, outputTokens  string
+	extraBody                  string
+	headers                    []string
+	jsonOut, csvOut, htmlOut   string
+	requestsOut                string
+	seed                       uint64
+	label                      string
+	idleTimeout, connectTimout time.Duration
+	http2                      bool
+	goodput                    string
+	scrape                     string
+	prices                     string
+	monthlyTokens              string
+	noProgress                 bool
+}
+
+func newBenchCmd(e *env) *cobra.Command {
+	var f benchFlags
+	cmd := &cobra.Command{
+		Use:   "bench --base-url URL --model M [flags]",
+		Short: "Benchmark streaming chat completions of any OpenAI-compatible endpoint",
+		Long: `bench sends streaming chat completions to an OpenAI-compatible endpoint and
+measures every chunk as it arrives: closed loop (--concurrency) or open loop
+(--rate, Poisson or gamma arrivals), with sweeps by comma lists. It prints a
+table and can save JSON ("streamgate.bench/v1"), CSV, per-request JSONL and a
+self-contained HTML report. The API key comes from --api-key, else
+STREAMGATE_API_KEY, else OPENAI_API_KEY. Ctrl-C stops, prints and saves the
+partial result.
+
+Every result carries a self-check of the client: its GC pause max, scheduling
+lag p99, CPU per chunk, and against "streamgate sim --stamp" its measurement
+delay (arrival - server stamp), so you know whether the client skewed figures.
+
+` + bench.Definitions,
+		Example: `  streamgate bench --base-url http://127.0.0.1:8081/v1 --model sim-fast --requests 200 --concurrency 1,8,64
+  streamgate bench --base-url http://127.0.0.1:8080/v1 --model gpt-4.1 --rate 5 --duration 60s --json out.json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runBench(cmd, e, &f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.baseURL, "base-url", "", "API root of the endpoint, e.g. http://127.0.0.1:8080/v1 (required)")
+	fl.StringVar(&f.apiKey, "api-key", "", "API key (default from STREAMGATE_API_KEY, then OPENAI_API_KEY)")
+	fl.StringSliceVar(&f.models, "model", nil, "model name; repeat or comma-separate for one run per model (required)")
+	fl.IntVar(&f.requests, "requests", 100, "measured requests per run (with --duration: a cap, 0 = none)")
+	fl.StringVar(&f.concurrency, "concurrency", "", "open streams (closed loop), a comma list sweeps; with --rate, a cap (default 1, with --rate none)")
+	fl.StringVar(&f.rate, "rate", "", "open loop: mean requests per second; a comma list sweeps")
+	fl.Float64Var(&f.burstiness, "burstiness", 1, "gamma shape of the gaps between --rate arrivals: 1 = Poisson, < 1 burstier, > 1 more regular")
+	fl.DurationVar(&f.duration, "duration", 0, "send for this long instead of a number of requests")
+	fl.DurationVar(&f.grace, "grace", 30*time.Second, "with --duration: how long open streams may finish before they are cancelled (incomplete)")
+	fl.DurationVar(&f.rampUp, "ramp-up", 0, "closed loop: start the streams evenly over this time")
+	fl.IntVar(&f.warmup, "warmup", 0, "requests sent first and left out of the figures")
+	fl.StringVar(&f.prompts, "prompts", "builtin:en", "dataset: builtin:en, builtin:ko, FILE.jsonl ({\"messages\":[...]} or {\"prompt\":...} lines), FILE.json or sharegpt:FILE (ShareGPT)")
+	fl.IntVar(&f.maxTokens, "max-tokens", 0, "max_tokens of every request (0: --output-tokens, else the dataset's answer length)")
+	fl.StringVar(&f.inputTokens, "input-tokens", "", "synthetic prompts of MEAN[:STDDEV] tokens instead of --prompts")
+	fl.StringVar(&f.outputTokens, "output-tokens", "", "synthetic answer lengths MEAN[:STDDEV], sent as max_tokens")
+	fl.StringVar(&f.extraBody, "extra-body", "", `JSON object merged into every request body, e.g. '{"ignore_eos":true}'`)
+	fl.StringArrayVar(&f.headers, "header", nil, "extra request header K=V (repeatable), e.g. X-Sim-ITL=20ms")
+	fl.StringVar(&f.jsonOut, "json", "", "write the result as JSON (streamgate.bench/v1) to FILE")
+	fl.StringVar(&f.csvOut, "csv", "", "write one CSV row per run to FILE")
+	fl.StringVar(&f.htmlOut, "html", "", "write a self-contained HTML report with plots to FILE")
+	fl.StringVar(&f.requestsOut, "requests-out", "", "write every request (send time, TTFT, chunk arrival offsets, tokens, status, error) as JSON lines to FILE")
+	fl.Uint64Var(&f.seed, "seed", 1, "seed of the request sequence and arrival times (same seed, same sequence)")
+	fl.StringVar(&f.label, "label", "", "label of the runs in tables and files")
+	fl.DurationVar(&f.idleTimeout, "idle-timeout", 60*time.Second, "a stream with no event for this long is interrupted")
+	fl.DurationVar(&f.connectTimout, "connect-timeout", 10*time.Second, "dial and TLS handshake timeout")
+	fl.BoolVar(&f.http2, "http2", false, "let streams share connections over HTTP/2 (h2c on http://); default one HTTP/1.1 connection per stream")
+	fl.StringVar(&f.goodput, "goodput", "", "SLOs in ms for goodput, e.g. ttft:500,itl:50,e2e:10000 (keys ttft, itl, tpot, e2e, gap)")
+	fl.StringVar(&f.scrape, "scrape", "", "Prometheus URL (the gateway's /metrics) read before and after each run for server GC and overhead")
+	fl.StringVar(&f.prices, "prices", "", "prices per model, USD per 1M tokens: YAML/JSON {model: {input: 2, output: 8}} or a gateway config file")
+	fl.StringVar(&f.monthlyTokens, "monthly-tokens", "10M", "monthly output tokens for the projected cost (with --prices)")
+	fl.BoolVar(&f.noProgress, "no-progress", false, "no progress bar even on a terminal")
+	cmd.AddCommand(newBenchCompareCmd(e))
+	return cmd
+}
+
+// parseList reads a comma list of numbers; empty gives nil.
+func parseList[T int | float64](flag, s string, parse func(string) (T, error)) ([]T, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out []T
+	for p := range strings.SplitSeq(s, ",") {
+		v, err := parse(strings.TrimSpace(p))
+		if err != nil || v < 0 {
+			return nil, usagef("--%s %q: want a non-negative number or a comma list of them", flag, s)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// parseCount reads "10M", "1.5k", "2G" or a plain number.
+func parseCount(s string) (float64, error) {
+	mult := 1.0
+	switch {
+	case strings.HasSuffix(s, "k"), strings.HasSuffix(s, "K"):
+		mult = 1e3
+	case strings.HasSuffix(s, "M"):
+		mult = 1e6
+	case strings.HasSuffix(s, "G"), strings.HasSuffix(s, "B"):
+		mult = 1e9
+	}
+	if mult != 1 {
+		s = s[:len(s)-1]
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("count %q: want a number with an optional k, M or G", s)
+	}
+	return v * mult, nil
+}
+
+// benchConfigs turns the flags into one Config per model and load point.
+func benchConfigs(e *env, f *benchFlags, fs interface{ Changed(string) bool }) ([]bench.Config, *bench.RunOptions, error) {
+	if f.baseURL == "" {
+		return nil, nil, usagef("bench: --base-url is required")
+	}
+	if !strings.HasPrefix(f.baseURL, "http://") && !strings.HasPrefix(f.baseURL, "https://") {
+		return nil, nil, usagef("bench: --base-url %q: want http:// or https://", f.baseURL)
+	}
+	var models []string
+	for _, m := range f.models {
+		if m = strings.TrimSpace(m); m != "" {
+			models = append(models, m)
+		}
+	}
+	if len(models) == 0 {
+		return nil, nil, usagef("bench: --model is required")
+	}
+	concs, err := parseList("concurrency", f.concurrency, strconv.Atoi)
+	if err != nil {
+		return nil, nil, err
+	}
+	rates, err := parseList("rate", f.rate, func(s string) (float64, error) { return strconv.ParseFloat(s, 64) })
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, r := range rates {
+		if r == 0 {
+			return nil, nil, usagef("bench: --rate must be positive")
+		}
+	}
+	if len(rates) == 0 {
+		if concs == nil {
+			concs = []int{1}
+		}
+		for _, c := range concs {
+			if c == 0 {
+				return nil, nil, usagef("bench: --concurrency must be at least 1 without --rate")
+			}
+		}
+	} else if concs == nil {
+		concs = []int{0}
+	}
+	if f.burstiness <= 0 {
+		return nil, nil, usagef("bench: --burstiness must be positive")
+	}
+	if f.requests < 0 || f.warmup < 0 || f.maxTokens < 0 || f.duration < 0 {
+		return nil, nil, usagef("bench: --requests, --warmup, --max-tokens and --duration must not be negative")
+	}
+	requests := f.requests
+	if f.duration > 0 && !fs.Changed("requests") {
+		requests = 0
+	}
+	if requests == 0 && f.duration == 0 {
+		return nil, nil, usagef("bench: --requests 0 needs --duration")
+	}
+	base := bench.Config{
+		BaseURL: f.baseURL, APIKey: f.apiKey, Label: f.label, Requests: requests, Warmup: f.warmup,
+		Duration: f.duration, Grace: f.grace, RampUp: f.rampUp, Burstiness: f.burstiness, Prompts: f.prompts,
+		MaxTokens: f.maxTokens, ExtraBody: f.extraBody, Seed: f.seed, IdleTimeout: f.idleTimeout,
+		ConnectTimeout: f.connectTimout, HTTP2: f.http2, Scrape: f.scrape,
+		KeepRequests: f.requestsOut != "" || f.htmlOut != "",
+	}
+	if base.APIKey == "" {
+		base.APIKey = e.getenv("STREAMGATE_API_KEY")
+	}
+	if base.APIKey == "" {
+		base.APIKey = e.getenv("OPENAI_API_KEY")
+	}
+	if len(f.headers) > 0 {
+		base.Headers = http.Header{}
+		for _, h := range f.headers {
+			k, v, ok := strings.Cut(h, "=")
+			if !ok || strings.TrimSpace(k) == "" {
+				return nil, nil, usagef("bench: --header %q: want K=V", h)
+			}
+			base.Headers.Add(strings.TrimSpace(k), v)
+		}
+	}
+	if f.extraBody != "" && !strings.HasPrefix(strings.TrimSpace(f.extraBody), "{") {
+		return nil, nil, usagef("bench: --extra-body: want a JSON object")
+	}
+	if f.outputTokens != "" {
+		if base.OutputTokens, err = bench.ParseLength(f.outputTokens); err != nil {
+			return nil, nil, usagef("bench: --output-tokens: %v", err)
+		}
+	}
+	if f.inputTokens != "" {
+		in, err := bench.ParseLength(f.inputTokens)
+		if err != nil {
+			return nil, nil, usagef("bench: --input-tokens: %v", err)
+		}
+		if fs.Changed("prompts") {
+			return nil, nil, usagef("bench: --input-tokens and --prompts exclude each other")
+		}
+		base.Dataset = bench.SyntheticPrompts(in, 256, f.seed)
+		base.Prompts = "synthetic:" + f.inputTokens
+	}
+	if base.Goodput, err = bench.ParseSLO(f.goodput); err != nil {
+		return nil, nil, usagef("bench: --goodput: %v", err)
+	}
+	opts := &bench.RunOptions{}
+	var prices map[string]bench.Price
+	if f.prices != "" {
+		if prices, err = bench.LoadPrices(f.prices); err != nil {
+			return nil, nil, err
+		}
+		if opts.MonthlyTokens, err = parseCount(f.monthlyTokens); err != nil {
+			return nil, nil, usagef("bench: --monthly-tokens: %v", err)
+		}
+	}
+	var cfgs []bench.Config
+	for _, m := range models {
+		for _, r := range append([]float64{}, ratesOrZero(rates)...) {
+			for _, c := range concs {
+				cfg := base
+				cfg.Model, cfg.Rate, cfg.Concurrency = m, r, c
+				cfg.Price = prices[m]
+				cfgs = append(cfgs, cfg)
+			}
+		}
+	}
+	echo := bench.Echo(cfgs)
+	echo.InputTokens, echo.OutputTokens, echo.Goodput = f.inputTokens, f.outputTokens, f.goodput
+	echo.MonthlyTokens = opts.MonthlyTokens
+	opts.Echo = &echo
+	return cfgs, opts, nil
+}
+
+func ratesOrZero(r []float64) []float64 {
+	if len(r) == 0 {
+		return []float64{0}
+	}
+	return r
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+func runBench(cmd *cobra.Command, e *env, f *benchFlags) error {
+	cfgs, opts, err := benchConfigs(e, f, cmd.Flags())
+	if err != nil {
+		return err
+	}
+	if !f.noProgress && isTerminal(e.stderr) {
+		opts.Progress = e.stderr
+	}
+	res, runErr := bench.RunAll(cmd.Context(), cfgs, *opts)
+	if res == nil {
+		if runErr != nil && !errors.Is(runErr, bench.ErrInterrupted) {
+			return usageOrRuntime(runErr)
+		}
+		return runErr
+	}
+	if err := bench.WriteTable(e.stdout, res.Runs...); err != nil {
+		return err
+	}
+	var errs []error
+	save := func(path string, write func(io.Writer) error) {
+		if path == "" {
+			return
+		}
+		if err := writeFile(path, write); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	save(f.jsonOut, func(w io.Writer) error { return bench.WriteJSON(w, res) })
+	save(f.csvOut, func(w io.Writer) error { return bench.WriteCSV(w, res.Runs...) })
+	save(f.requestsOut, func(w io.Writer) error { return bench.WriteRequests(w, res.Runs...) })
+	save(f.htmlOut, func(w io.Writer) error { return bench.WriteHTML(w, res) })
+	if runErr != nil {
+		errs = append(errs, fmt.Errorf("bench: interrupted: the partial result was printed and saved"))
+	}
+	return errors.Join(errs...)
+}
+
+// usageOrRuntime turns errors about the inputs (dataset, URL) into bad usage.
+func usageOrRuntime(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return err
+	}
+	return usagef("%v", err)
+}
+
+// writeFile writes a file through write, reporting the path on failure.
+func writeFile(path string, write func(io.Writer) error) error {
+	fh, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	if err := write(fh); err != nil {
+		fh.Close()
+		return fmt.Errorf("bench: write %s: %w", path, err)
+	}
+	if err := fh.Close(); err != nil {
+		return fmt.Errorf("bench: write %s: %w", path, err)
+	}
+	return nil
+}
+
+func newBenchCompareCmd(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "compare A.json B.json [C.json...]",
+		Short: "Print the metrics of saved bench results side by side with their changes",
+		Long: `compare reads results saved with "streamgate bench --json" and prints every
+metric of each run beside the first file's, with the change in percent and
+whether it is larger than the sampling noise. Runs are matched by position.`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) < 2 {
+				return usagef("bench compare: want at least two result files, got %d", len(args))
+			}
+			return nil
+		},
+		RunE: func(_ *cobra.Command, args []string) error {
+			var results []*bench.Result
+			for _, p := range args {
+				r, err := bench.ReadJSON(p)
+				if err != nil {
+					return err
+				}
+				results = append(results, r)
+			}
+			return bench.WriteCompare(e.stdout, args, results...)
+		},
+	}
+}

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/streamgate/streamgate/internal/sim"
+)
+
+func benchSim(t *testing.T) string {
+	t.Helper()
+	p := sim.DefaultProfile()
+	p.TTFT, p.TTFTP99, p.ITL, p.ITLJitter = 2*time.Millisecond, 2*time.Millisecond, time.Millisecond, 0
+	srv := httptest.NewServer(sim.New(sim.Options{Profile: p, Profiles: []sim.Profile{}, Stamp: true}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/v1"
+}
+
+func runCLI(t *testing.T, env map[string]string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), args, func(k string) string { return env[k] }, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestBenchUsageErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no base url", []string{"bench", "--model", "m"}, "--base-url is required"},
+		{"no model", []string{"bench", "--base-url", "http://x/v1"}, "--model is required"},
+		{"bad url", []string{"bench", "--base-url", "x/v1", "--model", "m"}, "want http:// or https://"},
+		{"bad concurrency", []string{"bench", "--base-url", "http://x/v1", "--model", "m", "--concurrency", "1,a"}, "--concurrency"},
+		{"zero concurrency", []string{"bench", "--base-url", "http://x/v1", "--model", "m", "--concurrency", "0"}, "at least 1"},
+		{"bad rate", []string{"bench", "--base-url", "http://x/v1", "--model", "m", "--rate", "0"}, "--rate must be positive"},
+		{"bad header", []string{"bench", "--base-url", "http://x/v1", "--model", "m", "--header", "nokv"}, "want K=V"},
+		{"bad goodput", []string{"bench", "--base-url", "http://x/v1", "--model", "m", "--goodput", "speed:1"}, "unknown objective"},
+		{"bad output tokens", []string{"bench", "--base-url", "http://x/v1", "--model", "m", "--output-tokens", "x"}, "--output-tokens"},
+		{"unknown flag", []string{"bench", "--nope"}, "unknown flag"},
+		{"unknown builtin", []string{"bench", "--base-url", "http://x/v1", "--model", "m", "--prompts", "builtin:fr"}, "unknown builtin"},
+		{"compare one file", []string{"bench", "compare", "a.json"}, "at least two"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, stderr := runCLI(t, nil, tt.args...)
+			if code != 2 {
+				t.Errorf("exit: got %d, want 2 (stderr %q)", code, stderr)
+			}
+			if strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, tt.want) {
+				t.Errorf("stderr: got %q, want one line containing %q", stderr, tt.want)
+			}
+		})
+	}
+}
+
+func TestBenchBadPromptsFileNamesLine(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "p.jsonl")
+	os.WriteFile(p, []byte("{\"prompt\":\"hi\"}\n\n{\"nope\":1}\n"), 0o644)
+	code, _, stderr := runCLI(t, nil, "bench", "--base-url", "http://127.0.0.1:1/v1", "--model", "m", "--prompts", p)
+	if code != 2 || !strings.Contains(stderr, p+":3:") {
+		t.Errorf("got exit %d stderr %q, want 2 naming %s:3", code, stderr, p)
+	}
+}
+
+func TestBenchRunsAndSaves(t *testing.T) {
+	url := benchSim(t)
+	dir := t.TempDir()
+	js, csv, reqs := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.csv"), filepath.Join(dir, "r.jsonl")
+	code, stdout, stderr := runCLI(t, map[string]string{"OPENAI_API_KEY": "sk-secret-value-1234"},
+		"bench", "--base-url", url, "--model", "a,b", "--requests", "6", "--concurrency", "1,3", "--max-tokens", "5",
+		"--prompts", "builtin:ko", "--json", js, "--csv", csv, "--requests-out", reqs, "--label", "t",
+		"--header", "X-Sim-Tokens=5", "--goodput", "ttft:60000")
+	if code != 0 {
+		t.Fatalf("exit: got %d, want 0; stderr %s", code, stderr)
+	}
+	if !strings.Contains(stdout, "TTFT p50") || strings.Count(stdout, "t a") < 2 {
+		t.Errorf("stdout: got\n%s\nwant the table with two rows per model", stdout)
+	}
+	if strings.Contains(stdout+stderr, "secret") {
+		t.Error("the API key was printed")
+	}
+	b, err := os.ReadFile(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "secret-value") {
+		t.Error("the API key is in the JSON result")
+	}
+	var res struct {
+		Schema    string         `json:"schema"`
+		StartedAt time.Time      `json:"started_at"`
+		Config    map[string]any `json:"config"`
+		Runs      []struct {
+			Label, Model string
+			Concurrency  int
+			Requests     int
+			Succeeded    int
+			OutputTokens int                `json:"output_tokens"`
+			TokenSource  string             `json:"token_source"`
+			TTFT         map[string]float64 `json:"ttft_ms"`
+			Goodput      map[string]any     `json:"goodput"`
+		} `json:"runs"`
+		Client map[string]any `json:"client"`
+	}
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Schema != "streamgate.bench/v1" || res.StartedAt.IsZero() || len(res.Runs) != 4 {
+		t.Fatalf("got schema %q started %v runs %d, want streamgate.bench/v1, a time, 4 runs", res.Schema, res.StartedAt, len(res.Runs))
+	}
+	for i, r := range res.Runs {
+		if r.Requests != 6 || r.Succeeded != 6 || r.OutputTokens != 30 || r.TokenSource != "usage" || r.Label != "t" || r.Goodput == nil {
+			t.Errorf("run %d: got %+v, want 6 ok, 30 tokens from usage, label t, goodput", i, r)
+		}
+		if _, ok := r.TTFT["p99"]; !ok {
+			t.Errorf("run %d: ttft_ms.p99 missing", i)
+		}
+	}
+	if res.Runs[1].Model != "a" || res.Runs[1].Concurrency != 3 || res.Runs[2].Model != "b" {
+		t.Errorf("run order: got %s/c%d then %s, want a/c3 then b", res.Runs[1].Model, res.Runs[1].Concurrency, res.Runs[2].Model)
+	}
+	if k, _ := res.Config["api_key"].(string); k == "" || strings.Contains(k, "secret") {
+		t.Errorf("config.api_key: got %q, want a redacted key", k)
+	}
+	for _, k := range []string{"gc_pause_max_ms", "sched_lag_p99_ms", "cpu_us_per_chunk", "measurement_delay_ms"} {
+		if _, ok := res.Client[k]; !ok {
+			t.Errorf("client.%s missing", k)
+		}
+	}
+	if c, _ := os.ReadFile(csv); strings.Count(string(c), "\n") != 5 {
+		t.Errorf("csv: got %d lines, want 5", strings.Count(string(c), "\n"))
+	}
+	if r, _ := os.ReadFile(reqs); strings.Count(string(r), "\n") != 24 {
+		t.Errorf("requests-out: got %d lines, want 24", strings.Count(string(r), "\n"))
+	}
+
+	// compare the saved result with itself: every change is ~.
+	code, stdout, stderr = runCLI(t, nil, "bench", "compare", js, js)
+	if code != 0 || !strings.Contains(stdout, "TTFT p99 ms") || !strings.Contains(stdout, "+0.0%") {
+		t.Errorf("compare: got exit %d\n%s%s", code, stdout, stderr)
+	}
+}
+
+func TestBenchOpenLoopCLI(t *testing.T) {
+	url := benchSim(t)
+	code, stdout, stderr := runCLI(t, nil, "bench", "--base-url", url, "--model", "m", "--rate", "200", "--requests", "20",
+		"--max-tokens", "3", "--seed", "9", "--burstiness", "0.5")
+	if code != 0 || !strings.Contains(stdout, "r=200") || !strings.Contains(stdout, "schedule lag") {
+		t.Errorf("got exit %d\n%s%s\nwant a run at r=200 with its schedule lag", code, stdout, stderr)
+	}
+}

@@ -1,0 +1,123 @@
+package bench
+
+import (
+	"context"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/streamgate/streamgate/internal/sim"
+)
+
+// newSim serves the simulator with constant timings (TTFT 50ms, ITL 10ms)
+// and stamps on.
+func newSim(t *testing.T) string {
+	t.Helper()
+	p := sim.DefaultProfile()
+	p.TTFT, p.TTFTP99, p.ITL, p.ITLJitter = 50*time.Millisecond, 50*time.Millisecond, 10*time.Millisecond, 0
+	srv := httptest.NewServer(sim.New(sim.Options{Profile: p, Profiles: []sim.Profile{}, Stamp: true, Seed: 3}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/v1"
+}
+
+// TestSimAccuracy checks that the benchmark measures the simulator's
+// configured constants: a statistical accuracy check on medians, not a
+// speed assertion.
+func TestSimAccuracy(t *testing.T) {
+	url := newSim(t)
+	res, err := Run(context.Background(), Config{
+		BaseURL: url, Model: "any", Requests: 12, Concurrency: 6, MaxTokens: 40, KeepRequests: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := res.Runs[0]
+	if r.Succeeded != 12 {
+		t.Fatalf("succeeded: got %d, want 12 (errors %v)", r.Succeeded, r.Errors)
+	}
+	for _, c := range []struct {
+		name      string
+		got, want float64
+	}{{"TTFT p50 ms", r.TTFT.P50, 50}, {"ITL p50 ms", r.ITL.P50, 10}} {
+		if math.Abs(c.got-c.want)/c.want > 0.05 {
+			t.Errorf("%s: got %.3f, want %.1f ±5%%", c.name, c.got, c.want)
+		}
+	}
+	if r.OutTok != 12*40 || r.TokSrc != "usage" {
+		t.Errorf("output tokens: got %d from %s, want 480 from usage", r.OutTok, r.TokSrc)
+	}
+	for _, q := range r.Records {
+		if len(q.Arrivals) != q.OutputTokens {
+			t.Errorf("request %d: got %d content chunks, usage says %d", q.Index, len(q.Arrivals), q.OutputTokens)
+		}
+	}
+	if d := res.Client.MeasurementDelay; d == nil || d.N < 12*40 {
+		t.Errorf("measurement delay: got %+v, want one sample per stamped event", d)
+	}
+}
+
+func TestSimFaults(t *testing.T) {
+	url := newSim(t)
+	fast := func(kv ...string) http.Header {
+		h := hdr(kv...)
+		h.Set("X-Sim-TTFT", "1ms")
+		h.Set("X-Sim-TTFT-P99", "1ms")
+		h.Set("X-Sim-ITL", "1ms")
+		return h
+	}
+	tests := []struct {
+		name     string
+		headers  http.Header
+		wantKind string
+		wantIntr int
+	}{
+		{"cut at chunk 5", fast("X-Sim-Cut-At", "5"), KindInterrupted, 20},
+		{"error event at chunk 3", fast("X-Sim-Error-At", "3"), KindErrorEvent, 20},
+		{"status 503", fast("X-Sim-Fail-Status", "503"), KindHTTP5xx, 0},
+		{"status 429", fast("X-Sim-Fail-Status", "429"), KindHTTP429, 0},
+		{"stall past idle timeout", fast("X-Sim-Stall-At", "2", "X-Sim-Stall-For", "10s"), KindIdle, 20},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := Run(context.Background(), Config{BaseURL: url, Model: "m", Requests: 20, Concurrency: 10,
+				MaxTokens: 10, Headers: tt.headers, IdleTimeout: 200 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := res.Runs[0]
+			if r.Failed != 20 || r.Errors[tt.wantKind] != 20 || r.Interrupted != tt.wantIntr {
+				t.Errorf("got failed %d interrupted %d errors %v, want 20 %s, %d interrupted", r.Failed, r.Interrupted, r.Errors, tt.wantKind, tt.wantIntr)
+			}
+		})
+	}
+}
+
+// TestSimCutRateCountedExactly injects cuts in a seeded fraction of
+// requests and checks the benchmark counts every one and nothing else.
+func TestSimCutRateCountedExactly(t *testing.T) {
+	url := newSim(t)
+	res, err := Run(context.Background(), Config{BaseURL: url, Model: "m", Requests: 60, Concurrency: 20, MaxTokens: 8,
+		KeepRequests: true,
+		Headers:      hdr("X-Sim-Cut-Rate", "0.3", "X-Sim-TTFT", "1ms", "X-Sim-TTFT-P99", "1ms", "X-Sim-ITL", "1ms")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := res.Runs[0]
+	cut := 0
+	for _, q := range r.Records {
+		// A cut stream has neither [DONE] nor finish_reason.
+		if !q.Done && !q.Finish {
+			cut++
+		}
+	}
+	if cut == 0 || r.Interrupted != cut || r.Errors[KindInterrupted] != cut || r.Succeeded != 60-cut {
+		t.Errorf("got interrupted %d (errors %v), succeeded %d; want exactly the %d cut streams", r.Interrupted, r.Errors, r.Succeeded, cut)
+	}
+	for _, q := range r.Records {
+		if q.OK() && q.OutputTokens != 8 {
+			t.Errorf("request %d: got %d tokens, want 8", q.Index, q.OutputTokens)
+		}
+	}
+}
