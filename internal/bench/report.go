@@ -267,3 +267,9 @@ func WriteRequests(w io.Writer, runs ...RunResult) error {
 	}
 	return nil
 }
+
+func writeIndentedJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
