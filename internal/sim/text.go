@@ -21,40 +21,96 @@ show shows run runs test tests cut stall retry fallback queue budget price cost 
 and or but so because while when before after until then also only still just even
 network socket buffer flush deadline timer second millisecond percentile median tail jitter`)
 
-var koWords = strings.Fields(`스트림 토큰 지연 게이트웨이 서버 클라이언트 모델 요청 응답 시간 처음 마지막
-데이터 측정 결과 사용자 비용 가격 대기열 타이머 버퍼 연결 네트워크 시험 장애 재시도
-빠른 느린 작은 큰 정확한 간단한 실제 모의 안정적인 새로운 모든 각 여러 몇
-보냅니다 읽습니다 기다립니다 도착합니다 측정합니다 전달합니다 보여줍니다 실행합니다 유지합니다
-그리고 하지만 그래서 먼저 다음 또한 아직 바로 항상 가끔`)
+// Korean: nouns take a particle chosen by their last syllable (은/는, 이/가,
+// 을/를, 과/와, 으로/로), modifiers precede nouns, a verb ends the sentence.
+var (
+	koNouns = strings.Fields(`스트림 토큰 지연 게이트웨이 서버 클라이언트 모델 요청 응답 시간
+데이터 측정 결과 사용자 비용 가격 대기열 타이머 버퍼 연결 네트워크 시험 장애 재시도 청크 지표`)
+	koMods      = strings.Fields(`빠른 느린 작은 큰 정확한 간단한 실제 모의 안정적인 새로운 모든 각 여러`)
+	koConj      = strings.Fields(`그리고 하지만 그래서 또한 먼저 다음으로`)
+	koVerbs     = strings.Fields(`보냅니다 읽습니다 기다립니다 도착합니다 측정합니다 전달합니다 보여줍니다 실행합니다 유지합니다`)
+	koParticles = [2][]string{
+		{"는", "가", "를", "와", "로", "에", "의", "도"},  // after a vowel
+		{"은", "이", "을", "과", "으로", "에", "의", "도"}, // after a consonant (batchim)
+	}
+)
 
-var koParticles = []string{"은", "는", "이", "가", "을", "를", "에", "에서", "으로", "와", "의", "도"}
+// Word classes of a vocabulary entry.
+const (
+	classWord  = iota // en word, or ko modifier/conjunction (no particle)
+	classVowel        // ko noun ending in a vowel
+	classFinal        // ko noun ending in a consonant
+)
 
 // vocab is one language's pre-escaped token table.
 type vocab struct {
-	words   [][]byte // " word" (leading space)
-	capital [][]byte // "Word" (sentence start, en) or "word" (ko)
-	suffix  [][]byte // particles attached without space (ko); nil for en
+	start   [][]byte // sentence openers, no leading space (start of text, after a paragraph)
+	startSp [][]byte // the same with a leading space
+	words   [][]byte // " word"
+	class   []int8   // class of start[i]/startSp[i] and of words[i] (same lists)
+	mid     int      // words[:mid] may appear mid-sentence (ko conjunctions only open one)
+	verbs   [][]byte // ko: sentence-final verbs; nil for en
+	parts   [2][][]byte
 	period  []byte
 	comma   []byte
 	para    []byte // paragraph break "\n\n", escaped
 }
 
-var vocabs = map[string]*vocab{"en": newVocab(enWords, nil), "ko": newVocab(koWords, koParticles)}
+var vocabs = map[string]*vocab{"en": newEnVocab(), "ko": newKoVocab()}
 
-func newVocab(words, suffix []string) *vocab {
-	v := &vocab{period: jsonEscape("."), comma: jsonEscape(","), para: jsonEscape("\n\n")}
-	for _, w := range words {
+func baseVocab() *vocab {
+	return &vocab{period: jsonEscape("."), comma: jsonEscape(","), para: jsonEscape("\n\n")}
+}
+
+func newEnVocab() *vocab {
+	v := baseVocab()
+	for _, w := range enWords {
+		c := strings.ToUpper(w[:1]) + w[1:]
+		v.start = append(v.start, jsonEscape(c))
+		v.startSp = append(v.startSp, jsonEscape(" "+c))
 		v.words = append(v.words, jsonEscape(" "+w))
-		c := w
-		if r, n := utf8.DecodeRuneInString(w); r < utf8.RuneSelf {
-			c = strings.ToUpper(w[:n]) + w[n:]
-		}
-		v.capital = append(v.capital, jsonEscape(c))
+		v.class = append(v.class, classWord)
 	}
-	for _, s := range suffix {
-		v.suffix = append(v.suffix, jsonEscape(s))
+	v.mid = len(v.words)
+	return v
+}
+
+func newKoVocab() *vocab {
+	v := baseVocab()
+	add := func(w string, class int8) {
+		v.start = append(v.start, jsonEscape(w))
+		v.startSp = append(v.startSp, jsonEscape(" "+w))
+		v.words = append(v.words, jsonEscape(" "+w))
+		v.class = append(v.class, class)
+	}
+	for _, w := range koNouns {
+		add(w, hangulClass(w))
+	}
+	for _, w := range koMods {
+		add(w, classWord)
+	}
+	v.mid = len(v.words)
+	for _, w := range koConj {
+		add(w, classWord)
+	}
+	for _, w := range koVerbs {
+		v.verbs = append(v.verbs, jsonEscape(" "+w))
+	}
+	for i := range koParticles {
+		for _, p := range koParticles[i] {
+			v.parts[i] = append(v.parts[i], jsonEscape(p))
+		}
 	}
 	return v
+}
+
+// hangulClass tells whether a noun's last syllable ends in a consonant.
+func hangulClass(w string) int8 {
+	r, _ := utf8.DecodeLastRuneInString(w)
+	if r >= 0xAC00 && r <= 0xD7A3 && (r-0xAC00)%28 != 0 {
+		return classFinal
+	}
+	return classVowel
 }
 
 // jsonEscape returns s as the inside of a JSON string literal.
@@ -77,14 +133,15 @@ func jsonEscape(s string) []byte {
 	return b
 }
 
-// textGen draws the tokens of one answer. Its state is a sentence position,
-// so the same random source yields the same text.
+// textGen draws the tokens of one answer. Its state is a position in a
+// sentence, so the same random source yields the same text.
 type textGen struct {
-	v        *vocab
-	rng      *rand.Rand
-	left     int  // words left in the sentence; 0 = start a new one
-	particle bool // ko: the last token was a word that may take a particle
-	since    int  // sentences since the last paragraph break
+	v     *vocab
+	rng   *rand.Rand
+	left  int  // tokens left in the sentence; 0 = start a new one
+	fresh bool // the next sentence starts the text or a paragraph
+	last  int8 // class of the last word (for ko particles)
+	since int  // sentences since the last paragraph break
 }
 
 func newTextGen(lang string, rng *rand.Rand) textGen {
@@ -92,7 +149,7 @@ func newTextGen(lang string, rng *rand.Rand) textGen {
 	if v == nil {
 		v = vocabs["en"]
 	}
-	return textGen{v: v, rng: rng}
+	return textGen{v: v, rng: rng, fresh: true}
 }
 
 // next returns the next token, JSON-escaped.
@@ -100,34 +157,39 @@ func (g *textGen) next() []byte {
 	v := g.v
 	switch {
 	case g.left == 0:
-		if g.since >= 4 && g.rng.IntN(3) == 0 {
-			g.since = 0
-			g.left = -1 // the next token starts a sentence without a space
+		if !g.fresh && g.since >= 4 && g.rng.IntN(3) == 0 {
+			g.since, g.fresh = 0, true
 			return v.para
 		}
 		g.left = 6 + g.rng.IntN(10)
 		g.since++
-		g.particle = true
-		return v.capital[g.rng.IntN(len(v.capital))]
-	case g.left < 0:
-		g.left = 6 + g.rng.IntN(10)
-		g.particle = true
-		return v.capital[g.rng.IntN(len(v.capital))]
+		list := v.startSp
+		if g.fresh {
+			list, g.fresh = v.start, false
+		}
+		i := g.rng.IntN(len(list))
+		g.last = v.class[i]
+		return list[i]
 	case g.left == 1:
 		g.left = 0
-		g.particle = false
 		return v.period
+	case g.left == 2 && v.verbs != nil:
+		g.left--
+		g.last = classWord
+		return v.verbs[g.rng.IntN(len(v.verbs))]
 	}
 	g.left--
-	if v.suffix != nil && g.particle && g.rng.IntN(2) == 0 {
-		g.particle = false
-		return v.suffix[g.rng.IntN(len(v.suffix))]
+	if g.last != classWord && g.rng.IntN(4) != 0 {
+		parts := v.parts[g.last-classVowel]
+		g.last = classWord
+		return parts[g.rng.IntN(len(parts))]
 	}
-	if v.suffix == nil && g.left > 3 && g.rng.IntN(12) == 0 {
+	if v.verbs == nil && g.left > 3 && g.rng.IntN(12) == 0 {
 		return v.comma
 	}
-	g.particle = true
-	return v.words[g.rng.IntN(len(v.words))]
+	i := g.rng.IntN(v.mid)
+	g.last = v.class[i]
+	return v.words[i]
 }
 
 // estimateTokens approximates the tokens of text: about 4 ASCII characters a

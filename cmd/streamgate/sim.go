@@ -1,0 +1,261 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/streamgate/streamgate/internal/sim"
+)
+
+func init() { subcommands = append(subcommands, newSimCmd) }
+
+// simFlags are the values of the sim command's flags.
+type simFlags struct {
+	addr, profile, lang        string
+	ttft, ttftP99, itl         time.Duration
+	prefill                    time.Duration
+	jitter                     float64
+	tokens, perChunk, maxConc  int
+	seed                       int64
+	stamp                      bool
+	failStatus                 int
+	failRate                   float64
+	stallFirst                 time.Duration
+	stallFirstRate             float64
+	stallAt                    int
+	stallFor                   time.Duration
+	stallRate                  float64
+	cutAt, errorAt, malformAt  int
+	cutRate, errorRate, mfRate float64
+}
+
+func newSimCmd(e *env) *cobra.Command {
+	var o *simFlags
+	cmd := &cobra.Command{
+		Use:   "sim",
+		Short: "Run the simulated OpenAI-compatible upstream",
+		Long: `sim serves a simulated upstream that streams like a real provider, faults included,
+so the gateway and the benchmark run offline. OpenAI dialect:
+POST /v1/chat/completions (stream and not), GET /v1/models, GET /metrics.
+
+Any model name is answered. A name matching a profile uses that profile, others use
+--profile (default: the flag defaults below, named sim-default). Flags given
+explicitly override every profile. Built-in profiles (simulated; prices are the
+published output prices of the model each imitates, USD per 1M tokens):
+` + simProfileTable() + `
+Streams: role-only chunk, content chunks, finish_reason chunk, a usage chunk when
+stream_options.include_usage, then data: [DONE]. Tokens are paced against absolute
+deadlines; --itl is the gap between content chunks. Same --seed and same requests
+give the same text, timings and faults.
+
+Faults: a fault flag without its -rate hits every request; with --X-rate it hits
+that fraction of requests (seeded; a rate alone uses 503, 10s or a random chunk).
+Chunks count content chunks from 1; a fault "at N" happens just before chunk N.
+--cut-at closes the connection (no [DONE]); --error-at sends data: {"error":...}
+and ends without [DONE]; --malformed-at sends a data: line that is not JSON and
+the stream goes on.
+
+Per-request overrides, request headers (a bad value answers 400 naming the header):
+  X-Sim-Profile  X-Sim-TTFT  X-Sim-TTFT-P99  X-Sim-ITL  X-Sim-ITL-Jitter
+  X-Sim-Prefill-Per-Token  X-Sim-Tokens  X-Sim-Tokens-Per-Chunk  X-Sim-Lang  X-Sim-Seed
+  X-Sim-Fail-Status  X-Sim-Fail-Rate  X-Sim-Stall-First  X-Sim-Stall-First-Rate
+  X-Sim-Stall-At  X-Sim-Stall-For  X-Sim-Stall-Rate  X-Sim-Cut-At  X-Sim-Cut-Rate
+  X-Sim-Error-At  X-Sim-Error-Rate  X-Sim-Malformed-At  X-Sim-Malformed-Rate
+Durations are Go durations (250ms, 1.5s); rates are 0..1; a fault header without its
+rate header hits that request, a rate header of 0 switches the profile's fault off.`,
+		Example: `  streamgate sim --stamp
+  streamgate sim --profile sim-gpt-4.1 --max-concurrency 64
+  streamgate sim --fail-status 429 --fail-rate 0.1 --cut-rate 0.05 --seed 7
+  curl -N localhost:8081/v1/chat/completions -H 'X-Sim-Tokens: 20' \
+    -d '{"model":"sim-fast","stream":true,"messages":[{"role":"user","content":"hi"}]}'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts, err := o.options(cmd.Flags())
+			if err != nil {
+				return err
+			}
+			ln, err := net.Listen("tcp", o.addr)
+			if err != nil {
+				return fmt.Errorf("sim: listen on %s: %w", o.addr, err)
+			}
+			fmt.Fprintf(e.stdout, "streamgate sim: listening on http://%s (OpenAI dialect at /v1, default profile %s, seed %d)\n",
+				ln.Addr(), opts.Profile.Name, opts.Seed)
+			if err := sim.New(opts).Serve(cmd.Context(), ln); err != nil {
+				return fmt.Errorf("sim: serve: %w", err)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().SortFlags = false
+	o = bindSimFlags(cmd.Flags())
+	return cmd
+}
+
+// bindSimFlags defines the sim flags on f, with their defaults.
+func bindSimFlags(f *pflag.FlagSet) *simFlags {
+	var o simFlags
+	d := sim.DefaultProfile()
+	f.StringVar(&o.addr, "addr", "127.0.0.1:8081", "listen address HOST:PORT")
+	f.StringVar(&o.profile, "profile", "", "profile for models without one of their own (default: the flag defaults, sim-default)")
+	f.DurationVar(&o.ttft, "ttft", d.TTFT, "median time to first token (after any queue wait)")
+	f.DurationVar(&o.ttftP99, "ttft-p99", d.TTFTP99, "p99 time to first token (lognormal); equal to --ttft means constant")
+	f.DurationVar(&o.itl, "itl", d.ITL, "mean gap between content chunks")
+	f.Float64Var(&o.jitter, "itl-jitter", d.ITLJitter, "relative std-dev of a gap (lognormal), 0 = constant")
+	f.IntVar(&o.tokens, "tokens", d.Tokens, "output tokens when max_tokens is absent or larger")
+	f.IntVar(&o.perChunk, "tokens-per-chunk", d.TokensPerChunk, "tokens in each content chunk")
+	f.DurationVar(&o.prefill, "prefill-per-token", 0, "added to the TTFT per estimated prompt token (~4 chars of English)")
+	f.IntVar(&o.maxConc, "max-concurrency", 0, "requests served at once, more wait in a FIFO queue (0 = unlimited)")
+	f.StringVar(&o.lang, "lang", d.Lang, "output language: en or ko")
+	f.Int64Var(&o.seed, "seed", 1, "seed of text, timings and fault draws")
+	f.BoolVar(&o.stamp, "stamp", false, `write ": sent_ns=<unix ns>" before each event`)
+	f.IntVar(&o.failStatus, "fail-status", sim.DefaultFailStatus, "answer this status (429/500/502/503...) before the stream")
+	f.Float64Var(&o.failRate, "fail-rate", 0, "fraction of requests answered --fail-status")
+	f.DurationVar(&o.stallFirst, "stall-first", 0, "stall before the first event (10s when only the rate is given)")
+	f.Float64Var(&o.stallFirstRate, "stall-first-rate", 0, "fraction of requests with --stall-first")
+	f.IntVar(&o.stallAt, "stall-at", 0, "stall before content chunk N (random chunk when only the rate is given)")
+	f.DurationVar(&o.stallFor, "stall-for", sim.DefaultStall, "length of the --stall-at stall")
+	f.Float64Var(&o.stallRate, "stall-rate", 0, "fraction of requests with the --stall-at stall")
+	f.IntVar(&o.cutAt, "cut-at", 0, "close the connection before content chunk N (no [DONE])")
+	f.Float64Var(&o.cutRate, "cut-rate", 0, "fraction of requests cut (at a random chunk without --cut-at)")
+	f.IntVar(&o.errorAt, "error-at", 0, "send an error event before content chunk N, then end")
+	f.Float64Var(&o.errorRate, "error-rate", 0, "fraction of requests with the error event")
+	f.IntVar(&o.malformAt, "malformed-at", 0, "send a data: line that is not JSON before content chunk N")
+	f.Float64Var(&o.mfRate, "malformed-rate", 0, "fraction of requests with the malformed line")
+	return &o
+}
+
+// options turns the flags into sim.Options: the chosen profile, then every
+// flag given explicitly on top of it and of every built-in profile.
+func (o *simFlags) options(fs *pflag.FlagSet) (sim.Options, error) {
+	if _, _, err := net.SplitHostPort(o.addr); err != nil {
+		return sim.Options{}, usagef("--addr %q: want HOST:PORT", o.addr)
+	}
+	if o.maxConc < 0 {
+		return sim.Options{}, usagef("--max-concurrency %d: want 0 (unlimited) or more", o.maxConc)
+	}
+	base := sim.DefaultProfile()
+	if o.profile != "" {
+		p, ok := sim.LookupProfile(o.profile)
+		if !ok {
+			var names []string
+			for _, p := range sim.Profiles() {
+				names = append(names, p.Name)
+			}
+			return sim.Options{}, usagef("--profile %q: unknown profile (known: %s)", o.profile, strings.Join(names, ", "))
+		}
+		base = p
+	}
+	set := fs.Changed
+	apply := func(p *sim.Profile) {
+		if set("ttft") {
+			p.TTFT = o.ttft
+			if !set("ttft-p99") && p.TTFTP99 < p.TTFT {
+				p.TTFTP99 = p.TTFT
+			}
+		}
+		if set("ttft-p99") {
+			p.TTFTP99 = o.ttftP99
+		}
+		if set("itl") {
+			p.ITL = o.itl
+		}
+		if set("itl-jitter") {
+			p.ITLJitter = o.jitter
+		}
+		if set("tokens") {
+			p.Tokens = o.tokens
+		}
+		if set("tokens-per-chunk") {
+			p.TokensPerChunk = o.perChunk
+		}
+		if set("prefill-per-token") {
+			p.PrefillPerToken = o.prefill
+		}
+		if set("lang") {
+			p.Lang = o.lang
+		}
+		f := &p.Faults
+		fault(set("fail-status"), set("fail-rate"), o.failRate, &f.FailRate, func() { f.FailStatus = 0 },
+			func() { f.FailStatus = o.failStatus })
+		fault(set("stall-first"), set("stall-first-rate"), o.stallFirstRate, &f.StallFirstRate, func() { f.StallFirst = 0 },
+			func() { f.StallFirst = o.stallFirst })
+		fault(set("stall-at") || set("stall-for"), set("stall-rate"), o.stallRate, &f.StallRate, func() { f.StallAt, f.StallFor = 0, 0 },
+			func() {
+				if set("stall-at") {
+					f.StallAt = o.stallAt
+				}
+				if set("stall-for") {
+					f.StallFor = o.stallFor
+				}
+			})
+		fault(set("cut-at"), set("cut-rate"), o.cutRate, &f.CutRate, func() { f.CutAt = 0 }, func() { f.CutAt = o.cutAt })
+		fault(set("error-at"), set("error-rate"), o.errorRate, &f.ErrorRate, func() { f.ErrorAt = 0 }, func() { f.ErrorAt = o.errorAt })
+		fault(set("malformed-at"), set("malformed-rate"), o.mfRate, &f.MalformedRate, func() { f.MalformedAt = 0 },
+			func() { f.MalformedAt = o.malformAt })
+	}
+	apply(&base)
+	if err := base.Validate(); err != nil {
+		return sim.Options{}, usagef("invalid flags: %w", err)
+	}
+	// A value of 0 for these flags would silently mean "the default".
+	for _, n := range []struct {
+		name string
+		v    int
+	}{{"tokens", o.tokens}, {"tokens-per-chunk", o.perChunk}} {
+		if set(n.name) && n.v <= 0 {
+			return sim.Options{}, usagef("--%s %d: want 1 or more", n.name, n.v)
+		}
+	}
+	if set("fail-status") && (o.failStatus < 400 || o.failStatus > 599) {
+		return sim.Options{}, usagef("--fail-status %d: want an HTTP error status (400-599)", o.failStatus)
+	}
+	profiles := sim.Profiles()
+	for i := range profiles {
+		apply(&profiles[i])
+		if err := profiles[i].Validate(); err != nil {
+			return sim.Options{}, usagef("invalid flags: %w", err)
+		}
+	}
+	return sim.Options{Profile: base, Profiles: profiles, Stamp: o.stamp, Seed: o.seed, MaxConcurrency: o.maxConc}, nil
+}
+
+// fault applies the value/rate rule of sim.Faults to one fault: a value
+// flag without its rate flag hits every request (rate 0 with a value), a
+// rate flag of 0 switches the fault off, another rate applies as given.
+func fault(valueSet, rateSet bool, rate float64, dstRate *float64, clear, setValue func()) {
+	if valueSet {
+		setValue()
+	}
+	switch {
+	case rateSet && rate == 0:
+		clear()
+		*dstRate = 0
+	case rateSet:
+		*dstRate = rate
+	case valueSet:
+		*dstRate = 0
+	}
+}
+
+// simProfileTable lists the built-in profiles for --help.
+func simProfileTable() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "  %-22s %-8s %-8s %-6s %-6s %-7s %s\n", "name", "ttft", "p99", "itl", "jitter", "out $", "faults")
+	for _, p := range sim.Profiles() {
+		price := "-"
+		if p.OutputPrice > 0 {
+			price = fmt.Sprintf("%.2f", p.OutputPrice)
+		}
+		faults := "-"
+		if f := p.Faults; f != (sim.Faults{}) {
+			faults = fmt.Sprintf("fail %d at %g, cut at %g", f.FailStatus, f.FailRate, f.CutRate)
+		}
+		fmt.Fprintf(&b, "  %-22s %-8s %-8s %-6s %-6g %-7s %s\n", p.Name, p.TTFT, p.TTFTP99, p.ITL, p.ITLJitter, price, faults)
+	}
+	return b.String()
+}
