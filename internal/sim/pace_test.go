@@ -99,28 +99,28 @@ func TestPacing(t *testing.T) {
 	tests := []struct {
 		name    string
 		profile Profile
-		want    []time.Duration // flush offsets: role, content..., finish, [DONE]
+		want    []time.Duration // flush offsets: role+content 1, content..., finish+[DONE]
 	}{
 		{
 			name:    "constant ttft and itl",
 			profile: Profile{Name: "p", TTFT: 100 * ms, ITL: 10 * ms, Tokens: 4},
-			want:    []time.Duration{100 * ms, 100 * ms, 110 * ms, 120 * ms, 130 * ms, 130 * ms, 130 * ms},
+			want:    []time.Duration{100 * ms, 110 * ms, 120 * ms, 130 * ms, 130 * ms},
 		},
 		{
 			name:    "prefill per prompt token",
 			profile: Profile{Name: "p", TTFT: 100 * ms, ITL: 10 * ms, Tokens: 2, PrefillPerToken: ms},
 			// prompt "hello there" = 3 (framing) + 3 (message) + 3 (11 chars / 4) = 9 tokens
-			want: []time.Duration{109 * ms, 109 * ms, 119 * ms, 119 * ms, 119 * ms},
+			want: []time.Duration{109 * ms, 119 * ms, 119 * ms},
 		},
 		{
 			name:    "stall at chunk 3 shifts later deadlines",
 			profile: Profile{Name: "p", TTFT: 50 * ms, ITL: 10 * ms, Tokens: 4, Faults: Faults{StallAt: 3, StallFor: time.Second}},
-			want:    []time.Duration{50 * ms, 50 * ms, 60 * ms, 1070 * ms, 1080 * ms, 1080 * ms, 1080 * ms},
+			want:    []time.Duration{50 * ms, 60 * ms, 1070 * ms, 1080 * ms, 1080 * ms},
 		},
 		{
 			name:    "stall first",
 			profile: Profile{Name: "p", TTFT: 50 * ms, ITL: 10 * ms, Tokens: 1, Faults: Faults{StallFirst: 2 * time.Second}},
-			want:    []time.Duration{2050 * ms, 2050 * ms, 2050 * ms, 2050 * ms},
+			want:    []time.Duration{2050 * ms, 2050 * ms},
 		},
 	}
 	for _, tt := range tests {
@@ -139,7 +139,7 @@ func TestPacing(t *testing.T) {
 						t.Errorf("flush %d (%q): got %v, want %v", i, w.data[i], w.at[i], tt.want[i])
 					}
 				}
-				if last := w.data[len(w.data)-1]; last != "data: [DONE]\n\n" {
+				if last := w.data[len(w.data)-1]; !strings.HasSuffix(last, "data: [DONE]\n\n") {
 					t.Errorf("last event: got %q, want [DONE]", last)
 				}
 			})
@@ -326,14 +326,14 @@ func BenchmarkChunk(b *testing.B) {
 	ck := newChunker("chatcmpl-sim123", "sim-gpt-4.1", 1700000000, true)
 	gen := newTextGen("en", rand.New(rand.NewPCG(1, 1)))
 	timing := rand.New(rand.NewPCG(1, 2))
-	st := &streamState{sw: sse.NewWriter(discardFlusher{}), stamp: true}
+	st := &streamState{w: discardFlusher{}, sw: sse.NewWriter(discardFlusher{}), stamp: true}
 	var d time.Duration
 	b.ReportAllocs()
 	for b.Loop() {
 		d += gapAt(20*time.Millisecond, 0.2, timing.NormFloat64())
 		ck.beginContent()
 		ck.token(gen.next())
-		if err := st.emit(ck.endContent()); err != nil {
+		if err := st.emit(ck.endContent(), true); err != nil {
 			b.Fatal(err)
 		}
 	}

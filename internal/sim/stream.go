@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -230,20 +231,31 @@ func writeFailure(w http.ResponseWriter, status int) {
 
 // streamState is one stream being written.
 type streamState struct {
+	w     io.Writer // the ResponseWriter, for events written without a flush
 	sw    *sse.Writer
 	stamp bool
+	frame []byte
 }
 
-// emit writes one event, stamped right before the write when asked.
-func (st *streamState) emit(data []byte) error {
+// emit writes one event, stamped right before the write when asked. With
+// flush false the event waits in the response buffer for the next flushed
+// one: events due at the same instant (role and first content, finish, usage
+// and [DONE]) leave in one write, as real servers send them.
+func (st *streamState) emit(data []byte, flush bool) error {
 	if st.stamp {
 		if err := st.sw.Stamp(time.Now().UnixNano()); err != nil {
 			return err
 		}
 	}
-	return st.sw.Data(data)
+	if flush {
+		return st.sw.Data(data)
+	}
+	// Chunk JSON never holds a raw newline, so one data: line frames it.
+	st.frame = append(append(append(st.frame[:0], "data: "...), data...), '\n', '\n')
+	_, err := st.w.Write(st.frame)
+	return err
 }
-
+// done writes the [DONE] sentinel and flushes everything pending.
 func (st *streamState) done() error {
 	if st.stamp {
 		if err := st.sw.Stamp(time.Now().UnixNano()); err != nil {
@@ -264,7 +276,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, pl *plan) {
 
 	sse.SetHeaders(w.Header())
 	w.WriteHeader(http.StatusOK)
-	st := &streamState{sw: sse.NewWriter(w), stamp: s.opts.Stamp}
+	st := &streamState{w: w, sw: sse.NewWriter(w), stamp: s.opts.Stamp}
 	if err := st.sw.Flush(); err != nil {
 		cancelled()
 		return
@@ -290,7 +302,10 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, pl *plan) {
 		s.m.faults.WithLabelValues(faultStallFirst).Inc()
 	}
 	deadline := time.Now().Add(pl.firstAfter + pl.stallFirst)
-	if pc.wait(deadline) != nil || st.emit(ck.role()) != nil {
+	// The role chunk goes out with the first content chunk unless a fault
+	// comes between them.
+	flushRole := pl.stallAt == 1 || pl.cutAt == 1
+	if pc.wait(deadline) != nil || st.emit(ck.role(), flushRole) != nil {
 		cancelled()
 		return
 	}
@@ -312,13 +327,13 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, pl *plan) {
 			panic(http.ErrAbortHandler)
 		case pl.errorAt:
 			s.m.faults.WithLabelValues(faultError).Inc()
-			if st.emit(errorEvent(i)) != nil {
+			if st.emit(errorEvent(i), true) != nil {
 				cancelled()
 			}
 			return
 		case pl.malformedAt:
 			s.m.faults.WithLabelValues(faultMalformed).Inc()
-			if st.emit(ck.malformed()) != nil {
+			if st.emit(ck.malformed(), true) != nil {
 				cancelled()
 				return
 			}
@@ -331,17 +346,17 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, pl *plan) {
 			ck.token(gen.next())
 			sent++
 		}
-		if st.emit(ck.endContent()) != nil {
+		if st.emit(ck.endContent(), true) != nil {
 			cancelled()
 			return
 		}
 		chunks++
 	}
-	if st.emit(ck.finish(pl.finish)) != nil {
+	if st.emit(ck.finish(pl.finish), false) != nil {
 		cancelled()
 		return
 	}
-	if pl.includeUsage && st.emit(ck.usageChunk(pl.promptTokens, sent)) != nil {
+	if pl.includeUsage && st.emit(ck.usageChunk(pl.promptTokens, sent), false) != nil {
 		cancelled()
 		return
 	}
