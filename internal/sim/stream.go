@@ -255,6 +255,7 @@ func (st *streamState) emit(data []byte, flush bool) error {
 	_, err := st.w.Write(st.frame)
 	return err
 }
+
 // done writes the [DONE] sentinel and flushes everything pending.
 func (st *streamState) done() error {
 	if st.stamp {
