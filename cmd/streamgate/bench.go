@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -41,6 +42,7 @@ type benchFlags struct {
 	prices                     string
 	monthlyTokens              string
 	noProgress                 bool
+	cpuProfile                 string
 }
 
 func newBenchCmd(e *env) *cobra.Command {
@@ -98,6 +100,8 @@ delay (arrival - server stamp), so you know whether the client skewed figures.
 	fl.StringVar(&f.prices, "prices", "", "prices per model, USD per 1M tokens: YAML/JSON {model: {input: 2, output: 8}} or a gateway config file")
 	fl.StringVar(&f.monthlyTokens, "monthly-tokens", "10M", "monthly output tokens for the projected cost (with --prices)")
 	fl.BoolVar(&f.noProgress, "no-progress", false, "no progress bar even on a terminal")
+	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the client to FILE")
+	_ = fl.MarkHidden("cpuprofile")
 	cmd.AddCommand(newBenchCompareCmd(e))
 	return cmd
 }
@@ -291,6 +295,17 @@ func runBench(cmd *cobra.Command, e *env, f *benchFlags) error {
 	}
 	if !f.noProgress && isTerminal(e.stderr) {
 		opts.Progress = e.stderr
+	}
+	if f.cpuProfile != "" {
+		pf, err := os.Create(f.cpuProfile)
+		if err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			pf.Close()
+			return fmt.Errorf("bench: cpu profile: %w", err)
+		}
+		defer func() { pprof.StopCPUProfile(); pf.Close() }()
 	}
 	res, runErr := bench.RunAll(cmd.Context(), cfgs, *opts)
 	if res == nil {
