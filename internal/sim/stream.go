@@ -388,7 +388,11 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, pl *plan) {
 	for i := 2; i <= pl.chunks; i++ {
 		total += gapAt(p.ITL, p.ITLJitter, pl.timing.NormFloat64())
 	}
+	if pl.stallFirst != 0 {
+		s.m.faults.WithLabelValues(faultStallFirst).Inc()
+	}
 	if pl.stallAt != 0 {
+		s.m.faults.WithLabelValues(faultStall).Inc()
 		total += pl.stallFor
 	}
 	pc := newPacer(ctx)
