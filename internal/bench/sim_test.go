@@ -24,11 +24,11 @@ func newSim(t *testing.T) string {
 
 // TestSimAccuracy checks that the benchmark measures the simulator's
 // configured constants: a statistical accuracy check on medians, not a
-// speed assertion.
+// speed assertion. The warm-up opens the connections, as in any careful run.
 func TestSimAccuracy(t *testing.T) {
 	url := newSim(t)
 	res, err := Run(context.Background(), Config{
-		BaseURL: url, Model: "any", Requests: 12, Concurrency: 6, MaxTokens: 40, KeepRequests: true,
+		BaseURL: url, Model: "any", Requests: 12, Concurrency: 6, Warmup: 6, MaxTokens: 40, KeepRequests: true,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -37,6 +37,7 @@ func TestSimAccuracy(t *testing.T) {
 	if r.Succeeded != 12 {
 		t.Fatalf("succeeded: got %d, want 12 (errors %v)", r.Succeeded, r.Errors)
 	}
+	t.Logf("TTFT p50 %.3f ms, ITL p50 %.3f ms, measurement delay %+v", r.TTFT.P50, r.ITL.P50, res.Client.MeasurementDelay)
 	for _, c := range []struct {
 		name      string
 		got, want float64
