@@ -91,8 +91,10 @@ type Writer struct {
 	stopped bool          // Close has been called: Run must not start
 	runDone chan struct{} // closed when Run returns
 
-	// pending is owned by Run while it runs, then by Close (closeMu).
+	// pending[head:] are the entries taken off the queue and not yet
+	// written: a FIFO owned by Run while it runs, then by Close (closeMu).
 	pending []Entry
+	head    int
 	closeMu sync.Mutex
 
 	recorded, written, overflowed, failedInserts, dropped atomic.Uint64
@@ -164,13 +166,19 @@ func (w *Writer) Stats() Stats {
 // returns nil; entries still queued then are written by Close. A batch is
 // written when BatchSize entries are queued or FlushInterval after the oldest
 // unwritten entry arrived; a failed batch is retried with backoff, and
-// entries keep queueing meanwhile. Run may be called once; calling it again,
-// or after Close, returns an error at once.
+// entries keep queueing meanwhile. Run may be called once: a second call
+// returns an error at once; a call after Close returns nil at once.
 func (w *Writer) Run(ctx context.Context) error {
 	w.runMu.Lock()
-	if w.running || w.stopped {
+	if w.running {
 		w.runMu.Unlock()
-		return errors.New("usage: writer: Run called twice or after Close")
+		return errors.New("usage: writer: Run called twice")
+	}
+	if w.stopped {
+		// Close came first (a shutdown right after start): Close writes
+		// everything, there is nothing to run.
+		w.runMu.Unlock()
+		return nil
 	}
 	w.running = true
 	w.runDone = make(chan struct{})
@@ -191,18 +199,18 @@ func (w *Writer) Run(ctx context.Context) error {
 		default:
 		}
 		w.gather(w.opts.BatchSize)
-		if len(w.pending) >= w.opts.BatchSize || (due && len(w.pending) > 0) {
+		if n := w.queued(); n >= w.opts.BatchSize || (due && n > 0) {
 			if !w.writeHead(ctx, w.stop) {
 				return nil // stopped while retrying: Close takes over
 			}
 			// Entries left over (queued during a slow write or a retry)
 			// stay due: they have waited long enough.
-			if len(w.pending) == 0 {
+			if w.queued() == 0 {
 				due = false
 			}
 			continue
 		}
-		if len(w.pending) > 0 && !armed {
+		if w.queued() > 0 && !armed {
 			timer.Reset(w.opts.FlushInterval)
 			armed = true
 		}
@@ -212,11 +220,33 @@ func (w *Writer) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case e := <-w.ch:
-			w.pending = append(w.pending, e)
+			w.push(e)
 		case <-timer.C:
 			armed, due = false, true
 		}
 	}
+}
+
+// queued returns how many entries pending holds.
+func (w *Writer) queued() int { return len(w.pending) - w.head }
+
+// push appends e to pending.
+func (w *Writer) push(e Entry) {
+	if len(w.pending) == cap(w.pending) {
+		w.compact()
+	}
+	w.pending = append(w.pending, e)
+}
+
+// compact moves pending[head:] to the front when at least half of pending is
+// written entries, so that the FIFO costs O(1) per entry amortized.
+func (w *Writer) compact() {
+	if w.head == 0 || w.head < len(w.pending)/2 {
+		return
+	}
+	n := copy(w.pending, w.pending[w.head:])
+	clear(w.pending[n:])
+	w.pending, w.head = w.pending[:n], 0
 }
 
 // gather moves queued entries into pending without blocking: from the channel
@@ -224,16 +254,17 @@ func (w *Writer) Run(ctx context.Context) error {
 // whole overflow list, so that overflowed entries are never starved.
 func (w *Writer) gather(limit int) {
 drain:
-	for limit <= 0 || len(w.pending) < limit {
+	for limit <= 0 || w.queued() < limit {
 		select {
 		case e := <-w.ch:
-			w.pending = append(w.pending, e)
+			w.push(e)
 		default:
 			break drain
 		}
 	}
 	if w.ofLen.Load() > 0 {
 		w.ofMu.Lock()
+		w.compact()
 		w.pending = append(w.pending, w.overflow...)
 		clear(w.overflow)
 		w.overflow = w.overflow[:0]
@@ -246,7 +277,7 @@ drain:
 // backoff until it succeeds (true) or ctx is done or stop is closed (false,
 // pending unchanged). It also returns false at once when ctx is already done.
 func (w *Writer) writeHead(ctx context.Context, stop <-chan struct{}) bool {
-	batch := w.pending[:min(len(w.pending), w.opts.BatchSize)]
+	batch := w.pending[w.head : w.head+min(w.queued(), w.opts.BatchSize)]
 	// IDs are fixed before the first attempt, so a retry after an ambiguous
 	// failure (a commit whose reply was lost) cannot store an entry twice.
 	assignIDs(batch)
@@ -261,9 +292,11 @@ func (w *Writer) writeHead(ctx context.Context, stop <-chan struct{}) bool {
 		if err == nil {
 			n := len(batch)
 			w.written.Add(uint64(n))
-			rest := copy(w.pending, w.pending[n:])
-			clear(w.pending[rest:])
-			w.pending = w.pending[:rest]
+			clear(batch) // drop the strings for the GC
+			w.head += n
+			if w.head == len(w.pending) {
+				w.pending, w.head = w.pending[:0], 0
+			}
 			return true
 		}
 		if ctx.Err() != nil {
@@ -316,7 +349,7 @@ func (w *Writer) Close(ctx context.Context) error {
 		// No Record can enqueue any more (closed is set under mu), so an
 		// empty channel and overflow list mean everything is in pending.
 		w.gather(0)
-		if len(w.pending) == 0 {
+		if w.queued() == 0 {
 			return nil
 		}
 		if !w.writeHead(ctx, nil) {
