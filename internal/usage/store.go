@@ -70,7 +70,8 @@ type Summary struct {
 //     (e.g. ?sslmode=disable&search_path=ledger).
 //
 // Any other scheme is an error naming it. Errors never contain the password of
-// the DSN. Open pings the database before returning.
+// the DSN. Open connects and pings within ctx, which should carry a deadline:
+// an unreachable PostgreSQL host otherwise waits for the TCP timeout.
 func Open(ctx context.Context, dsn string) (Store, error) {
 	scheme, rest, ok := strings.Cut(dsn, "://")
 	if !ok {

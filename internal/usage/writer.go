@@ -151,7 +151,10 @@ func (w *Writer) Record(e Entry) {
 
 // Stats returns a snapshot of the counters. Safe for concurrent use.
 func (w *Writer) Stats() Stats {
-	rec, wr := w.recorded.Load(), w.written.Load()
+	// written first: an entry is recorded before it is written, so this
+	// order keeps Pending from going below zero under concurrent updates.
+	wr := w.written.Load()
+	rec := w.recorded.Load()
 	return Stats{
 		Recorded:      rec,
 		Written:       wr,
