@@ -240,7 +240,7 @@ th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}.plots{displ
 			x, y := cdf(g)
 			gaps.series = append(gaps.series, series{name: name, xs: x, ys: y})
 		}
-		if x, y := histogram(it, itlHi, 50); len(x) > 0 {
+		if x, y := histogram(it, itlHi, 30); len(x) > 0 {
 			itl.series = append(itl.series, series{name: name, xs: x, ys: y})
 		}
 	}
