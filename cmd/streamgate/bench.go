@@ -42,6 +42,7 @@ type benchFlags struct {
 	prices                     string
 	monthlyTokens              string
 	noProgress                 bool
+	runs                       int
 	cpuProfile                 string
 }
 
@@ -99,6 +100,7 @@ delay (arrival - server stamp), so you know whether the client skewed figures.
 	fl.StringVar(&f.scrape, "scrape", "", "Prometheus URL (the gateway's /metrics) read before and after each run for server GC and overhead")
 	fl.StringVar(&f.prices, "prices", "", "prices per model, USD per 1M tokens: YAML/JSON {model: {input: 2, output: 8}} or a gateway config file")
 	fl.StringVar(&f.monthlyTokens, "monthly-tokens", "10M", "monthly output tokens for the projected cost (with --prices)")
+	fl.IntVar(&f.runs, "runs", 1, "repeat every point N times: figures pool the repeats, and each figure's median and range over them is saved for compare")
 	fl.BoolVar(&f.noProgress, "no-progress", false, "no progress bar even on a terminal")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the client to FILE")
 	_ = fl.MarkHidden("cpuprofile")
@@ -243,7 +245,10 @@ func benchConfigs(e *env, f *benchFlags, fs interface{ Changed(string) bool }) (
 	if base.Goodput, err = bench.ParseSLO(f.goodput); err != nil {
 		return nil, nil, usagef("bench: --goodput: %v", err)
 	}
-	opts := &bench.RunOptions{}
+	if f.runs < 1 {
+		return nil, nil, usagef("bench: --runs must be at least 1")
+	}
+	opts := &bench.RunOptions{Runs: f.runs}
 	var prices map[string]bench.Price
 	if f.prices != "" {
 		if prices, err = bench.LoadPrices(f.prices); err != nil {

@@ -176,8 +176,20 @@ type RunResult struct {
 	Client       ClientStats    `json:"client"`
 	Warnings     []string       `json:"warnings,omitempty"`
 
-	// Requests holds every measured request when Config.KeepRequests is set.
+	// Repeats is the number of pooled repeats (RunOptions.Runs); Spread
+	// holds the median and range over them of key figures (ttft_p50, itl_p99, ...).
+	Repeats int               `json:"repeats,omitempty"`
+	Spread  map[string]Spread `json:"spread,omitempty"`
+
+	// Records holds every measured request when Config.KeepRequests is set.
 	Records []*Request `json:"-"`
+}
+
+// Spread is a figure's median and range over repeated runs.
+type Spread struct {
+	Median float64 `json:"median"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
 }
 
 // Goodput is the share of requests that met every SLO; errors count as misses.

@@ -9,32 +9,33 @@ import (
 
 // compareMetrics are the figures compare shows, with whether lower is better.
 var compareMetrics = []struct {
-	name  string
-	lower bool
-	get   func(*RunResult) float64
+	name   string
+	spread string // key in RunResult.Spread, "" when none
+	lower  bool
+	get    func(*RunResult) float64
 }{
-	{"TTFT p50 ms", true, func(r *RunResult) float64 { return r.TTFT.P50 }},
-	{"TTFT p90 ms", true, func(r *RunResult) float64 { return r.TTFT.P90 }},
-	{"TTFT p99 ms", true, func(r *RunResult) float64 { return r.TTFT.P99 }},
-	{"TTFT mean ms", true, func(r *RunResult) float64 { return r.TTFT.Mean }},
-	{"ITL p50 ms", true, func(r *RunResult) float64 { return r.ITL.P50 }},
-	{"ITL p99 ms", true, func(r *RunResult) float64 { return r.ITL.P99 }},
-	{"max gap p99 ms", true, func(r *RunResult) float64 { return r.MaxGap.P99 }},
-	{"TPOT p50 ms", true, func(r *RunResult) float64 { return r.TPOT.P50 }},
-	{"E2E p50 ms", true, func(r *RunResult) float64 { return r.E2E.P50 }},
-	{"E2E p99 ms", true, func(r *RunResult) float64 { return r.E2E.P99 }},
-	{"TPS p50", false, func(r *RunResult) float64 { return r.TPS.P50 }},
-	{"throughput tok/s", false, func(r *RunResult) float64 { return r.Throughput }},
-	{"succeeded", false, func(r *RunResult) float64 { return float64(r.Succeeded) }},
-	{"failed", true, func(r *RunResult) float64 { return float64(r.Failed) }},
-	{"interrupted", true, func(r *RunResult) float64 { return float64(r.Interrupted) }},
-	{"goodput", false, func(r *RunResult) float64 {
+	{"TTFT p50 ms", "ttft_p50", true, func(r *RunResult) float64 { return r.TTFT.P50 }},
+	{"TTFT p90 ms", "ttft_p90", true, func(r *RunResult) float64 { return r.TTFT.P90 }},
+	{"TTFT p99 ms", "ttft_p99", true, func(r *RunResult) float64 { return r.TTFT.P99 }},
+	{"TTFT mean ms", "ttft_mean", true, func(r *RunResult) float64 { return r.TTFT.Mean }},
+	{"ITL p50 ms", "itl_p50", true, func(r *RunResult) float64 { return r.ITL.P50 }},
+	{"ITL p99 ms", "itl_p99", true, func(r *RunResult) float64 { return r.ITL.P99 }},
+	{"max gap p99 ms", "max_gap_p99", true, func(r *RunResult) float64 { return r.MaxGap.P99 }},
+	{"TPOT p50 ms", "tpot_p50", true, func(r *RunResult) float64 { return r.TPOT.P50 }},
+	{"E2E p50 ms", "e2e_p50", true, func(r *RunResult) float64 { return r.E2E.P50 }},
+	{"E2E p99 ms", "e2e_p99", true, func(r *RunResult) float64 { return r.E2E.P99 }},
+	{"TPS p50", "tps_p50", false, func(r *RunResult) float64 { return r.TPS.P50 }},
+	{"throughput tok/s", "throughput", false, func(r *RunResult) float64 { return r.Throughput }},
+	{"succeeded", "", false, func(r *RunResult) float64 { return float64(r.Succeeded) }},
+	{"failed", "", true, func(r *RunResult) float64 { return float64(r.Failed) }},
+	{"interrupted", "", true, func(r *RunResult) float64 { return float64(r.Interrupted) }},
+	{"goodput", "", false, func(r *RunResult) float64 {
 		if r.Goodput == nil {
 			return math.NaN()
 		}
 		return r.Goodput.Fraction
 	}},
-	{"cost USD", true, func(r *RunResult) float64 { return r.CostUSD }},
+	{"cost USD", "", true, func(r *RunResult) float64 { return r.CostUSD }},
 }
 
 // sampleN is the sample size behind metric name in r: the pooled samples of
@@ -86,7 +87,7 @@ func WriteCompare(w io.Writer, names []string, results ...*Result) error {
 			for _, res := range results[1:] {
 				r := &res.Runs[i]
 				b := m.get(r)
-				fmt.Fprintf(tw, "%s\t%s\t%s\t", num(b), pct(a, b), verdict(m.name, m.lower, a, b, base, r))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t", num(b), pct(a, b), verdict(m.name, m.spread, m.lower, a, b, base, r))
 			}
 			fmt.Fprintln(tw)
 		}
@@ -95,7 +96,7 @@ func WriteCompare(w io.Writer, names []string, results ...*Result) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(w, "+ better, - worse beyond the sampling noise (about 2/sqrt(n) of the smaller sample), ~ within it")
+	fmt.Fprintln(w, "+ better, - worse beyond the noise, ~ within it (noise: the ranges over --runs repeats overlap; without repeats, a change under 2/sqrt(n) of the smaller sample)")
 	return nil
 }
 
@@ -113,20 +114,30 @@ func pct(a, b float64) string {
 	return fmt.Sprintf("%+.1f%%", 100*(b-a)/a)
 }
 
-// verdict calls a change noise when it is within 2/√n of the base value, n
-// the smaller sample: about two standard errors of a mean or a median for a
-// spread comparable to the value (a rough bound, without the raw samples).
-func verdict(name string, lower bool, a, b float64, ra, rb *RunResult) string {
+// verdict calls a change noise ("~") when, with repeats on both sides
+// (--runs), the ranges of the figure over the repeats overlap; without
+// repeats, when it is within 2/√n of the base value, n the smaller sample:
+// about two standard errors of a mean or a median for a spread comparable
+// to the value (a rough bound, without the raw samples).
+func verdict(name, spread string, lower bool, a, b float64, ra, rb *RunResult) string {
 	if math.IsNaN(a) || math.IsNaN(b) || a == 0 {
 		return ""
 	}
-	n := min(sampleN(name, ra), sampleN(name, rb))
-	if n <= 0 {
-		return ""
-	}
 	rel := (b - a) / a
-	if math.Abs(rel) <= 2/math.Sqrt(float64(n)) {
-		return "~"
+	sa, okA := ra.Spread[spread]
+	sb, okB := rb.Spread[spread]
+	if spread != "" && okA && okB {
+		if sa.Min <= sb.Max && sb.Min <= sa.Max {
+			return "~"
+		}
+	} else {
+		n := min(sampleN(name, ra), sampleN(name, rb))
+		if n <= 0 {
+			return ""
+		}
+		if math.Abs(rel) <= 2/math.Sqrt(float64(n)) {
+			return "~"
+		}
 	}
 	if (rel < 0) == lower {
 		return "+"

@@ -31,6 +31,10 @@ type RunOptions struct {
 	Progress io.Writer
 	// MonthlyTokens projects each run's monthly cost for this many output tokens.
 	MonthlyTokens float64
+	// Runs repeats every point this many times (0 or 1: once); the result
+	// pools the repeats' requests and records each figure's median and
+	// range over them in RunResult.Spread, so compare can tell noise.
+	Runs int
 	// Echo overrides the config recorded in the result (the CLI passes its flags).
 	Echo *ConfigEcho
 }
@@ -73,7 +77,7 @@ func RunAll(ctx context.Context, cfgs []Config, opts RunOptions) (*Result, error
 	for _, r := range prepared {
 		r.client = cl
 		r.progress = opts.Progress
-		rr := r.run(ctx)
+		rr := r.repeat(ctx, max(1, opts.Runs))
 		rr.MonthlyCost = opts.MonthlyTokens * r.cfg.Price.Output / 1e6
 		res.Runs = append(res.Runs, rr)
 		res.Client.GCPauseMaxMs = max(res.Client.GCPauseMaxMs, rr.Client.GCPauseMaxMs)
@@ -178,8 +182,10 @@ type runner struct {
 	failed   atomic.Int64
 
 	// results of the run for RunAll's totals
-	cpu    time.Duration
-	delays []float64
+	cpu     time.Duration
+	elapsed time.Duration
+	self    selfStats
+	delays  []float64
 }
 
 func prepare(cfg Config, cache map[string][]Prompt) (*runner, error) {
@@ -328,6 +334,79 @@ func (r *runner) watchIdle(stop <-chan struct{}) {
 	}
 }
 
+// repeat runs the point n times and pools the repeats into one RunResult
+// whose Spread holds each key figure's median and range over the repeats.
+func (r *runner) repeat(ctx context.Context, n int) RunResult {
+	if n <= 1 {
+		return r.run(ctx)
+	}
+	var parts []RunResult
+	var all []*Request
+	var elapsed time.Duration
+	var self selfStats
+	var server *ServerStats
+	for range n {
+		r.mu.Lock()
+		r.records = nil
+		r.mu.Unlock()
+		r.done.Store(0)
+		r.failed.Store(0)
+		rr := r.run(ctx)
+		parts = append(parts, rr)
+		all = append(all, r.records...)
+		elapsed += r.elapsed
+		self.cpu += r.self.cpu
+		self.gcCycles += r.self.gcCycles
+		self.gcPauseMax = max(self.gcPauseMax, r.self.gcPauseMax)
+		self.schedLagP99 = max(self.schedLagP99, r.self.schedLagP99)
+		if s := rr.Server; s != nil {
+			if server == nil {
+				server = &ServerStats{OverheadMs: s.OverheadMs}
+			}
+			server.GCPauseMaxMs = max(server.GCPauseMaxMs, s.GCPauseMaxMs)
+			server.GCCycles += s.GCCycles
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	r.mu.Lock()
+	r.records = all
+	r.mu.Unlock()
+	r.cpu, r.elapsed, r.self = self.cpu, elapsed, self
+	pooled := r.summarize(elapsed, self)
+	pooled.Server = server
+	pooled.Repeats = len(parts)
+	pooled.Spread = map[string]Spread{}
+	for _, f := range spreadFigures {
+		vals := make([]float64, len(parts))
+		for i := range parts {
+			vals[i] = f.get(&parts[i])
+		}
+		pooled.Spread[f.name] = Spread{Median: Percentile(vals, 50), Min: vals[0], Max: vals[len(vals)-1]}
+	}
+	return pooled
+}
+
+// spreadFigures are the figures whose spread over repeats is recorded.
+var spreadFigures = []struct {
+	name string
+	get  func(*RunResult) float64
+}{
+	{"ttft_p50", func(r *RunResult) float64 { return r.TTFT.P50 }},
+	{"ttft_p90", func(r *RunResult) float64 { return r.TTFT.P90 }},
+	{"ttft_p99", func(r *RunResult) float64 { return r.TTFT.P99 }},
+	{"ttft_mean", func(r *RunResult) float64 { return r.TTFT.Mean }},
+	{"itl_p50", func(r *RunResult) float64 { return r.ITL.P50 }},
+	{"itl_p99", func(r *RunResult) float64 { return r.ITL.P99 }},
+	{"max_gap_p99", func(r *RunResult) float64 { return r.MaxGap.P99 }},
+	{"tpot_p50", func(r *RunResult) float64 { return r.TPOT.P50 }},
+	{"e2e_p50", func(r *RunResult) float64 { return r.E2E.P50 }},
+	{"e2e_p99", func(r *RunResult) float64 { return r.E2E.P99 }},
+	{"tps_p50", func(r *RunResult) float64 { return r.TPS.P50 }},
+	{"throughput", func(r *RunResult) float64 { return r.Throughput }},
+}
+
 // run executes warm-up and the measured requests and summarises them.
 func (r *runner) run(ctx context.Context) RunResult {
 	cfg := &r.cfg
@@ -367,7 +446,7 @@ func (r *runner) run(ctx context.Context) RunResult {
 	elapsed := time.Since(r.t0)
 	stopBar()
 	self := sc.since()
-	r.cpu = self.cpu
+	r.cpu, r.elapsed, r.self = self.cpu, elapsed, self
 	rr := r.summarize(elapsed, self)
 	if cfg.Scrape != "" {
 		after, err := scrape(context.WithoutCancel(ctx), r.client, cfg.Scrape)
