@@ -371,3 +371,25 @@ func TestWriteOutputs(t *testing.T) {
 		t.Errorf("request line: got %s, want 2 chunk offsets, status 200, ttft = first chunk", lines[0])
 	}
 }
+
+func TestRunHTTP2Cleartext(t *testing.T) {
+	u := &upstream{}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor != 2 {
+			http.Error(w, "want HTTP/2", http.StatusHTTPVersionNotSupported)
+			return
+		}
+		u.ServeHTTP(w, r)
+	}))
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	defer srv.Close()
+	res, err := Run(context.Background(), Config{BaseURL: srv.URL + "/v1", Model: "m", Requests: 6, Concurrency: 3, MaxTokens: 4, HTTP2: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.Runs[0]; r.Succeeded != 6 || r.OutTok != 24 {
+		t.Errorf("got %d ok, %d tokens (errors %v), want 6 and 24 over h2c", r.Succeeded, r.OutTok, r.Errors)
+	}
+}
