@@ -96,7 +96,9 @@ func NewSession(w http.ResponseWriter, opts Options) *Session {
 	s := &Session{w: w, sw: sse.NewWriter(w), opts: opts}
 	s.pendW = sse.NewWriter(&s.pendBuf)
 	if opts.KeepAlive > 0 {
+		s.mu.Lock() // the timer may fire before the assignment is done
 		s.ka = time.AfterFunc(opts.KeepAlive, s.keepAlive)
+		s.mu.Unlock()
 	}
 	return s
 }
@@ -135,10 +137,10 @@ func (s *Session) Stats() Stats { return s.stats }
 func (s *Session) Close() {
 	s.mu.Lock()
 	s.closed = true
-	s.mu.Unlock()
 	if s.ka != nil {
 		s.ka.Stop()
 	}
+	s.mu.Unlock()
 }
 
 func (s *Session) keepAlive() {
@@ -148,11 +150,10 @@ func (s *Session) keepAlive() {
 		return
 	}
 	s.commitLocked()
-	err := s.sw.Comment(keepAliveText)
-	s.mu.Unlock()
-	if err == nil {
+	if s.sw.Comment(keepAliveText) == nil {
 		s.ka.Reset(s.opts.KeepAlive)
 	}
+	s.mu.Unlock()
 }
 
 var keepAliveText = []byte("keep-alive")

@@ -1,0 +1,83 @@
+package relay_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/streamgate/streamgate/internal/metrics"
+	"github.com/streamgate/streamgate/internal/provider"
+	"github.com/streamgate/streamgate/internal/relay"
+	"github.com/streamgate/streamgate/internal/sse"
+)
+
+// loopReader yields the same SSE event n times, then "[DONE]".
+type loopReader struct {
+	ev   []byte
+	n    int
+	off  int
+	done bool
+}
+
+func (r *loopReader) Read(p []byte) (int, error) {
+	total := 0
+	for len(p) > 0 {
+		if r.n == 0 {
+			if r.done {
+				if total == 0 {
+					return 0, nil
+				}
+				return total, nil
+			}
+			r.done = true
+			c := copy(p, "data: [DONE]\n\n")
+			return total + c, nil
+		}
+		c := copy(p, r.ev[r.off:])
+		p, total, r.off = p[c:], total+c, r.off+c
+		if r.off == len(r.ev) {
+			r.off, r.n = 0, r.n-1
+		}
+	}
+	return total, nil
+}
+
+type readerStream struct{ r *sse.Reader }
+
+func (s readerStream) Next() (*sse.Event, error) { return s.r.Next() }
+func (s readerStream) Close() error              { return nil }
+
+// discardWriter is a ResponseWriter that drops bytes but can flush.
+type discardWriter struct{ h http.Header }
+
+func (w *discardWriter) Header() http.Header         { return w.h }
+func (w *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (w *discardWriter) WriteHeader(int)             {}
+func (w *discardWriter) Flush()                      {}
+
+// BenchmarkRelayChunk measures the relay's per-chunk path: SSE parse,
+// ScanChunk, write and flush, timers re-armed, TTFT/ITL/overhead observed.
+func BenchmarkRelayChunk(b *testing.B) {
+	ev := []byte("data: " + content("hello") + "\n\n")
+	m := metrics.New(nil)
+	obs := m.Stream("m", "p/m")
+	w := &discardWriter{h: http.Header{}}
+	src := &loopReader{ev: ev, n: b.N}
+	rd := sse.NewReader(src, 0)
+	sess := relay.NewSession(w, relay.Options{FirstToken: time.Minute, Idle: time.Minute})
+	defer sess.Close()
+	b.ReportAllocs()
+	b.SetBytes(int64(len(ev)))
+	b.ResetTimer()
+	err := sess.Attempt(context.Background(), obs, func(context.Context) (provider.Stream, error) {
+		return readerStream{rd}, nil
+	})
+	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if got := sess.Stats().ContentChunks; got != b.N {
+		b.Fatalf("got %d content chunks, want %d", got, b.N)
+	}
+}
