@@ -295,12 +295,11 @@ func (g *Gateway) finish(c *call) {
 	if c.err != nil {
 		e.Error = c.err.Error()
 	}
-	g.rec.Record(*e)
-
 	g.m.Request(label, e.Route, c.status)
 	if label != "" {
 		g.m.Usage(label, in, out, cost)
 	}
+	g.rec.Record(*e)
 	i := c.info
 	i.keyID, i.model, i.route, i.attempts = e.KeyID, e.Model, e.Route, e.Attempts
 	i.status, i.ttft, i.in, i.out, i.err = c.status, e.TTFT, in, out, e.Error
