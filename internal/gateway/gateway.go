@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -281,6 +280,3 @@ func onlyGet(g *Gateway, h http.Handler) http.Handler {
 		h.ServeHTTP(w, r)
 	})
 }
-
-// drain reads what is left of a small body so the connection can be reused.
-func drain(r io.Reader) { io.Copy(io.Discard, io.LimitReader(r, 64<<10)) }

@@ -602,4 +602,3 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	http.DefaultClient.CloseIdleConnections()
 }
-
