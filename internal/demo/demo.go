@@ -7,7 +7,6 @@ package demo
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -215,23 +214,34 @@ func runBench(ctx context.Context, c bench.Config) (*bench.Result, error) {
 	return res, nil
 }
 
-// write saves the merged result as JSON (and HTML when the bench package can render it).
+// write saves the merged result as JSON and as the bench HTML report.
 func (o *Options) write(all *bench.Result) error {
-	jsonPath := o.JSONPath
-	if jsonPath == "" {
-		jsonPath = "streamgate-demo.json"
-	}
-	if jsonPath != "-" {
-		b, err := json.MarshalIndent(all, "", "  ")
+	save := func(path, def string, render func(io.Writer, *bench.Result) error) error {
+		if path == "" {
+			path = def
+		}
+		if path == "-" {
+			return nil
+		}
+		f, err := os.Create(path)
 		if err != nil {
-			return fmt.Errorf("demo: encode result: %w", err)
+			return fmt.Errorf("demo: %w", err)
 		}
-		if err := os.WriteFile(jsonPath, append(b, '\n'), 0o644); err != nil {
-			return fmt.Errorf("demo: write result: %w", err)
+		if err := render(f, all); err != nil {
+			f.Close()
+			return fmt.Errorf("demo: write %s: %w", path, err)
 		}
-		fmt.Fprintf(o.Out, "\nresult: %s\n", jsonPath)
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("demo: write %s: %w", path, err)
+		}
+		fmt.Fprintf(o.Out, "wrote %s\n", path)
+		return nil
 	}
-	return nil
+	fmt.Fprintln(o.Out)
+	if err := save(o.JSONPath, "streamgate-demo.json", bench.WriteJSON); err != nil {
+		return err
+	}
+	return save(o.HTMLPath, "streamgate-demo.html", bench.WriteHTML)
 }
 
 // startSim serves the simulator on a loopback port, with the built-in
@@ -277,7 +287,9 @@ func gatewayConfig(d *config.Config, simURL, dir string) []byte {
 	return []byte(b.String())
 }
 
-func table(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight) }
+func table(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+}
 
 func f1(v float64) string { return fmt.Sprintf("%.1f", v) }
 func f2(v float64) string { return fmt.Sprintf("%.2f", v) }

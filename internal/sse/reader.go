@@ -80,7 +80,8 @@ func (r *Reader) Reset(src io.Reader) {
 
 // Next returns the next event. It returns io.EOF after a "data: [DONE]"
 // event (which is not itself returned), ErrTruncated when the input ends
-// without it, a *LineTooLongError for an over-long line, or the underlying
+// without it (also when the source reports io.ErrUnexpectedEOF, as an HTTP
+// body cut mid-chunk does), a *LineTooLongError for an over-long line, or the underlying
 // read error.
 func (r *Reader) Next() (*Event, error) {
 	r.data = r.data[:0]
@@ -238,8 +239,13 @@ func (r *Reader) fill() error {
 		n, err := r.src.Read(r.buf[r.w:])
 		r.w += n
 		if err != nil {
-			if errors.Is(err, io.EOF) {
+			switch {
+			case errors.Is(err, io.EOF):
 				err = io.EOF
+			case errors.Is(err, io.ErrUnexpectedEOF):
+				// net/http's chunked reader reports a connection cut
+				// mid-body this way: the same truncation as a bare EOF.
+				err = ErrTruncated
 			}
 			r.err = err
 			return err

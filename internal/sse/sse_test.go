@@ -246,3 +246,13 @@ func BenchmarkWriter(b *testing.B) {
 		}
 	}
 }
+
+func TestReaderUnexpectedEOFIsTruncation(t *testing.T) {
+	r := NewReader(io.MultiReader(strings.NewReader("data: x\n\n"), iotest.ErrReader(io.ErrUnexpectedEOF)), 0)
+	if _, err := r.Next(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Next(); err != ErrTruncated {
+		t.Fatalf("got %v, want ErrTruncated", err)
+	}
+}
