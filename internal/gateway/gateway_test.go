@@ -602,3 +602,31 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	http.DefaultClient.CloseIdleConnections()
 }
+
+// An upstream 429 is answered 429 with its Retry-After passed on, after
+// every route was tried.
+func TestRateLimitRetryAfter(t *testing.T) {
+	limited := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "7")
+		w.WriteHeader(http.StatusTooManyRequests)
+		io.WriteString(w, `{"error":{"message":"rate limit reached","type":"rate_limit_error"}}`)
+	}))
+	defer limited.Close()
+	cfg := baseConfig()
+	cfg.Providers = append(cfg.Providers, config.Provider{Name: "limited", Kind: "openai", BaseURL: limited.URL + "/v1"})
+	cfg.Models = append(cfg.Models, config.Model{Name: "rl", Routes: []config.Route{{Provider: "limited", Model: "a"}, {Provider: "limited", Model: "b"}}})
+	e := start(t, cfg)
+	for _, stream := range []bool{true, false} {
+		resp := do(t, "POST", e.url+"/v1/chat/completions", devKey, chatBody("rl", stream, ""))
+		er := readError(t, resp)
+		if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "7" || !strings.Contains(er.Error.Message, "rate limit reached") {
+			t.Errorf("stream=%v: got %d Retry-After %q message %q, want 429, 7 and the upstream's message", stream,
+				resp.StatusCode, resp.Header.Get("Retry-After"), er.Error.Message)
+		}
+	}
+	for _, en := range e.waitEntries(t, 2) {
+		if en.Attempts != 2 || en.Status != 429 {
+			t.Errorf("got entry %+v, want 2 attempts, status 429", en)
+		}
+	}
+}
