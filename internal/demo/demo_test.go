@@ -1,7 +1,16 @@
 package demo
 
 import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/streamgate/streamgate/internal/bench"
 
 	"github.com/streamgate/streamgate/internal/config"
 )
@@ -45,5 +54,69 @@ func TestChildEnvDropsGCSettings(t *testing.T) {
 	want := []string{"PATH=/bin", "GOGC=off"}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("got %q, want %q", got, want)
+	}
+}
+
+// TestDemoEndToEnd builds the real binary and runs the whole demo on tiny
+// loads: child gateways per GC setting, the simulator, the benchmark, the
+// tables and the result files.
+func TestDemoEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs the demo; skipped with -short")
+	}
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "streamgate")
+	build := exec.Command("go", "build", "-o", exe, "../../cmd/streamgate")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	var out, log bytes.Buffer
+	o := Options{
+		Exe: exe, Out: &out, Log: &log,
+		JSONPath: filepath.Join(dir, "demo.json"), HTMLPath: filepath.Join(dir, "demo.html"),
+		sizes: &[3]load{{4, 8, 16}, {2, 2, 8}, {4, 20, 8}},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, o)
+	if err != nil {
+		t.Fatalf("demo: %v\nlog:\n%s", err, log.String())
+	}
+	text := out.String()
+	for _, want := range []string{"SIMULATED", "GOGC=100", "GOGC=400", "GOGC=off,GOMEMLIMIT=1GiB", "sim-claude-sonnet-4.5", "150.00", "through the gateway"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q:\n%s", want, text)
+		}
+	}
+	if got, want := len(res.Runs), len(gcSettings)+len(costModels)+2; got != want {
+		t.Fatalf("runs: got %d, want %d", got, want)
+	}
+	for i, r := range res.Runs[:len(gcSettings)] {
+		if r.Server == nil {
+			t.Errorf("run %s: no server figures scraped from the gateway", r.Label)
+		}
+		if r.Requests != 8 || r.Succeeded != 8 {
+			t.Errorf("run %d %s: got %d requests, %d succeeded, want 8 and 8", i, r.Label, r.Requests, r.Succeeded)
+		}
+	}
+	gw := res.Runs[len(res.Runs)-1]
+	if gw.Label != "through the gateway" || gw.Requests != 20 {
+		t.Fatalf("last run: got %q with %d requests, want the gateway run with 20", gw.Label, gw.Requests)
+	}
+	// sim-flaky's 503s come before the stream: the gateway falls back to the
+	// steady route, so none of them reach the client.
+	if n := gw.Failed - gw.Interrupted; n != 0 {
+		t.Errorf("through the gateway: %d requests failed before the stream, want 0 (errors %v)", n, gw.Errors)
+	}
+	saved, err := bench.ReadJSON(o.JSONPath)
+	if err != nil {
+		t.Fatalf("read saved result: %v", err)
+	}
+	if saved.Schema != bench.Schema || len(saved.Runs) != len(res.Runs) {
+		t.Errorf("saved result: got schema %q with %d runs, want %q with %d", saved.Schema, len(saved.Runs), bench.Schema, len(res.Runs))
+	}
+	html, err := os.ReadFile(o.HTMLPath)
+	if err != nil || !bytes.Contains(html, []byte("<svg")) {
+		t.Errorf("HTML report: err %v, has svg %v", err, bytes.Contains(html, []byte("<svg")))
 	}
 }
