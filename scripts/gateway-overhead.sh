@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Measures what the gateway adds to a stream, on this machine, with the sim,
+# the gateway and the benchmark as three processes on loopback:
+#   - streamgate bench direct to the sim and through the gateway, same load:
+#     TTFT p50/p99 and ITL p99 of both and the differences;
+#   - CPU per relayed chunk of the gateway and per chunk of the sim (from
+#     /proc/PID/stat over the run; the bench reports its own);
+#   - the gateway's GC pause max over the run (from its /metrics);
+#   - the gateway's RSS with N streams held open, per stream.
+# Usage: scripts/gateway-overhead.sh [CONCURRENCY...]   (default: 100 1000)
+# Env: TOKENS (default 100), ITL (20ms: 50 chunks/s per stream), REQ_WAVES (3)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+levels=("$@"); [ ${#levels[@]} -gt 0 ] || levels=(100 1000)
+tokens=${TOKENS:-100}; itl=${ITL:-20ms}; waves=${REQ_WAVES:-3}
+work=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+
+go build -o "$work/streamgate" ./cmd/streamgate
+sg="$work/streamgate"
+simport=$((20000 + RANDOM % 10000)); gwport=$((simport + 1))
+"$sg" sim --addr "127.0.0.1:$simport" --stamp --ttft 50ms --ttft-p99 50ms --itl "$itl" --itl-jitter 0 \
+  --tokens "$tokens" >"$work/sim.log" 2>&1 &
+simpid=$!; pids+=("$simpid")
+cat >"$work/gw.yaml" <<YAML
+listen: 127.0.0.1:$gwport
+database: sqlite://$work/usage.db
+providers:
+  - {name: sim, kind: openai, base_url: "http://127.0.0.1:$simport/v1"}
+keys:
+  - {name: bench, key: sg-bench-0123456789abcdef}
+models:
+  - name: sim-model
+    routes: [{provider: sim, model: sim-model}]
+YAML
+"$sg" serve --config "$work/gw.yaml" --log-level warn >"$work/gw.log" 2>&1 &
+gwpid=$!; pids+=("$gwpid")
+for _ in $(seq 100); do
+  curl -fsS "http://127.0.0.1:$gwport/healthz" >/dev/null 2>&1 && curl -fsS "http://127.0.0.1:$simport/v1/models" >/dev/null 2>&1 && break
+  sleep 0.1
+done
+
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }   # utime + stime, clock ticks
+hz=$(getconf CLK_TCK)
+chunks_sim() { curl -fsS "http://127.0.0.1:$simport/metrics" | awk '/^streamgate_sim_chunks_total /{print $2}'; }
+gcmax() { curl -fsS "http://127.0.0.1:$gwport/metrics" | awk '/^go_gc_duration_seconds\{quantile="1"\}/{print $2*1000}'; }
+
+run() { # label url key conc
+  local label=$1 url=$2 key=$3 c=$4
+  "$sg" bench --base-url "$url" ${key:+--api-key "$key"} --model sim-model --concurrency "$c" \
+    --requests $((c * waves)) --warmup "$c" --max-tokens "$tokens" --no-progress \
+    --json "$work/$label-$c.json" >/dev/null
+}
+
+printf '%-6s %-8s %9s %9s %9s %9s %11s %10s\n' conc path ttft_p50 ttft_p99 itl_p99 delay_p99 bench_us/ch errors
+for c in "${levels[@]}"; do
+  run direct "http://127.0.0.1:$simport/v1" "" "$c"
+  s0=$(ticks "$simpid"); g0=$(ticks "$gwpid"); k0=$(chunks_sim)
+  run gateway "http://127.0.0.1:$gwport/v1" sg-bench-0123456789abcdef "$c"
+  s1=$(ticks "$simpid"); g1=$(ticks "$gwpid"); k1=$(chunks_sim)
+  for p in direct gateway; do
+    jq -r --arg p "$p" --arg c "$c" '.runs[0] as $r | [$c, $p, $r.ttft_ms.p50, $r.ttft_ms.p99, $r.itl_ms.p99, (.client.measurement_delay_ms.p99 // 0), .client.cpu_us_per_chunk, ($r.failed)] | @tsv' \
+      "$work/$p-$c.json" | awk -F'\t' '{printf "%-6s %-8s %9.2f %9.2f %9.2f %9.3f %11.1f %10d\n", $1, $2, $3, $4, $5, $6, $7, $8}'
+  done
+  jq -r -s --arg c "$c" '"added @\($c): TTFT p50 \((.[1].runs[0].ttft_ms.p50 - .[0].runs[0].ttft_ms.p50)*1000|round/1000) ms, TTFT p99 \((.[1].runs[0].ttft_ms.p99 - .[0].runs[0].ttft_ms.p99)*1000|round/1000) ms, ITL p99 \((.[1].runs[0].itl_ms.p99 - .[0].runs[0].itl_ms.p99)*1000|round/1000) ms"' \
+    "$work/direct-$c.json" "$work/gateway-$c.json"
+  n=$((k1 - k0))
+  awk -v g=$((g1 - g0)) -v s=$((s1 - s0)) -v n="$n" -v hz="$hz" -v c="$c" \
+    'BEGIN { printf "cpu @%s: gateway %.2f µs per relayed chunk, sim %.2f µs per chunk (%d chunks)\n", c, g/hz*1e6/n, s/hz*1e6/n, n }'
+done
+echo "gateway GC pause max since start: $(gcmax) ms (go_gc_duration_seconds max)"
+
+# RSS with N open streams: long, slow streams held open, RSS read mid-run.
+n=${levels[-1]}
+base=$(awk '/VmRSS/{print $2}' "/proc/$gwpid/status")
+"$sg" bench --base-url "http://127.0.0.1:$gwport/v1" --api-key sg-bench-0123456789abcdef --model sim-model \
+  --concurrency "$n" --requests "$n" --max-tokens 300 --header X-Sim-ITL=50ms --header X-Sim-Tokens=300 --no-progress --json "$work/rss.json" >/dev/null &
+bpid=$!
+sleep 8
+open=$(curl -fsS "http://127.0.0.1:$gwport/metrics" | awk '/^streamgate_inflight_streams /{print $2}')
+peak=$(awk '/VmRSS/{print $2}' "/proc/$gwpid/status")
+wait "$bpid"
+awk -v b="$base" -v p="$peak" -v o="$open" 'BEGIN { printf "gateway RSS: %d KiB idle, %d KiB with %d open streams: %.1f KiB per stream\n", b, p, o, (p-b)/o }'
