@@ -220,16 +220,6 @@ type ClientStats struct {
 	MeasurementDelay *Dist `json:"measurement_delay_ms,omitempty"`
 }
 
-// redact shows the first and last few characters of a secret.
-func redact(s string) string {
-	switch {
-	case s == "":
-		return ""
-	case len(s) <= 8:
-		return "***"
-	}
-	return s[:3] + "***" + s[len(s)-2:]
-}
 
 // sensitiveHeader reports headers whose values are secrets.
 func sensitiveHeader(k string) bool {

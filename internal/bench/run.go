@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/streamgate/streamgate/internal/config"
 )
 
 // ErrInterrupted is returned with a partial Result when the context was
@@ -113,7 +115,7 @@ func RunAll(ctx context.Context, cfgs []Config, opts RunOptions) (*Result, error
 func Echo(cfgs []Config) ConfigEcho {
 	c := cfgs[0]
 	e := ConfigEcho{
-		BaseURL: c.BaseURL, APIKey: redact(c.APIKey), Requests: c.Requests, Warmup: c.Warmup,
+		BaseURL: c.BaseURL, APIKey: config.Redact(c.APIKey), Requests: c.Requests, Warmup: c.Warmup,
 		Burstiness: c.Burstiness, Prompts: c.Prompts, MaxTokens: c.MaxTokens, ExtraBody: c.ExtraBody,
 		Seed: c.Seed, Label: c.Label, IdleTimeout: orDur(c.IdleTimeout, 60*time.Second).String(),
 		HTTP2: c.HTTP2, Scrape: c.Scrape,
@@ -133,7 +135,7 @@ func Echo(cfgs []Config) ConfigEcho {
 		}
 		val := strings.Join(v, ",")
 		if sensitiveHeader(k) {
-			val = redact(val)
+			val = config.Redact(val)
 		}
 		e.Headers[k] = val
 	}

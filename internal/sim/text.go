@@ -115,22 +115,8 @@ func hangulClass(w string) int8 {
 
 // jsonEscape returns s as the inside of a JSON string literal.
 func jsonEscape(s string) []byte {
-	var b []byte // multi-byte runes stay raw UTF-8, as JSON allows
-	for _, r := range s {
-		switch {
-		case r == '"':
-			b = append(b, '\\', '"')
-		case r == '\\':
-			b = append(b, '\\', '\\')
-		case r == '\n':
-			b = append(b, '\\', 'n')
-		case r < 0x20:
-			b = append(b, '\\', 'u', '0', '0', "0123456789abcdef"[r>>4], "0123456789abcdef"[r&15])
-		default:
-			b = utf8.AppendRune(b, r)
-		}
-	}
-	return b
+	b := appendJSONString(nil, s)
+	return b[1 : len(b)-1]
 }
 
 // textGen draws the tokens of one answer. Its state is a position in a
