@@ -41,8 +41,8 @@ not real providers. The merged benchmark result is written as JSON.`,
 	f.BoolVar(&o.Quick, "quick", false, "smaller loads: the whole demo ends in under 60 s on 2 cores")
 	f.StringVar(&o.JSONPath, "json", "streamgate-demo.json", `write the merged benchmark result here ("-" for none)`)
 	f.StringVar(&o.HTMLPath, "html", "streamgate-demo.html", `write the HTML report here ("-" for none)`)
-	f.IntVar(&o.Concurrency, "concurrency", 0, "streams of the GC table (0 = 100 with --quick, else 500)")
-	f.IntVar(&o.Requests, "requests", 0, "requests per GC setting (0 = 400 with --quick, else 3000)")
+	f.IntVar(&o.Concurrency, "concurrency", 0, "streams of the GC table (0 = 100 with --quick, else 300)")
+	f.IntVar(&o.Requests, "requests", 0, "requests per GC setting (0 = 300 with --quick, else 1500)")
 	f.Uint64Var(&o.Seed, "seed", 1, "seed of request sequences and simulated output")
 	return cmd
 }
