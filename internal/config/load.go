@@ -182,11 +182,22 @@ func Parse(name string, data []byte, getenv func(string) string) (*Config, error
 		doc := root.Content[0]
 		p.substitute(doc, map[*yaml.Node]bool{})
 		p.check(doc, reflect.TypeFor[Config](), "")
-		if len(p.errs) > 0 {
-			return nil, errors.Join(p.errs...)
-		}
 		if err := p.decode(doc, cfg); err != nil {
+			if len(p.errs) > 0 {
+				return nil, errors.Join(p.errs...)
+			}
 			return nil, err
+		}
+		if len(p.errs) > 0 {
+			// Shape problems (an unknown field, say) did not stop the
+			// decode: report them with every other problem of the file.
+			shape := p.errs
+			cfg.SetDefaults()
+			cfg.ApplyEnv(getenv)
+			if err := cfg.Validate(); err != nil {
+				return nil, errors.Join(append(shape, p.locate(err))...)
+			}
+			return nil, errors.Join(shape...)
 		}
 	}
 	cfg.SetDefaults()

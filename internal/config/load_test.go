@@ -523,3 +523,29 @@ func TestDefaultFromEnv(t *testing.T) {
 		t.Errorf("DefaultYAML: got %d bytes without sim-fallback", len(got))
 	}
 }
+
+// An unknown field does not hide the file's other problems.
+func TestUnknownFieldWithInvalidValues(t *testing.T) {
+	data := []byte(`listen: 127.0.0.1:99999
+providers:
+  - {name: sim, kind: sim}
+models:
+  - name: m
+    routes: [{provider: nope, model: x}]
+    bogus: 1
+`)
+	_, err := Parse("x.yaml", data, nil)
+	want := []string{
+		`x.yaml:7: models[0].bogus: unknown field "bogus"`,
+		`x.yaml:1: listen: "127.0.0.1:99999" has an invalid port`,
+		`x.yaml:6: models[0].routes[0].provider: unknown provider "nope"`,
+	}
+	if err == nil {
+		t.Fatal("got nil error, want three problems")
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("got %v\nwant it to contain %q", err, w)
+		}
+	}
+}
