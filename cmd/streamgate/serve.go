@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,8 +22,8 @@ func init() { subcommands = append(subcommands, newServeCmd) }
 
 func newServeCmd(e *env) *cobra.Command {
 	var (
-		cfgPath, addr, logLevel string
-		grace, keepAlive        time.Duration
+		cfgPath, addr, logLevel, pprofAddr string
+		grace, keepAlive                   time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -36,7 +38,10 @@ sqlite://streamgate.db, and a development key printed once (or STREAMGATE_DEV_KE
 
 It prints "streamgate: listening on http://HOST:PORT" once it accepts connections.
 On SIGINT/SIGTERM it stops accepting, lets open streams finish for --grace, then
-ends them with an SSE error event, flushes the ledger and closes the store.`,
+ends them with an SSE error event, flushes the ledger and closes the store.
+
+--pprof HOST:PORT (off by default) serves Go's /debug/pprof/ profiles on a
+separate listener for profiling the gateway; keep it on loopback.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			level, err := parseLevel(logLevel)
@@ -47,7 +52,7 @@ ends them with an SSE error event, flushes the ledger and closes the store.`,
 				return usagef("--grace: must not be negative, got %v", grace)
 			}
 			logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
-			return serve(cmd.Context(), e, serveOptions{cfgPath: cfgPath, addr: addr, grace: grace, keepAlive: keepAlive, logger: logger})
+			return serve(cmd.Context(), e, serveOptions{cfgPath: cfgPath, addr: addr, grace: grace, keepAlive: keepAlive, logger: logger, pprofAddr: pprofAddr})
 		},
 	}
 	f := cmd.Flags()
@@ -56,13 +61,14 @@ ends them with an SSE error event, flushes the ledger and closes the store.`,
 	f.DurationVar(&grace, "grace", 30*time.Second, "on shutdown, how long open streams may finish before they are cancelled")
 	f.DurationVar(&keepAlive, "keepalive", gateway.DefaultKeepAlive, "interval of SSE keep-alive comments while a stream waits for its first token (negative: none)")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info (one line per request), warn or error")
+	f.StringVar(&pprofAddr, "pprof", "", "debug: serve /debug/pprof/ on this HOST:PORT, a separate listener (default: off)")
 	return cmd
 }
 
 type serveOptions struct {
-	cfgPath, addr    string
-	grace, keepAlive time.Duration
-	logger           *slog.Logger
+	cfgPath, addr, pprofAddr string
+	grace, keepAlive         time.Duration
+	logger                   *slog.Logger
 }
 
 func serve(ctx context.Context, e *env, o serveOptions) error {
@@ -106,6 +112,14 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
 	fmt.Fprintf(e.stdout, "streamgate: listening on http://%s\n", ln.Addr())
+	if o.pprofAddr != "" {
+		stop, err := servePprof(o.pprofAddr, o.logger)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer stop()
+	}
 
 	// Shutdown order: stop accepting → drain streams (grace) → flush the
 	// ledger → close the store (deferred above).
@@ -168,4 +182,23 @@ func parseLevel(s string) (slog.Level, error) {
 		return 0, fmt.Errorf("unknown level %q (want debug, info, warn or error)", s)
 	}
 	return l, nil
+}
+
+// servePprof serves the runtime profiles on their own listener, so they are
+// never reachable through the gateway's port. It returns a stop function.
+func servePprof(addr string, logger *slog.Logger) (func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen for --pprof on %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	logger.Info("pprof listening", slog.String("addr", "http://"+ln.Addr().String()+"/debug/pprof/"))
+	return func() { srv.Close() }, nil
 }
