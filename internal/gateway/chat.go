@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -228,20 +229,22 @@ func (g *Gateway) parse(w http.ResponseWriter, r *http.Request) (*provider.Reque
 		}
 		return nil, invalid("", "read request body: %v", err)
 	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(body, &raw); err != nil {
-		return nil, invalid("", "invalid JSON body: %v", err)
-	}
-	if raw == nil {
-		return nil, invalid("", "invalid JSON body: want an object, got null")
-	}
+	// One decode: the typed view validates the JSON and the types of the
+	// fields the gateway reads; the body itself goes upstream as received.
 	chat := &api.ChatRequest{}
 	if err := json.Unmarshal(body, chat); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
+			if te.Field == "" {
+				return nil, invalid("", "invalid JSON body: want an object, got %s", te.Value)
+			}
 			return nil, invalid(te.Field, "invalid field %s: want %s, got JSON %s", te.Field, te.Type, te.Value)
 		}
 		return nil, invalid("", "invalid JSON body: %v", err)
+	}
+	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		// Only a JSON null decodes into a struct without error.
+		return nil, invalid("", "invalid JSON body: want an object, got null")
 	}
 	if chat.Model == "" {
 		return nil, invalid("model", "missing required field: model")
@@ -249,7 +252,7 @@ func (g *Gateway) parse(w http.ResponseWriter, r *http.Request) (*provider.Reque
 	if len(chat.Messages) == 0 {
 		return nil, invalid("messages", "missing required field: messages (a non-empty array)")
 	}
-	return &provider.Request{Stream: chat.Stream, Body: raw, Chat: chat}, nil
+	return &provider.Request{Stream: chat.Stream, Body: body, Chat: chat}, nil
 }
 
 // forwardHeaders are the client headers an upstream gets: the request id,

@@ -6,7 +6,6 @@ package provider
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -46,9 +45,11 @@ type Request struct {
 	Model string
 	// Stream asks for a streaming answer.
 	Stream bool
-	// Body is the client's JSON body, top-level fields kept raw so that
-	// fields the gateway does not know still reach the upstream.
-	Body map[string]json.RawMessage
+	// Body is the client's JSON body as received: one valid JSON object
+	// (nil means {}). Adapters that pass it through copy its members
+	// byte for byte, so fields the gateway does not know still reach the
+	// upstream, and rewrite only the members they must (see openai.Body).
+	Body []byte
 	// Chat is the typed view of Body, for adapters that translate.
 	Chat *api.ChatRequest
 	// Header holds request headers to forward (request id, X-Sim-* faults).

@@ -77,7 +77,7 @@ func front(t *testing.T, opts relay.Options, ups ...string) (*httptest.Server, c
 		var err error
 		for _, c := range clients {
 			err = sess.Attempt(r.Context(), nil, func(ctx context.Context) (provider.Stream, error) {
-				return c.Open(ctx, &provider.Request{Model: "m", Stream: true, Body: map[string]json.RawMessage{"messages": json.RawMessage(`[]`)}})
+				return c.Open(ctx, &provider.Request{Model: "m", Stream: true, Body: []byte(`{"messages":[]}`)})
 			})
 			if err == nil || sess.ContentSent() {
 				break

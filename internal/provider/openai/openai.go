@@ -151,44 +151,6 @@ func (c *Client) do(ctx context.Context, req *provider.Request, stream bool) (*h
 	return resp, nil
 }
 
-// Body returns the upstream body for req: the client's fields with "model"
-// set to the route's model and, for streams, "stream": true and
-// stream_options.include_usage forced so usage is always known.
-func Body(req *provider.Request, stream bool) ([]byte, error) {
-	m := make(map[string]json.RawMessage, len(req.Body)+2)
-	for k, v := range req.Body {
-		m[k] = v
-	}
-	model, err := json.Marshal(req.Model)
-	if err != nil {
-		return nil, fmt.Errorf("openai: encode model: %w", err)
-	}
-	m["model"] = model
-	if stream {
-		m["stream"] = json.RawMessage("true")
-		opts := map[string]json.RawMessage{}
-		if raw, ok := req.Body["stream_options"]; ok && len(raw) > 0 && !bytes.Equal(raw, []byte("null")) {
-			if err := json.Unmarshal(raw, &opts); err != nil {
-				return nil, fmt.Errorf("openai: stream_options: %w", err)
-			}
-		}
-		opts["include_usage"] = json.RawMessage("true")
-		b, err := json.Marshal(opts)
-		if err != nil {
-			return nil, fmt.Errorf("openai: encode stream_options: %w", err)
-		}
-		m["stream_options"] = b
-	} else {
-		m["stream"] = json.RawMessage("false")
-		delete(m, "stream_options") // OpenAI rejects stream_options without stream
-	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		return nil, fmt.Errorf("openai: encode body: %w", err)
-	}
-	return b, nil
-}
-
 // stream reads the upstream's SSE body.
 type stream struct {
 	body io.ReadCloser

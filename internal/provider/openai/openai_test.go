@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,24 +18,32 @@ func TestBody(t *testing.T) {
 		name   string
 		body   string
 		stream bool
-		want   map[string]string // field → raw JSON
+		want   map[string]string // field → raw JSON, "" = absent
 	}{
 		{"stream forces include_usage", `{"model":"alias","messages":[],"temperature":0.5}`, true,
 			map[string]string{"model": `"up-model"`, "stream": "true", "stream_options": `{"include_usage":true}`, "temperature": "0.5", "messages": "[]"}},
 		{"client stream_options kept", `{"model":"alias","stream_options":{"include_usage":false,"x":1}}`, true,
 			map[string]string{"stream_options": `{"include_usage":true,"x":1}`}},
+		{"null stream_options", `{"model":"alias","stream":false,"stream_options":null}`, true,
+			map[string]string{"stream": "true", "stream_options": `{"include_usage":true}`}},
 		{"non-stream drops stream_options", `{"model":"alias","stream_options":{"include_usage":true}}`, false,
 			map[string]string{"stream": "false", "stream_options": ""}},
+		{"unknown fields pass through as sent", `{ "model" : "alias" , "tools" : [ {"type":"function","function":{"name":"f","parameters":{"a":"}]\""}}} ] , "n":1e3, "x":null, "y":true }`, true,
+			map[string]string{"tools": `[ {"type":"function","function":{"name":"f","parameters":{"a":"}]\""}}} ]`, "n": "1e3", "x": "null", "y": "true", "model": `"up-model"`}},
+		{"escaped key is the same key", `{"mod\u0065l":"alias","messages":[]}`, false,
+			map[string]string{"model": `"up-model"`}},
+		{"empty body", ``, true, map[string]string{"model": `"up-model"`, "stream": "true"}},
+		{"empty object", `{}`, false, map[string]string{"model": `"up-model"`, "stream": "false"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var raw map[string]json.RawMessage
-			if err := json.Unmarshal([]byte(tt.body), &raw); err != nil {
-				t.Fatal(err)
-			}
-			b, err := Body(&provider.Request{Model: "up-model", Body: raw}, tt.stream)
+			in := []byte(tt.body)
+			b, err := Body(&provider.Request{Model: "up-model", Body: in}, tt.stream)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if !json.Valid(b) {
+				t.Fatalf("got invalid JSON %s", b)
 			}
 			var got map[string]json.RawMessage
 			if err := json.Unmarshal(b, &got); err != nil {
@@ -45,10 +54,45 @@ func TestBody(t *testing.T) {
 					t.Errorf("%s: got %s, want %s", k, got[k], want)
 				}
 			}
-			if string(raw["model"]) != `"alias"` {
-				t.Errorf("the request's body was modified: model %s", raw["model"])
+			// Every member appears once: the client's model/stream are replaced, not repeated.
+			for _, k := range []string{`"model"`, `"stream"`} {
+				if n := strings.Count(string(b), k+":"); n != 1 {
+					t.Errorf("got %d %s members in %s, want 1", n, k, b)
+				}
+			}
+			if string(in) != tt.body {
+				t.Errorf("the request's body was modified: %s", in)
 			}
 		})
+	}
+}
+
+func TestBodyModelEscaped(t *testing.T) {
+	b, err := Body(&provider.Request{Model: `a"b<c`, Body: []byte(`{}`)}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct{ Model string }
+	if err := json.Unmarshal(b, &got); err != nil || got.Model != `a"b<c` {
+		t.Errorf("got model %q (%v) from %s, want %q", got.Model, err, b, `a"b<c`)
+	}
+}
+
+func TestBodyMalformed(t *testing.T) {
+	for _, body := range []string{`[1]`, `{"a":`, `{"a" 1}`, `{"a":1`, `{"a":"x}`, `{"a":{"b":1}`, `{"stream_options":5}`, `{"a":,}`} {
+		if _, err := Body(&provider.Request{Model: "m", Body: []byte(body)}, true); err == nil {
+			t.Errorf("Body(%s): got no error, want one", body)
+		}
+	}
+}
+
+func BenchmarkBody(b *testing.B) {
+	req := &provider.Request{Model: "up-model", Body: []byte(`{"model":"m","stream":true,"max_tokens":64,"temperature":0.7,"messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Write a haiku about latency and the sea, in English, with a title."}]}`)}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Body(req, true); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
