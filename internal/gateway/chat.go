@@ -31,25 +31,55 @@ type call struct {
 	err    error // why it failed, nil when it did not
 }
 
-// chat serves POST /v1/chat/completions. The whole request path is here:
-// authenticate → parse and validate → plan routes → open the upstream, falling
-// back to the next route while nothing reached the client → commit headers →
-// relay → record usage (in finish, whatever happened).
-func (g *Gateway) chat(w http.ResponseWriter, r *http.Request) {
-	c := &call{info: infoFrom(r.Context())}
-	c.entry = usage.Entry{RequestID: c.info.id, Time: c.info.start}
-	defer g.finish(c)
+// newCall returns a call on the heap: kept out of the handler's frame, which
+// lives as long as the stream.
+//
+//go:noinline
+func newCall(info *reqInfo) *call {
+	c := &call{info: info}
+	c.entry = usage.Entry{RequestID: info.id, Time: info.start}
+	return c
+}
 
+// chat serves POST /v1/chat/completions. The whole request path is here:
+// authenticate → parse and validate → plan routes (admit) → open the
+// upstream, falling back to the next route while nothing reached the client →
+// commit headers → relay (stream, complete) → record usage (in finish,
+// whatever happened).
+//
+// chat's goroutine lives as long as the stream, so its frames are kept small
+// (the checks of admit run in a frame of their own): net/http writes the
+// response headers deep below the relay loop, and with lean frames above it
+// the goroutine's stack stays at 8 KiB instead of growing to 16 KiB.
+func (g *Gateway) chat(w http.ResponseWriter, r *http.Request) {
+	c := newCall(infoFrom(r.Context()))
+	defer g.finish(c)
+	req, routes := g.admit(w, r, c)
+	if req == nil {
+		return
+	}
+	if req.Stream {
+		g.stream(w, r, c, routes, req)
+	} else {
+		g.complete(w, r, c, routes, req)
+	}
+}
+
+// admit authenticates, parses and validates the request and plans its
+// routes. On failure it answers the client and returns a nil request.
+//
+//go:noinline
+func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, c *call) (*provider.Request, []target) {
 	if r.Method != http.MethodPost {
 		g.reject(w, r, c, &methodError{allow: "POST"})
-		return
+		return nil, nil
 	}
 
 	// Authenticate.
 	principal, err := g.keys.Authenticate(r)
 	if err != nil {
 		g.reject(w, r, c, err)
-		return
+		return nil, nil
 	}
 	c.entry.KeyID = principal.KeyID
 
@@ -57,33 +87,28 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request) {
 	req, err := g.parse(w, r)
 	if err != nil {
 		g.reject(w, r, c, err)
-		return
+		return nil, nil
 	}
 	c.entry.Model, c.entry.Stream = req.Chat.Model, req.Stream
 	model, ok := g.cfg.Model(req.Chat.Model)
 	if !ok {
 		g.reject(w, r, c, fmt.Errorf("%w: %q (GET /v1/models lists the models of your key)", errUnknownModel, req.Chat.Model))
-		return
+		return nil, nil
 	}
 	c.model = model
 	if !principal.Allowed(model.Name) {
 		g.reject(w, r, c, fmt.Errorf("%w: key %q may not use model %q", errModelNotAllowed, principal.KeyID, model.Name))
-		return
+		return nil, nil
 	}
 
 	// Plan routes: the model's routes in order (routing strategies come later).
 	routes := g.routes[model.Name]
 	if len(routes) == 0 {
 		g.reject(w, r, c, fmt.Errorf("%w for model %q", errNoRoute, model.Name))
-		return
+		return nil, nil
 	}
 	req.Header = forwardHeaders(r, c.info.id)
-
-	if req.Stream {
-		g.stream(w, r, c, routes, req)
-	} else {
-		g.complete(w, r, c, routes, req)
-	}
+	return req, routes
 }
 
 // stream relays a streaming answer. Attempts run in route order until one
@@ -128,7 +153,7 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request, c *call, routes
 		})
 		c.stats = sess.Stats()
 		if c.stats.ContentChunks > 0 {
-			obs.End(c.stats.MaxGap, tokensPerSecond(c.stats))
+			obs.End(c.stats.MaxGap, tokensPerSecond(&c.stats))
 		}
 		if err == nil || sess.ContentSent() || i == len(routes)-1 {
 			break
@@ -137,13 +162,20 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request, c *call, routes
 		if reason == "" {
 			break
 		}
-		g.m.Fallback(c.model.Name, reason)
-		g.log.LogAttrs(ctx, slog.LevelDebug, "fallback", slog.String("request_id", c.info.id), slog.String("route", t.name), slog.String("reason", reason), slog.String("error", err.Error()))
+		g.fallback(ctx, c, t.name, reason, err)
 	}
 	if err == nil {
 		c.status = http.StatusOK
 		return
 	}
+	g.streamFailed(sess, c, err)
+}
+
+// streamFailed ends a stream that failed: an HTTP error before the commit
+// point, one SSE error event after it. Out of line, like admit.
+//
+//go:noinline
+func (g *Gateway) streamFailed(sess *relay.Session, c *call, err error) {
 	h := statusOf(err)
 	if h.retryAfter > 0 {
 		sess.SetHeader("Retry-After", strconv.Itoa(int((h.retryAfter+time.Second-1)/time.Second)))
@@ -153,6 +185,15 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request, c *call, routes
 		c.status = StatusClientClosed
 	}
 	c.err = err
+}
+
+// fallback counts and logs an attempt given up for the next route. Out of
+// line: its attributes stay out of the stream's frame.
+//
+//go:noinline
+func (g *Gateway) fallback(ctx context.Context, c *call, route, reason string, err error) {
+	g.m.Fallback(c.model.Name, reason)
+	g.log.LogAttrs(ctx, slog.LevelDebug, "fallback", slog.String("request_id", c.info.id), slog.String("route", route), slog.String("reason", reason), slog.String("error", err.Error()))
 }
 
 // complete proxies a non-streaming answer. A non-stream upstream sends
@@ -229,6 +270,10 @@ func (g *Gateway) parse(w http.ResponseWriter, r *http.Request) (*provider.Reque
 		}
 		return nil, invalid("", "read request body: %v", err)
 	}
+	// Closed once read: net/http then need not probe for an unread rest
+	// when the headers are written, a deep call that would otherwise double
+	// the stream goroutine's stack (8 to 16 KiB) for the stream's life.
+	r.Body.Close()
 	// One decode: the typed view validates the JSON and the types of the
 	// fields the gateway reads; the body itself goes upstream as received.
 	chat := &api.ChatRequest{}
@@ -309,7 +354,7 @@ func (g *Gateway) finish(c *call) {
 }
 
 // tokensPerSecond is output tokens over the span from first to last content chunk.
-func tokensPerSecond(s relay.Stats) float64 {
+func tokensPerSecond(s *relay.Stats) float64 {
 	out := s.ContentChunks
 	if s.HasUsage {
 		out = s.Usage.CompletionTokens

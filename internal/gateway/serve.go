@@ -44,11 +44,27 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	info := &reqInfo{id: requestID(r), start: time.Now()}
 	w.Header().Set(HeaderRequestID, info.id)
 	sw := &statusWriter{ResponseWriter: w}
-	g.mux.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), infoKey{}, info)))
+	r = r.WithContext(context.WithValue(r.Context(), infoKey{}, info))
+	if r.URL.Path == "/v1/chat/completions" {
+		// What the mux would choose, without its frames under every stream.
+		g.chat(sw, r)
+	} else {
+		g.mux.ServeHTTP(sw, r)
+	}
 
+	g.access(r, info, sw.status)
+}
+
+// access writes the request's access line. It is a function of its own,
+// kept out of line, so that its attributes do not sit in the frame of the
+// handler goroutine for the whole life of a stream (a smaller frame keeps a
+// stream's goroutine stack at 8 KiB instead of 16 KiB).
+//
+//go:noinline
+func (g *Gateway) access(r *http.Request, info *reqInfo, written int) {
 	status := info.status
 	if status == 0 {
-		status = sw.status
+		status = written
 	}
 	if status == 0 {
 		status = http.StatusOK
@@ -61,13 +77,14 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !g.log.Enabled(r.Context(), level) {
 		return
 	}
-	attrs := []slog.Attr{
+	attrs := make([]slog.Attr, 0, 12)
+	attrs = append(attrs,
 		slog.String("request_id", info.id),
 		slog.String("method", r.Method),
 		slog.String("path", r.URL.Path),
 		slog.Int("status", status),
 		slog.Duration("duration", time.Since(info.start)),
-	}
+	)
 	if info.keyID != "" {
 		attrs = append(attrs, slog.String("key", info.keyID))
 	}

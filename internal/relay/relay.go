@@ -238,7 +238,7 @@ func (s *Session) Attempt(ctx context.Context, obs *metrics.Stream, open func(co
 		read := time.Now()
 		info, err := api.ScanChunk(ev.Data)
 		if err != nil {
-			return fmt.Errorf("%w: %w", provider.ErrMalformed, err)
+			return wrap(provider.ErrMalformed, err)
 		}
 		if info.Error {
 			return s.upstreamError(ev.Data)
@@ -266,7 +266,7 @@ func (s *Session) Attempt(ctx context.Context, obs *metrics.Stream, open func(co
 				s.sw.Stamp(ns)
 			}
 			if err := s.sw.Event(ev.Name, ev.Data); err != nil {
-				return fmt.Errorf("%w: %w", ErrClientGone, err)
+				return wrap(ErrClientGone, err)
 			}
 		}
 		now := time.Now()
@@ -279,6 +279,12 @@ func (s *Session) Attempt(ctx context.Context, obs *metrics.Stream, open func(co
 		arm(t, s.opts.Idle)
 	}
 }
+
+// wrap returns "sentinel: err". Out of line: the relay loop's frame stays
+// small (see gateway.chat on stack size).
+//
+//go:noinline
+func wrap(sentinel, err error) error { return fmt.Errorf("%w: %w", sentinel, err) }
 
 // arm sets t to fire after d, or stops it when d is 0.
 func arm(t *time.Timer, d time.Duration) {
@@ -328,17 +334,22 @@ func (s *Session) commitContent(ev *sse.Event) error {
 	if s.ka != nil {
 		s.ka.Stop()
 	}
-	if s.pendBuf.Len() > 0 {
-		if _, err := s.w.Write(s.pendBuf.Bytes()); err != nil {
-			return fmt.Errorf("%w: %w", ErrClientGone, err)
-		}
-		s.pendBuf.Reset()
-	}
+	// The held events and ev go out in one write and one flush. They are
+	// framed into pendBuf first and flushed from this frame, not from inside
+	// the SSE writer: the first flush writes the response headers, net/http's
+	// deepest call, and every frame saved above it keeps the handler
+	// goroutine's stack at 8 KiB (see gateway.chat).
 	if ns, ok := sse.ParseStamp(ev.Comment); ok {
-		s.sw.Stamp(ns)
+		s.pendW.Stamp(ns)
 	}
-	if err := s.sw.Event(ev.Name, ev.Data); err != nil {
-		return fmt.Errorf("%w: %w", ErrClientGone, err)
+	s.pendW.Event(ev.Name, ev.Data)
+	_, err := s.w.Write(s.pendBuf.Bytes())
+	s.pendBuf.Reset()
+	if err == nil {
+		err = s.sw.Flush()
+	}
+	if err != nil {
+		return wrap(ErrClientGone, err)
 	}
 	return nil
 }
