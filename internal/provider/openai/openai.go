@@ -90,6 +90,11 @@ func NewTransport(opts Options) *http.Transport {
 		MaxConnsPerHost:     opts.MaxConnsPerHost,
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true,
+		// Each open stream holds its connection's write buffer; the
+		// request is written once and then only read from, and bodies
+		// larger than the buffer are passed straight to the connection, so
+		// 1 KiB (default 4 KiB) saves 3 KiB per open stream.
+		WriteBufferSize: 1 << 10,
 	}
 }
 
