@@ -63,13 +63,18 @@ type Reader struct {
 	sawEvent bool
 }
 
+// initialBuf is the Reader's first buffer size: one typical chunk line fits
+// (a stream chunk is 200-400 bytes), and it doubles for longer lines. Kept
+// small because a gateway holds one Reader per open stream.
+const initialBuf = 1024
+
 // NewReader returns a Reader on src. maxLine bounds a single line in bytes;
 // 0 means DefaultMaxLine.
 func NewReader(src io.Reader, maxLine int) *Reader {
 	if maxLine <= 0 {
 		maxLine = DefaultMaxLine
 	}
-	return &Reader{src: src, buf: make([]byte, 4096), max: maxLine}
+	return &Reader{src: src, buf: make([]byte, initialBuf), max: maxLine}
 }
 
 // Reset makes the Reader read from src, keeping its buffers.
