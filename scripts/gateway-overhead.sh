@@ -45,7 +45,12 @@ done
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }   # utime + stime, clock ticks
 hz=$(getconf CLK_TCK)
 chunks_sim() { curl -fsS "http://127.0.0.1:$simport/metrics" | awk '/^streamgate_sim_chunks_total /{print $2}'; }
-gcmax() { curl -fsS "http://127.0.0.1:$gwport/metrics" | awk '/^go_gc_duration_seconds\{quantile="1"\}/{print $2*1000}'; }
+# GC pause max: the smallest bucket bound of streamgate_gc_pause_seconds that
+# holds every pause (an upper bound of the longest pause, in ms).
+gcmax() { curl -fsS "http://127.0.0.1:$gwport/metrics" | awk '
+  /^streamgate_gc_pause_seconds_count/ { total = $2 }
+  /^streamgate_gc_pause_seconds_bucket/ { match($0, /le="[^"]+"/); le = substr($0, RSTART + 4, RLENGTH - 5); n[le] = $2; order[++k] = le }
+  END { for (i = 1; i <= k; i++) if (n[order[i]] >= total) { printf "%s", (order[i] == "+Inf" ? "> 100" : order[i] * 1000); exit } }'; }
 
 run() { # label url key conc
   local label=$1 url=$2 key=$3 c=$4
@@ -70,7 +75,7 @@ for c in "${levels[@]}"; do
   awk -v g=$((g1 - g0)) -v s=$((s1 - s0)) -v n="$n" -v hz="$hz" -v c="$c" \
     'BEGIN { printf "cpu @%s: gateway %.2f µs per relayed chunk, sim %.2f µs per chunk (%d chunks)\n", c, g/hz*1e6/n, s/hz*1e6/n, n }'
 done
-echo "gateway GC pause max since start: $(gcmax) ms (go_gc_duration_seconds max)"
+echo "gateway GC pause max since start: $(gcmax) ms (upper bound, streamgate_gc_pause_seconds)"
 
 # RSS with N open streams, on a fresh gateway (Go keeps the heap's high-water
 # mark, so the process that ran the load above would hide the per-stream cost):

@@ -220,7 +220,6 @@ type ClientStats struct {
 	MeasurementDelay *Dist `json:"measurement_delay_ms,omitempty"`
 }
 
-
 // sensitiveHeader reports headers whose values are secrets.
 func sensitiveHeader(k string) bool {
 	k = strings.ToLower(k)

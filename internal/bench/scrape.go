@@ -64,7 +64,7 @@ func scrape(ctx context.Context, cl *http.Client, url string) (map[string]float6
 // gateway overhead per stage.
 func serverStats(before, after map[string]float64) *ServerStats {
 	s := &ServerStats{}
-	for _, name := range []string{"go_sched_pauses_total_gc_seconds", "go_gc_pauses_seconds"} {
+	for _, name := range []string{"streamgate_gc_pause_seconds", "go_sched_pauses_total_gc_seconds", "go_gc_pauses_seconds"} {
 		if m, ok := histMaxDelta(before, after, name); ok {
 			s.GCPauseMaxMs = m * 1000
 			break

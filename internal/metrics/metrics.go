@@ -79,6 +79,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		reg.MustRegister(m.TTFT, m.ITL, m.MaxGap, m.TPS, m.Overhead, m.Requests, m.Tokens, m.Cost, m.Fallbacks, m.Inflight,
 			collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsGC, collectors.MetricsScheduler)),
+			NewGCPauseCollector(),
 			collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		)
 	}

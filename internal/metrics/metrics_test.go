@@ -1,6 +1,9 @@
 package metrics
 
 import (
+	"math"
+	"runtime"
+	rtmetrics "runtime/metrics"
 	"testing"
 	"time"
 
@@ -65,4 +68,43 @@ func TestStreamObserveDoesNotAllocate(t *testing.T) {
 	}
 	var nilStream *Stream
 	nilStream.ITL(time.Millisecond) // a nil Stream ignores calls
+}
+
+func TestRebucket(t *testing.T) {
+	h := &rtmetrics.Float64Histogram{
+		Counts:  []uint64{1, 0, 2, 3, 1},
+		Buckets: []float64{math.Inf(-1), 10e-6, 90e-6, 110e-6, 1.2e-3, math.Inf(1)},
+	}
+	count, sum, cum := rebucket(h, []float64{100e-6, 1e-3, 2e-3})
+	if count != 7 {
+		t.Errorf("count: got %d, want 7", count)
+	}
+	// [-inf,10µs) and [10µs,90µs) fit under 100µs; [90µs,110µs) does not
+	// (its upper edge is above 100µs) and goes to 1ms; [110µs,1.2ms) to 2ms;
+	// the +Inf bucket fits no bound and is only in the total count.
+	want := map[float64]uint64{100e-6: 1, 1e-3: 3, 2e-3: 6}
+	for b, n := range want {
+		if cum[b] != n {
+			t.Errorf("bucket %g: got %d, want %d", b, cum[b], n)
+		}
+	}
+	if sum <= 0 {
+		t.Errorf("sum: got %g, want > 0", sum)
+	}
+}
+
+func TestGCPauseCollectorAfterGC(t *testing.T) {
+	runtime.GC()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewGCPauseCollector())
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mfs) != 1 || mfs[0].GetName() != "streamgate_gc_pause_seconds" {
+		t.Fatalf("got %v, want one family streamgate_gc_pause_seconds", mfs)
+	}
+	if n := mfs[0].GetMetric()[0].GetHistogram().GetSampleCount(); n == 0 {
+		t.Errorf("got %d pauses after runtime.GC, want > 0", n)
+	}
 }

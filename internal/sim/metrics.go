@@ -3,6 +3,8 @@ package sim
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	gwmetrics "github.com/streamgate/streamgate/internal/metrics"
 )
 
 // metrics are the simulator's collectors, registered on the Server's own
@@ -62,6 +64,6 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 		m.faults.WithLabelValues(f)
 	}
 	reg.MustRegister(m.requests, m.completed, m.cancelled, m.faults, m.chunks, m.tokens, m.inflight,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), gwmetrics.NewGCPauseCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
