@@ -52,6 +52,14 @@ separate listener for profiling the gateway; keep it on loopback.`,
 				return usagef("--grace: must not be negative, got %v", grace)
 			}
 			logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
+			for flag, v := range map[string]string{"--addr": addr, "--pprof": pprofAddr} {
+				if v == "" {
+					continue
+				}
+				if _, port, err := net.SplitHostPort(v); err != nil || port == "" {
+					return usagef("%s %q: want HOST:PORT", flag, v)
+				}
+			}
 			return serve(cmd.Context(), e, serveOptions{cfgPath: cfgPath, addr: addr, grace: grace, keepAlive: keepAlive, logger: logger, pprofAddr: pprofAddr})
 		},
 	}

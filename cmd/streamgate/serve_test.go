@@ -101,6 +101,8 @@ func TestServeUsageErrors(t *testing.T) {
 		{"bad log level", []string{"--log-level", "loud"}, "--log-level"},
 		{"negative grace", []string{"--grace", "-1s"}, "--grace"},
 		{"extra argument", []string{"extra"}, "extra"},
+		{"address without port", []string{"--addr", "nope"}, "--addr"},
+		{"pprof address without port", []string{"--pprof", "localhost"}, "--pprof"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var out, errb strings.Builder

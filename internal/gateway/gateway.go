@@ -156,7 +156,7 @@ func New(opts Options) (*Gateway, error) {
 			g.providers[p.Name] = openai.New(base, "", popts)
 		default:
 			g.Close()
-			return nil, fmt.Errorf("gateway: provider %s: unknown kind %q", p.Name, p.Kind)
+			return nil, fmt.Errorf("gateway: provider %s: kind %q is not supported by this version (supported: openai, sim)", p.Name, p.Kind)
 		}
 	}
 	for _, m := range cfg.Models {
