@@ -8,7 +8,9 @@
 #   - the gateway's GC pause max over the run (from its /metrics);
 #   - the gateway's RSS with N streams held open, per stream.
 # Usage: scripts/gateway-overhead.sh [CONCURRENCY...]   (default: 100 1000)
-# Env: TOKENS (default 100), ITL (20ms: 50 chunks/s per stream), REQ_WAVES (3)
+# Env: TOKENS (default 100), ITL (20ms: 50 chunks/s per stream), REQ_WAVES (3),
+#      GW_ENV (environment of the gateway alone, e.g. GW_ENV="GOGC=400"),
+#      RAMP (bench --ramp-up, e.g. 2s: streams start spread out instead of in one burst)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 levels=("$@"); [ ${#levels[@]} -gt 0 ] || levels=(100 1000)
@@ -35,7 +37,7 @@ models:
   - name: sim-model
     routes: [{provider: sim, model: sim-model}]
 YAML
-"$sg" serve --config "$work/gw.yaml" --log-level warn >"$work/gw.log" 2>&1 &
+env ${GW_ENV:-} "$sg" serve --config "$work/gw.yaml" --log-level warn >"$work/gw.log" 2>&1 &
 gwpid=$!; pids+=("$gwpid")
 for _ in $(seq 100); do
   curl -fsS "http://127.0.0.1:$gwport/healthz" >/dev/null 2>&1 && curl -fsS "http://127.0.0.1:$simport/v1/models" >/dev/null 2>&1 && break
@@ -55,7 +57,7 @@ gcmax() { curl -fsS "http://127.0.0.1:$gwport/metrics" | awk '
 run() { # label url key conc
   local label=$1 url=$2 key=$3 c=$4
   "$sg" bench --base-url "$url" ${key:+--api-key "$key"} --model sim-model --concurrency "$c" \
-    --requests $((c * waves)) --warmup "$c" --max-tokens "$tokens" --no-progress \
+    --requests $((c * waves)) --warmup "$c" --ramp-up "${RAMP:-0s}" --max-tokens "$tokens" --no-progress \
     --json "$work/$label-$c.json" >/dev/null
 }
 
@@ -81,7 +83,7 @@ echo "gateway GC pause max since start: $(gcmax) ms (upper bound, streamgate_gc_
 # mark, so the process that ran the load above would hide the per-stream cost):
 # long, slow streams held open, RSS read mid-run.
 kill "$gwpid"; wait "$gwpid" 2>/dev/null || true
-"$sg" serve --config "$work/gw.yaml" --log-level warn >"$work/gw2.log" 2>&1 &
+env ${GW_ENV:-} "$sg" serve --config "$work/gw.yaml" --log-level warn >"$work/gw2.log" 2>&1 &
 gwpid=$!; pids+=("$gwpid")
 for _ in $(seq 100); do curl -fsS "http://127.0.0.1:$gwport/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
 n=${levels[-1]}
