@@ -81,7 +81,7 @@ func (o *Options) loads() (gc, cost, flaky load) {
 		return o.sizes[0], o.sizes[1], o.sizes[2]
 	}
 	if o.Quick {
-		gc, cost, flaky = load{100, 300, 100}, load{20, 20, 64}, load{50, 200, 64}
+		gc, cost, flaky = load{100, 300, 50}, load{20, 20, 64}, load{50, 200, 64}
 	} else {
 		gc, cost, flaky = load{300, 1500, 200}, load{50, 150, 200}, load{100, 1000, 200}
 	}
