@@ -138,6 +138,7 @@ func Run(ctx context.Context, o Options) (*bench.Result, error) {
 	fmt.Fprintf(o.Out, "The figures show the gateway and this machine, not real providers.\n\n")
 
 	all := &bench.Result{Schema: bench.Schema, StartedAt: time.Now().UTC()}
+	chunks := 0
 	merge := func(r *bench.Result) {
 		all.Runs = append(all.Runs, r.Runs...)
 		all.Warnings = append(all.Warnings, r.Warnings...)
@@ -145,6 +146,12 @@ func Run(ctx context.Context, o Options) (*bench.Result, error) {
 		all.Client.SchedLagP99Ms = max(all.Client.SchedLagP99Ms, r.Client.SchedLagP99Ms)
 		all.Client.GCCycles += r.Client.GCCycles
 		all.Client.CPUSeconds += r.Client.CPUSeconds
+		for _, run := range r.Runs {
+			chunks += run.Chunks
+		}
+		if chunks > 0 {
+			all.Client.CPUUsPerChunk = all.Client.CPUSeconds * 1e6 / float64(chunks)
+		}
 	}
 
 	// Table 1: one gateway process per GC setting.
@@ -163,7 +170,7 @@ func Run(ctx context.Context, o Options) (*bench.Result, error) {
 			BaseURL: gw.url + "/v1", APIKey: key, Model: "sim-fast", Label: s.label,
 			Concurrency: gcLoad.concurrency, Requests: gcLoad.requests, MaxTokens: gcLoad.maxTokens,
 			Warmup: min(gcLoad.concurrency, 50), Seed: o.Seed + uint64(i), Scrape: gw.url + "/metrics",
-			Headers: gcPacing(),
+			Headers: gcPacing(), KeepRequests: true,
 		})
 		gw.stop()
 		if err != nil {
@@ -188,7 +195,7 @@ func Run(ctx context.Context, o Options) (*bench.Result, error) {
 		cfgs = append(cfgs, bench.Config{
 			BaseURL: gw.url + "/v1", APIKey: key, Model: m, Label: "cost " + m,
 			Concurrency: costLoad.concurrency, Requests: costLoad.requests, MaxTokens: costLoad.maxTokens,
-			Seed: o.Seed, Price: bench.Price{Input: p.Input, Output: p.Output},
+			Seed: o.Seed, Price: bench.Price{Input: p.Input, Output: p.Output}, KeepRequests: true,
 		})
 	}
 	fmt.Fprintf(o.Log, "demo: [2/3] model × cost: %d models, %d requests each\n", len(cfgs), costLoad.requests)
@@ -209,7 +216,7 @@ func Run(ctx context.Context, o Options) (*bench.Result, error) {
 		res, err := runBench(ctx, bench.Config{
 			BaseURL: t.url, APIKey: t.key, Model: "sim-flaky", Label: t.label,
 			Concurrency: flakyLoad.concurrency, Requests: flakyLoad.requests, MaxTokens: flakyLoad.maxTokens,
-			Seed: o.Seed,
+			Seed: o.Seed, KeepRequests: true,
 		})
 		if err != nil {
 			return all, err

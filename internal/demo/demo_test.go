@@ -116,7 +116,10 @@ func TestDemoEndToEnd(t *testing.T) {
 		t.Errorf("saved result: got schema %q with %d runs, want %q with %d", saved.Schema, len(saved.Runs), bench.Schema, len(res.Runs))
 	}
 	html, err := os.ReadFile(o.HTMLPath)
-	if err != nil || !bytes.Contains(html, []byte("<svg")) {
-		t.Errorf("HTML report: err %v, has svg %v", err, bytes.Contains(html, []byte("<svg")))
+	if err != nil || !bytes.Contains(html, []byte("<svg")) || bytes.Contains(html, []byte("no data")) {
+		t.Errorf("HTML report: err %v, has svg %v, has an empty plot %v", err, bytes.Contains(html, []byte("<svg")), bytes.Contains(html, []byte("no data")))
+	}
+	if res.Client.CPUUsPerChunk <= 0 {
+		t.Errorf("merged client CPU per chunk: got %g, want > 0", res.Client.CPUUsPerChunk)
 	}
 }
