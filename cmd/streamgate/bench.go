@@ -298,7 +298,8 @@ func runBench(cmd *cobra.Command, e *env, f *benchFlags) error {
 	if err != nil {
 		return err
 	}
-	if !f.noProgress && isTerminal(e.stderr) {
+	// Only when both are terminals: a redirected stdout means a script is reading.
+	if !f.noProgress && isTerminal(e.stdout) && isTerminal(e.stderr) {
 		opts.Progress = e.stderr
 	}
 	if f.cpuProfile != "" {
