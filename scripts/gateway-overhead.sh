@@ -10,11 +10,15 @@
 # Usage: scripts/gateway-overhead.sh [CONCURRENCY...]   (default: 100 1000)
 # Env: TOKENS (default 100), ITL (20ms: 50 chunks/s per stream), REQ_WAVES (3),
 #      GW_ENV (environment of the gateway alone, e.g. GW_ENV="GOGC=400"),
-#      RAMP (bench --ramp-up, e.g. 2s: streams start spread out instead of in one burst)
+#      RAMP (bench --ramp-up, e.g. 2s: streams start spread out instead of in one burst),
+#      H2=1 (HTTP/2 cleartext, prior knowledge, on every hop: bench --http2 to the
+#      gateway and to the sim, provider http2: true from the gateway to the sim)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 levels=("$@"); [ ${#levels[@]} -gt 0 ] || levels=(100 1000)
 tokens=${TOKENS:-100}; itl=${ITL:-20ms}; waves=${REQ_WAVES:-3}
+h2=(); h2cfg=""
+if [ "${H2:-0}" = 1 ]; then h2=(--http2); h2cfg=", http2: true"; fi
 work=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
@@ -30,7 +34,7 @@ cat >"$work/gw.yaml" <<YAML
 listen: 127.0.0.1:$gwport
 database: sqlite://$work/usage.db
 providers:
-  - {name: sim, kind: openai, base_url: "http://127.0.0.1:$simport/v1"}
+  - {name: sim, kind: openai, base_url: "http://127.0.0.1:$simport/v1"$h2cfg}
 keys:
   - {name: bench, key: sg-bench-0123456789abcdef}
 models:
@@ -57,7 +61,7 @@ gcmax() { curl -fsS "http://127.0.0.1:$gwport/metrics" | awk '
 run() { # label url key conc
   local label=$1 url=$2 key=$3 c=$4
   "$sg" bench --base-url "$url" ${key:+--api-key "$key"} --model sim-model --concurrency "$c" \
-    --requests $((c * waves)) --warmup "$c" --ramp-up "${RAMP:-0s}" --max-tokens "$tokens" --no-progress \
+    --requests $((c * waves)) --warmup "$c" --ramp-up "${RAMP:-0s}" --max-tokens "$tokens" --no-progress "${h2[@]}" \
     --json "$work/$label-$c.json" >/dev/null
 }
 
@@ -88,10 +92,10 @@ gwpid=$!; pids+=("$gwpid")
 for _ in $(seq 100); do curl -fsS "http://127.0.0.1:$gwport/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
 n=${levels[-1]}
 "$sg" bench --base-url "http://127.0.0.1:$gwport/v1" --api-key sg-bench-0123456789abcdef --model sim-model \
-  --concurrency 10 --requests 20 --max-tokens 10 --no-progress >/dev/null   # warm the pools
+  --concurrency 10 --requests 20 --max-tokens 10 --no-progress "${h2[@]}" >/dev/null   # warm the pools
 base=$(awk '/VmRSS/{print $2}' "/proc/$gwpid/status")
 "$sg" bench --base-url "http://127.0.0.1:$gwport/v1" --api-key sg-bench-0123456789abcdef --model sim-model \
-  --concurrency "$n" --requests "$n" --max-tokens 300 --header X-Sim-ITL=50ms --header X-Sim-Tokens=300 --no-progress --json "$work/rss.json" >/dev/null &
+  --concurrency "$n" --requests "$n" --max-tokens 300 --header X-Sim-ITL=50ms --header X-Sim-Tokens=300 --no-progress "${h2[@]}" --json "$work/rss.json" >/dev/null &
 bpid=$!
 sleep 8
 open=$(curl -fsS "http://127.0.0.1:$gwport/metrics" | awk '/^streamgate_inflight_streams /{print $2}')

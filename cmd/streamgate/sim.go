@@ -41,7 +41,8 @@ func newSimCmd(e *env) *cobra.Command {
 		Short: "Run the simulated OpenAI-compatible upstream",
 		Long: `sim serves a simulated upstream that streams like a real provider, faults included,
 so the gateway and the benchmark run offline. OpenAI dialect:
-POST /v1/chat/completions (stream and not), GET /v1/models, GET /metrics.
+POST /v1/chat/completions (stream and not), GET /v1/models, GET /metrics, over
+HTTP/1.1 and, on the same port, HTTP/2 cleartext with prior knowledge (h2c).
 
 Any model name is answered. A name matching a profile uses that profile, others use
 --profile (default: the flag defaults below, named sim-default). Flags given

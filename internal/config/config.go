@@ -35,6 +35,12 @@ type Provider struct {
 	Kind    string `yaml:"kind"` // openai | sim (anthropic, gemini later)
 	BaseURL string `yaml:"base_url"`
 	APIKey  string `yaml:"api_key"`
+	// HTTP2 speaks HTTP/2 cleartext with prior knowledge (h2c) to an http://
+	// base_url (or to the in-process simulator of kind sim): many streams
+	// share a few connections. Only meaningful for http:// URLs (https://
+	// negotiates HTTP/2 by ALPN already), so it is an error with https://.
+	// false (the default) speaks HTTP/1.1, one connection per open stream.
+	HTTP2 bool `yaml:"http2"`
 }
 
 // Key is a static API key of the gateway.

@@ -130,6 +130,17 @@ func TestEnvExpansion(t *testing.T) {
 	}
 }
 
+func TestHTTP2Field(t *testing.T) {
+	const doc = "providers:\n  - {name: vllm, kind: openai, base_url: \"http://127.0.0.1:8000/v1\", http2: true}\n  - {name: sim, kind: sim}\nmodels: [{name: m, routes: [{provider: vllm, model: m}]}]\n"
+	cfg, err := Parse("t.yaml", []byte(doc), envOf(nil))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if got := []bool{cfg.Providers[0].HTTP2, cfg.Providers[1].HTTP2}; !reflect.DeepEqual(got, []bool{true, false}) {
+		t.Errorf("got http2 %v, want [true false] (set, and off by default)", got)
+	}
+}
+
 func TestParseShapeErrors(t *testing.T) {
 	const base = "providers: [{name: sim, kind: sim}]\nmodels: [{name: m, routes: [{provider: sim, model: m}]}]\n"
 	tests := []struct {
@@ -174,6 +185,11 @@ func TestParseShapeErrors(t *testing.T) {
 			want: []string{`t.yaml:2: models[0].continue_on_cut: want true or false, got "maybe"`},
 		},
 		{
+			name: "http2 with an https base_url",
+			yaml: "providers:\n  - {name: o, kind: openai, base_url: \"https://api.openai.com/v1\", http2: true}\nmodels: [{name: m, routes: [{provider: o, model: m}]}]\n",
+			want: []string{`t.yaml:2: providers[0].http2: only for http:// base URLs (h2c); https negotiates HTTP/2 by ALPN already`},
+		},
+		{
 			name: "list expected",
 			yaml: "providers: {name: sim, kind: sim}\nmodels: [{name: m, routes: [{provider: sim, model: m}]}]\n",
 			want: []string{`t.yaml:1: providers: want a list, got a mapping`},
@@ -197,7 +213,7 @@ func TestParseShapeErrors(t *testing.T) {
 			name: "several shape problems together",
 			yaml: "providers:\n  - {name: sim, kind: sim, colour: blue}\nmodels:\n  - {name: m, retries: x, routes: [{provider: sim, model: m, wieght: 2}]}\ntimeouts: {connect: 3}\n",
 			want: []string{
-				`t.yaml:2: providers[0].colour: unknown field "colour" (known fields: api_key, base_url, kind, name)`,
+				`t.yaml:2: providers[0].colour: unknown field "colour" (known fields: api_key, base_url, http2, kind, name)`,
 				`t.yaml:4: models[0].retries: want an integer, got "x"`,
 				`t.yaml:4: models[0].routes[0].wieght: unknown field "wieght" (known fields: model, provider, weight)`,
 				`t.yaml:5: timeouts.connect: 3 has no unit; write a duration such as "5s" or "250ms"`,
@@ -265,7 +281,7 @@ func TestParseShapeErrors(t *testing.T) {
 func TestUnknownFieldFile(t *testing.T) {
 	_, err := Load(filepath.Join("testdata", "unknown_field.yaml"), nil)
 	want := []string{
-		`testdata/unknown_field.yaml:3: providers[0].baseurl: unknown field "baseurl" (known fields: api_key, base_url, kind, name)`,
+		`testdata/unknown_field.yaml:3: providers[0].baseurl: unknown field "baseurl" (known fields: api_key, base_url, http2, kind, name)`,
 		`testdata/unknown_field.yaml:7: models[0].prices: unknown field "prices" (known fields: context_policy, context_window, continue_on_cut, hedge, name, price, retries, routes, strategy)`,
 	}
 	if err == nil || err.Error() != strings.Join(want, "\n") {

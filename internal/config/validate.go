@@ -29,7 +29,7 @@ var (
 // postgres[ql]://...; timeouts and max_body_bytes are not negative; at least
 // one provider and one model; names present and unique; provider kind is
 // openai, anthropic, gemini or sim; base_url is an absolute http(s) URL,
-// required except for sim; keys have a name and a secret, no two keys share
+// required except for sim; http2 only with an http:// base_url or kind sim; keys have a name and a secret, no two keys share
 // a secret, and key.models name configured models; each model has routes
 // whose provider exists and whose model is set, weights ≥ 0, prices finite
 // and ≥ 0, a known strategy and context_policy, retries ≥ 0,
@@ -168,6 +168,10 @@ func (v *problems) provider(path string, p Provider) {
 	u, err := url.Parse(p.BaseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		v.add(path+".base_url", "%s is not an absolute http(s) URL", redactURL(p.BaseURL))
+		return
+	}
+	if p.HTTP2 && u.Scheme != "http" {
+		v.add(path+".http2", "only for http:// base URLs (h2c); %s negotiates HTTP/2 by ALPN already", u.Scheme)
 	}
 }
 

@@ -45,6 +45,10 @@ func TestValidConfigs(t *testing.T) {
 			c.Providers = append(c.Providers, Provider{Name: "g", Kind: "gemini", BaseURL: "https://generativelanguage.googleapis.com"})
 		}},
 		{"no keys", func(c *Config) { c.Keys = nil }},
+		{"http2 on http base_url", func(c *Config) {
+			c.Providers = append(c.Providers, Provider{Name: "vllm", Kind: "openai", BaseURL: "http://127.0.0.1:8000/v1", HTTP2: true})
+		}},
+		{"http2 on sim", func(c *Config) { c.Providers[1].HTTP2 = true }},
 		{"each strategy", func(c *Config) {
 			for _, s := range strategies {
 				m := c.Models[0]
@@ -102,6 +106,8 @@ func TestValidateEachProblem(t *testing.T) {
 		{"base_url no scheme", func(c *Config) { c.Providers[0].BaseURL = "api.openai.com/v1" }, "providers[0].base_url: api.openai.com/v1 is not an absolute http(s) URL"},
 		{"base_url ftp", func(c *Config) { c.Providers[0].BaseURL = "ftp://host/v1" }, "providers[0].base_url: ftp://host/v1 is not an absolute http(s) URL"},
 		{"base_url of sim checked when set", func(c *Config) { c.Providers[1].BaseURL = "localhost:8081" }, "providers[1].base_url: localhost:8081 is not an absolute http(s) URL"},
+		{"http2 on https base_url", func(c *Config) { c.Providers[0].HTTP2 = true }, "providers[0].http2: only for http:// base URLs (h2c); https negotiates HTTP/2 by ALPN already"},
+		{"http2 on bad base_url reports the url only", func(c *Config) { c.Providers[0].BaseURL, c.Providers[0].HTTP2 = "/v1", true }, "providers[0].base_url: /v1 is not an absolute http(s) URL"},
 		{"model name missing", func(c *Config) { c.Models[0].Name = "" }, "models[0].name: required\n" +
 			`keys[0].models[0]: unknown model "gpt-4.1"`},
 		{"model duplicate", func(c *Config) { c.Models = append(c.Models, c.Models[0]) }, `models[1].name: duplicate model name "gpt-4.1" (first at models[0])`},

@@ -138,11 +138,11 @@ func New(opts Options) (*Gateway, error) {
 	for name, p := range opts.Providers {
 		g.providers[name] = p
 	}
-	popts := openai.Options{ConnectTimeout: cfg.Timeouts.Connect.D()}
 	for _, p := range cfg.Providers {
 		if _, ok := g.providers[p.Name]; ok {
 			continue
 		}
+		popts := openai.Options{ConnectTimeout: cfg.Timeouts.Connect.D(), HTTP2: p.HTTP2}
 		switch p.Kind {
 		case "openai":
 			g.providers[p.Name] = openai.New(p.BaseURL, p.APIKey, popts)
@@ -233,12 +233,18 @@ var errShutdown = errors.New("server shutting down")
 // (a stream gets an SSE error event) and wait for their handlers, so that
 // every usage entry has been handed to the Recorder when Serve returns. The
 // caller then flushes the ledger. It returns nil after a shutdown caused by
-// ctx, or the error that stopped serving.
+// ctx, or the error that stopped serving. It speaks HTTP/1.1 and, on the same
+// port, HTTP/2 cleartext with prior knowledge (h2c: a client that opens with
+// the HTTP/2 preface, as bench --http2 does); every event is flushed either way.
 func (g *Gateway) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
 	base, cancelBase := context.WithCancelCause(context.Background())
 	defer cancelBase(nil)
+	var protos http.Protocols
+	protos.SetHTTP1(true)
+	protos.SetUnencryptedHTTP2(true)
 	srv := &http.Server{
 		Handler:           g,
+		Protocols:         &protos,
 		ReadHeaderTimeout: 30 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return base },
 		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),

@@ -168,9 +168,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Serve serves on ln until ctx ends, then shuts down gracefully: it stops
 // accepting, lets open streams finish for Options.ShutdownGrace, closes the
 // rest and waits for their handlers. It returns nil after a shutdown caused
-// by ctx, or the error that stopped serving.
+// by ctx, or the error that stopped serving. It speaks HTTP/1.1 and, on the
+// same port, HTTP/2 cleartext with prior knowledge (h2c: a client that opens
+// with the HTTP/2 preface); every event is flushed either way.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 30 * time.Second}
+	var protos http.Protocols
+	protos.SetHTTP1(true)
+	protos.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 30 * time.Second, Protocols: &protos}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

@@ -33,6 +33,12 @@ type Options struct {
 	MaxConnsPerHost int
 	// MaxLine bounds one SSE line from the upstream; 0 means sse.DefaultMaxLine.
 	MaxLine int
+	// HTTP2 speaks HTTP/2 to an http:// base URL with prior knowledge (h2c,
+	// no HTTP/1.1 upgrade): many streams share a few connections. The
+	// upstream must accept h2c or every request fails. New ignores it for
+	// https:// base URLs, which negotiate HTTP/2 by ALPN anyway. false (the
+	// zero value) speaks HTTP/1.1 to http:// URLs.
+	HTTP2 bool
 	// Transport replaces the default transport (tests); nil builds one from the fields above.
 	Transport http.RoundTripper
 }
@@ -52,6 +58,9 @@ var _ provider.Provider = (*Client)(nil)
 func New(baseURL, apiKey string, opts Options) *Client {
 	rt := opts.Transport
 	if rt == nil {
+		if !strings.HasPrefix(strings.ToLower(baseURL), "http://") {
+			opts.HTTP2 = false // https: ALPN decides
+		}
 		rt = NewTransport(opts)
 	}
 	c := &Client{
@@ -69,7 +78,8 @@ func New(baseURL, apiKey string, opts Options) *Client {
 // timeout, a large per-host pool, HTTP/2 when the server offers it over TLS,
 // and no transparent gzip (compressed SSE would be buffered by the decoder).
 // There is no ResponseHeaderTimeout: for streams the relay's first-token
-// timeout covers the wait for headers.
+// timeout covers the wait for headers. With opts.HTTP2 the transport speaks
+// HTTP/2 only: h2c by prior knowledge on http://, h2 by ALPN on https://.
 func NewTransport(opts Options) *http.Transport {
 	connect := opts.ConnectTimeout
 	if connect <= 0 {
@@ -80,7 +90,7 @@ func NewTransport(opts Options) *http.Transport {
 		idle = 1024
 	}
 	d := &net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}
-	return &http.Transport{
+	tr := &http.Transport{
 		Proxy:               http.ProxyFromEnvironment,
 		DialContext:         d.DialContext,
 		ForceAttemptHTTP2:   true,
@@ -96,6 +106,18 @@ func NewTransport(opts Options) *http.Transport {
 		// 1 KiB (default 4 KiB) saves 3 KiB per open stream.
 		WriteBufferSize: 1 << 10,
 	}
+	if opts.HTTP2 {
+		// Without HTTP/1 in the set the transport sends the HTTP/2 preface
+		// on a cleartext connection instead of an HTTP/1.1 request. When a
+		// connection holds the server's maximum of concurrent streams, the
+		// next request opens another connection (StrictMaxConcurrentRequests
+		// is false), so streams never queue in the transport.
+		var p http.Protocols
+		p.SetHTTP2(true)
+		p.SetUnencryptedHTTP2(true)
+		tr.Protocols = &p
+	}
+	return tr
 }
 
 // CloseIdleConnections closes the client's idle upstream connections.

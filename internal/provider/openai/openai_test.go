@@ -4,13 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/streamgate/streamgate/internal/provider"
+	"github.com/streamgate/streamgate/internal/sse"
 )
 
 func TestBody(t *testing.T) {
@@ -146,5 +149,60 @@ func TestConnectRefused(t *testing.T) {
 	var perr *provider.Error
 	if !errors.Is(err, provider.ErrConnect) || !errors.As(err, &perr) || !perr.Retryable {
 		t.Errorf("got %v, want a retryable *provider.Error wrapping ErrConnect", err)
+	}
+}
+
+// Options.HTTP2 speaks h2c by prior knowledge to an http:// base URL, and
+// the stream's events arrive through the HTTP/2 body as through HTTP/1.1.
+func TestHTTP2PriorKnowledge(t *testing.T) {
+	tests := []struct {
+		name      string
+		http2     bool
+		wantMajor int
+	}{
+		{"http/1.1 by default", false, 1},
+		{"h2c with http2", true, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("X-Proto-Major", strconv.Itoa(r.ProtoMajor))
+				w.Header().Set("Content-Type", "text/event-stream")
+				w.Write([]byte("data: {\"choices\":[]}\n\ndata: [DONE]\n\n"))
+			}))
+			var p http.Protocols
+			p.SetHTTP1(true)
+			p.SetUnencryptedHTTP2(true)
+			srv.Config.Protocols = &p
+			srv.Start()
+			defer srv.Close()
+			c := New(srv.URL+"/v1", "", Options{HTTP2: tt.http2})
+			defer c.CloseIdleConnections()
+			resp, err := c.do(context.Background(), &provider.Request{Model: "m", Stream: true}, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if got := resp.Header.Get("X-Proto-Major"); got != strconv.Itoa(tt.wantMajor) {
+				t.Errorf("server saw HTTP/%s, want HTTP/%d", got, tt.wantMajor)
+			}
+			st := &stream{body: resp.Body, r: sse.NewReader(resp.Body, 0), ctx: context.Background()}
+			if ev, err := st.Next(); err != nil || string(ev.Data) != `{"choices":[]}` {
+				t.Fatalf("got event %v, %v; want the chunk", ev, err)
+			}
+			if _, err := st.Next(); err != io.EOF {
+				t.Errorf("got %v, want io.EOF after [DONE]", err)
+			}
+		})
+	}
+}
+
+// An https base URL ignores HTTP2 (ALPN decides), so a TLS server without
+// h2 is still reached over HTTP/1.1.
+func TestHTTP2IgnoredForHTTPS(t *testing.T) {
+	c := New("https://example.invalid/v1", "", Options{HTTP2: true})
+	tr := c.hc.Transport.(*http.Transport)
+	if tr.Protocols != nil {
+		t.Errorf("got protocols %v for an https base URL, want the default (nil)", tr.Protocols)
 	}
 }
