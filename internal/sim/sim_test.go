@@ -874,8 +874,10 @@ func waitMetric(t *testing.T, s *Server, name string, want float64) {
 }
 
 func TestMetricsEndpoint(t *testing.T) {
-	_, ts := newTestServer(t, Options{})
+	s, ts := newTestServer(t, Options{})
 	streamText(t, ts, reqOpts{})
+	// Counted after the handler's last write: the client can be faster.
+	waitMetric(t, s, "streamgate_sim_streams_completed_total", 1)
 	resp, err := ts.Client().Get(ts.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
