@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestRepeatsPoolAndSpread(t *testing.T) {
@@ -60,5 +61,32 @@ func TestWriteCompare(t *testing.T) {
 	}
 	if err := WriteCompare(&strings.Builder{}, []string{"a"}, mk(1, nil)); err == nil {
 		t.Error("compare of one result: got no error")
+	}
+}
+
+// TestRepeatsAchievedRate checks that pooling --runs repeats does not add
+// the repeats' requests up against one repeat's time span: each repeat's
+// send offsets start again at zero, so the pooled achieved rate must come
+// from the repeats' own spans. Sends are never early, so the achieved rate
+// cannot be much above the intended schedule's (the bug gave ~3x).
+func TestRepeatsAchievedRate(t *testing.T) {
+	const rate, n, runs = 50.0, 8, 3
+	url := newUpstream(t, &upstream{})
+	res, err := RunAll(context.Background(), []Config{{BaseURL: url, Model: "m", Requests: n, Rate: rate, MaxTokens: 2, Seed: 7}}, RunOptions{Runs: runs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	arr := NewArrivals(rate, 1, 7^0xa11)
+	var last time.Duration
+	for i := range n {
+		last = arr.Next(i == 0)
+	}
+	intended := float64(n-1) / last.Seconds()
+	r := res.Runs[0]
+	if r.Requests != n*runs {
+		t.Fatalf("requests: got %d, want %d", r.Requests, n*runs)
+	}
+	if r.AchievedRate <= 0 || r.AchievedRate > 1.5*intended {
+		t.Errorf("achieved rate over %d repeats: got %.1f/s, want at most the intended %.1f/s (+50%%)", runs, r.AchievedRate, intended)
 	}
 }

@@ -377,6 +377,20 @@ func (r *runner) repeat(ctx context.Context, n int) RunResult {
 	r.mu.Unlock()
 	r.cpu, r.elapsed, r.self = self.cpu, elapsed, self
 	pooled := r.summarize(elapsed, self)
+	// Each repeat's send offsets start again at zero, so the pooled
+	// records' first-to-last send span is one repeat's: the achieved rate
+	// is the repeats' sends over the sum of their own spans.
+	var sends, span float64
+	for i := range parts {
+		if p := &parts[i]; p.AchievedRate > 0 && p.Requests > 1 {
+			sends += float64(p.Requests - 1)
+			span += float64(p.Requests-1) / p.AchievedRate
+		}
+	}
+	pooled.AchievedRate = 0
+	if span > 0 {
+		pooled.AchievedRate = sends / span
+	}
 	pooled.Server = server
 	pooled.Repeats = len(parts)
 	pooled.Spread = map[string]Spread{}
