@@ -338,8 +338,34 @@ func runBench(cmd *cobra.Command, e *env, f *benchFlags) error {
 	save(f.htmlOut, func(w io.Writer) error { return bench.WriteHTML(w, res) })
 	if runErr != nil {
 		errs = append(errs, fmt.Errorf("bench: interrupted: the partial result was printed and saved"))
+	} else if n, first := allFailed(res); n > 0 {
+		// A benchmark in which nothing succeeded measured nothing: a
+		// runtime failure for scripts, after the result was saved.
+		errs = append(errs, fmt.Errorf("bench: all %d requests failed (%s): the result was printed and saved", n, first))
 	}
 	return errors.Join(errs...)
+}
+
+// allFailed returns the number of requests and the most frequent error kind
+// when not one request of any run succeeded; 0 otherwise.
+func allFailed(res *bench.Result) (int, string) {
+	n, kinds := 0, map[string]int{}
+	for _, r := range res.Runs {
+		if r.Succeeded > 0 {
+			return 0, ""
+		}
+		n += r.Requests
+		for k, c := range r.Errors {
+			kinds[k] += c
+		}
+	}
+	first, most := "", 0
+	for k, c := range kinds {
+		if c > most || (c == most && k < first) {
+			first, most = k, c
+		}
+	}
+	return n, first
 }
 
 // usageOrRuntime turns errors about the inputs (dataset, URL) into bad usage.

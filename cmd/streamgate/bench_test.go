@@ -159,3 +159,21 @@ func TestBenchOpenLoopCLI(t *testing.T) {
 		t.Errorf("got exit %d\n%s%s\nwant a run at r=200 with its schedule lag", code, stdout, stderr)
 	}
 }
+
+// A benchmark in which every request failed exits 1 with one line, after
+// printing and saving the result.
+func TestBenchAllFailedExitsOne(t *testing.T) {
+	url := benchSim(t)
+	js := filepath.Join(t.TempDir(), "r.json")
+	code, stdout, stderr := runCLI(t, nil, "bench", "--base-url", url, "--model", "m", "--requests", "3",
+		"--max-tokens", "5", "--header", "X-Sim-Fail-Status=503", "--json", js)
+	if code != 1 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, "all 3 requests failed") {
+		t.Fatalf("got exit %d stderr %q, want 1 and one line naming the 3 failures", code, stderr)
+	}
+	if !strings.Contains(stdout, "TTFT p50") {
+		t.Errorf("stdout: got %q, want the table", stdout)
+	}
+	if _, err := os.Stat(js); err != nil {
+		t.Errorf("result not saved: %v", err)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -399,6 +400,7 @@ func (r *runner) repeat(ctx context.Context, n int) RunResult {
 		for i := range parts {
 			vals[i] = f.get(&parts[i])
 		}
+		sort.Float64s(vals) // before reading the ends: do not rely on Percentile sorting in place
 		pooled.Spread[f.name] = Spread{Median: Percentile(vals, 50), Min: vals[0], Max: vals[len(vals)-1]}
 	}
 	return pooled
