@@ -392,6 +392,14 @@ func (r *runner) repeat(ctx context.Context, n int) RunResult {
 	if span > 0 {
 		pooled.AchievedRate = sends / span
 	}
+	// The pooled records overlap in time (each repeat starts at zero), so
+	// warnings about the schedule are only right per repeat: take those.
+	pooled.Warnings = nil
+	for i := range parts {
+		for _, w := range parts[i].Warnings {
+			pooled.Warnings = append(pooled.Warnings, fmt.Sprintf("repeat %d: %s", i+1, w))
+		}
+	}
 	pooled.Server = server
 	pooled.Repeats = len(parts)
 	pooled.Spread = map[string]Spread{}

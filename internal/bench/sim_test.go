@@ -2,9 +2,11 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -121,5 +123,37 @@ func TestSimCutRateCountedExactly(t *testing.T) {
 		if q.OK() && q.OutputTokens != 8 {
 			t.Errorf("request %d: got %d tokens, want 8", q.Index, q.OutputTokens)
 		}
+	}
+}
+
+// With --runs, schedule warnings come from each repeat (the pooled records
+// overlap in time and would inflate the achieved rate in the text). One
+// stream at a time against a 100 ms TTFT cannot reach 10 requests/s, so every
+// achieved rate named in a warning must be below that.
+func TestRepeatsWarningsPerRepeat(t *testing.T) {
+	url := newSim(t)
+	res, err := RunAll(context.Background(), []Config{{
+		BaseURL: url, Model: "any", Requests: 4, Rate: 1000, Concurrency: 1, MaxTokens: 1, Seed: 5,
+	}}, RunOptions{Runs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	warnings := res.Runs[0].Warnings
+	rates := 0
+	for _, w := range warnings {
+		if !strings.HasPrefix(w, "repeat ") {
+			t.Errorf("warning %q: want it to name its repeat", w)
+		}
+		var k int
+		var got, intended float64
+		if _, err := fmt.Sscanf(w, "repeat %d: achieved rate %f/s is below the intended %f/s", &k, &got, &intended); err == nil {
+			rates++
+			if got >= 10 {
+				t.Errorf("repeat %d: achieved rate %.1f/s, want < 10/s for one stream at a time with a 100 ms TTFT", k, got)
+			}
+		}
+	}
+	if rates != 2 {
+		t.Errorf("got %d achieved-rate warnings in %q, want one per repeat", rates, warnings)
 	}
 }
