@@ -31,6 +31,7 @@ var listenURL = regexp.MustCompile(`http://(127\.0\.0\.1|\[::1\]|localhost):[0-9
 func startGateway(ctx context.Context, exe, cfgPath string, env []string, log io.Writer) (*gateway, error) {
 	cmd := exec.Command(exe, "serve", "--config", cfgPath, "--addr", "127.0.0.1:0")
 	cmd.Env = childEnv(os.Environ(), env)
+	bindToParent(cmd)
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	if err := cmd.Start(); err != nil {
