@@ -95,6 +95,40 @@ func start(t *testing.T, cfg *config.Config) *env {
 	return &env{url: srv.URL, rec: rec, gw: gw}
 }
 
+// serve runs the gateway with its own Serve (graceful shutdown, h2c) on a
+// loopback port. stop cancels Serve and returns its error; it is also
+// called at cleanup, so a test that does not stop it still ends cleanly.
+func serve(t *testing.T, cfg *config.Config, grace time.Duration) (e *env, stop func() error) {
+	t.Helper()
+	rec := &recorder{}
+	gw, err := gateway.New(gateway.Options{Config: cfg, Recorder: rec, KeepAlive: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatalf("gateway.New: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		gw.Close()
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- gw.Serve(ctx, ln, grace) }()
+	var once sync.Once
+	var serveErr error
+	stop = func() error {
+		once.Do(func() { cancel(); serveErr = <-served })
+		return serveErr
+	}
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+		gw.Close()
+		http.DefaultClient.CloseIdleConnections()
+	})
+	return &env{url: "http://" + ln.Addr().String(), rec: rec, gw: gw}, stop
+}
+
 func chatBody(model string, stream bool, extra string) string {
 	return fmt.Sprintf(`{"model":%q,"stream":%v,"max_tokens":4,"messages":[{"role":"user","content":"hi"}]%s}`, model, stream, extra)
 }
@@ -396,8 +430,9 @@ func TestSimFaults(t *testing.T) {
 				if tt.wantCode != "" && (er.Error.Code == nil || *er.Error.Code != tt.wantCode) {
 					t.Errorf("got code %v, want %s", er.Error.Code, tt.wantCode)
 				}
-				if tt.wantStatus == 429 && resp.Header.Get("Retry-After") == "" {
-					t.Log("sim sent no Retry-After; none passed on")
+				// The sim answers 429 with Retry-After: 1; the gateway passes it on.
+				if ra := resp.Header.Get("Retry-After"); (tt.wantStatus == 429) != (ra == "1") {
+					t.Errorf("Retry-After: got %q with status %d, want \"1\" exactly on 429", ra, tt.wantStatus)
 				}
 			} else {
 				events, done := readStream(t, resp)
@@ -561,20 +596,8 @@ func TestClientDisconnect(t *testing.T) {
 // Shutdown lets a short stream finish and ends a stalled one after the
 // grace period with an error event; both are recorded before Serve returns.
 func TestGracefulShutdown(t *testing.T) {
-	rec := &recorder{}
-	gw, err := gateway.New(gateway.Options{Config: baseConfig(), Recorder: rec, KeepAlive: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gw.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- gw.Serve(ctx, ln, 100*time.Millisecond) }()
-	url := "http://" + ln.Addr().String()
+	e, stop := serve(t, baseConfig(), 100*time.Millisecond)
+	rec, url := e.rec, e.url
 	// A stream stalled mid-way for longer than idle would allow... idle is
 	// 300ms, grace 100ms: the shutdown ends it first.
 	resp := do(t, "POST", url+"/v1/chat/completions", devKey, chatBody("m-sim", true, ""), "X-Sim-Stall-At", "2", "X-Sim-Stall-For", "5s")
@@ -582,7 +605,11 @@ func TestGracefulShutdown(t *testing.T) {
 	if _, err := rd.Next(); err != nil {
 		t.Fatal(err)
 	}
-	stop()
+	// Serve returns once the grace period ended the stalled stream and
+	// every handler recorded its usage.
+	if err := stop(); err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
 	var events []string
 	for {
 		ev, err := rd.Next()
@@ -590,9 +617,6 @@ func TestGracefulShutdown(t *testing.T) {
 			break
 		}
 		events = append(events, string(ev.Data))
-	}
-	if err := <-served; err != nil {
-		t.Fatalf("Serve: %v", err)
 	}
 	if len(events) == 0 || !strings.Contains(events[len(events)-1], `"error"`) {
 		t.Errorf("got events %q, want an error event last", events)

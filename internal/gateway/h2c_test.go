@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,7 +12,6 @@ import (
 	"time"
 
 	"github.com/streamgate/streamgate/internal/config"
-	"github.com/streamgate/streamgate/internal/gateway"
 	"github.com/streamgate/streamgate/internal/sse"
 )
 
@@ -64,26 +61,8 @@ func TestRelayH2C(t *testing.T) {
 	cfg.Models = append(cfg.Models,
 		config.Model{Name: "step", Routes: []config.Route{{Provider: "up", Model: "x"}}},
 		config.Model{Name: "sim-h2", Routes: []config.Route{{Provider: "sim2", Model: "sim-fast"}}})
-	rec := &recorder{}
-	gw, err := gateway.New(gateway.Options{Config: cfg, Recorder: rec, KeepAlive: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gw.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- gw.Serve(ctx, ln, time.Second) }()
-	defer func() {
-		stop()
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	}()
-	url := "http://" + ln.Addr().String() + "/v1/chat/completions"
+	e, _ := serve(t, cfg, time.Second)
+	url := e.url + "/v1/chat/completions"
 
 	h2 := &http.Transport{Protocols: h2cProtocols(false)}
 	defer h2.CloseIdleConnections()
@@ -163,11 +142,5 @@ func TestRelayH2C(t *testing.T) {
 			}
 		})
 	}
-	// Entries are recorded after the response; wait as waitEntries does.
-	for deadline := time.Now().Add(5 * time.Second); len(rec.all()) < 3 && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if got := len(rec.all()); got != 3 {
-		t.Errorf("got %d usage entries, want 3", got)
-	}
+	e.waitEntries(t, 3)
 }
