@@ -27,20 +27,14 @@ type Principal struct {
 	Models []string // models the key may use; empty means all
 }
 
-// Allowed reports whether the principal may use model. A nil Principal may use none.
+// Allowed reports whether the principal may use model, by the key's rule
+// (config.Key.Allows: no models listed means all). A nil Principal may use none.
 func (p *Principal) Allowed(model string) bool {
 	if p == nil {
 		return false
 	}
-	if len(p.Models) == 0 {
-		return true
-	}
-	for _, m := range p.Models {
-		if m == model {
-			return true
-		}
-	}
-	return false
+	k := config.Key{Models: p.Models}
+	return k.Allows(model)
 }
 
 type entry struct {

@@ -235,7 +235,12 @@ func (s *Session) Attempt(ctx context.Context, obs *metrics.Stream, open func(co
 		if ev.Data == nil { // a comment-only block
 			continue
 		}
-		read := time.Now()
+		// Only the sampled chunks' overhead is observed: take their read time alone.
+		var read time.Time
+		sampled := (n+1)%overheadSample == 0
+		if sampled {
+			read = time.Now()
+		}
 		info, err := api.ScanChunk(ev.Data)
 		if err != nil {
 			return wrap(provider.ErrMalformed, err)
@@ -261,19 +266,14 @@ func (s *Session) Attempt(ctx context.Context, obs *metrics.Stream, open func(co
 				return err
 			}
 			streaming.Store(true)
-		} else {
-			if ns, ok := sse.ParseStamp(ev.Comment); ok {
-				s.sw.Stamp(ns)
-			}
-			if err := s.sw.Event(ev.Name, ev.Data); err != nil {
-				return wrap(ErrClientGone, err)
-			}
+		} else if err := writeEvent(s.sw, ev); err != nil {
+			return wrap(ErrClientGone, err)
 		}
 		now := time.Now()
 		if info.Content {
 			s.content(obs, now)
 		}
-		if n++; n%overheadSample == 0 {
+		if n++; sampled {
 			obs.ChunkOverhead(now.Sub(read))
 		}
 		arm(t, s.opts.Idle)
@@ -285,6 +285,16 @@ func (s *Session) Attempt(ctx context.Context, obs *metrics.Stream, open func(co
 //
 //go:noinline
 func wrap(sentinel, err error) error { return fmt.Errorf("%w: %w", sentinel, err) }
+
+// writeEvent relays ev through w: the upstream's "sent_ns" stamp (from a
+// stamping simulator) first, so a client can still measure its own delay
+// end to end, then the event itself.
+func writeEvent(w *sse.Writer, ev *sse.Event) error {
+	if ns, ok := sse.ParseStamp(ev.Comment); ok {
+		w.Stamp(ns)
+	}
+	return w.Event(ev.Name, ev.Data)
+}
 
 // arm sets t to fire after d, or stops it when d is 0.
 func arm(t *time.Timer, d time.Duration) {
@@ -339,10 +349,7 @@ func (s *Session) commitContent(ev *sse.Event) error {
 	// the SSE writer: the first flush writes the response headers, net/http's
 	// deepest call, and every frame saved above it keeps the handler
 	// goroutine's stack at 8 KiB (see gateway.chat).
-	if ns, ok := sse.ParseStamp(ev.Comment); ok {
-		s.pendW.Stamp(ns)
-	}
-	s.pendW.Event(ev.Name, ev.Data)
+	writeEvent(s.pendW, ev) // into pendBuf: cannot fail
 	_, err := s.w.Write(s.pendBuf.Bytes())
 	s.pendBuf.Reset()
 	if err == nil {
