@@ -273,3 +273,28 @@ func writeIndentedJSON(w io.Writer, v any) error {
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
+
+// Add appends o's runs and warnings to r and folds in its client
+// self-check: GC pause and scheduling lag take the worse of the two, GC
+// cycles and CPU add up, CPU per chunk is recomputed over all runs. A
+// measurement delay, whose samples are gone, is kept only if r has none.
+// The demo uses it to merge results taken against different gateways.
+func (r *Result) Add(o *Result) {
+	r.Runs = append(r.Runs, o.Runs...)
+	r.Warnings = append(r.Warnings, o.Warnings...)
+	c := &r.Client
+	c.GCPauseMaxMs = max(c.GCPauseMaxMs, o.Client.GCPauseMaxMs)
+	c.SchedLagP99Ms = max(c.SchedLagP99Ms, o.Client.SchedLagP99Ms)
+	c.GCCycles += o.Client.GCCycles
+	c.CPUSeconds += o.Client.CPUSeconds
+	if c.MeasurementDelay == nil {
+		c.MeasurementDelay = o.Client.MeasurementDelay
+	}
+	chunks := 0
+	for _, run := range r.Runs {
+		chunks += run.Chunks
+	}
+	if chunks > 0 {
+		c.CPUUsPerChunk = c.CPUSeconds * 1e6 / float64(chunks)
+	}
+}

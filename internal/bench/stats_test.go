@@ -135,3 +135,20 @@ func TestParseSLO(t *testing.T) {
 		})
 	}
 }
+
+func TestResultAdd(t *testing.T) {
+	a := &Result{Runs: []RunResult{{Label: "a", Chunks: 100}}, Client: ClientStats{GCPauseMaxMs: 1, SchedLagP99Ms: 3, GCCycles: 2, CPUSeconds: 0.001}}
+	b := &Result{Runs: []RunResult{{Label: "b", Chunks: 300}}, Warnings: []string{"w"},
+		Client: ClientStats{GCPauseMaxMs: 2, SchedLagP99Ms: 1, GCCycles: 1, CPUSeconds: 0.003}}
+	a.Add(b)
+	if len(a.Runs) != 2 || a.Runs[1].Label != "b" || len(a.Warnings) != 1 {
+		t.Fatalf("got runs %+v warnings %q, want a then b and one warning", a.Runs, a.Warnings)
+	}
+	c := a.Client
+	if c.GCPauseMaxMs != 2 || c.SchedLagP99Ms != 3 || c.GCCycles != 3 {
+		t.Errorf("got %+v, want GC pause max 2, sched lag 3, 3 cycles", c)
+	}
+	if math.Abs(c.CPUUsPerChunk-10) > 1e-9 { // 4 ms of CPU over 400 chunks
+		t.Errorf("CPU per chunk: got %g µs, want 10", c.CPUUsPerChunk)
+	}
+}

@@ -138,22 +138,6 @@ func Run(ctx context.Context, o Options) (*bench.Result, error) {
 	fmt.Fprintf(o.Out, "The figures show the gateway and this machine, not real providers.\n\n")
 
 	all := &bench.Result{Schema: bench.Schema, StartedAt: time.Now().UTC()}
-	chunks := 0
-	merge := func(r *bench.Result) {
-		all.Runs = append(all.Runs, r.Runs...)
-		all.Warnings = append(all.Warnings, r.Warnings...)
-		all.Client.GCPauseMaxMs = max(all.Client.GCPauseMaxMs, r.Client.GCPauseMaxMs)
-		all.Client.SchedLagP99Ms = max(all.Client.SchedLagP99Ms, r.Client.SchedLagP99Ms)
-		all.Client.GCCycles += r.Client.GCCycles
-		all.Client.CPUSeconds += r.Client.CPUSeconds
-		for _, run := range r.Runs {
-			chunks += run.Chunks
-		}
-		if chunks > 0 {
-			all.Client.CPUUsPerChunk = all.Client.CPUSeconds * 1e6 / float64(chunks)
-		}
-	}
-
 	// Table 1: one gateway process per GC setting.
 	var gcRows []bench.RunResult
 	for i, s := range gcSettings {
@@ -176,7 +160,7 @@ func Run(ctx context.Context, o Options) (*bench.Result, error) {
 		if err != nil {
 			return all, err
 		}
-		merge(res)
+		all.Add(res)
 		gcRows = append(gcRows, res.Runs...)
 	}
 	printGCTable(o.Out, gcRows, gcLoad)
@@ -203,7 +187,7 @@ func Run(ctx context.Context, o Options) (*bench.Result, error) {
 	if err != nil {
 		return all, fmt.Errorf("demo: model × cost benchmark: %w", err)
 	}
-	merge(res)
+	all.Add(res)
 	costRows = res.Runs
 	printCostTable(o.Out, costRows, cfgs)
 
@@ -221,7 +205,7 @@ func Run(ctx context.Context, o Options) (*bench.Result, error) {
 		if err != nil {
 			return all, err
 		}
-		merge(res)
+		all.Add(res)
 		flakyRows = append(flakyRows, res.Runs...)
 	}
 	printFlakyTable(o.Out, flakyRows)
