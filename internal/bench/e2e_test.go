@@ -261,8 +261,6 @@ func TestRunDuration(t *testing.T) {
 func TestRunCancelIsPartial(t *testing.T) {
 	url := newUpstream(t, &upstream{})
 	ctx, cancel := context.WithCancel(context.Background())
-	u2 := newUpstream(t, &upstream{})
-	_ = u2
 	go func() { time.Sleep(100 * time.Millisecond); cancel() }()
 	res, err := Run(ctx, Config{
 		BaseURL: url, Model: "m", Requests: 1000, Concurrency: 2, MaxTokens: 50, Headers: hdr("X-Test-ITL", "10ms"),
