@@ -325,7 +325,7 @@ func printCostTable(w io.Writer, rows []bench.RunResult, cfgs []bench.Config) {
 	fmt.Fprintln(t, "model\toutput $/1M tok\t$/month at 10M output tok\tTTFT p50 ms\tITL p99 ms\tTPS p50\t")
 	for i, r := range rows {
 		price := cfgs[i].Price.Output
-		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Model, f2(price), f2(price*monthlyTokens/1e6), f1(r.TTFT.P50), f2(r.ITL.P99), f1(r.TPS.P50))
+		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Model, f2(price), f2(r.MonthlyCost), f1(r.TTFT.P50), f2(r.ITL.P99), f1(r.TPS.P50))
 	}
 	t.Flush()
 	fmt.Fprintln(w)
