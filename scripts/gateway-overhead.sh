@@ -12,7 +12,9 @@
 #      GW_ENV (environment of the gateway alone, e.g. GW_ENV="GOGC=400"),
 #      RAMP (bench --ramp-up, e.g. 2s: streams start spread out instead of in one burst),
 #      H2=1 (HTTP/2 cleartext, prior knowledge, on every hop: bench --http2 to the
-#      gateway and to the sim, provider http2: true from the gateway to the sim)
+#      gateway and to the sim, provider http2: true from the gateway to the sim),
+#      FLOOR=tcp|http (scripts/relayfloor in place of the gateway: a bare byte copy,
+#      or net/http's httputil.ReverseProxy; what relaying costs on this machine at all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 levels=("$@"); [ ${#levels[@]} -gt 0 ] || levels=(100 1000)
@@ -41,19 +43,30 @@ models:
   - name: sim-model
     routes: [{provider: sim, model: sim-model}]
 YAML
-env ${GW_ENV:-} "$sg" serve --config "$work/gw.yaml" --log-level warn >"$work/gw.log" 2>&1 &
-gwpid=$!; pids+=("$gwpid")
-for _ in $(seq 100); do
-  curl -fsS "http://127.0.0.1:$gwport/healthz" >/dev/null 2>&1 && curl -fsS "http://127.0.0.1:$simport/v1/models" >/dev/null 2>&1 && break
-  sleep 0.1
-done
+floor=${FLOOR:-}
+[ -z "$floor" ] || go build -o "$work/relayfloor" ./scripts/relayfloor
+start_gw() { # the gateway, or the floor relay in its place
+  if [ -n "$floor" ]; then
+    env ${GW_ENV:-} "$work/relayfloor" --mode "$floor" --listen "127.0.0.1:$gwport" --upstream "127.0.0.1:$simport" >"$work/gw.log" 2>&1 &
+  else
+    env ${GW_ENV:-} "$sg" serve --config "$work/gw.yaml" --log-level warn >"$work/gw.log" 2>&1 &
+  fi
+  gwpid=$!; pids+=("$gwpid")
+  for _ in $(seq 100); do
+    curl -fsS -H "Authorization: Bearer sg-bench-0123456789abcdef" "http://127.0.0.1:$gwport/v1/models" >/dev/null 2>&1 &&
+      curl -fsS "http://127.0.0.1:$simport/v1/models" >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+}
+start_gw
 
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }   # utime + stime, clock ticks
+sysc() { awk '/^sysc[rw]:/{printf "%s ", $2}' "/proc/$1/io"; }   # read and write syscalls (read-like, write-like)
 hz=$(getconf CLK_TCK)
 chunks_sim() { curl -fsS "http://127.0.0.1:$simport/metrics" | awk '/^streamgate_sim_chunks_total /{print $2}'; }
 # GC pause max: the smallest bucket bound of streamgate_gc_pause_seconds that
 # holds every pause (an upper bound of the longest pause, in ms).
-gcmax() { curl -fsS "http://127.0.0.1:$gwport/metrics" | awk '
+gcmax() { [ -z "$floor" ] || { printf 'n/a'; return; }; curl -fsS "http://127.0.0.1:$gwport/metrics" | awk '
   /^streamgate_gc_pause_seconds_count/ { total = $2 }
   /^streamgate_gc_pause_seconds_bucket/ { match($0, /le="[^"]+"/); le = substr($0, RSTART + 4, RLENGTH - 5); n[le] = $2; order[++k] = le }
   END { for (i = 1; i <= k; i++) if (n[order[i]] >= total) { printf "%s", (order[i] == "+Inf" ? "> 100" : order[i] * 1000); exit } }'; }
@@ -68,9 +81,9 @@ run() { # label url key conc
 printf '%-6s %-8s %9s %9s %9s %9s %11s %10s\n' conc path ttft_p50 ttft_p99 itl_p99 delay_p99 bench_us/ch errors
 for c in "${levels[@]}"; do
   run direct "http://127.0.0.1:$simport/v1" "" "$c"
-  s0=$(ticks "$simpid"); g0=$(ticks "$gwpid"); k0=$(chunks_sim)
+  s0=$(ticks "$simpid"); g0=$(ticks "$gwpid"); k0=$(chunks_sim); read -r r0 w0 <<<"$(sysc "$gwpid")"
   run gateway "http://127.0.0.1:$gwport/v1" sg-bench-0123456789abcdef "$c"
-  s1=$(ticks "$simpid"); g1=$(ticks "$gwpid"); k1=$(chunks_sim)
+  s1=$(ticks "$simpid"); g1=$(ticks "$gwpid"); k1=$(chunks_sim); read -r r1 w1 <<<"$(sysc "$gwpid")"
   for p in direct gateway; do
     jq -r --arg p "$p" --arg c "$c" '.runs[0] as $r | [$c, $p, $r.ttft_ms.p50, $r.ttft_ms.p99, $r.itl_ms.p99, (.client.measurement_delay_ms.p99 // 0), .client.cpu_us_per_chunk, ($r.failed)] | @tsv' \
       "$work/$p-$c.json" | awk -F'\t' '{printf "%-6s %-8s %9.2f %9.2f %9.2f %9.3f %11.1f %10d\n", $1, $2, $3, $4, $5, $6, $7, $8}'
@@ -80,6 +93,8 @@ for c in "${levels[@]}"; do
   n=$((k1 - k0))
   awk -v g=$((g1 - g0)) -v s=$((s1 - s0)) -v n="$n" -v hz="$hz" -v c="$c" \
     'BEGIN { printf "cpu @%s: gateway %.2f µs per relayed chunk, sim %.2f µs per chunk (%d chunks)\n", c, g/hz*1e6/n, s/hz*1e6/n, n }'
+  awk -v r=$((r1 - r0)) -v w=$((w1 - w0)) -v n="$n" -v c="$c" \
+    'BEGIN { printf "syscalls @%s: gateway %.2f reads and %.2f writes per relayed chunk\n", c, r/n, w/n }'
 done
 echo "gateway GC pause max since start: $(gcmax) ms (upper bound, streamgate_gc_pause_seconds)"
 
@@ -87,9 +102,7 @@ echo "gateway GC pause max since start: $(gcmax) ms (upper bound, streamgate_gc_
 # mark, so the process that ran the load above would hide the per-stream cost):
 # long, slow streams held open, RSS read mid-run.
 kill "$gwpid"; wait "$gwpid" 2>/dev/null || true
-env ${GW_ENV:-} "$sg" serve --config "$work/gw.yaml" --log-level warn >"$work/gw2.log" 2>&1 &
-gwpid=$!; pids+=("$gwpid")
-for _ in $(seq 100); do curl -fsS "http://127.0.0.1:$gwport/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+start_gw
 n=${levels[-1]}
 "$sg" bench --base-url "http://127.0.0.1:$gwport/v1" --api-key sg-bench-0123456789abcdef --model sim-model \
   --concurrency 10 --requests 20 --max-tokens 10 --no-progress "${h2[@]}" >/dev/null   # warm the pools
@@ -98,7 +111,8 @@ base=$(awk '/VmRSS/{print $2}' "/proc/$gwpid/status")
   --concurrency "$n" --requests "$n" --max-tokens 300 --header X-Sim-ITL=50ms --header X-Sim-Tokens=300 --no-progress "${h2[@]}" --json "$work/rss.json" >/dev/null &
 bpid=$!
 sleep 8
-open=$(curl -fsS "http://127.0.0.1:$gwport/metrics" | awk '/^streamgate_inflight_streams /{print $2}')
+if [ -n "$floor" ]; then open=$(curl -fsS "http://127.0.0.1:$simport/metrics" | awk '/^streamgate_sim_inflight_streams /{print $2}')
+else open=$(curl -fsS "http://127.0.0.1:$gwport/metrics" | awk '/^streamgate_inflight_streams /{print $2}'); fi
 peak=$(awk '/VmRSS/{print $2}' "/proc/$gwpid/status")
 gcopen=$(gcmax)
 wait "$bpid"
