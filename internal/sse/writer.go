@@ -9,7 +9,9 @@ import (
 
 // Writer frames SSE events and flushes each one as soon as it is written.
 // It keeps one scratch buffer, so writing an event does not allocate once the
-// buffer has grown to the largest event. A Writer is not safe for concurrent use.
+// buffer has grown to the largest event. The buffer is allocated by the first
+// event, at that event's size: a gateway holds Writers for every open stream,
+// some of which never write. A Writer is not safe for concurrent use.
 type Writer struct {
 	w     io.Writer
 	flush func() error
@@ -20,7 +22,7 @@ type Writer struct {
 // are flushed through http.NewResponseController, which also reaches
 // writers wrapped by middleware that implement Unwrap.
 func NewWriter(w io.Writer) *Writer {
-	sw := &Writer{w: w, buf: make([]byte, 0, 1024)}
+	sw := &Writer{w: w}
 	switch f := w.(type) {
 	case http.ResponseWriter:
 		rc := http.NewResponseController(f)

@@ -206,3 +206,43 @@ func TestHTTP2IgnoredForHTTPS(t *testing.T) {
 		t.Errorf("got protocols %v for an https base URL, want the default (nil)", tr.Protocols)
 	}
 }
+
+// The transport's read buffer is small (2 KiB, see NewTransport); a response
+// header and a stream line many times its size still arrive whole.
+func TestLinesLongerThanReadBuffer(t *testing.T) {
+	header := strings.Repeat("h", 16<<10)
+	content := strings.Repeat("가", 20<<10) // 60 KiB of multi-byte UTF-8
+	chunk := `{"choices":[{"index":0,"delta":{"content":"` + content + `"}}]}`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Long", header)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Write([]byte("data: " + chunk + "\n\ndata: [DONE]\n\n"))
+	}))
+	defer srv.Close()
+	c := New(srv.URL+"/v1", "", Options{})
+	defer c.CloseIdleConnections()
+	st, err := c.Open(context.Background(), &provider.Request{Model: "m", Stream: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ev, err := st.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(ev.Data) != chunk {
+		t.Errorf("got a chunk of %d bytes, want the %d sent", len(ev.Data), len(chunk))
+	}
+	if _, err := st.Next(); err != io.EOF {
+		t.Errorf("got %v, want io.EOF after [DONE]", err)
+	}
+
+	resp, err := c.do(context.Background(), &provider.Request{Model: "m", Stream: true}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := resp.Header.Get("X-Long"); got != header {
+		t.Errorf("got a header of %d bytes, want %d", len(got), len(header))
+	}
+}
