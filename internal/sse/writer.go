@@ -48,7 +48,7 @@ func (w *Writer) Data(data []byte) error { return w.Event(nil, data) }
 
 // Event writes one event with an optional name ("event:" line) and flushes it.
 func (w *Writer) Event(name, data []byte) error {
-	b := w.buf[:0]
+	b := w.scratch(len(name) + len(data) + 16)
 	if len(name) > 0 {
 		b = append(b, "event: "...)
 		b = append(b, name...)
@@ -72,7 +72,7 @@ func (w *Writer) Event(name, data []byte) error {
 // Comment writes a comment line (": text") and flushes it. Clients ignore
 // comments; they serve as heartbeats and carry the simulator's stamps.
 func (w *Writer) Comment(text []byte) error {
-	b := append(w.buf[:0], ": "...)
+	b := append(w.scratch(len(text)+4), ": "...)
 	b = append(b, text...)
 	b = append(b, '\n', '\n')
 	return w.emit(b)
@@ -81,7 +81,7 @@ func (w *Writer) Comment(text []byte) error {
 // Stamp writes the comment ": sent_ns=<ns>" without flushing, so it travels
 // in the same write as the event that follows it.
 func (w *Writer) Stamp(ns int64) error {
-	b := append(w.buf[:0], ": sent_ns="...)
+	b := append(w.scratch(32), ": sent_ns="...)
 	b = strconv.AppendInt(b, ns, 10)
 	b = append(b, '\n')
 	w.buf = b[:0]
@@ -90,7 +90,7 @@ func (w *Writer) Stamp(ns int64) error {
 }
 
 // Done writes the "data: [DONE]" sentinel that ends OpenAI-style streams.
-func (w *Writer) Done() error { return w.emit(append(w.buf[:0], "data: [DONE]\n\n"...)) }
+func (w *Writer) Done() error { return w.emit(append(w.scratch(16), "data: [DONE]\n\n"...)) }
 
 // Raw writes pre-framed bytes as they are and flushes them.
 func (w *Writer) Raw(b []byte) error {
@@ -106,6 +106,15 @@ func (w *Writer) Flush() error {
 		return nil
 	}
 	return w.flush()
+}
+
+// scratch returns the empty scratch buffer with room for at least n bytes:
+// one allocation when it must grow, not one per append.
+func (w *Writer) scratch(n int) []byte {
+	if cap(w.buf) < n {
+		w.buf = make([]byte, 0, n)
+	}
+	return w.buf[:0]
 }
 
 func (w *Writer) emit(b []byte) error {
