@@ -6,6 +6,8 @@
 package bench
 
 import (
+	"context"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -75,6 +77,10 @@ type Config struct {
 	// KeepRequests keeps every request's record in RunResult.Requests (for
 	// --requests-out and the HTML report).
 	KeepRequests bool
+
+	// dial, when set, replaces the TCP dialer: tests run the client over
+	// in-memory connections, on a synctest bubble's clock.
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // SLO is a set of service-level objectives for goodput; a zero field is not checked.

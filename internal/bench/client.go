@@ -126,11 +126,14 @@ var errIdle = errors.New("no event within the idle timeout")
 
 // newTransport returns a transport sized for thousands of concurrent
 // streams to one host: no limit on connections, a large idle pool, no
-// compression (it would delay chunks), HTTP/1.1 unless http2 is set.
-func newTransport(connectTimeout time.Duration, http2 bool) *http.Transport {
-	d := &net.Dialer{Timeout: connectTimeout, KeepAlive: 30 * time.Second}
+// compression (it would delay chunks), HTTP/1.1 unless http2 is set. A
+// nil dial dials TCP.
+func newTransport(connectTimeout time.Duration, http2 bool, dial func(context.Context, string, string) (net.Conn, error)) *http.Transport {
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: connectTimeout, KeepAlive: 30 * time.Second}).DialContext
+	}
 	tr := &http.Transport{
-		DialContext:         d.DialContext,
+		DialContext:         dial,
 		MaxIdleConns:        0,
 		MaxIdleConnsPerHost: 1 << 16,
 		MaxConnsPerHost:     0,
