@@ -20,30 +20,30 @@ func init() { subcommands = append(subcommands, newBenchCmd) }
 
 // benchFlags are the raw flag values of "streamgate bench".
 type benchFlags struct {
-	baseURL, apiKey            string
-	models                     []string
-	requests, warmup           int
-	concurrency, rate          string
-	burstiness                 float64
-	duration, grace, rampUp    time.Duration
-	prompts                    string
-	maxTokens                  int
-	inputTokens, outputTokens  string
-	extraBody                  string
-	headers                    []string
-	jsonOut, csvOut, htmlOut   string
-	requestsOut                string
-	seed                       uint64
-	label                      string
-	idleTimeout, connectTimout time.Duration
-	http2                      bool
-	goodput                    string
-	scrape                     string
-	prices                     string
-	monthlyTokens              string
-	noProgress                 bool
-	runs                       int
-	cpuProfile                 string
+	baseURL, apiKey             string
+	models                      []string
+	requests, warmup            int
+	concurrency, rate           string
+	burstiness                  float64
+	duration, grace, rampUp     time.Duration
+	prompts                     string
+	maxTokens                   int
+	inputTokens, outputTokens   string
+	extraBody                   string
+	headers                     []string
+	jsonOut, csvOut, htmlOut    string
+	requestsOut                 string
+	seed                        uint64
+	label                       string
+	idleTimeout, connectTimeout time.Duration
+	http2                       bool
+	goodput                     string
+	scrape                      string
+	prices                      string
+	monthlyTokens               string
+	noProgress                  bool
+	runs                        int
+	cpuProfile                  string
 }
 
 func newBenchCmd(e *env) *cobra.Command {
@@ -94,7 +94,7 @@ delay (arrival - server stamp), so you know whether the client skewed figures.
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of the request sequence and arrival times (same seed, same sequence)")
 	fl.StringVar(&f.label, "label", "", "label of the runs in tables and files")
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", 60*time.Second, "a stream with no event for this long is interrupted")
-	fl.DurationVar(&f.connectTimout, "connect-timeout", 10*time.Second, "dial and TLS handshake timeout")
+	fl.DurationVar(&f.connectTimeout, "connect-timeout", 10*time.Second, "dial and TLS handshake timeout")
 	fl.BoolVar(&f.http2, "http2", false, "let streams share connections over HTTP/2 (h2c on http://); default one HTTP/1.1 connection per stream")
 	fl.StringVar(&f.goodput, "goodput", "", "SLOs in ms for goodput, e.g. ttft:500,itl:50,e2e:10000 (keys ttft, itl, tpot, e2e, gap)")
 	fl.StringVar(&f.scrape, "scrape", "", "Prometheus URL (the gateway's /metrics) read before and after each run for server GC and overhead")
@@ -204,7 +204,7 @@ func benchConfigs(e *env, f *benchFlags, fs interface{ Changed(string) bool }) (
 		BaseURL: f.baseURL, APIKey: f.apiKey, Label: f.label, Requests: requests, Warmup: f.warmup,
 		Duration: f.duration, Grace: f.grace, RampUp: f.rampUp, Burstiness: f.burstiness, Prompts: f.prompts,
 		MaxTokens: f.maxTokens, ExtraBody: f.extraBody, Seed: f.seed, IdleTimeout: f.idleTimeout,
-		ConnectTimeout: f.connectTimout, HTTP2: f.http2, Scrape: f.scrape,
+		ConnectTimeout: f.connectTimeout, HTTP2: f.http2, Scrape: f.scrape,
 		KeepRequests: f.requestsOut != "" || f.htmlOut != "",
 	}
 	if base.APIKey == "" {

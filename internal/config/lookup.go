@@ -11,73 +11,73 @@ type index struct {
 // prepare builds c's lookup index. On duplicate names the first entry
 // wins, like the linear search it replaces.
 func (c *Config) prepare() {
-	idx := &index{
-		models:    make(map[string]int, len(c.Models)),
-		providers: make(map[string]int, len(c.Providers)),
-		keys:      make(map[string]int, len(c.Keys)),
+	c.idx = &index{
+		models:    indexNames(c.Models, modelName),
+		providers: indexNames(c.Providers, providerName),
+		keys:      indexNames(c.Keys, keyName),
 	}
-	for i := len(c.Models) - 1; i >= 0; i-- {
-		idx.models[c.Models[i].Name] = i
-	}
-	for i := len(c.Providers) - 1; i >= 0; i-- {
-		idx.providers[c.Providers[i].Name] = i
-	}
-	for i := len(c.Keys) - 1; i >= 0; i-- {
-		idx.keys[c.Keys[i].Name] = i
-	}
-	c.idx = idx
 }
 
-// Model returns the model called name. The result points into c.Models.
-// Lookups use the index built by Load, Parse and Default (O(1)); a hit is
-// checked against the slice, and a miss falls back to a linear search, so a
-// Config built or changed in code is still answered correctly. Safe for
-// concurrent use while nobody modifies c.
-func (c *Config) Model(name string) (*Model, bool) {
-	if c.idx != nil {
-		if i, ok := c.idx.models[name]; ok && i < len(c.Models) && c.Models[i].Name == name {
-			return &c.Models[i], true
-		}
+func modelName(m *Model) string       { return m.Name }
+func providerName(p *Provider) string { return p.Name }
+func keyName(k *Key) string           { return k.Name }
+
+// indexNames maps each name in s to its first position.
+func indexNames[T any](s []T, name func(*T) string) map[string]int {
+	idx := make(map[string]int, len(s))
+	for i := len(s) - 1; i >= 0; i-- {
+		idx[name(&s[i])] = i
 	}
-	for i := range c.Models {
-		if c.Models[i].Name == name {
-			return &c.Models[i], true
+	return idx
+}
+
+// lookup returns the entry of s called name. A hit in idx (nil for a
+// Config without an index) is checked against the slice, and a miss falls
+// back to a linear search, so a Config built or changed in code is still
+// answered correctly.
+func lookup[T any](idx map[string]int, s []T, name string, nameOf func(*T) string) (*T, bool) {
+	if i, ok := idx[name]; ok && i < len(s) && nameOf(&s[i]) == name {
+		return &s[i], true
+	}
+	for i := range s {
+		if nameOf(&s[i]) == name {
+			return &s[i], true
 		}
 	}
 	return nil, false
+}
+
+// Model returns the model called name. The result points into c.Models.
+// Lookups use the index built by Load, Parse and Default (O(1)), checked
+// and backed by a linear search (see lookup). Safe for concurrent use
+// while nobody modifies c.
+func (c *Config) Model(name string) (*Model, bool) {
+	var idx map[string]int
+	if c.idx != nil {
+		idx = c.idx.models
+	}
+	return lookup(idx, c.Models, name, modelName)
 }
 
 // Provider returns the provider called name, pointing into c.Providers;
 // see Model for how lookups work.
 func (c *Config) Provider(name string) (*Provider, bool) {
+	var idx map[string]int
 	if c.idx != nil {
-		if i, ok := c.idx.providers[name]; ok && i < len(c.Providers) && c.Providers[i].Name == name {
-			return &c.Providers[i], true
-		}
+		idx = c.idx.providers
 	}
-	for i := range c.Providers {
-		if c.Providers[i].Name == name {
-			return &c.Providers[i], true
-		}
-	}
-	return nil, false
+	return lookup(idx, c.Providers, name, providerName)
 }
 
 // Key returns the static key whose Name (not secret) is name, pointing into
 // c.Keys; see Model for how lookups work. Matching a presented secret is
 // the auth package's job (in constant time).
 func (c *Config) Key(name string) (*Key, bool) {
+	var idx map[string]int
 	if c.idx != nil {
-		if i, ok := c.idx.keys[name]; ok && i < len(c.Keys) && c.Keys[i].Name == name {
-			return &c.Keys[i], true
-		}
+		idx = c.idx.keys
 	}
-	for i := range c.Keys {
-		if c.Keys[i].Name == name {
-			return &c.Keys[i], true
-		}
-	}
-	return nil, false
+	return lookup(idx, c.Keys, name, keyName)
 }
 
 // Price returns the price of the model called name (the client-facing
