@@ -205,13 +205,24 @@ func (s *Session) Fail(status int, body []byte) int {
 func (s *Session) Attempt(ctx context.Context, obs *metrics.Stream, open func(context.Context) (provider.Stream, error)) error {
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	// One timer: the first-token deadline, then the idle one. Once content
+	// flows, each event only stores its time in last; when the timer fires
+	// it re-arms itself for what is left of the idle window, so the per-chunk
+	// path does no timer work.
 	var streaming atomic.Bool // false: waiting for first content; true: idle timer
-	t := time.AfterFunc(time.Hour, func() {
-		if streaming.Load() {
-			cancel(provider.ErrIdleTimeout)
-		} else {
+	var last atomic.Int64     // time of the latest event, as time.Since(begin)
+	begin := time.Now()
+	var t *time.Timer
+	t = time.AfterFunc(time.Hour, func() {
+		if !streaming.Load() {
 			cancel(provider.ErrFirstTokenTimeout)
+			return
 		}
+		if rest := s.opts.Idle - (time.Since(begin) - time.Duration(last.Load())); rest > 0 {
+			t.Reset(rest)
+			return
+		}
+		cancel(provider.ErrIdleTimeout)
 	})
 	defer t.Stop()
 	arm(t, s.opts.FirstToken)
@@ -265,18 +276,20 @@ func (s *Session) Attempt(ctx context.Context, obs *metrics.Stream, open func(co
 			if err := s.commitContent(ev); err != nil {
 				return err
 			}
+			last.Store(int64(time.Since(begin)))
 			streaming.Store(true)
+			arm(t, s.opts.Idle)
 		} else if err := writeEvent(s.sw, ev); err != nil {
 			return wrap(ErrClientGone, err)
 		}
 		now := time.Now()
+		last.Store(int64(now.Sub(begin)))
 		if info.Content {
 			s.content(obs, now)
 		}
 		if n++; sampled {
 			obs.ChunkOverhead(now.Sub(read))
 		}
-		arm(t, s.opts.Idle)
 	}
 }
 
