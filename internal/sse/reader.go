@@ -1,8 +1,8 @@
 // Package sse reads and writes Server-Sent Events, the framing every
-// streaming LLM API uses. The gateway, the benchmark and the simulator share
-// this one implementation: the Reader turns a byte stream into events without
-// allocating in steady state, and the Writer frames and flushes events one by
-// one so nothing is buffered between an upstream read and a client write.
+// streaming LLM API uses, for the gateway, the benchmark and the simulator
+// alike. The Reader parses as the WHATWG HTML standard does, plus documented
+// extensions for LLM streams, without allocating in steady state; the Writer
+// flushes each event so nothing waits between an upstream read and a client write.
 package sse
 
 import (
@@ -15,52 +15,114 @@ import (
 // DefaultMaxLine is the longest line a Reader accepts when no limit is given.
 const DefaultMaxLine = 10 << 20
 
-// ErrTruncated reports a stream that ended (EOF) without the "[DONE]"
-// sentinel: the upstream cut the connection or crashed mid-answer. It wraps
+// ErrTruncated reports a stream that ended before it was complete: without
+// the "[DONE]" sentinel, in the middle of a line or in the middle of an
+// event. The upstream cut the connection or crashed mid-answer. It wraps
 // io.ErrUnexpectedEOF.
-var ErrTruncated = fmt.Errorf("sse: stream ended without [DONE]: %w", io.ErrUnexpectedEOF)
+var ErrTruncated = fmt.Errorf("sse: stream ended without [DONE] or mid-event: %w", io.ErrUnexpectedEOF)
 
-// LineTooLongError is returned when a single line exceeds the Reader's limit.
+// LineTooLongError is returned when a single line, or the data of one event,
+// exceeds the Reader's limit.
 type LineTooLongError struct{ Limit int }
 
 func (e *LineTooLongError) Error() string {
 	return fmt.Sprintf("sse: line longer than the %d-byte limit", e.Limit)
 }
 
-// Event is one dispatched SSE event. Its slices point into the Reader's
-// buffers and stay valid only until the next call to Next.
+// Event is one event: the lines of one block, up to the blank line that
+// dispatches it (or the end of the input, see Reader). Its slices point into
+// the Reader's buffers and stay valid only until the next call to Next.
 type Event struct {
-	// Name is the value of the last "event:" line, nil when there was none.
+	// Name is the value of the block's last "event:" line, nil when there was
+	// none. Nil and empty both mean WHATWG's default type, "message".
 	Name []byte
-	// Data is the "data:" lines joined by "\n" (the SSE rule for multi-line data).
+	// Data is the block's "data:" lines joined by "\n" (the SSE rule for
+	// multi-line data). It is non-nil whenever the block had at least one
+	// data line, even an empty one: "data:" alone gives a non-nil Data of
+	// length 0, an event WHATWG dispatches too. Data is nil only for a
+	// comment-only block, which Next reports when CommentsOnly is set.
 	Data []byte
-	// ID is the value of the last "id:" line, nil when there was none.
+	// ID is the value of the block's last "id:" line, nil when the block had
+	// none; an "id:" value holding a NUL byte is ignored, as WHATWG says.
+	// Unlike WHATWG's lastEventId it does not carry over: an event without
+	// its own "id:" line has a nil ID, and the "id:" of a block that
+	// dispatched nothing is dropped. A consumer that needs the last event ID
+	// keeps the last non-nil ID it saw.
 	ID []byte
-	// Comment is the text of the last comment line (": ...") seen since the
-	// previous event, without the colon and one leading space; nil when none.
-	// Heartbeats and the simulator's "sent_ns=" stamps arrive here.
+	// Comment is the text of the block's last comment line (": ..."),
+	// without the colon and one leading space; nil when none. WHATWG ignores
+	// comments; heartbeats and the simulator's "sent_ns=" stamps arrive here.
 	Comment []byte
 }
 
-// Reader parses an SSE byte stream. The zero value is not usable; call NewReader.
+// Reader parses an SSE byte stream as the WHATWG HTML standard's
+// "interpreting an event stream" does: one UTF-8 byte order mark at the
+// start is dropped (also split across reads); lines end in CRLF, LF or a
+// lone CR (a CR that is the last byte of the input ends a line too); a line
+// without a colon is a field with an empty value, and one space after the
+// colon is dropped; "event", "data" and "id" fields are kept, "retry" and
+// unknown fields ignored; a blank line dispatches the block's event when the
+// block had at least one data line, and resets the block (event name, data,
+// id, comment) whatever it held; an unterminated last line is discarded.
+//
+// Extensions, for LLM streams:
+//   - "[DONE]": an event whose data is exactly "[DONE]" (OpenAI's sentinel)
+//     ends the stream. Next returns io.EOF instead of the event and reads no
+//     further, so the source's error after it is never seen. This holds
+//     also when the input ends before its blank line, or even before its
+//     newline ("data: [DONE]" or "data:[DONE]" as the last bytes).
+//   - End of input (the source returns io.EOF, or io.ErrUnexpectedEOF as
+//     net/http's chunked reader does for a connection cut mid-body): a block
+//     whose data lines were all complete but whose blank line never came is
+//     still returned as an event (an upstream that closes right after its
+//     last data line did send it); the next call returns ErrTruncated. An
+//     input that ends mid-line (the partial line is discarded) or without
+//     "[DONE]" also gives ErrTruncated; see NoDone for the one exception.
+//     Both kinds of end give the same events and, but for NoDone, the same
+//     error.
+//   - Comments are surfaced in Event.Comment, and comment-only blocks as
+//     events with nil Data when CommentsOnly is set.
+//   - Event.ID belongs to its block rather than carrying over (see Event.ID).
+//   - Bytes pass through as they are: invalid UTF-8 is not replaced with
+//     U+FFFD as WHATWG's decoder would; the JSON decoder downstream judges it.
+//   - A line, or the data of one event, longer than the limit is an error
+//     (*LineTooLongError) instead of an unbounded buffer.
+//
+// Any other read error is returned as it is, after the complete events read
+// before it; the block in progress is dropped. Once Next has returned an
+// error it returns that error again until Reset.
+//
+// The zero value is not usable; call NewReader. A Reader is not safe for
+// concurrent use.
 type Reader struct {
+	// CommentsOnly, when set, reports comment-only blocks (heartbeats) as
+	// events with nil Data, so a relay can see keep-alives. Off by default:
+	// such blocks are skipped, as WHATWG skips them.
+	CommentsOnly bool
+	// NoDone, for dialects without a "[DONE]" sentinel (Anthropic, Gemini),
+	// makes an io.EOF that comes between two events, after at least one
+	// event with data, a clean end: Next returns io.EOF instead of
+	// ErrTruncated. A cut mid-line or mid-event (lines after the last blank
+	// line) is still ErrTruncated, and so is io.ErrUnexpectedEOF, since the
+	// transport itself saw the body cut. A cut exactly between two events
+	// looks the same as a clean end at this level: adapters must still
+	// decide completeness from the dialect's own terminal event (Anthropic's
+	// message_stop, Gemini's finishReason).
+	NoDone bool
+
 	src     io.Reader
 	buf     []byte // read buffer; buf[r:w] is unread input
 	r, w    int
 	max     int
-	err     error // sticky read error
+	err     error // sticky source error: io.EOF, ErrTruncated for io.ErrUnexpectedEOF, or as read
+	end     error // sticky result of Next once the stream is over
+	bom     bool  // the input's first bytes may still be a byte order mark
+	saw     bool  // an event with data was returned (for NoDone)
 	data    []byte
 	name    []byte
 	id      []byte
 	comment []byte
 	ev      Event
-	// CommentsOnly, when set, reports comment-only blocks (heartbeats) as
-	// events with nil Data, so a relay can see keep-alives. Off by default.
-	CommentsOnly bool
-	// NoDone, when set, treats a bare EOF after at least one event as a clean
-	// end (io.EOF). Dialects without a "[DONE]" sentinel (Anthropic) use it.
-	NoDone   bool
-	sawEvent bool
 }
 
 // initialBuf is the Reader's first buffer size: one typical chunk line fits
@@ -68,62 +130,69 @@ type Reader struct {
 // small because a gateway holds one Reader per open stream.
 const initialBuf = 1024
 
-// NewReader returns a Reader on src. maxLine bounds a single line in bytes;
-// 0 means DefaultMaxLine.
+// NewReader returns a Reader on src. maxLine bounds a single line, and the
+// data of one event, in bytes; 0 means DefaultMaxLine.
 func NewReader(src io.Reader, maxLine int) *Reader {
 	if maxLine <= 0 {
 		maxLine = DefaultMaxLine
 	}
-	return &Reader{src: src, buf: make([]byte, initialBuf), max: maxLine}
+	return &Reader{src: src, buf: make([]byte, initialBuf), max: maxLine, bom: true}
 }
 
-// Reset makes the Reader read from src, keeping its buffers.
+// Reset makes the Reader read a new stream from src, keeping its buffers
+// and options: a byte order mark may start it again, and a sticky error is
+// cleared.
 func (r *Reader) Reset(src io.Reader) {
-	r.src, r.r, r.w, r.err, r.sawEvent = src, 0, 0, nil, false
+	r.src, r.r, r.w, r.err, r.end, r.bom, r.saw = src, 0, 0, nil, nil, true, false
 	r.data, r.name, r.id, r.comment = r.data[:0], r.name[:0], r.id[:0], r.comment[:0]
 }
 
-// Next returns the next event. It returns io.EOF after a "data: [DONE]"
-// event (which is not itself returned), ErrTruncated when the input ends
-// without it (also when the source reports io.ErrUnexpectedEOF, as an HTTP
-// body cut mid-chunk does), a *LineTooLongError for an over-long line, or the underlying
-// read error.
+// block records what the block being read has held so far.
+type block uint8
+
+const (
+	hasData    block = 1 << iota // at least one data line
+	hasName                      // an "event:" line
+	hasID                        // an "id:" line without NUL
+	hasComment                   // a comment line
+	hasLine                      // any line: the input is not between two events
+)
+
+// Next returns the next event. It returns io.EOF at "[DONE]" (which is not
+// itself returned) or, with NoDone, at a bare EOF between two events;
+// ErrTruncated when the input ends otherwise (also when the source reports
+// io.ErrUnexpectedEOF, as an HTTP body cut mid-chunk does); a
+// *LineTooLongError for an over-long line; or the source's read error. See
+// Reader for the exact rules.
 func (r *Reader) Next() (*Event, error) {
-	r.data = r.data[:0]
-	hasData, hasName, hasID, hasComment := false, false, false, false
-	r.name, r.id, r.comment = r.name[:0], r.id[:0], r.comment[:0]
+	if r.end != nil {
+		return nil, r.end
+	}
+	var b block
+	r.data, r.name, r.id, r.comment = r.data[:0], r.name[:0], r.id[:0], r.comment[:0]
 	for {
 		line, err := r.line()
 		if err != nil {
-			if err == io.EOF {
-				// A final event without its blank line still counts (browsers
-				// discard it, but an upstream that closes right after the last
-				// data line has still sent it), then the stream is truncated.
-				if hasData {
-					return r.event(hasName, hasID, hasComment), nil
-				}
-				if r.NoDone && r.sawEvent {
-					return nil, io.EOF
-				}
-				return nil, ErrTruncated
-			}
-			return nil, err
+			return r.finish(line, err, b)
 		}
 		if len(line) == 0 { // blank line: dispatch
-			if hasData {
+			if b&hasData != 0 {
 				if bytes.Equal(r.data, done) {
-					return nil, io.EOF
+					return r.stop(io.EOF)
 				}
-				return r.event(hasName, hasID, hasComment), nil
+				r.saw = true
+				return r.event(b), nil
 			}
-			if hasComment && r.CommentsOnly {
-				r.data = r.data[:0]
-				ev := r.event(hasName, hasID, hasComment)
-				ev.Data = nil
-				return ev, nil
+			if b&hasComment != 0 && r.CommentsOnly {
+				return r.event(b), nil
 			}
+			// Nothing to dispatch, but WHATWG resets the block all the same:
+			// an "event:" line must not name the next block's event.
+			b = 0
+			r.name, r.id, r.comment = r.name[:0], r.id[:0], r.comment[:0]
 			continue
 		}
+		b |= hasLine
 		field, value := line, []byte(nil)
 		if i := bytes.IndexByte(line, ':'); i >= 0 {
 			field, value = line[:i], line[i+1:]
@@ -134,47 +203,104 @@ func (r *Reader) Next() (*Event, error) {
 		switch {
 		case len(field) == 0: // comment
 			r.comment = append(r.comment[:0], value...)
-			hasComment = true
+			b |= hasComment
 		case string(field) == "data":
 			// Many short data lines must not grow one event past the limit either.
 			if len(r.data)+len(value) > r.max {
-				return nil, &LineTooLongError{Limit: r.max}
+				return r.stop(&LineTooLongError{Limit: r.max})
 			}
-			if hasData {
+			if b&hasData != 0 {
 				r.data = append(r.data, '\n')
 			}
 			r.data = append(r.data, value...)
-			hasData = true
+			b |= hasData
 		case string(field) == "event":
 			r.name = append(r.name[:0], value...)
-			hasName = true
+			b |= hasName
 		case string(field) == "id":
-			r.id = append(r.id[:0], value...)
-			hasID = true
+			if bytes.IndexByte(value, 0) < 0 { // WHATWG ignores an id holding NUL
+				r.id = append(r.id[:0], value...)
+				b |= hasID
+			}
 		}
 		// "retry:" and unknown fields are ignored, as the SSE spec says.
 	}
 }
 
-var done = []byte("[DONE]")
+var (
+	done = []byte("[DONE]")
+	bom  = []byte("\xEF\xBB\xBF")
+	// empty is a present but empty field, without allocating.
+	empty = []byte{}
+)
 
-func (r *Reader) event(hasName, hasID, hasComment bool) *Event {
-	r.sawEvent = true
-	r.ev = Event{Data: r.data}
-	if hasName {
-		r.ev.Name = r.name
+// finish ends the stream at the read error err. tail is the input's
+// unterminated last line, if any, and b the block in progress.
+func (r *Reader) finish(tail []byte, err error, b block) (*Event, error) {
+	if err != io.EOF && err != ErrTruncated {
+		// A read error or an over-long line: not the end of the input, so
+		// nothing in progress can be trusted.
+		return r.stop(err)
 	}
-	if hasID {
-		r.ev.ID = r.id
+	if len(tail) > 0 {
+		// WHATWG discards an unterminated last line, so a cut mid-line
+		// reads as a truncation, not as malformed JSON. Only "[DONE]" alone,
+		// cut before its newline, is taken as the sentinel: nothing can
+		// follow it.
+		if b&hasData == 0 && (string(tail) == "data: [DONE]" || string(tail) == "data:[DONE]") {
+			return r.stop(io.EOF)
+		}
+		b |= hasLine
 	}
-	if hasComment {
-		r.ev.Comment = r.comment
+	if b&hasData != 0 && bytes.Equal(r.data, done) {
+		return r.stop(io.EOF) // "data: [DONE]\n" without its blank line
+	}
+	r.end = ErrTruncated
+	if err == io.EOF && b&hasLine == 0 && r.NoDone && r.saw {
+		r.end = io.EOF
+	}
+	if b&hasData != 0 {
+		// Complete data lines whose blank line never came: the upstream did
+		// send them; the error follows on the next call.
+		return r.event(b), nil
+	}
+	return nil, r.end
+}
+
+func (r *Reader) stop(err error) (*Event, error) {
+	r.end = err
+	return nil, err
+}
+
+func (r *Reader) event(b block) *Event {
+	r.ev = Event{}
+	if b&hasData != 0 {
+		r.ev.Data = present(r.data)
+	}
+	if b&hasName != 0 {
+		r.ev.Name = present(r.name)
+	}
+	if b&hasID != 0 {
+		r.ev.ID = present(r.id)
+	}
+	if b&hasComment != 0 {
+		r.ev.Comment = present(r.comment)
 	}
 	return &r.ev
 }
 
-// line returns the next line without its terminator (LF, CRLF or CR).
-// The slice is valid until the next call.
+// present returns b, or an empty non-nil slice when b is nil: a field that
+// was present is never nil, even before its buffer first grew.
+func present(b []byte) []byte {
+	if b == nil {
+		return empty
+	}
+	return b
+}
+
+// line returns the next line without its terminator (LF, CRLF or CR). The
+// slice is valid until the next call. When the input has ended it returns
+// the unterminated rest (possibly empty) with the source's sticky error.
 func (r *Reader) line() ([]byte, error) {
 	scanned := 0
 	for {
@@ -184,12 +310,10 @@ func (r *Reader) line() ([]byte, error) {
 				return nil, &LineTooLongError{Limit: r.max}
 			}
 			// A CR at the very end of the buffer may be the first half of
-			// CRLF: read more before deciding.
+			// CRLF: read more before deciding, unless the input has ended.
 			if r.buf[end] == '\r' && end+1 == r.w && r.err == nil {
 				scanned = end - r.r
-				if err := r.fill(); err != nil && err != io.EOF {
-					return nil, err
-				}
+				r.fill()
 				continue
 			}
 			line := r.buf[r.r:end]
@@ -201,27 +325,28 @@ func (r *Reader) line() ([]byte, error) {
 			return line, nil
 		}
 		scanned = r.w - r.r
-		if scanned > r.max {
+		if scanned > r.max && !r.bom {
 			return nil, &LineTooLongError{Limit: r.max}
 		}
 		if r.err != nil {
-			if r.r < r.w { // last line without a terminator
-				line := r.buf[r.r:r.w]
-				r.r = r.w
-				return line, nil
-			}
-			return nil, r.err
+			line := r.buf[r.r:r.w]
+			r.r = r.w
+			return line, r.err
 		}
-		if err := r.fill(); err != nil && err != io.EOF {
-			return nil, err
+		if r.bom {
+			// The bytes so far start a BOM that fill may drop: scan again
+			// from the start (they hold no line end).
+			scanned = 0
 		}
+		r.fill()
 	}
 }
 
-// fill reads more input, compacting or growing the buffer as needed.
-func (r *Reader) fill() error {
+// fill reads more input, compacting or growing the buffer as needed. A read
+// error is kept in r.err: the bytes read with it are parsed first.
+func (r *Reader) fill() {
 	if r.err != nil {
-		return r.err
+		return
 	}
 	if r.r > 0 {
 		n := copy(r.buf, r.buf[r.r:r.w])
@@ -234,13 +359,18 @@ func (r *Reader) fill() error {
 		}
 		if size <= len(r.buf) {
 			// Unreachable with the checks in line, kept as a guard.
-			return &LineTooLongError{Limit: r.max}
+			r.err = &LineTooLongError{Limit: r.max}
+			return
 		}
 		nb := make([]byte, size)
 		copy(nb, r.buf[:r.w])
 		r.buf = nb
 	}
-	for range 100 {
+	for tries := 0; ; tries++ {
+		if tries == 100 {
+			r.err = io.ErrNoProgress
+			break
+		}
 		n, err := r.src.Read(r.buf[r.w:])
 		r.w += n
 		if err != nil {
@@ -249,18 +379,34 @@ func (r *Reader) fill() error {
 				err = io.EOF
 			case errors.Is(err, io.ErrUnexpectedEOF):
 				// net/http's chunked reader reports a connection cut
-				// mid-body this way: the same truncation as a bare EOF.
+				// mid-body this way: the same end of input as a bare EOF,
+				// but never a clean one.
 				err = ErrTruncated
 			}
 			r.err = err
-			return err
+			break
 		}
 		if n > 0 {
-			return nil
+			break
 		}
 	}
-	r.err = io.ErrNoProgress
-	return r.err
+	if r.bom {
+		r.dropBOM()
+	}
+}
+
+// dropBOM skips one UTF-8 byte order mark at the start of the input, as
+// WHATWG's UTF-8 decode does. A BOM split across reads waits for its next
+// bytes: they hold no line terminator, so line keeps reading meanwhile.
+func (r *Reader) dropBOM() {
+	b := r.buf[r.r:r.w]
+	if len(b) < len(bom) && bytes.HasPrefix(bom, b) && r.err == nil {
+		return
+	}
+	r.bom = false
+	if bytes.HasPrefix(b, bom) {
+		r.r += len(bom)
+	}
 }
 
 // indexEOL finds the first LF or CR. Two IndexByte scans (vectorised in the
