@@ -6,6 +6,7 @@ package api
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 )
 
@@ -90,6 +91,45 @@ type Usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
 	TotalTokens      int `json:"total_tokens"`
+}
+
+// UnmarshalJSON reads a usage object the way ScanChunk does, so that a
+// non-streaming body's usage counts like a stream's: a count may be any
+// JSON number (12, 12.0, 1.2e1), rounded to the nearest integer, halves up;
+// a negative count or one above 1<<40 reads as 0. Without it, one float
+// count (some OpenAI-compatible servers send 12.0) failed the whole decode.
+// Member names match exactly; other members (prompt_tokens_details…) and
+// counts that are null or not numbers are ignored, leaving their fields as
+// they were, as null leaves all of u. A value that is not an object is a
+// *json.UnmarshalTypeError; nesting deeper than MaxDepth is a *SyntaxError.
+func (u *Usage) UnmarshalJSON(data []byte) error {
+	s := scanner{b: data}
+	switch s.peek() {
+	case 'n':
+		if err := s.lit("null"); err != nil {
+			return err
+		}
+	case '{':
+		if err := s.usage(u); err != nil {
+			return err
+		}
+	default:
+		var kind string
+		switch c := s.peek(); {
+		case c == '"':
+			kind = "string"
+		case c == '[':
+			kind = "array"
+		case c == 't' || c == 'f':
+			kind = "bool"
+		case c == '-' || c >= '0' && c <= '9':
+			kind = "number"
+		default:
+			return s.fail("expected a value")
+		}
+		return &json.UnmarshalTypeError{Value: kind, Type: reflect.TypeFor[Usage](), Offset: int64(s.i)}
+	}
+	return s.end()
 }
 
 // Chunk is one "chat.completion.chunk" event of a stream.

@@ -2,6 +2,20 @@ package api
 
 import "strconv"
 
+// MaxDepth is the deepest nesting of objects and arrays ScanChunk (and
+// Usage.UnmarshalJSON) accepts; the chunk's own object is level 1. Real
+// chunks nest fewer than 10 levels (tool-call arguments are a string, not a
+// tree), so 128 leaves room for any provider's extra members while bounding
+// the scanner's recursion: a 9 MB data line of "[[[[…" would otherwise
+// overflow the goroutine stack and kill the process. encoding/json caps
+// nesting at 10,000, which is far more stack than a per-chunk parse on the
+// hot path should be allowed to take.
+const MaxDepth = 128
+
+// maxCount is the largest token count read as a number; a count above it
+// (about 10^12, far more than any context window) reads as 0.
+const maxCount = 1 << 40
+
 // ChunkInfo is what the hot path needs to know about one stream chunk.
 type ChunkInfo struct {
 	// Content is true when a choice carries content, reasoning, refusal or
@@ -10,7 +24,8 @@ type ChunkInfo struct {
 	Content bool
 	// Finish is true when a choice has a non-null finish_reason.
 	Finish bool
-	// HasUsage is true when the chunk carries a non-null "usage" object.
+	// HasUsage is true when the chunk carries a "usage" object (not null,
+	// not some other kind of value).
 	HasUsage bool
 	Usage    Usage
 	// Error is true when the chunk holds a non-null "error" member, the way
@@ -18,7 +33,7 @@ type ChunkInfo struct {
 	Error bool
 }
 
-// SyntaxError reports malformed chunk JSON.
+// SyntaxError reports malformed chunk JSON, or nesting deeper than MaxDepth.
 type SyntaxError struct {
 	Offset int
 	Msg    string
@@ -31,39 +46,39 @@ func (e *SyntaxError) Error() string {
 // ScanChunk reads a chat.completion.chunk JSON object and reports its
 // content, finish and usage without allocating (except on error). It walks
 // the bytes once and skips every member it does not need, so it costs far
-// less than a full decode and never re-encodes the chunk. A value that is
-// not a JSON object, or malformed JSON, returns a *SyntaxError.
+// less than a full decode and never re-encodes the chunk.
+//
+// It accepts exactly the objects encoding/json accepts, up to MaxDepth
+// levels of nesting: a value that is not a JSON object, malformed JSON
+// (numbers, escapes, literals and control characters are checked, also in
+// skipped members) or nesting deeper than MaxDepth returns a *SyntaxError.
+// Like json.Valid, it does not check that strings are valid UTF-8. A member
+// of an unexpected kind (a "choices" that is not an array, a choice or
+// "delta" that is not an object, a string count) is skipped, not an error.
+// Member names are matched exactly, after unescaping (\u0063 is "c"); a
+// repeated member is read each time (encoding/json keeps the last).
+//
+// Usage counts may be any JSON number: integers as they are, integral
+// floats and exponent forms (12.0, 7e0, 1.2e3) as their value, other
+// values rounded to the nearest integer, halves up (7.5 is 8). A negative
+// count or one above 1<<40 reads as 0. A count that is null or not a
+// number reads as 0.
 func ScanChunk(data []byte) (ChunkInfo, error) {
 	s := scanner{b: data}
 	var info ChunkInfo
 	err := s.object(func(key []byte) error {
 		switch string(key) {
 		case "choices":
+			if s.peek() != '[' {
+				return s.skip()
+			}
 			return s.array(func() error { return s.choice(&info) })
 		case "usage":
-			if s.null() {
-				return nil
+			if s.peek() != '{' {
+				return s.skip()
 			}
 			info.HasUsage = true
-			return s.object(func(k []byte) error {
-				var dst *int
-				switch string(k) {
-				case "prompt_tokens":
-					dst = &info.Usage.PromptTokens
-				case "completion_tokens":
-					dst = &info.Usage.CompletionTokens
-				case "total_tokens":
-					dst = &info.Usage.TotalTokens
-				default:
-					return s.skip()
-				}
-				if s.null() {
-					return nil
-				}
-				n, err := s.int()
-				*dst = n
-				return err
-			})
+			return s.usage(&info.Usage)
 		case "error":
 			if !s.null() {
 				info.Error = true
@@ -76,19 +91,18 @@ func ScanChunk(data []byte) (ChunkInfo, error) {
 	if err != nil {
 		return info, err
 	}
-	s.ws()
-	if s.i != len(s.b) {
-		return info, s.fail("data after the object")
-	}
-	return info, nil
+	return info, s.end()
 }
 
 func (s *scanner) choice(info *ChunkInfo) error {
+	if s.peek() != '{' {
+		return s.skip()
+	}
 	return s.object(func(key []byte) error {
 		switch string(key) {
 		case "delta", "message":
-			if s.null() {
-				return nil
+			if s.peek() != '{' {
+				return s.skip()
 			}
 			return s.object(func(k []byte) error {
 				switch string(k) {
@@ -98,14 +112,10 @@ func (s *scanner) choice(info *ChunkInfo) error {
 					if s.null() {
 						return nil
 					}
-					start := s.i
-					if err := s.skip(); err != nil {
-						return err
-					}
-					if v := s.b[start:s.i]; string(v) != "[]" && string(v) != "{}" {
+					if !s.empty() {
 						info.Content = true
 					}
-					return nil
+					return s.skip()
 				}
 				return s.skip()
 			})
@@ -122,14 +132,38 @@ func (s *scanner) choice(info *ChunkInfo) error {
 	})
 }
 
-// text skips a string-or-null value and sets *nonEmpty when it is a non-empty string.
-func (s *scanner) text(nonEmpty *bool) error {
-	if s.null() {
+// usage reads the counts of a usage object into u; a count that is null or
+// not a number leaves its field as it was.
+func (s *scanner) usage(u *Usage) error {
+	return s.object(func(k []byte) error {
+		var dst *int
+		switch string(k) {
+		case "prompt_tokens":
+			dst = &u.PromptTokens
+		case "completion_tokens":
+			dst = &u.CompletionTokens
+		case "total_tokens":
+			dst = &u.TotalTokens
+		default:
+			return s.skip()
+		}
+		if c := s.peek(); c != '-' && (c < '0' || c > '9') {
+			return s.skip()
+		}
+		start := s.i
+		if err := s.number(); err != nil {
+			return err
+		}
+		*dst = count(s.b[start:s.i])
 		return nil
-	}
-	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == '"' {
-		v, err := s.str()
+	})
+}
+
+// text skips a value and sets *nonEmpty when it is a non-empty string.
+// Every escape decodes to at least one byte, so the raw length decides.
+func (s *scanner) text(nonEmpty *bool) error {
+	if s.peek() == '"' {
+		v, _, err := s.str()
 		if len(v) > 0 {
 			*nonEmpty = true
 		}
@@ -138,9 +172,36 @@ func (s *scanner) text(nonEmpty *bool) error {
 	return s.skip()
 }
 
+// empty reports, without consuming anything, whether the next value is an
+// empty array or object ("[]", "{ }"): tool_calls that carry no call.
+func (s *scanner) empty() bool {
+	s.ws()
+	if s.i >= len(s.b) {
+		return false
+	}
+	var closer byte
+	switch s.b[s.i] {
+	case '[':
+		closer = ']'
+	case '{':
+		closer = '}'
+	default:
+		return false
+	}
+	for j := s.i + 1; j < len(s.b); j++ {
+		switch s.b[j] {
+		case ' ', '\t', '\n', '\r':
+		default:
+			return s.b[j] == closer
+		}
+	}
+	return false
+}
+
 type scanner struct {
-	b []byte
-	i int
+	b     []byte
+	i     int
+	depth int // objects and arrays open around s.i
 }
 
 func (s *scanner) fail(msg string) error { return &SyntaxError{Offset: s.i, Msg: msg} }
@@ -156,6 +217,24 @@ func (s *scanner) ws() {
 	}
 }
 
+// peek skips whitespace and returns the next byte, 0 at the end.
+func (s *scanner) peek() byte {
+	s.ws()
+	if s.i < len(s.b) {
+		return s.b[s.i]
+	}
+	return 0
+}
+
+// end checks that only whitespace follows the value.
+func (s *scanner) end() error {
+	s.ws()
+	if s.i != len(s.b) {
+		return s.fail("data after the object")
+	}
+	return nil
+}
+
 // null consumes a null literal if one comes next.
 func (s *scanner) null() bool {
 	s.ws()
@@ -166,16 +245,31 @@ func (s *scanner) null() bool {
 	return false
 }
 
-// object walks an object, calling member with each key positioned at its value.
+// open enters the object or array at s.i, failing beyond MaxDepth.
+func (s *scanner) open() error {
+	if s.depth == MaxDepth {
+		return s.fail("nesting deeper than " + strconv.Itoa(MaxDepth))
+	}
+	s.depth++
+	s.i++
+	return nil
+}
+
+// object walks an object, calling member with each key positioned at its
+// value. The key is raw (still escaped) unless it unescapes to one of the
+// names the scanner looks for, so a match means the decoded name matched.
 func (s *scanner) object(member func(key []byte) error) error {
 	s.ws()
 	if s.i >= len(s.b) || s.b[s.i] != '{' {
 		return s.fail("expected an object")
 	}
-	s.i++
+	if err := s.open(); err != nil {
+		return err
+	}
 	s.ws()
 	if s.i < len(s.b) && s.b[s.i] == '}' {
 		s.i++
+		s.depth--
 		return nil
 	}
 	for {
@@ -183,9 +277,12 @@ func (s *scanner) object(member func(key []byte) error) error {
 		if s.i >= len(s.b) || s.b[s.i] != '"' {
 			return s.fail("expected a member name")
 		}
-		key, err := s.str()
+		key, esc, err := s.str()
 		if err != nil {
 			return err
+		}
+		if esc {
+			key = knownKey(key)
 		}
 		s.ws()
 		if s.i >= len(s.b) || s.b[s.i] != ':' {
@@ -204,6 +301,7 @@ func (s *scanner) object(member func(key []byte) error) error {
 			s.i++
 		case '}':
 			s.i++
+			s.depth--
 			return nil
 		default:
 			return s.fail("expected ',' or '}'")
@@ -211,18 +309,19 @@ func (s *scanner) object(member func(key []byte) error) error {
 	}
 }
 
+// array walks an array, calling elem positioned at each element.
 func (s *scanner) array(elem func() error) error {
 	s.ws()
-	if s.null() {
-		return nil
-	}
 	if s.i >= len(s.b) || s.b[s.i] != '[' {
 		return s.fail("expected an array")
 	}
-	s.i++
+	if err := s.open(); err != nil {
+		return err
+	}
 	s.ws()
 	if s.i < len(s.b) && s.b[s.i] == ']' {
 		s.i++
+		s.depth--
 		return nil
 	}
 	for {
@@ -238,6 +337,7 @@ func (s *scanner) array(elem func() error) error {
 			s.i++
 		case ']':
 			s.i++
+			s.depth--
 			return nil
 		default:
 			return s.fail("expected ',' or ']'")
@@ -245,55 +345,247 @@ func (s *scanner) array(elem func() error) error {
 	}
 }
 
-// str consumes a string and returns its raw (still escaped) contents.
-func (s *scanner) str() ([]byte, error) {
+// strStop marks the bytes str must look at: the closing quote, a backslash
+// and the control characters JSON forbids unescaped. Other bytes, invalid
+// UTF-8 included, pass as they do in json.Valid.
+var strStop = func() (t [256]bool) {
+	for c := range 0x20 {
+		t[c] = true
+	}
+	t['"'], t['\\'] = true, true
+	return t
+}()
+
+// str consumes a string and returns its raw (still escaped) contents and
+// whether they hold an escape.
+func (s *scanner) str() (raw []byte, esc bool, err error) {
 	s.i++ // opening quote
 	start := s.i
 	for s.i < len(s.b) {
-		switch c := s.b[s.i]; {
-		case c == '"':
-			v := s.b[start:s.i]
+		c := s.b[s.i]
+		if !strStop[c] {
 			s.i++
-			return v, nil
-		case c == '\\':
-			s.i += 2
-		case c < 0x20:
-			return nil, s.fail("control character in string")
+			continue
+		}
+		switch c {
+		case '"':
+			raw = s.b[start:s.i]
+			s.i++
+			return raw, esc, nil
+		case '\\':
+			if err := s.escape(); err != nil {
+				return nil, false, err
+			}
+			esc = true
 		default:
-			s.i++
+			return nil, false, s.fail("control character in string")
 		}
 	}
-	return nil, s.fail("unterminated string")
+	return nil, false, s.fail("unterminated string")
 }
 
-func (s *scanner) int() (int, error) {
-	s.ws()
-	start := s.i
-	neg := false
-	if s.i < len(s.b) && s.b[s.i] == '-' {
-		neg = true
-		s.i++
+// escape consumes the escape sequence at s.i: \" \\ \/ \b \f \n \r \t or \u
+// with four hex digits.
+func (s *scanner) escape() error {
+	s.i++ // backslash
+	if s.i >= len(s.b) {
+		return s.fail("unterminated string")
 	}
+	switch s.b[s.i] {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		s.i++
+		return nil
+	case 'u':
+		s.i++
+		for range 4 {
+			if s.i >= len(s.b) || unhex(s.b[s.i]) < 0 {
+				return s.fail(`invalid \u escape`)
+			}
+			s.i++
+		}
+		return nil
+	}
+	return s.fail("invalid escape")
+}
+
+func unhex(c byte) int {
+	switch {
+	case c >= '0' && c <= '9':
+		return int(c - '0')
+	case c >= 'a' && c <= 'f':
+		return int(c - 'a' + 10)
+	case c >= 'A' && c <= 'F':
+		return int(c - 'A' + 10)
+	}
+	return -1
+}
+
+// knownKeys are the member names the scanner looks for.
+var knownKeys = [][]byte{
+	[]byte("choices"), []byte("usage"), []byte("error"),
+	[]byte("delta"), []byte("message"), []byte("text"), []byte("finish_reason"),
+	[]byte("content"), []byte("reasoning_content"), []byte("reasoning"), []byte("refusal"),
+	[]byte("tool_calls"), []byte("function_call"),
+	[]byte("prompt_tokens"), []byte("completion_tokens"), []byte("total_tokens"),
+}
+
+// knownKey unescapes raw, a member name str accepted, and returns the known
+// name it spells, else raw itself, which holds a backslash and so matches no
+// known name. Servers do not escape these names; encoding/json unescapes
+// every name, and the scanner must agree with it.
+func knownKey(raw []byte) []byte {
+	var buf [len("reasoning_content")]byte
 	n := 0
-	digits := 0
-	for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
-		n = n*10 + int(s.b[s.i]-'0')
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		if c == '\\' {
+			i++
+			switch c = raw[i]; c {
+			case 'u':
+				r := unhex(raw[i+1])<<12 | unhex(raw[i+2])<<8 | unhex(raw[i+3])<<4 | unhex(raw[i+4])
+				if r >= 0x80 {
+					return raw // known names are ASCII
+				}
+				c = byte(r)
+				i += 4
+			case 'b':
+				c = '\b'
+			case 'f':
+				c = '\f'
+			case 'n':
+				c = '\n'
+			case 'r':
+				c = '\r'
+			case 't':
+				c = '\t'
+			}
+		}
+		if n == len(buf) {
+			return raw
+		}
+		buf[n] = c
+		n++
+	}
+	for _, k := range knownKeys {
+		if string(k) == string(buf[:n]) {
+			return k
+		}
+	}
+	return raw
+}
+
+// number consumes a JSON number: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func (s *scanner) number() error {
+	if s.i < len(s.b) && s.b[s.i] == '-' {
 		s.i++
-		digits++
 	}
-	if digits == 0 {
-		s.i = start
-		return 0, s.fail("expected an integer")
+	switch {
+	case s.i < len(s.b) && s.b[s.i] == '0':
+		s.i++
+	case s.digits() == 0:
+		return s.fail("invalid number")
 	}
-	// Tolerate "12.0" from servers that send floats.
-	if s.i < len(s.b) && (s.b[s.i] == '.' || s.b[s.i] == 'e' || s.b[s.i] == 'E') {
-		s.i = start
-		return 0, s.skip()
+	if s.i < len(s.b) && s.b[s.i] == '.' {
+		s.i++
+		if s.digits() == 0 {
+			return s.fail("invalid number")
+		}
 	}
-	if neg {
-		n = -n
+	if s.i < len(s.b) && (s.b[s.i] == 'e' || s.b[s.i] == 'E') {
+		s.i++
+		if s.i < len(s.b) && (s.b[s.i] == '+' || s.b[s.i] == '-') {
+			s.i++
+		}
+		if s.digits() == 0 {
+			return s.fail("invalid number")
+		}
 	}
-	return n, nil
+	return nil
+}
+
+// digits consumes a run of decimal digits and returns its length.
+func (s *scanner) digits() int {
+	start := s.i
+	for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
+		s.i++
+	}
+	return s.i - start
+}
+
+// count returns num, a valid JSON number, as a token count: rounded to the
+// nearest integer, halves up; 0 when negative or above maxCount. It works
+// on the decimal digits, so it is exact for any length and exponent.
+func count(num []byte) int {
+	if num[0] == '-' {
+		return 0
+	}
+	n, i := 0, 0
+	for ; i < len(num) && num[i] >= '0' && num[i] <= '9'; i++ {
+		if n <= maxCount { // past it, stop: 20000000000000000e-10 is still 2e6
+			n = n*10 + int(num[i]-'0')
+		}
+	}
+	if i == len(num) { // an integer: the common case
+		if n > maxCount {
+			return 0
+		}
+		return n
+	}
+	// The mantissa's digits are num[:intEnd] then num[fracStart:fracEnd];
+	// point is how many of them come before the decimal point once the
+	// exponent is applied.
+	intEnd, fracStart, fracEnd := i, i, i
+	if num[i] == '.' {
+		fracStart = i + 1
+		for fracEnd = fracStart; fracEnd < len(num) && num[fracEnd] >= '0' && num[fracEnd] <= '9'; fracEnd++ {
+		}
+	}
+	exp := 0
+	if j := fracEnd; j < len(num) { // 'e' or 'E'
+		j++
+		neg := num[j] == '-'
+		if num[j] == '+' || num[j] == '-' {
+			j++
+		}
+		for ; j < len(num); j++ {
+			// Saturate (int may be 32 bits): beyond 10^8 the count is 0
+			// either way for any number shorter than 10^8 digits.
+			if exp < 1e8 {
+				exp = exp*10 + int(num[j]-'0')
+			}
+		}
+		if neg {
+			exp = -exp
+		}
+	}
+	total := intEnd + fracEnd - fracStart
+	digit := func(k int) int {
+		if k < intEnd {
+			return int(num[k] - '0')
+		}
+		return int(num[fracStart+k-intEnd] - '0')
+	}
+	point := intEnd + exp
+	n = 0
+	for k := 0; k < point; k++ {
+		if k < total {
+			n = n*10 + digit(k)
+		} else if n == 0 {
+			break // 0e999999999: zeros stay zero, do not loop to the exponent
+		} else {
+			n *= 10
+		}
+		if n > maxCount {
+			return 0
+		}
+	}
+	if point >= 0 && point < total && digit(point) >= 5 {
+		n++
+	}
+	if n > maxCount {
+		return 0
+	}
+	return n
 }
 
 // skip consumes any JSON value.
@@ -304,7 +596,7 @@ func (s *scanner) skip() error {
 	}
 	switch c := s.b[s.i]; {
 	case c == '"':
-		_, err := s.str()
+		_, _, err := s.str()
 		return err
 	case c == '{':
 		return s.object(func([]byte) error { return s.skip() })
@@ -317,16 +609,7 @@ func (s *scanner) skip() error {
 	case c == 'n':
 		return s.lit("null")
 	case c == '-' || (c >= '0' && c <= '9'):
-		s.i++
-		for s.i < len(s.b) {
-			switch c := s.b[s.i]; {
-			case c >= '0' && c <= '9', c == '.', c == 'e', c == 'E', c == '+', c == '-':
-				s.i++
-			default:
-				return nil
-			}
-		}
-		return nil
+		return s.number()
 	}
 	return s.fail("unexpected character")
 }

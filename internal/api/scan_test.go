@@ -3,6 +3,10 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"math/big"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -41,10 +45,171 @@ func TestScanChunk(t *testing.T) {
 }
 
 func TestScanChunkMalformed(t *testing.T) {
-	for _, in := range []string{``, `{`, `not json`, `{"choices":[{"delta":{"content":"x}}]}`, `{"a":1}x`, `[1]`, `{"choices":[}`, `{"usage":{"prompt_tokens":"x"}}`} {
+	for _, in := range []string{``, `{`, `not json`, `{"choices":[{"delta":{"content":"x}}]}`, `{"a":1}x`, `[1]`, `{"choices":[}`} {
 		if _, err := ScanChunk([]byte(in)); err == nil {
 			t.Errorf("ScanChunk(%q): got nil error, want a syntax error", in)
 		}
+	}
+}
+
+// TestScanChunkStrict: what json.Valid rejects, ScanChunk rejects, also in
+// members it skips.
+func TestScanChunkStrict(t *testing.T) {
+	for _, in := range []string{
+		`{"a":01}`, `{"a":-01}`, `{"a":00}`, `{"a":1.}`, `{"a":.5}`, `{"a":-}`, `{"a":-a}`, `{"a":+1}`,
+		`{"a":1e}`, `{"a":1e+}`, `{"a":1.e3}`, `{"a":1.5.5}`, `{"a":0x10}`, `{"a":1-2}`, `{"a":1e2e3}`,
+		`{"usage":{"prompt_tokens":1.}}`, `{"usage":{"prompt_tokens":-}}`, `{"usage":{"prompt_tokens":01}}`,
+		`{"a":"\x"}`, `{"a":"\u12"}`, `{"a":"\u12g4"}`, `{"a":"\U0041"}`, `{"a":"\`, `{"a":"\u00`,
+		`{"choices":[{"delta":{"content":"\a"}}]}`, `{"k\q":1}`,
+		`{"a":tru}`, `{"a":nul}`, `{"a":True}`, `{"a":nulls}`, `{"a":falsey}`,
+		"{\"a\":\"\x01\"}", "{\"a\":\"\t\"}", "{\"a\":\"\n\"}", "{\"a\x00\":1}",
+		"\ufeff{}", "{\"a\":1}\x00", "{\"a\":1,}", "{,}", `{"a" 1}`, `{"a":[1,]}`, `{"a":[,1]}`, `{"a":}`,
+	} {
+		if json.Valid([]byte(in)) {
+			t.Fatalf("json.Valid(%q) = true; the case is wrong", in)
+		}
+		if got, err := ScanChunk([]byte(in)); err == nil {
+			t.Errorf("ScanChunk(%q) = %+v, nil; want a syntax error, as json.Valid rejects it", in, got)
+		}
+	}
+	// json.Valid does not check UTF-8 inside strings; neither does ScanChunk.
+	for _, in := range []string{"{\"a\":\"\xff\"}", "{\"\xed\xa0\x80\":1}", `{"a":"\ud800"}`, "{\"a\":\"\x7f\"}"} {
+		if !json.Valid([]byte(in)) {
+			t.Fatalf("json.Valid(%q) = false; the case is wrong", in)
+		}
+		if _, err := ScanChunk([]byte(in)); err != nil {
+			t.Errorf("ScanChunk(%q): %v; want no error, as json.Valid accepts it", in, err)
+		}
+	}
+}
+
+// TestScanChunkValidShapes: valid JSON objects whose members have kinds the
+// hot path does not expect are read the way encoding/json reads them
+// (see reference), not rejected.
+func TestScanChunkValidShapes(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want ChunkInfo
+	}{
+		{"string count", `{"usage":{"prompt_tokens":"x","completion_tokens":2}}`, ChunkInfo{HasUsage: true, Usage: Usage{CompletionTokens: 2}}},
+		{"null count", `{"usage":{"prompt_tokens":null,"completion_tokens":[1],"total_tokens":{"a":1}}}`, ChunkInfo{HasUsage: true}},
+		{"usage not an object", `{"usage":"x"}`, ChunkInfo{}},
+		{"usage array", `{"usage":[1,2]}`, ChunkInfo{}},
+		{"choices not an array", `{"choices":{"delta":{"content":"x"}}}`, ChunkInfo{}},
+		{"choices string", `{"choices":"x"}`, ChunkInfo{}},
+		{"choice not an object", `{"choices":[1,"x",null,{"delta":{"content":"y"}}]}`, ChunkInfo{Content: true}},
+		{"delta not an object", `{"choices":[{"delta":"x","finish_reason":"stop"}]}`, ChunkInfo{Finish: true}},
+		{"delta null", `{"choices":[{"delta":null}]}`, ChunkInfo{}},
+		{"content not a string", `{"choices":[{"delta":{"content":["x"],"refusal":1}}]}`, ChunkInfo{}},
+		{"empty tool calls with space", `{"choices":[{"delta":{"tool_calls":[ ],"function_call":{ }}}]}`, ChunkInfo{}},
+		{"tool calls string", `{"choices":[{"delta":{"tool_calls":""}}]}`, ChunkInfo{Content: true}},
+		{"escaped keys", `{"choi\u0063es":[{"d\u0065lta":{"cont\u0065nt":"x"},"finish\u005freason":"stop"}],"\u0075sage":{"prompt\u005Ftokens":3}}`,
+			ChunkInfo{Content: true, Finish: true, HasUsage: true, Usage: Usage{PromptTokens: 3}}},
+		{"escaped non-key", `{"choi\"ces":[{"delta":{"content":"x"}}],"\u00e9rror":1,"\/":2}`, ChunkInfo{}},
+		{"escaped content", `{"choices":[{"delta":{"content":"\u0000"}}]}`, ChunkInfo{Content: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if want, ok := reference([]byte(tt.in)); !ok || want != tt.want {
+				t.Fatalf("reference(%s) = %+v, %v; the case is wrong", tt.in, want, ok)
+			}
+			got, err := ScanChunk([]byte(tt.in))
+			if err != nil {
+				t.Fatalf("ScanChunk: %v", err)
+			}
+			if got != tt.want {
+				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// nested returns a chunk whose "x" member nests depth levels in all, the
+// chunk's own object included.
+func nested(depth int, closed bool) []byte {
+	b := []byte(`{"x":`)
+	b = append(b, bytes.Repeat([]byte("["), depth-1)...)
+	if closed {
+		b = append(b, bytes.Repeat([]byte("]"), depth-1)...)
+		b = append(b, '}')
+	}
+	return b
+}
+
+func TestScanChunkDepth(t *testing.T) {
+	// A 9 MB data line nested millions of levels deep: before MaxDepth the
+	// recursion overflowed the goroutine stack, a fatal error.
+	for _, closed := range []bool{false, true} {
+		in := nested(9<<20, closed)
+		_, err := ScanChunk(in)
+		var se *SyntaxError
+		if !errors.As(err, &se) || !strings.Contains(se.Msg, "nesting deeper than 128") {
+			t.Errorf("ScanChunk(9 MB nested, closed %v): got %v, want a *SyntaxError about nesting", closed, err)
+		}
+	}
+	at := func(depth int) []string {
+		inner := strings.Repeat("[", depth-4) + strings.Repeat("]", depth-4)
+		return []string{
+			string(nested(depth, true)),
+			// through the members ScanChunk reads: chunk, choices, choice, delta
+			`{"choices":[{"delta":{"content":"x","x":` + inner + `}}]}`,
+			`{"usage":{"a":[` + strings.Repeat("{\"a\":", depth-3) + "1" + strings.Repeat("}", depth-3) + `],"prompt_tokens":1}}`,
+			`{"error":[[` + strings.Repeat("[", depth-3) + strings.Repeat("]", depth-3) + `]]}`,
+		}
+	}
+	for _, in := range at(MaxDepth) {
+		if _, err := ScanChunk([]byte(in)); err != nil {
+			t.Errorf("ScanChunk(depth %d: %.40s…): %v; want no error at MaxDepth", MaxDepth, in, err)
+		}
+		if d := depth([]byte(in)); d != MaxDepth {
+			t.Fatalf("depth(%.40s…) = %d, want %d; the case is wrong", in, d, MaxDepth)
+		}
+	}
+	for _, in := range at(MaxDepth + 1) {
+		if _, err := ScanChunk([]byte(in)); err == nil {
+			t.Errorf("ScanChunk(depth %d: %.40s…): got nil error, want nesting deeper than %d", MaxDepth+1, in, MaxDepth)
+		}
+	}
+}
+
+func TestScanChunkUsageNumbers(t *testing.T) {
+	tests := []struct {
+		num  string
+		want int
+	}{
+		{"12", 12}, {"0", 0}, {"-0", 0},
+		{"12.0", 12}, {"7e0", 7}, {"7E+0", 7}, {"1.2e3", 1200}, {"1.2E3", 1200}, {"120e-1", 12}, {"0.07e2", 7},
+		{"7.5", 8}, {"7.49", 7}, {"7.4999999999999999999999", 7}, {"0.5", 1}, {"0.4", 0}, {"123456789e-3", 123457},
+		{"1e-999999999999", 0}, {"0e999999999999", 0}, {"0.000e99999999999999999999", 0},
+		{"-3", 0}, {"-3.5", 0}, {"-0.4", 0},
+		{"1099511627776", 1 << 40}, {"1099511627777", 0}, {"1.099511627776e12", 1 << 40}, {"1099511627776.5", 0},
+		{"20000000000000000e-10", 2000000}, {"1099511627776000e-3", 1 << 40}, {"10995116277770e-1", 0}, {"99999999999999999999999e-20", 1000},
+		{"99999999999999999999999", 0}, {"1e400", 0}, {"1e999999999999", 0},
+	}
+	for _, tt := range tests {
+		in := `{"usage":{"prompt_tokens":` + tt.num + `,"completion_tokens":` + tt.num + `,"total_tokens":` + tt.num + `}}`
+		got, err := ScanChunk([]byte(in))
+		if err != nil {
+			t.Errorf("ScanChunk(%s): %v", in, err)
+			continue
+		}
+		want := ChunkInfo{HasUsage: true, Usage: Usage{tt.want, tt.want, tt.want}}
+		if got != want {
+			t.Errorf("count %s: got %+v, want %+v", tt.num, got.Usage, want.Usage)
+		}
+		if ref, ok := reference([]byte(in)); ok && ref != want {
+			t.Errorf("reference(count %s) = %+v, want %+v", tt.num, ref.Usage, want.Usage)
+		}
+		var u Usage
+		if err := json.Unmarshal([]byte(in[len(`{"usage":`):len(in)-1]), &u); err != nil || u != want.Usage {
+			t.Errorf("json.Unmarshal(count %s) = %+v, %v; want %+v", tt.num, u, err, want.Usage)
+		}
+	}
+	floats := []byte(`{"choices":[],"usage":{"prompt_tokens":12.0,"completion_tokens":7e0,"total_tokens":19}}`)
+	allocs := testing.AllocsPerRun(100, func() { sink, _ = ScanChunk(floats) })
+	if allocs != 0 {
+		t.Errorf("ScanChunk with float counts: got %v allocs, want 0", allocs)
 	}
 }
 
@@ -72,7 +237,7 @@ func reference(data []byte) (ChunkInfo, bool) {
 		for _, c := range choices {
 			cm, ok := c.(map[string]any)
 			if !ok {
-				return ChunkInfo{}, false
+				continue // the scanner skips a choice that is not an object
 			}
 			if nonEmptyString(cm["text"]) {
 				info.Content = true
@@ -110,12 +275,11 @@ func reference(data []byte) (ChunkInfo, bool) {
 			if !ok {
 				continue
 			}
-			if len(n) > 18 {
+			c, ok := refCount(n)
+			if !ok {
 				return ChunkInfo{}, false
 			}
-			if i, err := n.Int64(); err == nil {
-				*dst = int(i)
-			}
+			*dst = c
 		}
 	}
 	if v, ok := obj["error"]; ok && v != nil {
@@ -175,23 +339,151 @@ func hasDuplicateKeys(data []byte) bool {
 	}
 }
 
+// refCount is the token count of n by exact rational arithmetic: rounded to
+// the nearest integer, halves up; 0 when negative or above 1<<40. ok is
+// false for exponents big.Rat would take too long to expand.
+func refCount(n json.Number) (int, bool) {
+	if e := strings.IndexAny(string(n), "eE"); e >= 0 {
+		if exp, err := strconv.Atoi(strings.TrimPrefix(string(n[e+1:]), "+")); err != nil || exp > 1000 || exp < -1000 {
+			return 0, false
+		}
+	}
+	r, ok := new(big.Rat).SetString(string(n))
+	if !ok {
+		return 0, false
+	}
+	if r.Sign() < 0 {
+		return 0, true
+	}
+	// floor((2·num + den) / (2·den)) rounds halves up.
+	num := new(big.Int).Mul(r.Num(), big.NewInt(2))
+	num.Add(num, r.Denom())
+	q := num.Quo(num, new(big.Int).Mul(r.Denom(), big.NewInt(2)))
+	if q.Cmp(big.NewInt(1<<40)) > 0 {
+		return 0, true
+	}
+	return int(q.Int64()), true
+}
+
+// depth returns how deeply valid JSON data nests objects and arrays.
+func depth(data []byte) int {
+	d, deepest, inString := 0, 0, false
+	for i := 0; i < len(data); i++ {
+		switch c := data[i]; {
+		case inString && c == '\\':
+			i++
+		case c == '"':
+			inString = !inString
+		case inString:
+		case c == '{' || c == '[':
+			d++
+			deepest = max(deepest, d)
+		case c == '}' || c == ']':
+			d--
+		}
+	}
+	return deepest
+}
+
 func FuzzScanChunk(f *testing.F) {
 	f.Add([]byte(`{"choices":[{"index":0,"delta":{"content":"Hel"},"finish_reason":null}],"usage":null}`))
 	f.Add([]byte(`{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}`))
+	f.Add([]byte(`{"choices":[],"usage":{"prompt_tokens":12.0,"completion_tokens":7e0,"total_tokens":1.95e1,"prompt_tokens_details":{"cached_tokens":0.0}}}`))
 	f.Add([]byte(`{"choices":[{"delta":{"tool_calls":[{"index":0}]},"finish_reason":"tool_calls"}]}`))
+	f.Add([]byte(`{"choi\u0063es":[{"delta":{"tool_calls":[ ],"content":"\"\\\/\b\f\n\r\t\u00e9"}}]}`))
 	f.Add([]byte(`{"error":{"message":"x"}}`))
+	f.Add([]byte(`{"choices":[null,"x",{"delta":"x","message":{"content":"y"}}],"usage":[1]}`))
+	f.Add([]byte(`{"a":-0.5e-7,"b":[true,false,null,"x"]}`))
+	f.Add(nested(MaxDepth, true))
+	f.Add(nested(200, true)) // deeper than MaxDepth: an error, not a stack overflow
 	f.Fuzz(func(t *testing.T, data []byte) {
 		got, err := ScanChunk(data)
-		want, ok := reference(data)
-		if !ok || err != nil {
-			// Shapes the scanner rejects (a string where an object belongs)
-			// are errors on its side; not panicking is the property here.
+		switch {
+		case !json.Valid(data):
+			if err == nil {
+				t.Fatalf("ScanChunk(%q) = %+v, nil; encoding/json rejects it, want an error", data, got)
+			}
 			return
+		case bytes.TrimLeft(data, " \t\r\n")[0] != '{':
+			if err == nil {
+				t.Fatalf("ScanChunk(%q) = %+v, nil; not an object, want an error", data, got)
+			}
+			return
+		case depth(data) > MaxDepth:
+			if err == nil {
+				t.Fatalf("ScanChunk(%q) = %+v, nil; deeper than %d, want an error", data, got, MaxDepth)
+			}
+			return
+		case err != nil:
+			t.Fatalf("ScanChunk(%q): %v; encoding/json accepts it", data, err)
 		}
-		if got != want {
+		if want, ok := reference(data); ok && got != want {
 			t.Fatalf("ScanChunk(%s) = %+v, encoding/json says %+v", data, got, want)
 		}
 	})
+}
+
+func TestUsageUnmarshalJSON(t *testing.T) {
+	// A non-streaming chat.completion as vLLM-style servers send it: float
+	// counts and details objects the gateway does not read.
+	body := []byte(`{
+	  "id": "chatcmpl-1", "object": "chat.completion", "created": 1764441600, "model": "m",
+	  "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop", "logprobs": null}],
+	  "usage": {
+	    "prompt_tokens": 12.0, "completion_tokens": 7e0, "total_tokens": 1.9e1,
+	    "prompt_tokens_details": {"cached_tokens": 0.0, "audio_tokens": null},
+	    "completion_tokens_details": {"reasoning_tokens": 2, "accepted_prediction_tokens": 0, "nested": [{"a": [1.5]}]},
+	    "cost": 0.00012
+	  }
+	}`)
+	want := Usage{PromptTokens: 12, CompletionTokens: 7, TotalTokens: 19}
+	// The gateway's non-streaming path decodes just this.
+	var u struct {
+		Usage *Usage `json:"usage"`
+	}
+	if err := json.Unmarshal(body, &u); err != nil || u.Usage == nil || *u.Usage != want {
+		t.Errorf("json.Unmarshal(body, &struct{Usage *Usage}) = %+v, %v; want %+v", u.Usage, err, want)
+	}
+	var c Completion
+	if err := json.Unmarshal(body, &c); err != nil || c.Usage == nil || *c.Usage != want || c.Choices[0].Message.Content != "hi" {
+		t.Errorf("json.Unmarshal(body, &Completion) = %+v, %v; want usage %+v", c, err, want)
+	}
+	// A chunk decodes the same way, and agrees with ScanChunk.
+	chunk := []byte(`{"choices":[],"usage":{"prompt_tokens":12.0,"completion_tokens":7.4,"total_tokens":19.5,"prompt_tokens_details":{"cached_tokens":0}}}`)
+	var ch Chunk
+	info, err := ScanChunk(chunk)
+	if jerr := json.Unmarshal(chunk, &ch); jerr != nil || err != nil || ch.Usage == nil || *ch.Usage != info.Usage || info.Usage != (Usage{12, 7, 20}) {
+		t.Errorf("json.Unmarshal(chunk) = %+v, %v; ScanChunk = %+v, %v; want both {12 7 20}", ch.Usage, jerr, info.Usage, err)
+	}
+
+	tests := []struct {
+		name    string
+		in      string
+		start   Usage
+		want    Usage
+		wantErr bool
+	}{
+		{"null leaves it", `null`, Usage{1, 2, 3}, Usage{1, 2, 3}, false},
+		{"absent and null counts leave them", `{"prompt_tokens":5,"completion_tokens":null,"total_tokens":"x"}`, Usage{1, 2, 3}, Usage{5, 2, 3}, false},
+		{"names match exactly", `{"Prompt_Tokens":5}`, Usage{}, Usage{}, false},
+		{"escaped name", `{"prompt\u005ftokens":5}`, Usage{}, Usage{PromptTokens: 5}, false},
+		{"number", `5`, Usage{}, Usage{}, true},
+		{"array", `[1]`, Usage{}, Usage{}, true},
+		{"deeper than MaxDepth", `{"d":` + strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth) + `}`, Usage{}, Usage{}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			u := tt.start
+			err := json.Unmarshal([]byte(tt.in), &u)
+			if (err != nil) != tt.wantErr || u != tt.want {
+				t.Errorf("got %+v, %v; want %+v, error %v", u, err, tt.want, tt.wantErr)
+			}
+		})
+	}
+	var te *json.UnmarshalTypeError
+	if err := json.Unmarshal([]byte(`{"usage":"x"}`), &u); !errors.As(err, &te) || te.Value != "string" {
+		t.Errorf(`json.Unmarshal({"usage":"x"}): got %v, want a *json.UnmarshalTypeError for a string`, err)
+	}
 }
 
 var sink ChunkInfo
