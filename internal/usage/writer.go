@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +16,7 @@ type WriterOptions struct {
 	BatchSize     int           // entries per Insert at most; default 256
 	FlushInterval time.Duration // longest wait before a partial batch is written; default 200ms
 	Buffer        int           // channel capacity before the overflow list is used; default 4096
+	MaxPending    int           // cap on entries accepted and not yet stored, past it Record drops new ones; default 1,000,000 (see Writer)
 	MinBackoff    time.Duration // first wait after a failed Insert; default 100ms
 	MaxBackoff    time.Duration // the wait doubles up to this; default 5s
 	InsertTimeout time.Duration // deadline of one Insert attempt; default 10s
@@ -30,6 +32,9 @@ func (o *WriterOptions) setDefaults() {
 	}
 	if o.Buffer <= 0 {
 		o.Buffer = 4096
+	}
+	if o.MaxPending <= 0 {
+		o.MaxPending = 1_000_000
 	}
 	if o.MinBackoff <= 0 {
 		o.MinBackoff = 100 * time.Millisecond
@@ -54,18 +59,40 @@ type Stats struct {
 	Overflowed    uint64 // accepted while the channel was full, kept in the overflow list
 	FailedInserts uint64 // Insert calls (batches) that failed; their entries are retried
 	Dropped       uint64 // passed to Record after Close began: not stored
+	DroppedFull   uint64 // passed to Record while MaxPending entries were pending: not stored
 }
 
 // Writer is the ledger's Recorder: Record queues an entry without blocking and
 // a background loop (Run) writes batches to the store, retrying failed batches
 // with exponential backoff until they are stored.
 //
-// Nothing is lost while the Writer is open: when the channel (Buffer) is full,
-// Record appends the entry to an overflow list under a mutex instead of
-// blocking the request or dropping it, so memory, not the ledger, absorbs a
-// burst or a database outage (watch Stats().Pending). Close flushes whatever
-// is still queued. Only an entry recorded after Close began is dropped, and
-// counted in Stats().Dropped.
+// Nothing is lost while the Writer is open and fewer than MaxPending entries
+// wait: when the channel (Buffer) is full, Record appends the entry to an
+// overflow list under a mutex instead of blocking the request or dropping it,
+// so memory, not the ledger, absorbs a burst or a database outage (watch
+// Stats().Pending). Close flushes whatever is still queued.
+//
+// That memory is about 320 bytes an entry (BenchmarkWriterBacklog: 216 for
+// the Entry, a request ID and a model name of its own, up to a quarter more
+// for the list's growth; an error message adds its length), so the default
+// cap of a million entries holds about 320 MB at most. The backlog's arrays
+// are given back to the GC once it is written and Run is idle.
+//
+// Two cases lose entries, each counted:
+//   - A database outage (or a store slower than the request rate) that lasts
+//     until MaxPending entries wait: at the default of a million, 17 minutes
+//     at 1,000 requests/s. From then on Record drops each new entry, counts it
+//     in Stats().DroppedFull and logs at most one line a minute, until the
+//     store takes writes again and the backlog falls below the cap. The
+//     entries accepted before are all stored once it recovers. The oldest
+//     are kept rather than the newest because they are the ones being
+//     written: Run holds them in batches whose IDs are fixed, perhaps in an
+//     insert whose outcome is unknown, and evicting them would need Run's
+//     lock on the request path. Refusing at the door costs Record one atomic
+//     add, and leaves one gap: the requests of a single stretch of time, from
+//     the moment the cap was reached until the store is back, which the
+//     request metrics and logs still show.
+//   - An entry recorded after Close began, counted in Stats().Dropped.
 //
 // Create a Writer with NewWriter; the zero Writer is not usable.
 type Writer struct {
@@ -97,10 +124,22 @@ type Writer struct {
 	head    int
 	closeMu sync.Mutex
 
-	recorded, written, overflowed, failedInserts, dropped atomic.Uint64
-	loggedDrop                                            atomic.Bool
-	lastErr                                               atomic.Pointer[error]
+	// inflight is the MaxPending reservation: entries accepted and not yet
+	// stored, taken before recorded counts an entry and given back when it
+	// is written, so the cap holds exactly however many Records race. It
+	// sits next to recorded so that Record's two adds usually touch one
+	// cache line (BenchmarkRecordChannel: no measurable cost).
+	inflight                            atomic.Int64
+	recorded, written, overflowed       atomic.Uint64
+	failedInserts, dropped, droppedFull atomic.Uint64
+	loggedDrop                          atomic.Bool
+	nextFullLog                         atomic.Int64 // UnixNano before which a DroppedFull is not logged
+	lastErr                             atomic.Pointer[error]
 }
+
+// fullLogInterval spaces the log lines of entries dropped for MaxPending: an
+// outage drops thousands a second, one line a minute says it all.
+const fullLogInterval = time.Minute
 
 var _ Recorder = (*Writer)(nil)
 
@@ -118,8 +157,9 @@ func NewWriter(dst Inserter, opts WriterOptions) *Writer {
 }
 
 // Record queues e for writing and returns at once; it never blocks on the
-// database. A zero e.Time is set to now. Safe for concurrent use. After Close
-// has begun, e is dropped and counted in Stats().Dropped.
+// database. A zero e.Time is set to now. Safe for concurrent use. When
+// MaxPending entries are already waiting, e is dropped and counted in
+// Stats().DroppedFull; after Close has begun, in Stats().Dropped.
 func (w *Writer) Record(e Entry) {
 	if e.Time.IsZero() {
 		e.Time = time.Now()
@@ -132,6 +172,12 @@ func (w *Writer) Record(e Entry) {
 			w.opts.Logger.Error("usage: entry recorded after the ledger writer closed: dropped",
 				"request_id", e.RequestID, "model", e.Model)
 		}
+		return
+	}
+	if w.inflight.Add(1) > int64(w.opts.MaxPending) {
+		w.inflight.Add(-1)
+		w.mu.RUnlock()
+		w.dropFull(e)
 		return
 	}
 	w.recorded.Add(1)
@@ -149,6 +195,22 @@ func (w *Writer) Record(e Entry) {
 	w.mu.RUnlock()
 }
 
+// dropFull counts e as dropped for MaxPending, and logs it unless a drop was
+// logged less than fullLogInterval ago.
+func (w *Writer) dropFull(e Entry) {
+	n := w.droppedFull.Add(1)
+	now := time.Now().UnixNano()
+	next := w.nextFullLog.Load()
+	if now < next || !w.nextFullLog.CompareAndSwap(next, now+int64(fullLogInterval)) {
+		return
+	}
+	args := []any{"max_pending", w.opts.MaxPending, "dropped_full_total", n, "request_id", e.RequestID, "model", e.Model}
+	if last := w.lastErr.Load(); last != nil {
+		args = append(args, "last_insert_error", *last)
+	}
+	w.opts.Logger.Error("usage: ledger writer full, the store is down or too slow: new entries dropped", args...)
+}
+
 // Stats returns a snapshot of the counters. Safe for concurrent use.
 func (w *Writer) Stats() Stats {
 	// written first: an entry is recorded before it is written, so this
@@ -162,6 +224,7 @@ func (w *Writer) Stats() Stats {
 		Overflowed:    w.overflowed.Load(),
 		FailedInserts: w.failedInserts.Load(),
 		Dropped:       w.dropped.Load(),
+		DroppedFull:   w.droppedFull.Load(),
 	}
 }
 
@@ -216,6 +279,8 @@ func (w *Writer) Run(ctx context.Context) error {
 		if w.queued() > 0 && !armed {
 			timer.Reset(w.opts.FlushInterval)
 			armed = true
+		} else if w.queued() == 0 {
+			w.shrink()
 		}
 		select {
 		case <-w.stop:
@@ -267,13 +332,40 @@ drain:
 	}
 	if w.ofLen.Load() > 0 {
 		w.ofMu.Lock()
-		w.compact()
-		w.pending = append(w.pending, w.overflow...)
-		clear(w.overflow)
-		w.overflow = w.overflow[:0]
+		if q := w.pending[w.head:]; len(q) <= len(w.overflow) {
+			// Keep the larger array, the overflow list's, and move the
+			// entries queued before it to its front (in place when it has
+			// room): after an outage it holds up to MaxPending entries, and
+			// appending it to pending would hold two such arrays at once.
+			old := w.pending
+			w.pending = slices.Insert(w.overflow, 0, q...)
+			clear(old)
+			w.overflow, w.head = old[:0], 0
+		} else {
+			w.compact()
+			w.pending = append(w.pending, w.overflow...)
+			clear(w.overflow)
+			w.overflow = w.overflow[:0]
+		}
 		w.ofLen.Store(0)
 		w.ofMu.Unlock()
 	}
+}
+
+// shrink gives a backlog's arrays back to the GC; Run calls it when idle,
+// nothing queued. After a long outage they hold up to MaxPending entries,
+// hundreds of MB; arrays up to a few channels' worth are kept, and under
+// sustained load Run is never idle, so a busy Writer does not reallocate.
+func (w *Writer) shrink() {
+	limit := 4 * max(w.opts.BatchSize, w.opts.Buffer)
+	if cap(w.pending) > limit {
+		w.pending, w.head = make([]Entry, 0, w.opts.BatchSize), 0
+	}
+	w.ofMu.Lock()
+	if len(w.overflow) == 0 && cap(w.overflow) > limit {
+		w.overflow = nil
+	}
+	w.ofMu.Unlock()
 }
 
 // writeHead stores the first BatchSize entries of pending, retrying with
@@ -295,6 +387,7 @@ func (w *Writer) writeHead(ctx context.Context, stop <-chan struct{}) bool {
 		if err == nil {
 			n := len(batch)
 			w.written.Add(uint64(n))
+			w.inflight.Add(-int64(n))
 			clear(batch) // drop the strings for the GC
 			w.head += n
 			if w.head == len(w.pending) {

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +24,7 @@ var quiet = slog.New(slog.DiscardHandler)
 type memStore struct {
 	mu        sync.Mutex
 	byID      map[string]Entry
+	requests  []string    // RequestIDs in the order stored
 	batches   []int       // sizes of successful inserts
 	attempts  []time.Time // time of every Insert call
 	failFirst int         // the first failFirst calls fail
@@ -52,6 +55,7 @@ func (m *memStore) Insert(ctx context.Context, entries []Entry) error {
 			return errors.New("memstore: entry without ID")
 		}
 		m.byID[e.ID] = e
+		m.requests = append(m.requests, e.RequestID)
 	}
 	m.batches = append(m.batches, len(entries))
 	return nil
@@ -61,6 +65,20 @@ func (m *memStore) stored() (n int, batches []int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return len(m.byID), append([]int(nil), m.batches...)
+}
+
+// setFail takes the store down (true) or back up.
+func (m *memStore) setFail(fail bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.fail = fail
+}
+
+// storedRequests returns the RequestIDs stored, in the order stored.
+func (m *memStore) storedRequests() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]string(nil), m.requests...)
 }
 
 // flaky fails the first failures calls of Insert, then passes them on.
@@ -360,6 +378,188 @@ func TestWriterRunTwiceAndContextStop(t *testing.T) {
 	}
 }
 
+// TestWriterMaxPending takes the store down, records MaxPending+extra
+// entries, and checks the cap: the first MaxPending are kept, the extra ones
+// dropped and counted, and once the store is back the kept ones are all
+// stored, in the order recorded, and Record accepts entries again.
+func TestWriterMaxPending(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemStore()
+		m.fail = true
+		const maxPending, extra = 50, 7
+		w := NewWriter(m, WriterOptions{
+			Buffer: 4, BatchSize: 8, MaxPending: maxPending,
+			MinBackoff: 100 * time.Millisecond, MaxBackoff: time.Second, Logger: quiet,
+		})
+		wait := startWriter(t, t.Context(), w)
+		// Let Run take the first entry and fail on it: it waits in its
+		// backoff while the rest fill the channel and the overflow list.
+		w.Record(Entry{RequestID: "0"})
+		time.Sleep(200 * time.Millisecond)
+		synctest.Wait()
+		for i := 1; i < maxPending+extra; i++ {
+			w.Record(Entry{RequestID: strconv.Itoa(i)})
+		}
+		want := Stats{Recorded: maxPending, Pending: maxPending, Overflowed: maxPending - 1 - 4, FailedInserts: 1, DroppedFull: extra}
+		if st := w.Stats(); st != want {
+			t.Fatalf("Stats with the store down: got %+v, want %+v", st, want)
+		}
+
+		time.Sleep(10 * time.Second) // the outage goes on: retries, nothing lost
+		synctest.Wait()
+		if st := w.Stats(); st.Recorded != maxPending || st.Written != 0 || st.DroppedFull != extra || st.FailedInserts < 5 {
+			t.Fatalf("Stats after 10s down: got %+v, want Recorded=%d Written=0 DroppedFull=%d and at least 5 FailedInserts", st, maxPending, extra)
+		}
+
+		m.setFail(false)
+		time.Sleep(time.Second) // MaxBackoff: the next retry succeeds
+		synctest.Wait()
+		wantIDs := make([]string, maxPending)
+		for i := range wantIDs {
+			wantIDs[i] = strconv.Itoa(i)
+		}
+		if got := m.storedRequests(); !reflect.DeepEqual(got, wantIDs) {
+			t.Fatalf("stored once the store is back: got %v, want %v", got, wantIDs)
+		}
+		w.Record(Entry{RequestID: "after"}) // below the cap again: accepted
+		if err := w.Close(t.Context()); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		wait()
+		if got := m.storedRequests(); len(got) != maxPending+1 || got[maxPending] != "after" {
+			t.Errorf("stored after Close: got %v, want the %d kept entries then after", got, maxPending)
+		}
+		if st := w.Stats(); st.Recorded != maxPending+1 || st.Written != maxPending+1 || st.Pending != 0 || st.DroppedFull != extra || st.Dropped != 0 {
+			t.Errorf("Stats after Close: got %+v, want Recorded=Written=%d Pending=0 DroppedFull=%d Dropped=0", st, maxPending+1, extra)
+		}
+	})
+}
+
+// TestWriterMaxPendingConcurrent records from many goroutines at once into a
+// Writer whose store is down: exactly MaxPending entries are accepted however
+// the Records race, and exactly those are stored once the store is back.
+func TestWriterMaxPendingConcurrent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemStore()
+		m.fail = true
+		const maxPending, goroutines, each = 500, 16, 100
+		w := NewWriter(m, WriterOptions{Buffer: 16, BatchSize: 64, MaxPending: maxPending, Logger: quiet})
+		wait := startWriter(t, t.Context(), w)
+		var wg sync.WaitGroup
+		for g := range goroutines {
+			wg.Go(func() {
+				for i := range each {
+					w.Record(Entry{RequestID: fmt.Sprintf("g%d-%d", g, i)})
+				}
+			})
+		}
+		wg.Wait()
+		if st := w.Stats(); st.Recorded != maxPending || st.DroppedFull != goroutines*each-maxPending || st.Written != 0 {
+			t.Fatalf("Stats with the store down: got %+v, want Recorded=%d DroppedFull=%d Written=0", st, maxPending, goroutines*each-maxPending)
+		}
+		m.setFail(false)
+		if err := w.Close(t.Context()); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		wait()
+		if n, _ := m.stored(); n != maxPending {
+			t.Errorf("stored: got %d, want %d", n, maxPending)
+		}
+	})
+}
+
+// TestWriterReleasesBacklog checks that the arrays of a backlog (hundreds of
+// MB after a long outage at the default MaxPending) are given back once it is
+// written, instead of being kept for the Writer's lifetime.
+func TestWriterReleasesBacklog(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemStore()
+		m.fail = true
+		const n, buffer, batch = 10_000, 4, 8
+		w := NewWriter(m, WriterOptions{Buffer: buffer, BatchSize: batch, MinBackoff: 100 * time.Millisecond, MaxBackoff: time.Second, Logger: quiet})
+		wait := startWriter(t, t.Context(), w)
+		for range n {
+			w.Record(Entry{})
+		}
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		m.setFail(false)
+		time.Sleep(5 * time.Second) // the store is back: Run writes the backlog, then idles
+		synctest.Wait()
+		if err := w.Close(t.Context()); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		wait()
+		if got, _ := m.stored(); got != n {
+			t.Fatalf("stored: got %d, want %d", got, n)
+		}
+		if limit := 4 * max(buffer, batch); cap(w.pending) > limit || cap(w.overflow) > limit {
+			t.Errorf("capacity after the backlog was written: got pending %d, overflow %d; want at most %d each",
+				cap(w.pending), cap(w.overflow), limit)
+		}
+	})
+}
+
+// fullLog counts the "writer full" log lines.
+type fullLog struct {
+	mu    sync.Mutex
+	lines int
+}
+
+func (h *fullLog) Enabled(context.Context, slog.Level) bool { return true }
+func (h *fullLog) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *fullLog) WithGroup(string) slog.Handler            { return h }
+func (h *fullLog) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, "ledger writer full") {
+		h.mu.Lock()
+		h.lines++
+		h.mu.Unlock()
+	}
+	return nil
+}
+
+func (h *fullLog) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.lines
+}
+
+// TestWriterMaxPendingLogsOncePerInterval checks that an outage's drops are
+// logged at most once per fullLogInterval, not once per entry.
+func TestWriterMaxPendingLogsOncePerInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := &fullLog{}
+		m := newMemStore()
+		w := NewWriter(m, WriterOptions{Buffer: 4, MaxPending: 10, Logger: slog.New(h)})
+		for range 10 + 1000 { // no Run: as if the store were down
+			w.Record(Entry{})
+		}
+		if got := h.count(); got != 1 {
+			t.Fatalf("log lines after 1000 drops: got %d, want 1", got)
+		}
+		time.Sleep(fullLogInterval - time.Nanosecond)
+		w.Record(Entry{})
+		if got := h.count(); got != 1 {
+			t.Fatalf("log lines just before the interval: got %d, want 1", got)
+		}
+		time.Sleep(time.Nanosecond)
+		w.Record(Entry{})
+		w.Record(Entry{})
+		if got := h.count(); got != 2 {
+			t.Fatalf("log lines at the interval: got %d, want 2", got)
+		}
+		if st := w.Stats(); st.DroppedFull != 1003 || st.Recorded != 10 {
+			t.Errorf("Stats: got %+v, want DroppedFull=1003 Recorded=10", st)
+		}
+		if err := w.Close(t.Context()); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		if n, _ := m.stored(); n != 10 {
+			t.Errorf("stored: got %d, want 10", n)
+		}
+	})
+}
+
 type nopInserter struct{}
 
 func (nopInserter) Insert(context.Context, []Entry) error { return nil }
@@ -376,7 +576,9 @@ func BenchmarkRecord(b *testing.B) {
 			name = "parallel"
 		}
 		b.Run(name, func(b *testing.B) {
-			w := NewWriter(nopInserter{}, WriterOptions{Logger: quiet})
+			// No cap: every entry is accepted, as before MaxPending, so
+			// that the figures compare (dropped/op stays 0).
+			w := NewWriter(nopInserter{}, WriterOptions{MaxPending: math.MaxInt, Logger: quiet})
 			ctx := context.Background()
 			done := make(chan error, 1)
 			go func() { done <- w.Run(ctx) }()
@@ -399,7 +601,49 @@ func BenchmarkRecord(b *testing.B) {
 				b.Fatal(err)
 			}
 			<-done
-			b.ReportMetric(float64(w.Stats().Overflowed)/float64(b.N), "overflowed/op")
+			st := w.Stats()
+			b.ReportMetric(float64(st.Overflowed)/float64(b.N), "overflowed/op")
+			b.ReportMetric(float64(st.DroppedFull)/float64(b.N), "dropped/op")
+		})
+	}
+}
+
+// BenchmarkRecordChannel measures Record's common path, the one a request
+// pays while the writer keeps up: the channel has room. Each Record's entry is
+// taken back off the channel at once, standing in for Run (which at this rate
+// falls behind, see BenchmarkRecord), so that no entry overflows and the
+// figure does not hang on how two goroutines are scheduled. Nothing is
+// written, so the cap is lifted, or every entry past MaxPending would be
+// dropped.
+func BenchmarkRecordChannel(b *testing.B) {
+	for _, parallel := range []bool{false, true} {
+		name := "serial"
+		if parallel {
+			name = "parallel"
+		}
+		b.Run(name, func(b *testing.B) {
+			w := NewWriter(nopInserter{}, WriterOptions{MaxPending: math.MaxInt, Logger: quiet})
+			e := fullEntry("", time.Now())
+			b.ReportAllocs()
+			if parallel {
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						w.Record(e)
+						<-w.ch
+					}
+				})
+			} else {
+				for b.Loop() {
+					w.Record(e)
+					<-w.ch
+				}
+			}
+			if st := w.Stats(); st.Overflowed != 0 || st.DroppedFull != 0 {
+				b.Fatalf("Stats: got %+v, want no entry overflowed or dropped", st)
+			}
+			if err := w.Close(context.Background()); err != nil {
+				b.Fatal(err)
+			}
 		})
 	}
 }
@@ -423,4 +667,33 @@ func BenchmarkSQLiteInsert(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkWriterBacklog measures the memory a backlog takes per entry, the
+// figure behind MaxPending's default: entries as requests make them (a
+// request ID and a model name of their own, the rest shared with the config)
+// recorded while nothing is written, then the live heap after a GC. Run it
+// with -benchtime=1000000x for the default cap.
+func BenchmarkWriterBacklog(b *testing.B) {
+	w := NewWriter(nopInserter{}, WriterOptions{MaxPending: math.MaxInt, Logger: quiet})
+	model := []byte("gpt-4.1-mini") // as parsed from a request body
+	before := liveHeap()
+	for i := range b.N {
+		w.Record(Entry{
+			RequestID: fmt.Sprintf("chatcmpl-%024x", i), Model: string(model), KeyID: "team-a", Route: "openai/gpt-4.1-mini",
+			Attempts: 1, Stream: true, Status: 200, Outcome: OutcomeOK, InputTokens: 1200, OutputTokens: 300, TokenSource: "usage",
+		})
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(liveHeap()-before)/float64(b.N), "heap-B/entry")
+	if err := w.Close(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func liveHeap() int64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
 }
