@@ -23,8 +23,13 @@ const gcPauseMetric = "/sched/pauses/total/gc:seconds"
 // with gcPauseBuckets. Each runtime bucket is counted under the first bound
 // at or above its upper edge, so a pause is never reported shorter than it
 // was; the sum is estimated from bucket midpoints.
+//
+// Concurrent scrapes are safe: Collect reads and folds the histogram under mu
+// (see fold).
 type gcPauseCollector struct {
-	desc   *prometheus.Desc
+	desc        *prometheus.Desc
+	readMetrics func([]metrics.Sample) // metrics.Read; tests make its writes visible to -race
+
 	mu     sync.Mutex
 	sample []metrics.Sample
 }
@@ -34,22 +39,35 @@ func NewGCPauseCollector() prometheus.Collector {
 	return &gcPauseCollector{
 		desc: prometheus.NewDesc("streamgate_gc_pause_seconds",
 			"Stop-the-world GC pauses of this process (runtime /sched/pauses/total/gc:seconds), with buckets fine around 1 ms.", nil, nil),
-		sample: []metrics.Sample{{Name: gcPauseMetric}},
+		readMetrics: metrics.Read,
+		sample:      []metrics.Sample{{Name: gcPauseMetric}},
 	}
 }
 
 func (c *gcPauseCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 func (c *gcPauseCollector) Collect(ch chan<- prometheus.Metric) {
-	c.mu.Lock()
-	metrics.Read(c.sample)
-	v := c.sample[0].Value
-	c.mu.Unlock()
-	if v.Kind() != metrics.KindFloat64Histogram {
-		return
+	if count, sum, buckets, ok := c.fold(); ok {
+		ch <- prometheus.MustNewConstHistogram(c.desc, count, sum, buckets)
 	}
-	count, sum, buckets := rebucket(v.Float64Histogram(), gcPauseBuckets)
-	ch <- prometheus.MustNewConstHistogram(c.desc, count, sum, buckets)
+}
+
+// fold reads the runtime histogram and rebuckets it, both under mu. The
+// histogram points into c.sample's storage, which the next metrics.Read
+// rewrites in place ("Values should not be read or manipulated while a Read
+// with that value is outstanding; that is a data race", runtime/metrics), so
+// no other scrape may Read until the counts are folded into fresh memory. The
+// send on the channel, which may wait for the registry, stays outside.
+func (c *gcPauseCollector) fold() (count uint64, sum float64, cumulative map[float64]uint64, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.readMetrics(c.sample)
+	v := c.sample[0].Value
+	if v.Kind() != metrics.KindFloat64Histogram {
+		return 0, 0, nil, false
+	}
+	count, sum, cumulative = rebucket(v.Float64Histogram(), gcPauseBuckets)
+	return count, sum, cumulative, true
 }
 
 // rebucket folds a runtime histogram into cumulative counts at bounds.
