@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/streamgate/streamgate/internal/api"
+	"github.com/streamgate/streamgate/internal/provider"
 	"github.com/streamgate/streamgate/internal/sse"
 )
 
@@ -155,6 +156,12 @@ func newTransport(connectTimeout time.Duration, http2 bool, dial func(context.Co
 	return tr
 }
 
+// Draining a body after "[DONE]": at most this much, for at most this long.
+const (
+	drainMax     = 64 << 10
+	drainTimeout = 100 * time.Millisecond
+)
+
 // stream reads one response. It is reused across requests by one sender so
 // the per-chunk path does not allocate.
 type stream struct {
@@ -177,6 +184,9 @@ func (s *stream) onEvent(ev *sse.Event, now time.Time) bool {
 		if ns, ok := sse.ParseStamp(ev.Comment); ok {
 			r.Delays = append(r.Delays, time.Duration(now.UnixNano()-ns))
 		}
+	}
+	if len(ev.Data) == 0 {
+		return true // an empty "data:" event: a heartbeat, not a chunk
 	}
 	if len(ev.Name) == 5 && string(ev.Name) == "error" {
 		r.Kind, r.Err, r.Interrupted = KindErrorEvent, "error event: "+clip(ev.Data), true
@@ -267,7 +277,13 @@ func (s *stream) do(parent context.Context, cl *http.Client, url string, hdr htt
 		return
 	}
 	err = s.read(resp.Body)
-	resp.Body.Close()
+	if r.Done {
+		// The rest after "[DONE]" is read so the transport keeps the
+		// connection: the next request's TTFT must not pay a new handshake.
+		provider.DrainClose(resp.Body, drainMax, drainTimeout)
+	} else {
+		resp.Body.Close()
+	}
 	if r.Kind != "" { // stopped by onEvent
 		return
 	}

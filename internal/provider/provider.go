@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 
@@ -38,6 +39,15 @@ type Stream interface {
 	Close() error
 }
 
+// ReadNotifier is an optional capability of a Stream: f is called before
+// each read from the upstream, once Next has returned every event the
+// bytes already read hold. The relay writes events without flushing them
+// and flushes in f, so the events of one upstream read reach the client in
+// one write and none waits for a later one (streaming rule 1).
+type ReadNotifier interface {
+	BeforeRead(f func())
+}
+
 // Request is one upstream call. Adapters must not modify it: the gateway
 // reuses it across the routes of a fallback.
 type Request struct {
@@ -52,8 +62,10 @@ type Request struct {
 	Body []byte
 	// Chat is the typed view of Body, for adapters that translate.
 	Chat *api.ChatRequest
-	// Header holds request headers to forward (request id, X-Sim-* faults).
-	// Nil means none.
+	// RequestID is sent upstream as X-Request-Id; "" sends none.
+	RequestID string
+	// Header holds other request headers to forward (X-Sim-* faults). Nil
+	// means none.
 	Header http.Header
 }
 
@@ -66,6 +78,8 @@ var (
 	ErrFirstTokenTimeout = errors.New("upstream first token timeout")
 	// ErrIdleTimeout: no event within timeouts.idle after the previous one.
 	ErrIdleTimeout = errors.New("upstream idle timeout")
+	// ErrResponseTimeout: a non-streaming answer took longer than timeouts.non_stream.
+	ErrResponseTimeout = errors.New("upstream response timeout")
 	// ErrTotalTimeout: the request ran past timeouts.total.
 	ErrTotalTimeout = errors.New("request total timeout")
 	// ErrTruncated: the upstream stream ended without "[DONE]".
@@ -105,7 +119,30 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() error { return e.Err }
 
 // RetryableStatus reports whether an upstream HTTP status lets the gateway
-// try another route: rate limits, overload and server errors.
+// try another route: rate limits, overload and server errors, and the
+// failures of one route that another may not share: 401/403 (a revoked or
+// wrong provider key) and 404 (the model is missing on that provider). A 400
+// or 422 is the request itself, which no other route would accept either.
 func RetryableStatus(status int) bool {
-	return status == http.StatusTooManyRequests || status == http.StatusRequestTimeout || status >= 500
+	switch status {
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound,
+		http.StatusRequestTimeout, http.StatusTooManyRequests:
+		return true
+	}
+	return status >= 500
+}
+
+// DrainClose reads what is left of a response body, at most max bytes and
+// for at most d, then closes it. A body closed before its end makes Go's
+// HTTP/1.1 transport discard the connection, so the next request pays a new
+// TCP (and TLS) handshake; a stream's rest after "[DONE]" is usually only the
+// chunked encoding's terminator, which arrives at once or within a few
+// milliseconds. Past max or d the body is closed unread and the connection
+// is given up, as before. It returns the error of the read, nil at EOF.
+func DrainClose(body io.ReadCloser, max int64, d time.Duration) error {
+	t := time.AfterFunc(d, func() { body.Close() }) // unblocks the read below
+	_, err := io.Copy(io.Discard, io.LimitReader(body, max))
+	t.Stop()
+	body.Close()
+	return err
 }

@@ -2,7 +2,9 @@
 // streaming LLM API uses, for the gateway, the benchmark and the simulator
 // alike. The Reader parses as the WHATWG HTML standard does, plus documented
 // extensions for LLM streams, without allocating in steady state; the Writer
-// flushes each event so nothing waits between an upstream read and a client write.
+// flushes each event, or queues events for one flush when their reader is
+// about to read again (Reader.BeforeRead), so nothing waits between an
+// upstream read and a client write.
 package sse
 
 import (
@@ -109,6 +111,12 @@ type Reader struct {
 	// decide completeness from the dialect's own terminal event (Anthropic's
 	// message_stop, Gemini's finishReason).
 	NoDone bool
+	// BeforeRead, when set, is called before each read from the source:
+	// everything Next could return without waiting has been returned. A
+	// relay that writes events without flushing them flushes here, so the
+	// events that arrived in one read go out in one write and none waits
+	// for input that has not arrived.
+	BeforeRead func()
 
 	src     io.Reader
 	buf     []byte // read buffer; buf[r:w] is unread input
@@ -137,6 +145,12 @@ func NewReader(src io.Reader, maxLine int) *Reader {
 		maxLine = DefaultMaxLine
 	}
 	return &Reader{src: src, buf: make([]byte, initialBuf), max: maxLine, bom: true}
+}
+
+// Size is the memory the Reader's buffers hold, in bytes: a pool can drop
+// a Reader that grew on a long line instead of keeping it.
+func (r *Reader) Size() int {
+	return cap(r.buf) + cap(r.data) + cap(r.name) + cap(r.id) + cap(r.comment)
 }
 
 // Reset makes the Reader read a new stream from src, keeping its buffers
@@ -365,6 +379,9 @@ func (r *Reader) fill() {
 		nb := make([]byte, size)
 		copy(nb, r.buf[:r.w])
 		r.buf = nb
+	}
+	if r.BeforeRead != nil {
+		r.BeforeRead()
 	}
 	for tries := 0; ; tries++ {
 		if tries == 100 {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net/http/httptest"
+	"strings"
 	"testing"
 )
 
@@ -64,5 +65,67 @@ func BenchmarkWriter(b *testing.B) {
 		if err := w.Data(data); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// chunkedSource returns one chunk per Read.
+type chunkedSource struct{ chunks []string }
+
+func (s *chunkedSource) Read(p []byte) (int, error) {
+	if len(s.chunks) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, s.chunks[0])
+	s.chunks[0] = s.chunks[0][n:]
+	if s.chunks[0] == "" {
+		s.chunks = s.chunks[1:]
+	}
+	return n, nil
+}
+
+// BeforeRead is called before each read, once every event the bytes already
+// read hold has been returned: a relay that flushes there sends the events
+// of one read in one write, and never holds one back waiting for input.
+func TestReaderBeforeRead(t *testing.T) {
+	src := &chunkedSource{chunks: []string{"data: a\n\ndata: b\n\ndata: c", "\n\n: ping\n\ndata: d\n\n", "data: [DONE]\n\n"}}
+	r := NewReader(src, 0)
+	var log []string
+	r.BeforeRead = func() { log = append(log, "read") }
+	for {
+		ev, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		log = append(log, string(ev.Data))
+	}
+	want := "read a b read c d read"
+	if got := strings.Join(log, " "); got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// countingFlusher counts writes and flushes.
+type countingFlusher struct {
+	bytes.Buffer
+	flushes int
+}
+
+func (f *countingFlusher) Flush() error { f.flushes++; return nil }
+
+// Queue frames like Event but leaves the flush to the caller.
+func TestWriterQueue(t *testing.T) {
+	var f countingFlusher
+	w := NewWriter(&f)
+	w.Queue([]byte("x"), []byte("a\nb"))
+	w.Queue(nil, []byte("c"))
+	if f.flushes != 0 {
+		t.Errorf("got %d flushes after Queue, want 0", f.flushes)
+	}
+	w.Flush()
+	if got, want := f.String(), "event: x\ndata: a\ndata: b\n\ndata: c\n\n"; got != want || f.flushes != 1 {
+		t.Errorf("got %q and %d flushes, want %q and 1", got, f.flushes, want)
 	}
 }

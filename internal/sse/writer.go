@@ -48,6 +48,17 @@ func (w *Writer) Data(data []byte) error { return w.Event(nil, data) }
 
 // Event writes one event with an optional name ("event:" line) and flushes it.
 func (w *Writer) Event(name, data []byte) error {
+	if err := w.Queue(name, data); err != nil {
+		return err
+	}
+	return w.Flush()
+}
+
+// Queue writes one event like Event but does not flush it: it waits in the
+// underlying writer's buffer (net/http's) for the next Flush, so several
+// events can leave in one write. The caller must flush before it waits for
+// anything (see Reader.BeforeRead).
+func (w *Writer) Queue(name, data []byte) error {
 	b := w.scratch(len(name) + len(data) + 16)
 	if len(name) > 0 {
 		b = append(b, "event: "...)
@@ -66,7 +77,9 @@ func (w *Writer) Event(name, data []byte) error {
 		data = data[i+1:]
 	}
 	b = append(b, '\n', '\n')
-	return w.emit(b)
+	w.buf = b[:0] // keep the grown buffer
+	_, err := w.w.Write(b)
+	return err
 }
 
 // Comment writes a comment line (": text") and flushes it. Clients ignore

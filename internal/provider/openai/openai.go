@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/streamgate/streamgate/internal/provider"
@@ -31,7 +32,8 @@ type Options struct {
 	// MaxConnsPerHost caps connections to the upstream; 0 means no cap, so
 	// streams never queue behind each other in the transport.
 	MaxConnsPerHost int
-	// MaxLine bounds one SSE line from the upstream; 0 means sse.DefaultMaxLine.
+	// MaxLine bounds one SSE line (and one event's data) from the upstream;
+	// 0 means DefaultMaxEvent.
 	MaxLine int
 	// HTTP2 speaks HTTP/2 to an http:// base URL with prior knowledge (h2c,
 	// no HTTP/1.1 upgrade): many streams share a few connections. The
@@ -43,12 +45,29 @@ type Options struct {
 	Transport http.RoundTripper
 }
 
+// DefaultMaxEvent bounds one streamed event when Options.MaxLine is 0. A
+// chunk is a few hundred bytes; 1 MiB leaves room for large tool-call
+// arguments and reasoning blocks, and an upstream that sends more is cut with
+// a malformed-event error instead of making the gateway buffer it.
+const DefaultMaxEvent = 1 << 20
+
+// MaxCompleteBody bounds a non-streaming answer read into memory.
+const MaxCompleteBody = 32 << 20
+
+// Draining the rest of a body after "[DONE]" (see provider.DrainClose): at
+// most this much, for at most this long.
+const (
+	drainMax     = 64 << 10
+	drainTimeout = 100 * time.Millisecond
+)
+
 // Client talks to one OpenAI-compatible base URL ("https://api.openai.com/v1").
 type Client struct {
 	url     string // base URL + "/chat/completions"
 	auth    string // "Bearer <key>", "" when no key
-	hc      *http.Client
+	rt      http.RoundTripper // used directly: an http.Client would copy each request's headers for redirects it never follows
 	maxLine int
+	readers sync.Pool // *sse.Reader, reused across streams
 }
 
 var _ provider.Provider = (*Client)(nil)
@@ -65,8 +84,11 @@ func New(baseURL, apiKey string, opts Options) *Client {
 	}
 	c := &Client{
 		url:     strings.TrimRight(baseURL, "/") + "/chat/completions",
-		hc:      &http.Client{Transport: rt},
+		rt:      rt,
 		maxLine: opts.MaxLine,
+	}
+	if c.maxLine <= 0 {
+		c.maxLine = DefaultMaxEvent
 	}
 	if apiKey != "" {
 		c.auth = "Bearer " + apiKey
@@ -125,7 +147,11 @@ func NewTransport(opts Options) *http.Transport {
 }
 
 // CloseIdleConnections closes the client's idle upstream connections.
-func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }
+func (c *Client) CloseIdleConnections() {
+	if ci, ok := c.rt.(interface{ CloseIdleConnections() }); ok {
+		ci.CloseIdleConnections()
+	}
+}
 
 // Open implements provider.Provider.
 func (c *Client) Open(ctx context.Context, req *provider.Request) (provider.Stream, error) {
@@ -133,8 +159,18 @@ func (c *Client) Open(ctx context.Context, req *provider.Request) (provider.Stre
 	if err != nil {
 		return nil, err
 	}
-	return &stream{body: resp.Body, r: sse.NewReader(resp.Body, c.maxLine), ctx: ctx}, nil
+	r, _ := c.readers.Get().(*sse.Reader)
+	if r == nil {
+		r = sse.NewReader(nil, c.maxLine)
+		r.CommentsOnly = true // heartbeats reach the relay and keep its idle window open
+	}
+	r.Reset(resp.Body)
+	return &stream{c: c, body: resp.Body, r: r, ctx: ctx}, nil
 }
+
+// maxPooledReader: a Reader whose buffers grew past this on a long line is
+// dropped instead of pooled, so the pool holds only small buffers.
+const maxPooledReader = 16 << 10
 
 // Complete implements provider.Provider.
 func (c *Client) Complete(ctx context.Context, req *provider.Request) ([]byte, error) {
@@ -143,9 +179,12 @@ func (c *Client) Complete(ctx context.Context, req *provider.Request) ([]byte, e
 		return nil, err
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
+	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxCompleteBody+1))
 	if err != nil {
 		return nil, readError(ctx, err)
+	}
+	if len(b) > MaxCompleteBody {
+		return nil, fmt.Errorf("%w: answer larger than %d bytes", provider.ErrMalformed, MaxCompleteBody)
 	}
 	return b, nil
 }
@@ -162,37 +201,54 @@ func (c *Client) do(ctx context.Context, req *provider.Request, stream bool) (*h
 	for k, v := range req.Header {
 		hr.Header[k] = v
 	}
-	hr.Header.Set("Content-Type", "application/json")
+	if req.RequestID != "" {
+		hr.Header["X-Request-Id"] = []string{req.RequestID}
+	}
+	// Shared, never modified values: no allocation per request.
+	hr.Header["Content-Type"] = jsonType
 	if stream {
-		hr.Header.Set("Accept", "text/event-stream")
+		hr.Header["Accept"] = eventStreamType
 	} else {
-		hr.Header.Set("Accept", "application/json")
+		hr.Header["Accept"] = jsonType
 	}
 	if c.auth != "" {
-		hr.Header.Set("Authorization", c.auth)
+		hr.Header["Authorization"] = []string{c.auth}
 	}
-	resp, err := c.hc.Do(hr)
+	resp, err := c.rt.RoundTrip(hr)
 	if err != nil {
 		return nil, transportError(ctx, err)
 	}
 	if resp.StatusCode/100 != 2 {
-		defer resp.Body.Close()
-		return nil, statusError(resp)
+		err := statusError(resp)
+		provider.DrainClose(resp.Body, drainMax, drainTimeout)
+		return nil, err
 	}
 	return resp, nil
 }
 
+var (
+	jsonType        = []string{"application/json"}
+	eventStreamType = []string{"text/event-stream"}
+)
+
 // stream reads the upstream's SSE body.
 type stream struct {
-	body io.ReadCloser
-	r    *sse.Reader
-	ctx  context.Context
+	c      *Client
+	body   io.ReadCloser
+	r      *sse.Reader
+	ctx    context.Context
+	done   bool // "[DONE]" was read: the rest of the body is drained on Close
+	closed bool
 }
 
 func (s *stream) Next() (*sse.Event, error) {
 	ev, err := s.r.Next()
-	if err == nil || err == io.EOF {
-		return ev, err
+	if err == nil {
+		return ev, nil
+	}
+	if err == io.EOF {
+		s.done = true
+		return nil, err
 	}
 	var tooLong *sse.LineTooLongError
 	switch {
@@ -204,7 +260,34 @@ func (s *stream) Next() (*sse.Event, error) {
 	return nil, readError(s.ctx, err)
 }
 
-func (s *stream) Close() error { return s.body.Close() }
+// Close releases the connection: after "[DONE]" it drains the body's short
+// rest so the transport can reuse the connection; otherwise (a cut, a
+// timeout, the client gone) it closes at once, without reading what may be
+// a long remainder.
+func (s *stream) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	var err error
+	if s.done {
+		provider.DrainClose(s.body, drainMax, drainTimeout)
+	} else {
+		err = s.body.Close()
+	}
+	if s.r.Size() <= maxPooledReader {
+		s.r.BeforeRead = nil
+		s.r.Reset(nil)
+		s.c.readers.Put(s.r)
+	}
+	s.r = nil
+	return err
+}
+
+// BeforeRead implements provider.ReadNotifier.
+func (s *stream) BeforeRead(f func()) { s.r.BeforeRead = f }
+
+var _ provider.ReadNotifier = (*stream)(nil)
 
 // readError prefers the context's cause (a timeout set by the relay, or the
 // client going away) over the transport's "context canceled".

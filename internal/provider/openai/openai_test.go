@@ -112,6 +112,11 @@ func TestStatusErrors(t *testing.T) {
 		{"server error plain text", 500, "boom", "", provider.Error{Status: 500, Retryable: true, Message: "boom"}},
 		{"bad request", 400, `{"error":{"message":"context too long","code":null}}`, "", provider.Error{Status: 400, Message: "context too long"}},
 		{"empty body", 503, "", "", provider.Error{Status: 503, Retryable: true, Message: "Service Unavailable"}},
+		// A revoked key or a model missing on this provider: another route may serve.
+		{"unauthorized", 401, `{"error":{"message":"bad key","code":"invalid_api_key"}}`, "", provider.Error{Status: 401, Retryable: true, Code: "invalid_api_key", Message: "bad key"}},
+		{"forbidden", 403, "", "", provider.Error{Status: 403, Retryable: true, Message: "Forbidden"}},
+		{"model not found", 404, `{"error":{"message":"no such model"}}`, "", provider.Error{Status: 404, Retryable: true, Message: "no such model"}},
+		{"unprocessable", 422, `{"error":{"message":"bad field"}}`, "", provider.Error{Status: 422, Message: "bad field"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -137,6 +142,27 @@ func TestStatusErrors(t *testing.T) {
 				t.Errorf("got %+v, want %+v", *perr, tt.want)
 			}
 		})
+	}
+}
+
+// A non-streaming answer larger than MaxCompleteBody is an error, not an
+// unbounded read into memory.
+func TestCompleteBodyLimit(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		chunk := make([]byte, 1<<20)
+		for range MaxCompleteBody>>20 + 1 {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	}))
+	defer srv.Close()
+	c := New(srv.URL+"/v1", "", Options{})
+	defer c.CloseIdleConnections()
+	_, err := c.Complete(context.Background(), &provider.Request{Model: "m"})
+	if !errors.Is(err, provider.ErrMalformed) {
+		t.Errorf("got %v, want an error wrapping ErrMalformed", err)
 	}
 }
 
@@ -201,7 +227,7 @@ func TestHTTP2PriorKnowledge(t *testing.T) {
 // h2 is still reached over HTTP/1.1.
 func TestHTTP2IgnoredForHTTPS(t *testing.T) {
 	c := New("https://example.invalid/v1", "", Options{HTTP2: true})
-	tr := c.hc.Transport.(*http.Transport)
+	tr := c.rt.(*http.Transport)
 	if tr.Protocols != nil {
 		t.Errorf("got protocols %v for an https base URL, want the default (nil)", tr.Protocols)
 	}
