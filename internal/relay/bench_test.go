@@ -49,16 +49,33 @@ func (s readerStream) Next() (*sse.Event, error) { return s.r.Next() }
 func (s readerStream) Close() error              { return nil }
 
 // discardWriter is a ResponseWriter that drops bytes but can flush.
-type discardWriter struct{ h http.Header }
+type discardWriter struct {
+	h       http.Header
+	flushes int
+}
 
 func (w *discardWriter) Header() http.Header         { return w.h }
 func (w *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (w *discardWriter) WriteHeader(int)             {}
-func (w *discardWriter) Flush()                      {}
+func (w *discardWriter) Flush()                      { w.flushes++ }
+
+// notifyingStream is a readerStream that tells the relay before each read,
+// as the openai adapter's streams do: events are then flushed per read.
+type notifyingStream struct{ readerStream }
+
+func (s notifyingStream) BeforeRead(f func()) { s.r.BeforeRead = f }
 
 // BenchmarkRelayChunk measures the relay's per-chunk path: SSE parse,
-// ScanChunk, write and flush, the idle window moved, TTFT/ITL/overhead observed.
-func BenchmarkRelayChunk(b *testing.B) {
+// ScanChunk, write and flush, the idle window moved, TTFT/ITL/overhead
+// observed. Each event is flushed on its own (a stream that does not say
+// when it reads).
+func BenchmarkRelayChunk(b *testing.B) { benchRelay(b, false) }
+
+// BenchmarkRelayChunkBatched is the same with the events of one upstream
+// read (here about four: the reader's buffer is 1 KiB) flushed together.
+func BenchmarkRelayChunkBatched(b *testing.B) { benchRelay(b, true) }
+
+func benchRelay(b *testing.B, batched bool) {
 	ev := []byte("data: " + content("hello") + "\n\n")
 	m := metrics.New(nil)
 	obs := m.Stream("m", "p/m")
@@ -71,6 +88,9 @@ func BenchmarkRelayChunk(b *testing.B) {
 	b.SetBytes(int64(len(ev)))
 	b.ResetTimer()
 	err := sess.Attempt(context.Background(), obs, func(context.Context) (provider.Stream, error) {
+		if batched {
+			return notifyingStream{readerStream{rd}}, nil
+		}
 		return readerStream{rd}, nil
 	})
 	b.StopTimer()
@@ -80,4 +100,5 @@ func BenchmarkRelayChunk(b *testing.B) {
 	if got := sess.Stats().ContentChunks; got != b.N {
 		b.Fatalf("got %d content chunks, want %d", got, b.N)
 	}
+	b.ReportMetric(float64(w.flushes)/float64(b.N), "flushes/chunk")
 }

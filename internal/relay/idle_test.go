@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"testing"
 	"testing/synctest"
@@ -82,6 +83,112 @@ func TestIdleWindowPerGap(t *testing.T) {
 				}
 				if got := sess.Stats().ContentChunks; got != tt.chunks {
 					t.Errorf("got %d content chunks, want %d", got, tt.chunks)
+				}
+			})
+		})
+	}
+}
+
+// step is one event of a scriptedStream: after gap, data as the event's
+// data; nil data is a comment-only block (a heartbeat).
+type step struct {
+	gap  time.Duration
+	data []byte
+}
+
+// scriptedStream yields its steps, then "[DONE]". Like pacedStream, a wait
+// ends early with the context's cause.
+type scriptedStream struct {
+	ctx   context.Context
+	steps []step
+	ev    sse.Event
+}
+
+func (s *scriptedStream) Next() (*sse.Event, error) {
+	if len(s.steps) == 0 {
+		return nil, io.EOF
+	}
+	t := time.NewTimer(s.steps[0].gap)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-s.ctx.Done():
+		return nil, context.Cause(s.ctx)
+	}
+	s.ev = sse.Event{Data: s.steps[0].data}
+	s.steps = s.steps[1:]
+	return &s.ev, nil
+}
+
+func (s *scriptedStream) Close() error { return nil }
+
+// slowWriter is a client whose first write takes delay (a slow network).
+type slowWriter struct {
+	*httptest.ResponseRecorder
+	delay time.Duration
+	wrote bool
+}
+
+func (w *slowWriter) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.wrote = true
+		time.Sleep(w.delay)
+	}
+	return w.ResponseRecorder.Write(b)
+}
+
+func (w *slowWriter) Unwrap() http.ResponseWriter { return w.ResponseRecorder }
+
+// The timers' edges, on synctest's clock: the first-token deadline passing
+// while the first content is being written must not end a stream whose
+// content already went out (with or without an idle window), and heartbeats
+// (comment-only blocks, empty data events) keep the idle window open.
+func TestTimerEdges(t *testing.T) {
+	ms := time.Millisecond
+	chunk := []byte(content("x"))
+	tests := []struct {
+		name        string
+		opts        relay.Options
+		writeDelay  time.Duration
+		steps       []step
+		wantErr     error
+		wantChunks  int
+		wantReturns time.Duration
+	}{
+		{"first-token deadline passes during the first write",
+			relay.Options{FirstToken: 100 * ms, Idle: time.Second}, 150 * ms,
+			[]step{{50 * ms, chunk}, {10 * ms, chunk}}, nil, 2, 210 * ms},
+		{"same with the idle window off",
+			relay.Options{FirstToken: 100 * ms}, 150 * ms,
+			[]step{{50 * ms, chunk}, {10 * ms, chunk}}, nil, 2, 210 * ms},
+		{"heartbeats keep the idle window open",
+			relay.Options{FirstToken: 100 * ms, Idle: 100 * ms}, 0,
+			[]step{{10 * ms, chunk}, {80 * ms, nil}, {80 * ms, nil}, {80 * ms, nil}, {80 * ms, chunk}}, nil, 2, 330 * ms},
+		{"empty data events are heartbeats",
+			relay.Options{FirstToken: 100 * ms, Idle: 100 * ms}, 0,
+			[]step{{10 * ms, chunk}, {80 * ms, []byte{}}, {80 * ms, []byte{}}, {80 * ms, chunk}}, nil, 2, 250 * ms},
+		{"a heartbeat does not extend the first-token deadline",
+			relay.Options{FirstToken: 100 * ms, Idle: 100 * ms}, 0,
+			[]step{{60 * ms, nil}, {60 * ms, chunk}}, provider.ErrFirstTokenTimeout, 0, 100 * ms},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w := &slowWriter{ResponseRecorder: httptest.NewRecorder(), delay: tt.writeDelay}
+				sess := relay.NewSession(w, tt.opts)
+				defer sess.Close()
+				start := time.Now()
+				err := sess.Attempt(context.Background(), nil, func(ctx context.Context) (provider.Stream, error) {
+					return &scriptedStream{ctx: ctx, steps: tt.steps}, nil
+				})
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("got error %v, want %v", err, tt.wantErr)
+				}
+				if got := sess.Stats().ContentChunks; got != tt.wantChunks {
+					t.Errorf("got %d content chunks, want %d", got, tt.wantChunks)
+				}
+				if got := time.Since(start); got != tt.wantReturns {
+					t.Errorf("returned after %v, want %v", got, tt.wantReturns)
 				}
 			})
 		})

@@ -1,5 +1,6 @@
 // Package relay moves one client's stream from the upstream to the client:
-// each upstream event is written and flushed the moment it is read, with the
+// each upstream event is written the moment it is read and flushed before the
+// upstream is read again (the events of one read leave in one write), with the
 // first-token, idle and keep-alive timers of one stream, the commit point of
 // its headers, and the per-chunk measurements (TTFT, gaps, overhead). It does
 // not choose routes: the gateway calls Attempt once per route it tries.
@@ -55,17 +56,32 @@ type Options struct {
 	IncludeUsage bool
 	// Start is when the request arrived, the origin of TTFT; zero means NewSession's time.
 	Start time.Time
+	// LateHeaders are response headers whose final value is known only when
+	// the stream ends (the route that served it). When a keep-alive commits
+	// the headers before any route produced content, they are declared as
+	// trailers instead, and SetHeader keeps setting them: they reach the
+	// client after the body. Nil means none.
+	LateHeaders []string
 }
 
 // Stats is what a Session measured. Times are zero until the event happened.
 type Stats struct {
-	Usage         api.Usage // the upstream's last reported usage
-	HasUsage      bool
+	Usage         api.Usage     // the current attempt's last reported usage
+	HasUsage      bool          // the current attempt reported usage
 	ContentChunks int           // content chunks sent to the client
 	TTFT          time.Duration // Start → first content chunk flushed
 	FirstContent  time.Time
 	LastContent   time.Time
 	MaxGap        time.Duration // largest gap between content chunks as sent
+}
+
+// UsageOrNil returns the current attempt's reported usage, nil when none came.
+func (s *Stats) UsageOrNil() *api.Usage {
+	if !s.HasUsage {
+		return nil
+	}
+	u := s.Usage
+	return &u
 }
 
 // Session is one client stream across the attempts of a fallback. Its
@@ -79,9 +95,11 @@ type Session struct {
 
 	pendBuf bytes.Buffer // role-only events held until the commit point
 	pendW   *sse.Writer
+	batch   batch // the current attempt's events written but not yet flushed
 
 	mu          sync.Mutex // guards w and the flags below until contentSent
 	committed   bool       // status and headers written
+	trailers    bool       // LateHeaders were declared as trailers at the commit
 	contentSent bool       // first content written: no more fallback, no keep-alives
 	errSent     bool       // the stream's one error event was written
 	closed      bool
@@ -103,16 +121,26 @@ func NewSession(w http.ResponseWriter, opts Options) *Session {
 	return s
 }
 
-// SetHeader sets a response header if the headers are not committed yet and
-// reports whether it did.
+// SetHeader sets a response header if the headers are not committed yet, or
+// a trailer if key is one of Options.LateHeaders declared as a trailer at
+// the commit, and reports whether it did.
 func (s *Session) SetHeader(key, value string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.committed {
+	if s.committed && !(s.trailers && s.late(key)) {
 		return false
 	}
 	s.w.Header().Set(key, value)
 	return true
+}
+
+func (s *Session) late(key string) bool {
+	for _, k := range s.opts.LateHeaders {
+		if k == key {
+			return true
+		}
+	}
+	return false
 }
 
 // Committed reports whether status and headers were sent.
@@ -148,6 +176,16 @@ func (s *Session) keepAlive() {
 	if s.contentSent || s.closed || s.errSent {
 		s.mu.Unlock()
 		return
+	}
+	if !s.committed && len(s.opts.LateHeaders) > 0 {
+		// No route has produced content yet, so the one that will is not
+		// known: its headers become trailers, set when the stream ends.
+		h := s.w.Header()
+		for _, k := range s.opts.LateHeaders {
+			h.Del(k)
+			h.Add("Trailer", k)
+		}
+		s.trailers = true
 	}
 	s.commitLocked()
 	if s.sw.Comment(keepAliveText) == nil {
@@ -208,17 +246,24 @@ func (s *Session) Attempt(ctx context.Context, obs *metrics.Stream, open func(co
 	// One timer: the first-token deadline, then the idle one. Once content
 	// flows, each event only stores its time in last; when the timer fires
 	// it re-arms itself for what is left of the idle window, so the per-chunk
-	// path does no timer work.
-	var streaming atomic.Bool // false: waiting for first content; true: idle timer
-	var last atomic.Int64     // time of the latest event, as time.Since(begin)
+	// path does no timer work. state decides, once, whether the first-token
+	// deadline or the first content came first: the loop writes content only
+	// after winning waiting → streaming, the timer cancels only after
+	// winning waiting → expired.
+	var state atomic.Int32
+	var last atomic.Int64 // time of the latest event, as time.Since(begin)
 	begin := time.Now()
+	idle := s.opts.Idle
 	var t *time.Timer
 	t = time.AfterFunc(time.Hour, func() {
-		if !streaming.Load() {
+		if state.CompareAndSwap(waiting, expired) {
 			cancel(provider.ErrFirstTokenTimeout)
 			return
 		}
-		if rest := s.opts.Idle - (time.Since(begin) - time.Duration(last.Load())); rest > 0 {
+		if idle <= 0 { // the first-token timer fired as content began; no idle window
+			return
+		}
+		if rest := idle - (time.Since(begin) - time.Duration(last.Load())); rest > 0 {
 			t.Reset(rest)
 			return
 		}
@@ -227,23 +272,39 @@ func (s *Session) Attempt(ctx context.Context, obs *metrics.Stream, open func(co
 	defer t.Stop()
 	arm(t, s.opts.FirstToken)
 	s.pendBuf.Reset()
+	s.stats.Usage, s.stats.HasUsage = api.Usage{}, false
 
 	st, err := open(actx)
 	if err != nil {
 		return cause(actx, err)
 	}
 	defer st.Close()
+	// A stream that says when it is about to read from the upstream gets its
+	// events written without a flush each, and flushed together there: the
+	// events of one upstream read leave in one write, and none waits.
+	queued := false
+	if rn, ok := st.(provider.ReadNotifier); ok {
+		s.batch = batch{sw: s.sw, obs: obs}
+		rn.BeforeRead(s.batch.flush)
+		queued = true
+	}
 
 	var n uint
 	for {
 		ev, err := st.Next()
+		if s.batch.err != nil {
+			return wrap(ErrClientGone, s.batch.err)
+		}
 		if err != nil {
 			if err == io.EOF {
 				return s.done()
 			}
 			return cause(actx, err)
 		}
-		if ev.Data == nil { // a comment-only block
+		if len(ev.Data) == 0 {
+			// A heartbeat: a comment-only block or an empty "data:" event.
+			// It shows the upstream is alive, so the idle window restarts.
+			last.Store(int64(time.Since(begin)))
 			continue
 		}
 		// Only the sampled chunks' overhead is observed: take their read time alone.
@@ -270,17 +331,26 @@ func (s *Session) Attempt(ctx context.Context, obs *metrics.Stream, open func(co
 				// A role-only chunk: held, so that a first-token timeout or a
 				// failure before content can still be an HTTP status or a
 				// fallback. It travels with the first content chunk.
-				s.pendW.Event(ev.Name, ev.Data)
+				if s.pendBuf.Cap() == 0 {
+					s.pendBuf.Grow(256) // one allocation for the usual role chunk
+				}
+				s.pendW.Queue(ev.Name, ev.Data)
 				continue
+			}
+			last.Store(int64(time.Since(begin)))
+			if !state.CompareAndSwap(waiting, streaming) {
+				// The first-token deadline fired first: nothing is written,
+				// so another route may still serve the request.
+				return cause(actx, provider.ErrFirstTokenTimeout)
 			}
 			if err := s.commitContent(ev); err != nil {
 				return err
 			}
-			last.Store(int64(time.Since(begin)))
-			streaming.Store(true)
-			arm(t, s.opts.Idle)
-		} else if err := writeEvent(s.sw, ev); err != nil {
+			arm(t, idle)
+		} else if err := writeEvent(s.sw, ev, !queued); err != nil {
 			return wrap(ErrClientGone, err)
+		} else if queued {
+			s.batch.dirty = true
 		}
 		now := time.Now()
 		last.Store(int64(now.Sub(begin)))
@@ -288,10 +358,21 @@ func (s *Session) Attempt(ctx context.Context, obs *metrics.Stream, open func(co
 			s.content(obs, now)
 		}
 		if n++; sampled {
-			obs.ChunkOverhead(now.Sub(read))
+			if s.batch.dirty {
+				s.batch.read = read // observed when the batch is flushed
+			} else {
+				obs.ChunkOverhead(now.Sub(read))
+			}
 		}
 	}
 }
+
+// Attempt states (see Attempt's timer).
+const (
+	waiting   int32 = iota // no content yet: the first-token deadline runs
+	streaming              // content flows: the idle window runs
+	expired                // the first-token deadline fired
+)
 
 // wrap returns "sentinel: err". Out of line: the relay loop's frame stays
 // small (see gateway.chat on stack size).
@@ -301,12 +382,39 @@ func wrap(sentinel, err error) error { return fmt.Errorf("%w: %w", sentinel, err
 
 // writeEvent relays ev through w: the upstream's "sent_ns" stamp (from a
 // stamping simulator) first, so a client can still measure its own delay
-// end to end, then the event itself.
-func writeEvent(w *sse.Writer, ev *sse.Event) error {
+// end to end, then the event itself, flushed when flush is set.
+func writeEvent(w *sse.Writer, ev *sse.Event, flush bool) error {
 	if ns, ok := sse.ParseStamp(ev.Comment); ok {
 		w.Stamp(ns)
 	}
-	return w.Event(ev.Name, ev.Data)
+	if flush {
+		return w.Event(ev.Name, ev.Data)
+	}
+	return w.Queue(ev.Name, ev.Data)
+}
+
+// batch holds what an attempt wrote to the client without flushing: the
+// stream's reader calls flush before it reads from the upstream again.
+type batch struct {
+	sw    *sse.Writer
+	obs   *metrics.Stream
+	dirty bool      // events written since the last flush
+	read  time.Time // upstream read time of a sampled event in the batch
+	err   error     // the first failed flush: the client went away
+}
+
+func (b *batch) flush() {
+	if !b.dirty {
+		return
+	}
+	b.dirty = false
+	if err := b.sw.Flush(); err != nil && b.err == nil {
+		b.err = err
+	}
+	if !b.read.IsZero() {
+		b.obs.ChunkOverhead(time.Since(b.read))
+		b.read = time.Time{}
+	}
 }
 
 // arm sets t to fire after d, or stops it when d is 0.
@@ -357,14 +465,20 @@ func (s *Session) commitContent(ev *sse.Event) error {
 	if s.ka != nil {
 		s.ka.Stop()
 	}
-	// The held events and ev go out in one write and one flush. They are
-	// framed into pendBuf first and flushed from this frame, not from inside
-	// the SSE writer: the first flush writes the response headers, net/http's
-	// deepest call, and every frame saved above it keeps the handler
-	// goroutine's stack at 8 KiB (see gateway.chat).
-	writeEvent(s.pendW, ev) // into pendBuf: cannot fail
-	_, err := s.w.Write(s.pendBuf.Bytes())
-	s.pendBuf.Reset()
+	// The held events and ev go out in one write and one flush: both are
+	// written unflushed into net/http's buffer, then flushed from this
+	// frame, not from inside the SSE writer: the first flush writes the
+	// response headers, net/http's deepest call, and every frame saved above
+	// it keeps the handler goroutine's stack at 8 KiB (see gateway.chat and
+	// BenchmarkOpenStreamStack).
+	var err error
+	if s.pendBuf.Len() > 0 {
+		_, err = s.w.Write(s.pendBuf.Bytes())
+		s.pendBuf.Reset()
+	}
+	if err == nil {
+		err = writeEvent(s.sw, ev, false)
+	}
 	if err == nil {
 		err = s.sw.Flush()
 	}
