@@ -24,6 +24,7 @@ type Timeouts struct {
 	FirstToken Duration `yaml:"first_token"` // request sent → first upstream event; default 30s
 	Idle       Duration `yaml:"idle"`        // between upstream events; default 30s
 	Total      Duration `yaml:"total"`       // whole request; default 0 (off) for streams
+	NonStream  Duration `yaml:"non_stream"`  // a non-streaming answer, per attempt; default 10m
 }
 
 // Duration is a time.Duration written as "5s", "250ms" in YAML.

@@ -26,7 +26,7 @@ const (
 
 // New returns a Config holding only the built-in defaults: listen
 // 127.0.0.1:8080, database sqlite://streamgate.db, timeouts connect 5s,
-// first_token 30s, idle 30s, total 0 (off), max_body_bytes 10 MiB. It has no
+// first_token 30s, idle 30s, total 0 (off), non_stream 10m, max_body_bytes 10 MiB. It has no
 // providers, keys or models, so it does not validate on its own.
 func New() *Config {
 	return &Config{
@@ -36,6 +36,7 @@ func New() *Config {
 			Connect:    Duration(5e9),
 			FirstToken: Duration(30e9),
 			Idle:       Duration(30e9),
+			NonStream:  Duration(600e9),
 		},
 		MaxBody: DefaultMaxBody,
 	}

@@ -51,7 +51,7 @@ func TestLoadSpecExample(t *testing.T) {
 	want := &Config{
 		Listen:   "127.0.0.1:8080",
 		Database: "sqlite://streamgate.db",
-		Timeouts: Timeouts{Connect: Duration(5 * time.Second), FirstToken: Duration(30 * time.Second), Idle: Duration(30 * time.Second)},
+		Timeouts: Timeouts{Connect: Duration(5 * time.Second), FirstToken: Duration(30 * time.Second), Idle: Duration(30 * time.Second), NonStream: Duration(10 * time.Minute)},
 		MaxBody:  10 << 20,
 		Providers: []Provider{
 			{Name: "openai", Kind: "openai", BaseURL: "https://api.openai.com/v1", APIKey: "sk-proj-0123456789abcdef"},
@@ -335,10 +335,10 @@ func TestDefaultsAndOverrides(t *testing.T) {
 		{"strategy default", base, nil, func(c *Config) (any, any) { return c.Models[0].Strategy, "fallback" }},
 		{"context policy default", base, nil, func(c *Config) (any, any) { return c.Models[0].ContextPolicy, "reject" }},
 		{"timeouts default", base, nil, func(c *Config) (any, any) {
-			return c.Timeouts, Timeouts{Connect: Duration(5 * time.Second), FirstToken: Duration(30 * time.Second), Idle: Duration(30 * time.Second)}
+			return c.Timeouts, Timeouts{Connect: Duration(5 * time.Second), FirstToken: Duration(30 * time.Second), Idle: Duration(30 * time.Second), NonStream: Duration(10 * time.Minute)}
 		}},
 		{"one timeout set keeps the others", base + "timeouts: {first_token: 2s}\n", nil, func(c *Config) (any, any) {
-			return c.Timeouts, Timeouts{Connect: Duration(5 * time.Second), FirstToken: Duration(2 * time.Second), Idle: Duration(30 * time.Second)}
+			return c.Timeouts, Timeouts{Connect: Duration(5 * time.Second), FirstToken: Duration(2 * time.Second), Idle: Duration(30 * time.Second), NonStream: Duration(10 * time.Minute)}
 		}},
 		{"explicit 0s turns a timeout off", base + "timeouts: {idle: 0s}\n", nil, func(c *Config) (any, any) { return c.Timeouts.Idle.D(), time.Duration(0) }},
 		{"null timeout keeps default", base + "timeouts: {connect: }\n", nil, func(c *Config) (any, any) { return c.Timeouts.Connect.D(), 5 * time.Second }},

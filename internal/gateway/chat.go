@@ -27,6 +27,7 @@ type call struct {
 	model  *config.Model // nil until the model is known
 	entry  usage.Entry
 	stats  relay.Stats
+	bill   bill
 	status int   // status the client got (499: it went away)
 	err    error // why it failed, nil when it did not
 }
@@ -107,7 +108,7 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, c *call) (*provi
 		g.reject(w, r, c, fmt.Errorf("%w for model %q", errNoRoute, model.Name))
 		return nil, nil
 	}
-	req.Header = forwardHeaders(r, c.info.id)
+	req.RequestID, req.Header = c.info.id, simHeaders(r)
 	return req, routes
 }
 
@@ -128,6 +129,7 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request, c *call, routes
 		KeepAlive:    ka,
 		IncludeUsage: req.Chat.IncludeUsage(),
 		Start:        c.info.start,
+		LateHeaders:  lateHeaders,
 	})
 	defer sess.Close()
 	ctx := r.Context()
@@ -148,10 +150,14 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request, c *call, routes
 		preq := *req
 		preq.Model = t.model
 		obs := g.m.Stream(c.model.Name, t.name)
+		opened, chunks := false, c.stats.ContentChunks
 		err = sess.Attempt(ctx, obs, func(ctx context.Context) (provider.Stream, error) {
-			return t.provider.Open(ctx, &preq)
+			st, err := t.provider.Open(ctx, &preq)
+			opened = err == nil
+			return st, err
 		})
 		c.stats = sess.Stats()
+		c.bill.attempt(req, opened, err, c.stats.UsageOrNil(), c.stats.ContentChunks-chunks)
 		if c.stats.ContentChunks > 0 {
 			obs.End(c.stats.MaxGap, tokensPerSecond(&c.stats))
 		}
@@ -196,12 +202,18 @@ func (g *Gateway) fallback(ctx context.Context, c *call, route, reason string, e
 	g.log.LogAttrs(ctx, slog.LevelDebug, "fallback", slog.String("request_id", c.info.id), slog.String("route", route), slog.String("reason", reason), slog.String("error", err.Error()))
 }
 
+// lateHeaders are known for sure only once a route serves: after a
+// keep-alive committed the headers they travel as trailers.
+var lateHeaders = []string{HeaderRoute, HeaderAttempts}
+
 // complete proxies a non-streaming answer. A non-stream upstream sends
-// nothing before the whole answer, so its first byte is its first token:
-// each attempt is bounded by timeouts.total when set, else by first_token.
+// nothing before the whole answer, which may take minutes, so the stream
+// timeouts do not apply: each attempt is bounded by timeouts.non_stream (and
+// timeouts.total when shorter). That limit ends the request with 504 instead
+// of trying the next route, which would send (and bill) the request twice.
 func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, c *call, routes []target, req *provider.Request) {
-	limit, cause := g.cfg.Timeouts.FirstToken.D(), provider.ErrFirstTokenTimeout
-	if total := g.cfg.Timeouts.Total.D(); total > 0 {
+	limit, cause := g.cfg.Timeouts.NonStream.D(), provider.ErrResponseTimeout
+	if total := g.cfg.Timeouts.Total.D(); total > 0 && (limit <= 0 || total < limit) {
 		limit, cause = total, provider.ErrTotalTimeout
 	}
 	var (
@@ -221,6 +233,9 @@ func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, c *call, rout
 		}
 		body, err = t.provider.Complete(ctx, &preq)
 		cancel()
+		if err != nil {
+			c.bill.attempt(req, false, err, nil, 0)
+		}
 		if err == nil || i == len(routes)-1 {
 			break
 		}
@@ -232,7 +247,7 @@ func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, c *call, rout
 		if reason == "" {
 			break
 		}
-		g.m.Fallback(c.model.Name, reason)
+		g.fallback(r.Context(), c, t.name, reason, err)
 	}
 	if err != nil {
 		h := statusOf(err)
@@ -240,12 +255,7 @@ func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, c *call, rout
 		c.status, c.err = h.status, err
 		return
 	}
-	var u struct {
-		Usage *api.Usage `json:"usage"`
-	}
-	if json.Unmarshal(body, &u) == nil && u.Usage != nil {
-		c.stats.Usage, c.stats.HasUsage = *u.Usage, true
-	}
+	c.bill.answer(req, body)
 	h := w.Header()
 	h.Set(HeaderRoute, c.entry.Route)
 	h.Set(HeaderAttempts, strconv.Itoa(c.entry.Attempts))
@@ -262,7 +272,16 @@ func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, c *call, rout
 // parse reads and validates the body: JSON, "model" and "messages" present.
 // The returned request keeps the body's fields raw for the adapters.
 func (g *Gateway) parse(w http.ResponseWriter, r *http.Request) (*provider.Request, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.maxBody))
+	var body []byte
+	var err error
+	if n := r.ContentLength; n > 0 && n <= g.maxBody {
+		// The length is known: one allocation of the right size instead of
+		// ReadAll's doubling.
+		body = make([]byte, n)
+		_, err = io.ReadFull(r.Body, body)
+	} else {
+		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, g.maxBody))
+	}
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
@@ -300,12 +319,16 @@ func (g *Gateway) parse(w http.ResponseWriter, r *http.Request) (*provider.Reque
 	return &provider.Request{Stream: chat.Stream, Body: body, Chat: chat}, nil
 }
 
-// forwardHeaders are the client headers an upstream gets: the request id,
-// and the simulator's per-request X-Sim-* controls (ignored by real providers).
-func forwardHeaders(r *http.Request, id string) http.Header {
-	h := http.Header{HeaderRequestID: {id}}
+// simHeaders are the client headers an upstream gets besides the request
+// id: the simulator's per-request X-Sim-* controls (ignored by real
+// providers); nil when there are none.
+func simHeaders(r *http.Request) http.Header {
+	var h http.Header
 	for k, v := range r.Header {
 		if strings.HasPrefix(k, "X-Sim-") {
+			if h == nil {
+				h = http.Header{}
+			}
 			h[k] = v
 		}
 	}
@@ -320,13 +343,7 @@ func (g *Gateway) reject(w http.ResponseWriter, r *http.Request, c *call, err er
 
 // finish records the request: one usage entry, the metrics, the access line's fields.
 func (g *Gateway) finish(c *call) {
-	in, out, source := 0, 0, ""
-	switch {
-	case c.stats.HasUsage:
-		in, out, source = c.stats.Usage.PromptTokens, c.stats.Usage.CompletionTokens, "usage"
-	case c.stats.ContentChunks > 0:
-		out, source = c.stats.ContentChunks, "count"
-	}
+	in, out, source := c.bill.in, c.bill.out, c.bill.source()
 	cost := 0.0
 	label := "" // only configured model names become label values
 	if c.model != nil {
@@ -343,7 +360,7 @@ func (g *Gateway) finish(c *call) {
 	if c.err != nil {
 		e.Error = c.err.Error()
 	}
-	g.m.Request(label, e.Route, c.status)
+	g.m.Request(label, e.Route, c.status, requestOutcome(c.err, c.status))
 	if label != "" {
 		g.m.Usage(label, in, out, cost)
 	}

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strconv"
 	"time"
 
 	"github.com/streamgate/streamgate/internal/api"
 	"github.com/streamgate/streamgate/internal/auth"
+	"github.com/streamgate/streamgate/internal/metrics"
 	"github.com/streamgate/streamgate/internal/provider"
 	"github.com/streamgate/streamgate/internal/relay"
 	"github.com/streamgate/streamgate/internal/usage"
@@ -56,10 +58,16 @@ type httpError struct {
 // statusOf is the one place that maps an error to an HTTP status and an
 // OpenAI error object. Upstream statuses are mapped, not copied: a 401 from
 // a provider is the gateway's misconfiguration (502), not the client's key.
+// The message of the gateway's own checks is the error's; an upstream
+// failure gets a fixed message that names what failed, never an address, a
+// URL or a provider's words about its keys (the log has the whole error).
 func statusOf(err error) httpError {
 	msg := err.Error()
 	e := func(status int, typ, code, param string) httpError {
 		return httpError{status: status, body: api.NewError(typ, code, param, msg)}
+	}
+	upstream := func(status int, typ, code, message string) httpError {
+		return httpError{status: status, body: api.NewError(typ, code, "", message)}
 	}
 	var (
 		inv      *invalidError
@@ -93,32 +101,66 @@ func statusOf(err error) httpError {
 	case errors.Is(err, context.Canceled), errors.Is(err, relay.ErrClientGone):
 		return e(StatusClientClosed, "client_closed_request", "client_closed_request", "")
 	case errors.Is(err, provider.ErrFirstTokenTimeout):
-		return e(http.StatusGatewayTimeout, "timeout_error", "first_token_timeout", "")
+		return upstream(http.StatusGatewayTimeout, "timeout_error", "first_token_timeout", "the upstream sent no first token within timeouts.first_token")
 	case errors.Is(err, provider.ErrIdleTimeout):
-		return e(http.StatusGatewayTimeout, "timeout_error", "idle_timeout", "")
+		return upstream(http.StatusGatewayTimeout, "timeout_error", "idle_timeout", "the upstream sent nothing within timeouts.idle")
 	case errors.Is(err, provider.ErrTotalTimeout):
-		return e(http.StatusGatewayTimeout, "timeout_error", "total_timeout", "")
+		return upstream(http.StatusGatewayTimeout, "timeout_error", "total_timeout", "the request ran past timeouts.total")
+	case errors.Is(err, provider.ErrResponseTimeout):
+		return upstream(http.StatusGatewayTimeout, "timeout_error", "response_timeout", "the upstream did not answer within timeouts.non_stream")
 	case errors.As(err, &perr) && perr.Status != 0:
-		h := e(upstreamStatus(perr.Status), "upstream_error", perr.Code, "")
-		if perr.Status == http.StatusTooManyRequests {
-			h.body.Error.Type = "rate_limit_error"
-			h.retryAfter = perr.RetryAfter
-		}
-		if h.body.Error.Code == nil {
-			code := "upstream_" + strconv.Itoa(perr.Status)
-			h.body.Error.Code = &code
-		}
-		return h
+		return upstreamStatusError(perr)
 	case errors.Is(err, provider.ErrConnect):
-		return e(http.StatusBadGateway, "upstream_error", "upstream_connect_failed", "")
+		return upstream(http.StatusBadGateway, "upstream_error", "upstream_connect_failed", "could not connect to the upstream")
 	case errors.Is(err, provider.ErrTruncated):
-		return e(http.StatusBadGateway, "upstream_error", "stream_truncated", "")
+		return upstream(http.StatusBadGateway, "upstream_error", "stream_truncated", "the upstream's stream ended before it was complete")
 	case errors.Is(err, provider.ErrMalformed):
-		return e(http.StatusBadGateway, "upstream_error", "malformed_upstream_event", "")
-	case errors.As(err, &uerr), errors.As(err, &perr):
-		return e(http.StatusBadGateway, "upstream_error", "upstream_failed", "")
+		return upstream(http.StatusBadGateway, "upstream_error", "malformed_upstream_event", "the upstream sent a malformed event")
+	case errors.As(err, &uerr):
+		return upstream(http.StatusBadGateway, "upstream_error", "upstream_failed", "the upstream sent an error event")
+	case errors.As(err, &perr):
+		return upstream(http.StatusBadGateway, "upstream_error", "upstream_failed", "the upstream request failed")
 	}
-	return e(http.StatusInternalServerError, "server_error", "internal_error", "")
+	return upstream(http.StatusInternalServerError, "server_error", "internal_error", "internal error")
+}
+
+// upstreamStatusError answers an upstream's error status. A 4xx that is the
+// request's own fault (400, 413, 422) carries the upstream's message, which
+// the client needs to fix its request, with addresses and URLs removed; any
+// other status is summarised.
+func upstreamStatusError(perr *provider.Error) httpError {
+	status := upstreamStatus(perr.Status)
+	var msg string
+	switch s := perr.Status; {
+	case status == s && s >= 400 && s < 500 && s != http.StatusTooManyRequests:
+		msg = "the upstream rejected the request: " + redactAddresses(perr.Message)
+	case s == http.StatusUnauthorized || s == http.StatusForbidden:
+		msg = fmt.Sprintf("the upstream refused the gateway's credentials (%d)", s)
+	case s == http.StatusNotFound:
+		msg = "the upstream does not serve this model (404)"
+	case s == http.StatusTooManyRequests:
+		msg = "the upstream is rate limiting (429)"
+	default:
+		msg = fmt.Sprintf("the upstream failed (%d)", s)
+	}
+	h := httpError{status: status, body: api.NewError("upstream_error", redactAddresses(perr.Code), "", msg)}
+	if perr.Status == http.StatusTooManyRequests {
+		h.body.Error.Type = "rate_limit_error"
+		h.retryAfter = perr.RetryAfter
+	}
+	if h.body.Error.Code == nil {
+		code := "upstream_" + strconv.Itoa(perr.Status)
+		h.body.Error.Code = &code
+	}
+	return h
+}
+
+// addressPattern matches URLs, host:port pairs and IP addresses.
+var addressPattern = regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://[^\s"']*|\[[0-9a-fA-F:.]+\](:\d+)?|\b\d{1,3}(\.\d{1,3}){3}(:\d+)?\b|\b[a-zA-Z0-9.-]+\.[a-zA-Z]{2,}:\d+\b`)
+
+// redactAddresses replaces every URL and network address in s.
+func redactAddresses(s string) string {
+	return addressPattern.ReplaceAllString(s, "[address]")
 }
 
 // upstreamStatus maps an upstream's HTTP status to the gateway's.
@@ -142,7 +184,7 @@ func outcomeOf(err error, status int) string {
 	case status == StatusClientClosed:
 		return usage.OutcomeClientCancelled
 	case errors.Is(err, provider.ErrFirstTokenTimeout), errors.Is(err, provider.ErrIdleTimeout),
-		errors.Is(err, provider.ErrTotalTimeout), errors.Is(err, errShutdown):
+		errors.Is(err, provider.ErrTotalTimeout), errors.Is(err, provider.ErrResponseTimeout), errors.Is(err, errShutdown):
 		return usage.OutcomeTimeout
 	case status == http.StatusBadRequest || status == http.StatusUnauthorized || status == http.StatusForbidden ||
 		status == http.StatusNotFound || status == http.StatusMethodNotAllowed || status == http.StatusRequestEntityTooLarge:
@@ -155,6 +197,31 @@ func outcomeOf(err error, status int) string {
 	return usage.OutcomeUpstreamError
 }
 
+// requestOutcome is the outcome label of streamgate_requests_total, which
+// tells apart what the status code cannot: a stream that got 200 and then
+// ended with an error event.
+func requestOutcome(err error, status int) string {
+	switch {
+	case err == nil:
+		return metrics.OutcomeOK
+	case status == StatusClientClosed:
+		return metrics.OutcomeClientGone
+	case status == http.StatusOK:
+		return metrics.OutcomeErrorEvent
+	case status == http.StatusGatewayTimeout:
+		return metrics.OutcomeTimeout
+	}
+	var perr *provider.Error
+	var uerr *relay.UpstreamError
+	if status < 500 && !errors.As(err, &perr) {
+		return metrics.OutcomeRejected
+	}
+	if errors.As(err, &perr) || errors.As(err, &uerr) || status == http.StatusBadGateway {
+		return metrics.OutcomeUpstreamError
+	}
+	return metrics.OutcomeError
+}
+
 // fallbackReason is the label of streamgate_fallbacks_total for err, or ""
 // when err must not move the request to another route: the client left, the
 // total timeout or the shutdown fired, or the upstream refused the request
@@ -164,7 +231,8 @@ func fallbackReason(err error) string {
 	var uerr *relay.UpstreamError
 	switch {
 	case errors.Is(err, context.Canceled), errors.Is(err, relay.ErrClientGone),
-		errors.Is(err, provider.ErrTotalTimeout), errors.Is(err, errShutdown):
+		errors.Is(err, provider.ErrTotalTimeout), errors.Is(err, provider.ErrResponseTimeout),
+		errors.Is(err, errShutdown):
 		return ""
 	case errors.Is(err, provider.ErrFirstTokenTimeout):
 		return "first_token_timeout"
@@ -178,6 +246,10 @@ func fallbackReason(err error) string {
 			return ""
 		case perr.Status == http.StatusTooManyRequests:
 			return "rate_limited"
+		case perr.Status == http.StatusUnauthorized, perr.Status == http.StatusForbidden:
+			return "upstream_auth"
+		case perr.Status == http.StatusNotFound:
+			return "upstream_not_found"
 		case perr.Status >= 500:
 			return "status_5xx"
 		}

@@ -135,6 +135,9 @@ func New(opts Options) (*Gateway, error) {
 		g.maxBody = DefaultMaxBody
 	}
 	g.m = metrics.New(g.reg)
+	if l, ok := g.rec.(interface{ Stats() usage.Stats }); ok {
+		metrics.RegisterLedger(g.reg, l.Stats) // the ledger writer's backlog and losses
+	}
 	for name, p := range opts.Providers {
 		g.providers[name] = p
 	}
@@ -246,8 +249,11 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener, grace time.Duratio
 		Handler:           g,
 		Protocols:         &protos,
 		ReadHeaderTimeout: 30 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return base },
-		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
+		// A keep-alive connection with no request is closed after this, so
+		// idle clients do not hold connections (and their buffers) forever.
+		IdleTimeout: 120 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return base },
+		ErrorLog:    slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -279,7 +279,7 @@ func TestHealthReadyMetrics(t *testing.T) {
 	for _, name := range []string{
 		"streamgate_time_to_first_token_seconds_bucket", "streamgate_inter_token_latency_seconds_bucket",
 		"streamgate_stream_max_gap_seconds", "streamgate_output_tokens_per_second", "streamgate_gateway_overhead_seconds",
-		`streamgate_requests_total{code="200",model="m-sim",route="sim/sim-fast"} 1`, "streamgate_tokens_total",
+		`streamgate_requests_total{code="200",model="m-sim",outcome="ok",route="sim/sim-fast"} 1`, "streamgate_tokens_total",
 		"streamgate_inflight_streams 0", "go_gc_pauses_seconds", "process_cpu_seconds_total",
 	} {
 		if !strings.Contains(string(b), name) {
@@ -643,8 +643,8 @@ func TestRateLimitRetryAfter(t *testing.T) {
 	for _, stream := range []bool{true, false} {
 		resp := do(t, "POST", e.url+"/v1/chat/completions", devKey, chatBody("rl", stream, ""))
 		er := readError(t, resp)
-		if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "7" || !strings.Contains(er.Error.Message, "rate limit reached") {
-			t.Errorf("stream=%v: got %d Retry-After %q message %q, want 429, 7 and the upstream's message", stream,
+		if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "7" || !strings.Contains(er.Error.Message, "rate limiting (429)") {
+			t.Errorf("stream=%v: got %d Retry-After %q message %q, want 429, 7 and a rate-limit message", stream,
 				resp.StatusCode, resp.Header.Get("Retry-After"), er.Error.Message)
 		}
 	}

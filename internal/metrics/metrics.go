@@ -18,6 +18,19 @@ const (
 	StageChunk   = "chunk"   // upstream read → client flush
 )
 
+// Outcomes of streamgate_requests_total: how a request ended, which its
+// status code alone does not tell (a stream that got 200 and then an error
+// event).
+const (
+	OutcomeOK            = "ok"             // answered in full
+	OutcomeErrorEvent    = "error_event"    // status 200, then the stream ended with an SSE error event
+	OutcomeClientGone    = "client_gone"    // the client went away (code 499)
+	OutcomeTimeout       = "timeout"        // a gateway timeout answered 504
+	OutcomeUpstreamError = "upstream_error" // every route failed before the answer began
+	OutcomeRejected      = "rejected"       // refused by the gateway's own checks (auth, input, limits)
+	OutcomeError         = "error"          // any other failure of the gateway
+)
+
 // Metrics is every collector of the gateway. Labels carry model and route
 // names, never a key.
 type Metrics struct {
@@ -26,7 +39,7 @@ type Metrics struct {
 	MaxGap    *prometheus.HistogramVec // model, route
 	TPS       *prometheus.HistogramVec // model, route
 	Overhead  *prometheus.HistogramVec // model, route, stage
-	Requests  *prometheus.CounterVec   // model, route, code
+	Requests  *prometheus.CounterVec   // model, route, code, outcome
 	Tokens    *prometheus.CounterVec   // model, kind (input|output)
 	Cost      *prometheus.CounterVec   // model
 	Fallbacks *prometheus.CounterVec   // model, reason
@@ -61,8 +74,8 @@ func New(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(1e-6, 2.5, 14), // 1µs .. ~150ms
 		}, []string{"model", "route", "stage"}),
 		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "streamgate_requests_total", Help: "Chat completion requests by model, serving route and HTTP status (499: client went away).",
-		}, []string{"model", "route", "code"}),
+			Name: "streamgate_requests_total", Help: "Chat completion requests by model, serving route, HTTP status (499: client went away) and outcome (ok, error_event, client_gone, timeout, upstream_error, rejected, error).",
+		}, []string{"model", "route", "code", "outcome"}),
 		Tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "streamgate_tokens_total", Help: "Tokens by model and kind (input, output).",
 		}, []string{"model", "kind"}),
@@ -147,10 +160,11 @@ func (m *Metrics) RequestOverhead(model, route string, d time.Duration) {
 	}
 }
 
-// Request counts one finished request with its status.
-func (m *Metrics) Request(model, route string, status int) {
+// Request counts one finished request with its status and outcome (one of
+// the Outcome constants).
+func (m *Metrics) Request(model, route string, status int, outcome string) {
 	if m != nil {
-		m.Requests.WithLabelValues(model, route, strconv.Itoa(status)).Inc()
+		m.Requests.WithLabelValues(model, route, strconv.Itoa(status), outcome).Inc()
 	}
 }
 

@@ -1,13 +1,17 @@
 package metrics
 
 import (
+	"fmt"
 	"math"
 	"runtime"
 	rtmetrics "runtime/metrics"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/streamgate/streamgate/internal/usage"
 )
 
 func TestNamesAndRegistration(t *testing.T) {
@@ -19,7 +23,7 @@ func TestNamesAndRegistration(t *testing.T) {
 	s.ChunkOverhead(time.Microsecond)
 	s.End(time.Millisecond, 50)
 	m.RequestOverhead("gpt", "openai/gpt", time.Microsecond)
-	m.Request("gpt", "openai/gpt", 200)
+	m.Request("gpt", "openai/gpt", 200, OutcomeOK)
 	m.Usage("gpt", 10, 20, 0.5)
 	m.Fallback("gpt", "connect")
 	mfs, err := reg.Gather()
@@ -106,5 +110,31 @@ func TestGCPauseCollectorAfterGC(t *testing.T) {
 	}
 	if n := mfs[0].GetMetric()[0].GetHistogram().GetSampleCount(); n == 0 {
 		t.Errorf("got %d pauses after runtime.GC, want > 0", n)
+	}
+}
+
+func TestLedgerCollector(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	RegisterLedger(reg, func() usage.Stats {
+		return usage.Stats{Pending: 3, Written: 40, DroppedFull: 5, Dropped: 1, FailedInserts: 2}
+	})
+	var b strings.Builder
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			v := m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			label := ""
+			for _, l := range m.GetLabel() {
+				label = "{" + l.GetName() + "=" + l.GetValue() + "}"
+			}
+			fmt.Fprintf(&b, "%s%s %v\n", mf.GetName(), label, v)
+		}
+	}
+	want := "streamgate_usage_dropped_total{reason=closed} 1\nstreamgate_usage_dropped_total{reason=full} 5\nstreamgate_usage_failed_inserts_total 2\nstreamgate_usage_pending_entries 3\nstreamgate_usage_written_total 40\n"
+	if b.String() != want {
+		t.Errorf("got\n%swant\n%s", b.String(), want)
 	}
 }

@@ -175,7 +175,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	var protos http.Protocols
 	protos.SetHTTP1(true)
 	protos.SetUnencryptedHTTP2(true)
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 30 * time.Second, Protocols: &protos}
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second, Protocols: &protos}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

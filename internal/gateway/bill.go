@@ -1,0 +1,119 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"unicode/utf8"
+
+	"github.com/streamgate/streamgate/internal/api"
+	"github.com/streamgate/streamgate/internal/provider"
+	"github.com/streamgate/streamgate/internal/relay"
+)
+
+// Token sources of a usage entry.
+const (
+	sourceUsage     = "usage"     // every billed attempt reported its usage
+	sourceEstimated = "estimated" // some attempt ended without usage: prompt estimated, output counted
+)
+
+// bill is what the upstreams will charge for one request, summed over its
+// attempts: each attempt that reached an upstream is billed by it, also one
+// abandoned for the next route or cut before its usage chunk. An attempt
+// the upstream refused with an error status, or that never connected, costs
+// nothing.
+type bill struct {
+	in, out   int
+	billed    bool // some attempt reached an upstream
+	estimated bool // some attempt's tokens were estimated
+	prompt    int  // the prompt estimate, once computed (0: not yet)
+}
+
+// attempt adds one attempt: opened when the upstream accepted it, err how
+// it ended, u its reported usage (nil when none came), chunks the content
+// chunks it sent to the client.
+func (b *bill) attempt(req *provider.Request, opened bool, err error, u *api.Usage, chunks int) {
+	if !opened && !abandonedInFlight(err) {
+		return
+	}
+	b.billed = true
+	if u != nil {
+		b.in += u.PromptTokens
+		b.out += u.CompletionTokens
+		return
+	}
+	b.estimated = true
+	b.in += b.promptTokens(req)
+	b.out += chunks // a chunk carries about one token on every provider measured
+}
+
+// answer adds a non-streaming answer: its usage, else estimates of the
+// prompt and of the answer's text.
+func (b *bill) answer(req *provider.Request, body []byte) {
+	var resp struct {
+		Usage   *api.Usage `json:"usage"`
+		Choices []struct {
+			Message struct {
+				Content string `json:"content"`
+			} `json:"message"`
+		} `json:"choices"`
+	}
+	json.Unmarshal(body, &resp)
+	if resp.Usage != nil {
+		b.attempt(req, true, nil, resp.Usage, 0)
+		return
+	}
+	out := 0
+	for _, c := range resp.Choices {
+		out += estimateTokens(c.Message.Content)
+	}
+	b.attempt(req, true, nil, nil, out)
+}
+
+// source is the entry's token source: "" when no attempt was billed.
+func (b *bill) source() string {
+	switch {
+	case !b.billed:
+		return ""
+	case b.estimated:
+		return sourceEstimated
+	}
+	return sourceUsage
+}
+
+func (b *bill) promptTokens(req *provider.Request) int {
+	if b.prompt == 0 && req != nil {
+		b.prompt = max(1, estimateTokens(string(req.Body)))
+	}
+	return b.prompt
+}
+
+// abandonedInFlight reports whether an attempt that did not open a stream
+// had been sent and was given up while the upstream may have been working
+// on it (a timeout, the client leaving): the provider bills it.
+func abandonedInFlight(err error) bool {
+	return errors.Is(err, provider.ErrFirstTokenTimeout) || errors.Is(err, provider.ErrResponseTimeout) ||
+		errors.Is(err, provider.ErrTotalTimeout) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, relay.ErrClientGone) || errors.Is(err, errShutdown)
+}
+
+// estimateTokens errs on the high side, so that a ledger never under-counts
+// what was not reported: a token per four ASCII bytes (English text and JSON
+// run at 3.5-4.5 bytes per token) and one per other character (Korean,
+// Chinese and Japanese run at 0.7-1.5 characters per token). The estimate of
+// a prompt is taken over the whole request body, so tools and system
+// prompts count too.
+func estimateTokens(s string) int {
+	ascii, other := 0, 0
+	for i := 0; i < len(s); {
+		if s[i] < utf8.RuneSelf {
+			ascii++
+			i++
+			continue
+		}
+		_, n := utf8.DecodeRuneInString(s[i:])
+		other++
+		i += n
+	}
+	return (ascii+3)/4 + other
+}

@@ -1,0 +1,388 @@
+package gateway_test
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/streamgate/streamgate/internal/config"
+	"github.com/streamgate/streamgate/internal/gateway"
+	"github.com/streamgate/streamgate/internal/sse"
+	"github.com/streamgate/streamgate/internal/usage"
+)
+
+// The hostile upstream: a server of the test's own (not the simulator) that
+// answers by the upstream model named in the request, each model one way an
+// upstream has broken a gateway (reproduced on streamgate a1df8fa).
+const (
+	chunkHi   = `{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}`
+	chunkStop = `{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`
+)
+
+func hostileHandler(t *testing.T) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Model string `json:"model"`
+		}
+		body, _ := io.ReadAll(r.Body)
+		if err := json.Unmarshal(body, &req); err != nil {
+			t.Errorf("hostile upstream got body %q: %v", body, err)
+		}
+		if r.Header.Get("X-Request-Id") == "" {
+			t.Errorf("hostile upstream got no X-Request-Id")
+		}
+		sseStart := func() {
+			sse.SetHeaders(w.Header())
+			w.WriteHeader(http.StatusOK)
+		}
+		flush := func() { http.NewResponseController(w).Flush() }
+		switch req.Model {
+		case "deep": // nested far past any real chunk, under the line limit
+			sseStart()
+			io.WriteString(w, "data: {\"x\":"+strings.Repeat("[", 900_000)+"\n\n")
+		case "deep-after-content":
+			sseStart()
+			io.WriteString(w, "data: "+chunkHi+"\n\n")
+			flush()
+			io.WriteString(w, "data: {\"x\":"+strings.Repeat("[", 900_000)+"\n\n")
+		case "huge": // a 3 MB line: over the 1 MiB chunk limit, under the old 10 MiB line limit
+			sseStart()
+			io.WriteString(w, "data: {\"x\":"+strings.Repeat("[", 3_000_000)+"\n\n")
+		case "done-without-blank-line": // "[DONE]" is the last line, no blank line after it
+			sseStart()
+			io.WriteString(w, "data: "+chunkHi+"\n\ndata: "+chunkStop+"\n\ndata: [DONE]\n")
+		case "bom": // a UTF-8 BOM before the first line
+			sseStart()
+			io.WriteString(w, "\xEF\xBB\xBFdata: "+chunkHi+"\n\ndata: [DONE]\n\n")
+		case "float-usage": // counts as JSON floats
+			sseStart()
+			io.WriteString(w, "data: "+chunkHi+"\n\ndata: "+chunkStop+"\n\n")
+			io.WriteString(w, `data: {"id":"c","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":5.0,"completion_tokens":7.0,"total_tokens":12.0}}`+"\n\n")
+			io.WriteString(w, "data: [DONE]\n\n")
+		case "float-usage-json":
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5.0,"completion_tokens":7.0,"total_tokens":12.0}}`)
+		case "cut": // content, then the connection ends without [DONE] or usage
+			sseStart()
+			io.WriteString(w, "data: "+chunkHi+"\n\ndata: "+chunkHi+"\n\ndata: "+chunkHi+"\n\n")
+		case "slow-end": // the body ends 5 ms after [DONE]
+			sseStart()
+			io.WriteString(w, "data: "+chunkHi+"\n\ndata: [DONE]\n\n")
+			flush()
+			time.Sleep(5 * time.Millisecond)
+		case "unauthorized": // a revoked provider key; OpenAI's message names part of the key and a URL
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			io.WriteString(w, `{"error":{"message":"Incorrect API key provided: sk-abc123. You can find your API key at https://platform.openai.com/account/api-keys.","type":"invalid_request_error","code":"invalid_api_key"}}`)
+		case "missing-model":
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			io.WriteString(w, `{"error":{"message":"The model does not exist","type":"invalid_request_error","code":"model_not_found"}}`)
+		case "leaky-500":
+			w.WriteHeader(http.StatusInternalServerError)
+			io.WriteString(w, "proxy error: dial tcp 10.0.0.7:9000: connect: connection refused (http://10.0.0.7:9000/internal)")
+		case "bad-request":
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			io.WriteString(w, `{"error":{"message":"Invalid 'temperature': see https://docs.example.com/errors or 10.1.2.3:8443","type":"invalid_request_error","code":"invalid_value"}}`)
+		case "stall": // no answer for 2 s
+			select {
+			case <-r.Context().Done():
+			case <-time.After(2 * time.Second):
+			}
+			sseStart()
+			io.WriteString(w, "data: [DONE]\n\n")
+		case "slow-json": // a non-stream answer that takes longer than first_token
+			time.Sleep(800 * time.Millisecond)
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`)
+		default:
+			t.Errorf("hostile upstream: unknown model %q", req.Model)
+			w.WriteHeader(http.StatusTeapot)
+		}
+	}
+}
+
+// hostile serves hostileHandler and counts the connections opened to it.
+func hostile(t *testing.T) (url string, conns *atomic.Int64) {
+	t.Helper()
+	conns = &atomic.Int64{}
+	srv := httptest.NewUnstartedServer(hostileHandler(t))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv.URL + "/v1", conns
+}
+
+// hostileConfig has one model per hostile case ("h-<case>"), each with the
+// hostile route alone, and "fb-<case>" with the sim as a second route.
+func hostileConfig(url string, cases ...string) *config.Config {
+	cfg := baseConfig()
+	cfg.Timeouts.FirstToken = config.Duration(500 * time.Millisecond)
+	cfg.Timeouts.NonStream = config.Duration(5 * time.Second)
+	cfg.Providers = append(cfg.Providers, config.Provider{Name: "hostile", Kind: "openai", BaseURL: url})
+	for _, c := range cases {
+		cfg.Models = append(cfg.Models,
+			config.Model{Name: "h-" + c, Routes: []config.Route{{Provider: "hostile", Model: c}}, Price: config.Price{Input: 1, Output: 2}},
+			config.Model{Name: "fb-" + c, Routes: []config.Route{{Provider: "hostile", Model: c}, {Provider: "sim", Model: "sim-fast"}}, Price: config.Price{Input: 1, Output: 2}})
+	}
+	return cfg
+}
+
+// clientVisible fails the test when a client-visible error names an
+// address, a URL, a provider key or a Go transport error.
+func clientVisible(t *testing.T, what, s string) {
+	t.Helper()
+	for _, leak := range []string{"127.0.0.1", "10.0.0.7", "10.1.2.3", "http://", "https://", "sk-abc123", "dial tcp", "Post \""} {
+		if strings.Contains(s, leak) {
+			t.Errorf("%s: client saw %q, which contains %q", what, s, leak)
+		}
+	}
+}
+
+// TestHostileUpstream sends each misbehaviour through a running gateway: the
+// process survives, a complete answer ends with [DONE] and no error event,
+// a broken one with exactly one error event naming the problem, and every
+// request leaves exactly one usage entry.
+func TestHostileUpstream(t *testing.T) {
+	url, _ := hostile(t)
+	tests := []struct {
+		model     string
+		stream    bool
+		status    int
+		done      bool   // the stream ended with [DONE]
+		errCode   string // the error code the client got ("" none)
+		contents  int    // content events the client got
+		outcome   string
+		source    string
+		in, out   int // -1: any positive number
+		attempts  int
+		viaRoute  string
+		fallbacks string // a fallbacks_total series that must be counted
+	}{
+		{model: "h-deep", stream: true, status: 502, errCode: "malformed_upstream_event", outcome: usage.OutcomeUpstreamError, source: "estimated", in: -1, attempts: 1, viaRoute: "hostile/deep"},
+		{model: "h-deep-after-content", stream: true, status: 200, errCode: "malformed_upstream_event", contents: 1, outcome: usage.OutcomeUpstreamError, source: "estimated", in: -1, out: 1, attempts: 1, viaRoute: "hostile/deep-after-content"},
+		{model: "h-huge", stream: true, status: 502, errCode: "malformed_upstream_event", outcome: usage.OutcomeUpstreamError, source: "estimated", in: -1, attempts: 1, viaRoute: "hostile/huge"},
+		{model: "fb-deep", stream: true, status: 200, done: true, contents: -1, outcome: usage.OutcomeOK, source: "estimated", in: -1, out: -1, attempts: 2, viaRoute: "sim/sim-fast", fallbacks: `reason="malformed"`},
+		{model: "h-done-without-blank-line", stream: true, status: 200, done: true, contents: 1, outcome: usage.OutcomeOK, source: "estimated", in: -1, out: 1, attempts: 1, viaRoute: "hostile/done-without-blank-line"},
+		{model: "h-bom", stream: true, status: 200, done: true, contents: 1, outcome: usage.OutcomeOK, source: "estimated", in: -1, out: 1, attempts: 1, viaRoute: "hostile/bom"},
+		{model: "h-float-usage", stream: true, status: 200, done: true, contents: 1, outcome: usage.OutcomeOK, source: "usage", in: 5, out: 7, attempts: 1, viaRoute: "hostile/float-usage"},
+		{model: "h-float-usage-json", stream: false, status: 200, outcome: usage.OutcomeOK, source: "usage", in: 5, out: 7, attempts: 1, viaRoute: "hostile/float-usage-json"},
+		{model: "h-cut", stream: true, status: 200, errCode: "stream_truncated", contents: 3, outcome: usage.OutcomeUpstreamError, source: "estimated", in: -1, out: 3, attempts: 1, viaRoute: "hostile/cut"},
+		{model: "fb-unauthorized", stream: true, status: 200, done: true, contents: -1, outcome: usage.OutcomeOK, source: "usage", in: -1, out: -1, attempts: 2, viaRoute: "sim/sim-fast", fallbacks: `reason="upstream_auth"`},
+		{model: "fb-unauthorized", stream: false, status: 200, outcome: usage.OutcomeOK, source: "usage", in: -1, out: -1, attempts: 2, viaRoute: "sim/sim-fast", fallbacks: `reason="upstream_auth"`},
+		{model: "fb-missing-model", stream: true, status: 200, done: true, contents: -1, outcome: usage.OutcomeOK, source: "usage", in: -1, out: -1, attempts: 2, viaRoute: "sim/sim-fast", fallbacks: `reason="upstream_not_found"`},
+		{model: "h-unauthorized", stream: true, status: 502, errCode: "invalid_api_key", outcome: usage.OutcomeUpstreamError, attempts: 1, viaRoute: "hostile/unauthorized"},
+		{model: "h-leaky-500", stream: false, status: 502, errCode: "upstream_500", outcome: usage.OutcomeUpstreamError, attempts: 1, viaRoute: "hostile/leaky-500"},
+		{model: "fb-bad-request", stream: true, status: 400, errCode: "invalid_value", outcome: usage.OutcomeUpstreamError, attempts: 1, viaRoute: "hostile/bad-request"},
+		{model: "h-slow-json", stream: false, status: 200, outcome: usage.OutcomeOK, source: "usage", in: 3, out: 1, attempts: 1, viaRoute: "hostile/slow-json"},
+	}
+	var cases []string
+	seen := map[string]bool{}
+	for _, tt := range tests {
+		c := strings.TrimPrefix(strings.TrimPrefix(tt.model, "h-"), "fb-")
+		if !seen[c] {
+			seen[c] = true
+			cases = append(cases, c)
+		}
+	}
+	e := start(t, hostileConfig(url, cases...))
+	for i, tt := range tests {
+		name := tt.model
+		if !tt.stream {
+			name += "/json"
+		}
+		t.Run(name, func(t *testing.T) {
+			resp := do(t, "POST", e.url+"/v1/chat/completions", devKey, chatBody(tt.model, tt.stream, ""))
+			if resp.StatusCode != tt.status {
+				t.Errorf("got status %d, want %d", resp.StatusCode, tt.status)
+			}
+			var gotCode string
+			contents, done := 0, false
+			switch {
+			case resp.StatusCode != 200:
+				b, _ := io.ReadAll(resp.Body)
+				clientVisible(t, "error body", string(b))
+				var er struct {
+					Error struct {
+						Code string `json:"code"`
+					} `json:"error"`
+				}
+				json.Unmarshal(b, &er)
+				gotCode = er.Error.Code
+			case tt.stream:
+				var events []string
+				events, done = readStream(t, resp)
+				for j, ev := range events {
+					if strings.Contains(ev, `"error"`) {
+						clientVisible(t, "error event", ev)
+						if gotCode != "" || j != len(events)-1 {
+							t.Errorf("got events %q, want one error event, last", events)
+						}
+						var er struct {
+							Error struct {
+								Code string `json:"code"`
+							} `json:"error"`
+						}
+						json.Unmarshal([]byte(ev), &er)
+						gotCode = er.Error.Code
+					} else if strings.Contains(ev, `"content"`) {
+						contents++
+					}
+				}
+				if done && gotCode != "" {
+					t.Errorf("got [DONE] and an error event %q", gotCode)
+				}
+			default:
+				io.Copy(io.Discard, resp.Body)
+			}
+			if gotCode != tt.errCode {
+				t.Errorf("got error code %q, want %q", gotCode, tt.errCode)
+			}
+			if done != tt.done {
+				t.Errorf("got done=%v, want %v", done, tt.done)
+			}
+			if tt.contents >= 0 && contents != tt.contents || tt.contents < 0 && contents == 0 {
+				t.Errorf("got %d content events, want %d (-1: some)", contents, tt.contents)
+			}
+			en := e.waitEntries(t, i+1)[i]
+			if en.Outcome != tt.outcome || en.TokenSource != tt.source || en.Attempts != tt.attempts || en.Route != tt.viaRoute {
+				t.Errorf("got entry outcome %q source %q attempts %d route %q, want %q %q %d %q",
+					en.Outcome, en.TokenSource, en.Attempts, en.Route, tt.outcome, tt.source, tt.attempts, tt.viaRoute)
+			}
+			checkCount := func(what string, got, want int) {
+				if want < 0 && got <= 0 || want >= 0 && got != want {
+					t.Errorf("got %s %d, want %d (-1: some)", what, got, want)
+				}
+			}
+			checkCount("input tokens", en.InputTokens, tt.in)
+			checkCount("output tokens", en.OutputTokens, tt.out)
+			if tt.fallbacks != "" && !strings.Contains(scrape(t, e.url), `streamgate_fallbacks_total{model="`+tt.model+`",`+tt.fallbacks+`}`) {
+				t.Errorf("no streamgate_fallbacks_total{model=%q,%s}", tt.model, tt.fallbacks)
+			}
+		})
+	}
+	// The process survived all of it, and the ledger and /metrics agree.
+	resp := do(t, "GET", e.url+"/healthz", "", "")
+	if resp.StatusCode != 200 {
+		t.Fatalf("healthz: got %d, want 200", resp.StatusCode)
+	}
+	entries := e.waitEntries(t, len(tests))
+	metricsText := scrape(t, e.url)
+	var in, out float64
+	for _, en := range entries {
+		in += float64(en.InputTokens)
+		out += float64(en.OutputTokens)
+	}
+	if got := sumSeries(metricsText, "streamgate_tokens_total", `kind="input"`); got != in {
+		t.Errorf("metrics count %v input tokens, the ledger %v", got, in)
+	}
+	if got := sumSeries(metricsText, "streamgate_tokens_total", `kind="output"`); got != out {
+		t.Errorf("metrics count %v output tokens, the ledger %v", got, out)
+	}
+	if got := sumSeries(metricsText, "streamgate_requests_total", ""); got != float64(len(tests)) {
+		t.Errorf("metrics count %v requests, want %d", got, len(tests))
+	}
+}
+
+// A refused connection on the only route: the client learns that the
+// upstream could not be reached, not where it is.
+func TestConnectErrorHidesAddress(t *testing.T) {
+	cfg := baseConfig()
+	cfg.Providers = append(cfg.Providers, config.Provider{Name: "down", Kind: "openai", BaseURL: "http://" + closedPort(t) + "/v1"})
+	cfg.Models = append(cfg.Models, config.Model{Name: "down", Routes: []config.Route{{Provider: "down", Model: "x"}}})
+	e := start(t, cfg)
+	for _, stream := range []bool{true, false} {
+		resp := do(t, "POST", e.url+"/v1/chat/completions", devKey, chatBody("down", stream, ""))
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 502 || !strings.Contains(string(b), "upstream_connect_failed") {
+			t.Errorf("stream=%v: got %d %s, want 502 upstream_connect_failed", stream, resp.StatusCode, b)
+		}
+		clientVisible(t, "connect error", string(b))
+	}
+	e.waitEntries(t, 2)
+}
+
+// Ten sequential streams to an HTTP/1.1 upstream whose body ends 5 ms after
+// [DONE] reuse one connection (at most two: the transport may race one).
+func TestUpstreamConnectionReused(t *testing.T) {
+	url, conns := hostile(t)
+	e := start(t, hostileConfig(url, "slow-end"))
+	for i := range 10 {
+		resp := do(t, "POST", e.url+"/v1/chat/completions", devKey, chatBody("h-slow-end", true, ""))
+		if _, done := readStream(t, resp); !done {
+			t.Fatalf("stream %d: no [DONE]", i)
+		}
+		// The next request starts once this one's handler is over.
+		e.waitEntries(t, i+1)
+	}
+	if n := conns.Load(); n > 2 {
+		t.Errorf("10 sequential streams opened %d upstream connections, want at most 2", n)
+	}
+}
+
+// After a keep-alive committed the headers and a fallback served, the route
+// that served reaches the client as a trailer.
+func TestServingRouteTrailer(t *testing.T) {
+	url, _ := hostile(t)
+	cfg := hostileConfig(url, "stall")
+	cfg.Timeouts.FirstToken = config.Duration(200 * time.Millisecond)
+	rec := &recorder{}
+	gw, err := gateway.New(gateway.Options{Config: cfg, Recorder: rec, KeepAlive: 20 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gw)
+	t.Cleanup(func() { srv.Close(); gw.Close(); http.DefaultClient.CloseIdleConnections() })
+	// The first route stalls: keep-alives commit the headers, the
+	// first-token timeout moves the request to the second route.
+	resp := do(t, "POST", srv.URL+"/v1/chat/completions", devKey, chatBody("fb-stall", true, ""))
+	if got := resp.Header.Get(gateway.HeaderRoute); got != "" {
+		t.Errorf("got header %s %q before any route served, want none (a trailer)", gateway.HeaderRoute, got)
+	}
+	if _, done := readStream(t, resp); !done {
+		t.Fatal("no [DONE]")
+	}
+	io.Copy(io.Discard, resp.Body) // trailers come after the body's end
+	if got := resp.Trailer.Get(gateway.HeaderRoute); got != "sim/sim-fast" {
+		t.Errorf("got trailer %s %q, want sim/sim-fast", gateway.HeaderRoute, got)
+	}
+	if got := resp.Trailer.Get(gateway.HeaderAttempts); got != "2" {
+		t.Errorf("got trailer %s %q, want 2", gateway.HeaderAttempts, got)
+	}
+}
+
+func scrape(t *testing.T, base string) string {
+	t.Helper()
+	resp := do(t, "GET", base+"/metrics", "", "")
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// sumSeries adds the values of the series of name whose labels contain match.
+func sumSeries(text, name, match string) float64 {
+	var sum float64
+	for _, l := range strings.Split(text, "\n") {
+		if !strings.HasPrefix(l, name+"{") || !strings.Contains(l, match) {
+			continue
+		}
+		var v float64
+		if i := strings.LastIndexByte(l, ' '); i > 0 {
+			json.Unmarshal([]byte(l[i+1:]), &v)
+		}
+		sum += v
+	}
+	return sum
+}
