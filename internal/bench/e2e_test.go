@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -328,6 +329,39 @@ func TestRunConnectError(t *testing.T) {
 	}
 	if got := res.Runs[0].Errors[KindConnect]; got != 3 {
 		t.Errorf("connect errors: got %d, want 3 (%v)", got, res.Runs[0].Errors)
+	}
+}
+
+// Sequential requests to an HTTP/1.1 upstream whose body ends 5 ms after
+// [DONE] reuse one connection (at most two): the bench reads the rest of
+// each body instead of throwing the connection away, so no TTFT pays for a
+// new handshake.
+func TestRunReusesConnections(t *testing.T) {
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		sse.SetHeaders(w.Header())
+		sw := sse.NewWriter(w)
+		sw.Data([]byte(`{"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}`))
+		sw.Done()
+		time.Sleep(5 * time.Millisecond)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	res, err := Run(context.Background(), Config{BaseURL: srv.URL + "/v1", Model: "m", Requests: 10, Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Runs[0].Succeeded; got != 10 {
+		t.Fatalf("got %d succeeded, want 10 (%v)", got, res.Runs[0].Errors)
+	}
+	if n := conns.Load(); n > 2 {
+		t.Errorf("10 sequential requests opened %d connections, want at most 2", n)
 	}
 }
 

@@ -143,7 +143,13 @@ func upstreamStatusError(perr *provider.Error) httpError {
 	default:
 		msg = fmt.Sprintf("the upstream failed (%d)", s)
 	}
-	h := httpError{status: status, body: api.NewError("upstream_error", redactAddresses(perr.Code), "", msg)}
+	code := redactAddresses(perr.Code)
+	if s := perr.Status; s == http.StatusUnauthorized || s == http.StatusForbidden {
+		// The provider's code ("invalid_api_key") would read as the
+		// client's own key being wrong.
+		code = "upstream_auth_failed"
+	}
+	h := httpError{status: status, body: api.NewError("upstream_error", code, "", msg)}
 	if perr.Status == http.StatusTooManyRequests {
 		h.body.Error.Type = "rate_limit_error"
 		h.retryAfter = perr.RetryAfter

@@ -37,6 +37,10 @@ const (
 // waits for its first token, when Options.KeepAlive is 0.
 const DefaultKeepAlive = 15 * time.Second
 
+// DefaultIdleTimeout closes client keep-alive connections idle this long,
+// so idle clients do not hold connections (and their buffers) forever.
+const DefaultIdleTimeout = 120 * time.Second
+
 // DefaultMaxBody is the request body limit when the config sets none.
 const DefaultMaxBody = 10 << 20
 
@@ -59,6 +63,9 @@ type Options struct {
 	// KeepAlive is the interval of keep-alive comments while waiting for a
 	// first token; 0 means DefaultKeepAlive, negative sends none.
 	KeepAlive time.Duration
+	// IdleTimeout closes client keep-alive connections idle for longer; 0
+	// means DefaultIdleTimeout.
+	IdleTimeout time.Duration
 	// Sim configures the in-process upstream of "kind: sim" providers; the
 	// zero value is the simulator's defaults.
 	Sim sim.Options
@@ -77,6 +84,7 @@ type Gateway struct {
 	providers map[string]provider.Provider
 	routes    map[string][]target // model name → routes in order
 	keepAlive time.Duration
+	idle      time.Duration
 	maxBody   int64
 	mux       *http.ServeMux
 	created   int64
@@ -116,6 +124,7 @@ func New(opts Options) (*Gateway, error) {
 		providers: map[string]provider.Provider{},
 		routes:    map[string][]target{},
 		keepAlive: opts.KeepAlive,
+		idle:      opts.IdleTimeout,
 		maxBody:   cfg.MaxBody,
 		created:   time.Now().Unix(),
 	}
@@ -133,6 +142,9 @@ func New(opts Options) (*Gateway, error) {
 	}
 	if g.maxBody <= 0 {
 		g.maxBody = DefaultMaxBody
+	}
+	if g.idle <= 0 {
+		g.idle = DefaultIdleTimeout
 	}
 	g.m = metrics.New(g.reg)
 	if l, ok := g.rec.(interface{ Stats() usage.Stats }); ok {
@@ -249,11 +261,9 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener, grace time.Duratio
 		Handler:           g,
 		Protocols:         &protos,
 		ReadHeaderTimeout: 30 * time.Second,
-		// A keep-alive connection with no request is closed after this, so
-		// idle clients do not hold connections (and their buffers) forever.
-		IdleTimeout: 120 * time.Second,
-		BaseContext: func(net.Listener) context.Context { return base },
-		ErrorLog:    slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
+		IdleTimeout:       g.idle,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -1,6 +1,8 @@
 package gateway_test
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -183,7 +185,7 @@ func TestHostileUpstream(t *testing.T) {
 		{model: "fb-unauthorized", stream: true, status: 200, done: true, contents: -1, outcome: usage.OutcomeOK, source: "usage", in: -1, out: -1, attempts: 2, viaRoute: "sim/sim-fast", fallbacks: `reason="upstream_auth"`},
 		{model: "fb-unauthorized", stream: false, status: 200, outcome: usage.OutcomeOK, source: "usage", in: -1, out: -1, attempts: 2, viaRoute: "sim/sim-fast", fallbacks: `reason="upstream_auth"`},
 		{model: "fb-missing-model", stream: true, status: 200, done: true, contents: -1, outcome: usage.OutcomeOK, source: "usage", in: -1, out: -1, attempts: 2, viaRoute: "sim/sim-fast", fallbacks: `reason="upstream_not_found"`},
-		{model: "h-unauthorized", stream: true, status: 502, errCode: "invalid_api_key", outcome: usage.OutcomeUpstreamError, attempts: 1, viaRoute: "hostile/unauthorized"},
+		{model: "h-unauthorized", stream: true, status: 502, errCode: "upstream_auth_failed", outcome: usage.OutcomeUpstreamError, attempts: 1, viaRoute: "hostile/unauthorized"},
 		{model: "h-leaky-500", stream: false, status: 502, errCode: "upstream_500", outcome: usage.OutcomeUpstreamError, attempts: 1, viaRoute: "hostile/leaky-500"},
 		{model: "fb-bad-request", stream: true, status: 400, errCode: "invalid_value", outcome: usage.OutcomeUpstreamError, attempts: 1, viaRoute: "hostile/bad-request"},
 		{model: "h-slow-json", stream: false, status: 200, outcome: usage.OutcomeOK, source: "usage", in: 3, out: 1, attempts: 1, viaRoute: "hostile/slow-json"},
@@ -385,4 +387,41 @@ func sumSeries(text, name, match string) float64 {
 		sum += v
 	}
 	return sum
+}
+
+// A client keep-alive connection left idle is closed by the server after
+// Options.IdleTimeout, so idle clients cannot hold connections forever.
+func TestIdleClientConnectionClosed(t *testing.T) {
+	gw, err := gateway.New(gateway.Options{Config: baseConfig(), KeepAlive: -1, IdleTimeout: 100 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- gw.Serve(ctx, ln, time.Second) }()
+	defer func() { cancel(); <-served }()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n")
+	rd := bufio.NewReader(c)
+	resp, err := http.ReadResponse(rd, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	// The connection stays open for keep-alive, then the server closes it.
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := rd.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("idle connection: got %d bytes, %v; want the server to close it (EOF)", n, err)
+	}
 }

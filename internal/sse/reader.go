@@ -135,8 +135,9 @@ type Reader struct {
 
 // initialBuf is the Reader's first buffer size: one typical chunk line fits
 // (a stream chunk is 200-400 bytes), and it doubles for longer lines. Kept
-// small because a gateway holds one Reader per open stream.
-const initialBuf = 1024
+// small because a gateway holds one Reader per open stream (pooled readers
+// keep what they grew to, up to the pool's limit).
+const initialBuf = 512
 
 // NewReader returns a Reader on src. maxLine bounds a single line, and the
 // data of one event, in bytes; 0 means DefaultMaxLine.

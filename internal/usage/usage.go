@@ -34,7 +34,7 @@ type Entry struct {
 	Outcome      string // one of the Outcome constants
 	InputTokens  int
 	OutputTokens int
-	TokenSource  string  // "usage" when the upstream reported usage, "count" when counted
+	TokenSource  string  // "usage" when every billed attempt reported usage, "estimated" when a prompt was estimated and output counted, "" when nothing was billed
 	CostUSD      float64 // from the model's configured prices
 	TTFT         time.Duration
 	Duration     time.Duration

@@ -233,7 +233,7 @@ func TestHTTP2IgnoredForHTTPS(t *testing.T) {
 	}
 }
 
-// The transport's read buffer is small (2 KiB, see NewTransport); a response
+// The transport's read buffer is small (1 KiB, see NewTransport); a response
 // header and a stream line many times its size still arrive whole.
 func TestLinesLongerThanReadBuffer(t *testing.T) {
 	header := strings.Repeat("h", 16<<10)
