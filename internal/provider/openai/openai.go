@@ -63,8 +63,8 @@ const (
 
 // Client talks to one OpenAI-compatible base URL ("https://api.openai.com/v1").
 type Client struct {
-	url     string // base URL + "/chat/completions"
-	auth    string // "Bearer <key>", "" when no key
+	url     string            // base URL + "/chat/completions"
+	auth    string            // "Bearer <key>", "" when no key
 	rt      http.RoundTripper // used directly: an http.Client would copy each request's headers for redirects it never follows
 	maxLine int
 	readers sync.Pool // *sse.Reader, reused across streams
