@@ -174,6 +174,8 @@ func upstreamStatus(s int) int {
 	switch {
 	case s == http.StatusTooManyRequests, s == http.StatusServiceUnavailable, s == http.StatusGatewayTimeout:
 		return s
+	case s == http.StatusRequestTimeout:
+		return http.StatusGatewayTimeout // the upstream timed out, not the client
 	case s == http.StatusUnauthorized, s == http.StatusForbidden, s == http.StatusNotFound, s >= 500:
 		return http.StatusBadGateway // the gateway's credentials or routes, or the upstream, failed
 	case s >= 400:
