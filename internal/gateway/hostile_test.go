@@ -296,6 +296,17 @@ func TestHostileUpstream(t *testing.T) {
 	if got := sumSeries(metricsText, "streamgate_requests_total", ""); got != float64(len(tests)) {
 		t.Errorf("metrics count %v requests, want %d", got, len(tests))
 	}
+	// A stream that got 200 and then an error event is told apart from a
+	// complete one by its outcome.
+	for _, series := range []string{
+		`streamgate_requests_total{code="200",model="h-cut",outcome="error_event",route="hostile/cut"} 1`,
+		`streamgate_requests_total{code="200",model="h-bom",outcome="ok",route="hostile/bom"} 1`,
+		`streamgate_requests_total{code="502",model="h-deep",outcome="upstream_error",route="hostile/deep"} 1`,
+	} {
+		if !strings.Contains(metricsText, series) {
+			t.Errorf("/metrics has no %s", series)
+		}
+	}
 }
 
 // A refused connection on the only route: the client learns that the
