@@ -145,11 +145,11 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request, c *call, routes
 		sess.SetHeader(HeaderRoute, t.name)
 		sess.SetHeader(HeaderAttempts, strconv.Itoa(i+1))
 		if i == 0 {
-			g.m.RequestOverhead(c.model.Name, t.name, time.Since(c.info.start))
+			t.obs.RequestOverhead(time.Since(c.info.start))
 		}
 		preq := *req
 		preq.Model = t.model
-		obs := g.m.Stream(c.model.Name, t.name)
+		obs := t.obs
 		opened, chunks := false, c.stats.ContentChunks
 		err = sess.Attempt(ctx, obs, func(ctx context.Context) (provider.Stream, error) {
 			st, err := t.provider.Open(ctx, &preq)
@@ -223,7 +223,7 @@ func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, c *call, rout
 	for i, t := range routes {
 		c.entry.Attempts, c.entry.Route = i+1, t.name
 		if i == 0 {
-			g.m.RequestOverhead(c.model.Name, t.name, time.Since(c.info.start))
+			t.obs.RequestOverhead(time.Since(c.info.start))
 		}
 		preq := *req
 		preq.Model = t.model

@@ -98,6 +98,7 @@ type target struct {
 	name     string // "provider/model", the route label and X-Streamgate-Route
 	model    string // the upstream model
 	provider provider.Provider
+	obs      *metrics.Stream // the route's latency observers, resolved once
 }
 
 var _ http.Handler = (*Gateway)(nil)
@@ -181,7 +182,8 @@ func New(opts Options) (*Gateway, error) {
 				g.Close()
 				return nil, fmt.Errorf("gateway: model %s: unknown provider %q", m.Name, r.Provider)
 			}
-			g.routes[m.Name] = append(g.routes[m.Name], target{name: r.Provider + "/" + r.Model, model: r.Model, provider: p})
+			name := r.Provider + "/" + r.Model
+			g.routes[m.Name] = append(g.routes[m.Name], target{name: name, model: r.Model, provider: p, obs: g.m.Stream(m.Name, name)})
 		}
 	}
 	g.mux = g.routesTable()

@@ -102,21 +102,23 @@ func New(reg prometheus.Registerer) *Metrics {
 // Stream is one stream's resolved observers. A nil *Stream ignores every
 // call, so code paths without metrics need no checks.
 type Stream struct {
-	ttft, itl, maxGap, tps, chunk prometheus.Observer
+	ttft, itl, maxGap, tps, chunk, request prometheus.Observer
 }
 
 // Stream resolves the label children of one (model, route) pair. Call it
-// once per stream (it allocates), then observe per chunk without allocating.
+// once per route (it allocates and hashes labels) and share the result: a
+// Stream is safe for concurrent use, and observing does not allocate.
 func (m *Metrics) Stream(model, route string) *Stream {
 	if m == nil {
 		return nil
 	}
 	return &Stream{
-		ttft:   m.TTFT.WithLabelValues(model, route),
-		itl:    m.ITL.WithLabelValues(model, route),
-		maxGap: m.MaxGap.WithLabelValues(model, route),
-		tps:    m.TPS.WithLabelValues(model, route),
-		chunk:  m.Overhead.WithLabelValues(model, route, StageChunk),
+		ttft:    m.TTFT.WithLabelValues(model, route),
+		itl:     m.ITL.WithLabelValues(model, route),
+		maxGap:  m.MaxGap.WithLabelValues(model, route),
+		tps:     m.TPS.WithLabelValues(model, route),
+		chunk:   m.Overhead.WithLabelValues(model, route, StageChunk),
+		request: m.Overhead.WithLabelValues(model, route, StageRequest),
 	}
 }
 
@@ -154,9 +156,9 @@ func (s *Stream) End(maxGap time.Duration, tokensPerSecond float64) {
 }
 
 // RequestOverhead records the gateway's time before the upstream call.
-func (m *Metrics) RequestOverhead(model, route string, d time.Duration) {
-	if m != nil {
-		m.Overhead.WithLabelValues(model, route, StageRequest).Observe(d.Seconds())
+func (s *Stream) RequestOverhead(d time.Duration) {
+	if s != nil {
+		s.request.Observe(d.Seconds())
 	}
 }
 

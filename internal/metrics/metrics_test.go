@@ -22,7 +22,7 @@ func TestNamesAndRegistration(t *testing.T) {
 	s.ITL(time.Millisecond)
 	s.ChunkOverhead(time.Microsecond)
 	s.End(time.Millisecond, 50)
-	m.RequestOverhead("gpt", "openai/gpt", time.Microsecond)
+	s.RequestOverhead(time.Microsecond)
 	m.Request("gpt", "openai/gpt", 200, OutcomeOK)
 	m.Usage("gpt", 10, 20, 0.5)
 	m.Fallback("gpt", "connect")
