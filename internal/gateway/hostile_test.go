@@ -216,13 +216,7 @@ func TestHostileUpstream(t *testing.T) {
 			case resp.StatusCode != 200:
 				b, _ := io.ReadAll(resp.Body)
 				clientVisible(t, "error body", string(b))
-				var er struct {
-					Error struct {
-						Code string `json:"code"`
-					} `json:"error"`
-				}
-				json.Unmarshal(b, &er)
-				gotCode = er.Error.Code
+				gotCode = errorCode(b)
 			case tt.stream:
 				var events []string
 				events, done = readStream(t, resp)
@@ -232,13 +226,7 @@ func TestHostileUpstream(t *testing.T) {
 						if gotCode != "" || j != len(events)-1 {
 							t.Errorf("got events %q, want one error event, last", events)
 						}
-						var er struct {
-							Error struct {
-								Code string `json:"code"`
-							} `json:"error"`
-						}
-						json.Unmarshal([]byte(ev), &er)
-						gotCode = er.Error.Code
+						gotCode = errorCode([]byte(ev))
 					} else if strings.Contains(ev, `"content"`) {
 						contents++
 					}
@@ -375,6 +363,17 @@ func TestServingRouteTrailer(t *testing.T) {
 	if got := resp.Trailer.Get(gateway.HeaderAttempts); got != "2" {
 		t.Errorf("got trailer %s %q, want 2", gateway.HeaderAttempts, got)
 	}
+}
+
+// errorCode is the code of an OpenAI error object, "" when b is none.
+func errorCode(b []byte) string {
+	var er struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	json.Unmarshal(b, &er)
+	return er.Error.Code
 }
 
 func scrape(t *testing.T, base string) string {
