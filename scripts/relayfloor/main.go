@@ -19,6 +19,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	_ "net/http/pprof"
 	"net/url"
 	"sync"
 )
@@ -27,7 +28,11 @@ func main() {
 	mode := flag.String("mode", "tcp", "tcp (byte copy) or http (httputil.ReverseProxy)")
 	listen := flag.String("listen", "127.0.0.1:0", "address to listen on")
 	upstream := flag.String("upstream", "", "upstream HOST:PORT")
+	pprofAddr := flag.String("pprof", "", "serve /debug/pprof/ on this HOST:PORT (default: off), to profile the floor as the gateway is profiled")
 	flag.Parse()
+	if *pprofAddr != "" {
+		go func() { log.Print(http.ListenAndServe(*pprofAddr, nil)) }() // net/http/pprof registers on the default mux
+	}
 	if *upstream == "" {
 		log.Fatal("relayfloor: --upstream HOST:PORT is required")
 	}
