@@ -156,12 +156,6 @@ func newTransport(connectTimeout time.Duration, http2 bool, dial func(context.Co
 	return tr
 }
 
-// Draining a body after "[DONE]": at most this much, for at most this long.
-const (
-	drainMax     = 64 << 10
-	drainTimeout = 100 * time.Millisecond
-)
-
 // stream reads one response. It is reused across requests by one sender so
 // the per-chunk path does not allocate.
 type stream struct {
@@ -280,7 +274,7 @@ func (s *stream) do(parent context.Context, cl *http.Client, url string, hdr htt
 	if r.Done {
 		// The rest after "[DONE]" is read so the transport keeps the
 		// connection: the next request's TTFT must not pay a new handshake.
-		provider.DrainClose(resp.Body, drainMax, drainTimeout)
+		provider.DrainClose(resp.Body)
 	} else {
 		resp.Body.Close()
 	}

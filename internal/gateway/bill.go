@@ -83,7 +83,7 @@ func (b *bill) source() string {
 
 func (b *bill) promptTokens(req *provider.Request) int {
 	if b.prompt == 0 && req != nil {
-		b.prompt = max(1, estimateTokens(string(req.Body)))
+		b.prompt = max(1, estimateTokens(req.Body))
 	}
 	return b.prompt
 }
@@ -103,17 +103,15 @@ func abandonedInFlight(err error) bool {
 // Chinese and Japanese run at 0.7-1.5 characters per token). The estimate of
 // a prompt is taken over the whole request body, so tools and system
 // prompts count too.
-func estimateTokens(s string) int {
+func estimateTokens[T string | []byte](s T) int {
 	ascii, other := 0, 0
-	for i := 0; i < len(s); {
-		if s[i] < utf8.RuneSelf {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < utf8.RuneSelf:
 			ascii++
-			i++
-			continue
+		case c >= 0xC0: // the first byte of a multi-byte character
+			other++
 		}
-		_, n := utf8.DecodeRuneInString(s[i:])
-		other++
-		i += n
 	}
 	return (ascii+3)/4 + other
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -57,14 +56,7 @@ func FuzzRelay(f *testing.F) {
 	cfg.Timeouts.Idle = config.Duration(2 * time.Second)
 	cfg.Providers = append(cfg.Providers, config.Provider{Name: "fuzz", Kind: "openai", BaseURL: up.URL + "/v1"})
 	cfg.Models = append(cfg.Models, config.Model{Name: "fz", Routes: []config.Route{{Provider: "fuzz", Model: "x"}}, Price: config.Price{Input: 1, Output: 1}})
-	rec := &recorder{}
-	gw, err := gateway.New(gateway.Options{Config: cfg, Recorder: rec, KeepAlive: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		f.Fatal(err)
-	}
-	srv := httptest.NewServer(gw)
-	f.Cleanup(func() { srv.Close(); gw.Close(); http.DefaultClient.CloseIdleConnections() })
-	e := &env{url: srv.URL, rec: rec, gw: gw}
+	e := startWith(f, gateway.Options{Config: cfg, KeepAlive: -1})
 	requests := 0
 	f.Fuzz(func(t *testing.T, b []byte) {
 		body.Store(&b)

@@ -78,11 +78,16 @@ func baseConfig() *config.Config {
 // request left exactly one usage entry (wantEntries, when >= 0).
 func start(t *testing.T, cfg *config.Config) *env {
 	t.Helper()
+	return startWith(t, gateway.Options{Config: cfg, KeepAlive: -1})
+}
+
+// startWith is start with the gateway's options; Recorder and Logger are
+// the test's own.
+func startWith(t testing.TB, opts gateway.Options) *env {
+	t.Helper()
 	rec := &recorder{}
-	gw, err := gateway.New(gateway.Options{
-		Config: cfg, Recorder: rec, KeepAlive: -1,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	opts.Recorder, opts.Logger = rec, slog.New(slog.NewTextHandler(io.Discard, nil))
+	gw, err := gateway.New(opts)
 	if err != nil {
 		t.Fatalf("gateway.New: %v", err)
 	}

@@ -339,17 +339,10 @@ func TestServingRouteTrailer(t *testing.T) {
 	url, _ := hostile(t)
 	cfg := hostileConfig(url, "stall")
 	cfg.Timeouts.FirstToken = config.Duration(200 * time.Millisecond)
-	rec := &recorder{}
-	gw, err := gateway.New(gateway.Options{Config: cfg, Recorder: rec, KeepAlive: 20 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(gw)
-	t.Cleanup(func() { srv.Close(); gw.Close(); http.DefaultClient.CloseIdleConnections() })
+	e := startWith(t, gateway.Options{Config: cfg, KeepAlive: 20 * time.Millisecond})
 	// The first route stalls: keep-alives commit the headers, the
 	// first-token timeout moves the request to the second route.
-	resp := do(t, "POST", srv.URL+"/v1/chat/completions", devKey, chatBody("fb-stall", true, ""))
+	resp := do(t, "POST", e.url+"/v1/chat/completions", devKey, chatBody("fb-stall", true, ""))
 	if got := resp.Header.Get(gateway.HeaderRoute); got != "" {
 		t.Errorf("got header %s %q before any route served, want none (a trailer)", gateway.HeaderRoute, got)
 	}

@@ -132,16 +132,22 @@ func RetryableStatus(status int) bool {
 	return status >= 500
 }
 
-// DrainClose reads what is left of a response body, at most max bytes and
-// for at most d, then closes it. A body closed before its end makes Go's
+// The bounds of DrainClose: a stream's rest is a few bytes.
+const (
+	drainMax     = 64 << 10
+	drainTimeout = 100 * time.Millisecond
+)
+
+// DrainClose reads what is left of a response body, at most 64 KiB and for
+// at most 100 ms, then closes it. A body closed before its end makes Go's
 // HTTP/1.1 transport discard the connection, so the next request pays a new
 // TCP (and TLS) handshake; a stream's rest after "[DONE]" is usually only the
 // chunked encoding's terminator, which arrives at once or within a few
-// milliseconds. Past max or d the body is closed unread and the connection
-// is given up, as before. It returns the error of the read, nil at EOF.
-func DrainClose(body io.ReadCloser, max int64, d time.Duration) error {
-	t := time.AfterFunc(d, func() { body.Close() }) // unblocks the read below
-	_, err := io.Copy(io.Discard, io.LimitReader(body, max))
+// milliseconds. Past either bound the body is closed unread and the
+// connection is given up. It returns the error of the read, nil at EOF.
+func DrainClose(body io.ReadCloser) error {
+	t := time.AfterFunc(drainTimeout, func() { body.Close() }) // unblocks the read below
+	_, err := io.Copy(io.Discard, io.LimitReader(body, drainMax))
 	t.Stop()
 	body.Close()
 	return err

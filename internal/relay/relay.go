@@ -282,9 +282,9 @@ func (s *Session) Attempt(ctx context.Context, obs *metrics.Stream, open func(co
 	// A stream that says when it is about to read from the upstream gets its
 	// events written without a flush each, and flushed together there: the
 	// events of one upstream read leave in one write, and none waits.
+	s.batch = batch{sw: s.sw, obs: obs}
 	queued := false
 	if rn, ok := st.(provider.ReadNotifier); ok {
-		s.batch = batch{sw: s.sw, obs: obs}
 		rn.BeforeRead(s.batch.flush)
 		queued = true
 	}

@@ -54,13 +54,6 @@ const DefaultMaxEvent = 1 << 20
 // MaxCompleteBody bounds a non-streaming answer read into memory.
 const MaxCompleteBody = 32 << 20
 
-// Draining the rest of a body after "[DONE]" (see provider.DrainClose): at
-// most this much, for at most this long.
-const (
-	drainMax     = 64 << 10
-	drainTimeout = 100 * time.Millisecond
-)
-
 // Client talks to one OpenAI-compatible base URL ("https://api.openai.com/v1").
 type Client struct {
 	url     string            // base URL + "/chat/completions"
@@ -220,7 +213,7 @@ func (c *Client) do(ctx context.Context, req *provider.Request, stream bool) (*h
 	}
 	if resp.StatusCode/100 != 2 {
 		err := statusError(resp)
-		provider.DrainClose(resp.Body, drainMax, drainTimeout)
+		provider.DrainClose(resp.Body)
 		return nil, err
 	}
 	return resp, nil
@@ -271,7 +264,7 @@ func (s *stream) Close() error {
 	s.closed = true
 	var err error
 	if s.done {
-		provider.DrainClose(s.body, drainMax, drainTimeout)
+		provider.DrainClose(s.body)
 	} else {
 		err = s.body.Close()
 	}
