@@ -15,10 +15,13 @@ import (
 	"github.com/streamgate/streamgate/internal/config"
 )
 
-// Errors of Authenticate; the gateway answers both with 401.
+// Errors of Authenticate; the gateway answers each with 401.
 var (
 	ErrMissingKey = errors.New("missing API key: send \"Authorization: Bearer <key>\"")
 	ErrUnknownKey = errors.New("invalid API key")
+	// ErrNotBearer: an Authorization header without the "Bearer " scheme
+	// (a bare key, or "Basic …").
+	ErrNotBearer = errors.New("malformed Authorization header: send \"Authorization: Bearer <key>\" (the \"Bearer \" scheme is missing)")
 )
 
 // Principal is who a request acts for.
@@ -73,12 +76,19 @@ func (k *Keys) Lookup(secret string) (*Principal, bool) {
 }
 
 // Authenticate returns the principal of r's bearer key, ErrMissingKey when
-// there is none, ErrUnknownKey when it matches no key.
+// there is none, ErrNotBearer when the header has another form, ErrUnknownKey
+// when it matches no key.
 func (k *Keys) Authenticate(r *http.Request) (*Principal, error) {
-	h := r.Header.Get("Authorization")
+	h := strings.TrimSpace(r.Header.Get("Authorization"))
+	if h == "" {
+		return nil, ErrMissingKey
+	}
 	const prefix = "bearer "
 	if len(h) < len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
-		return nil, ErrMissingKey
+		if strings.EqualFold(h, "bearer") {
+			return nil, ErrMissingKey
+		}
+		return nil, ErrNotBearer
 	}
 	secret := strings.TrimSpace(h[len(prefix):])
 	if secret == "" {

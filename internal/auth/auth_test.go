@@ -22,7 +22,10 @@ func TestAuthenticate(t *testing.T) {
 		wantErr error
 	}{
 		{"no header", "", "", ErrMissingKey},
-		{"not bearer", "Basic abc", "", ErrMissingKey},
+		{"not bearer", "Basic abc", "", ErrNotBearer},
+		{"bare key", "sk-dev", "", ErrNotBearer},
+		{"bearer alone", "Bearer", "", ErrMissingKey},
+		{"lower-case scheme", "bearer sk-dev", "dev", nil},
 		{"empty bearer", "Bearer ", "", ErrMissingKey},
 		{"unknown", "Bearer sk-nope", "", ErrUnknownKey},
 		{"prefix of a key", "Bearer sk-de", "", ErrUnknownKey},

@@ -193,13 +193,13 @@ func (g *Gateway) streamFailed(sess *relay.Session, c *call, err error) {
 	c.err = err
 }
 
-// fallback counts and logs an attempt given up for the next route. Out of
-// line: its attributes stay out of the stream's frame.
+// fallback counts and logs (INFO) an attempt given up for the next route.
+// Out of line: its attributes stay out of the stream's frame.
 //
 //go:noinline
 func (g *Gateway) fallback(ctx context.Context, c *call, route, reason string, err error) {
 	g.m.Fallback(c.model.Name, reason)
-	g.log.LogAttrs(ctx, slog.LevelDebug, "fallback", slog.String("request_id", c.info.id), slog.String("route", route), slog.String("reason", reason), slog.String("error", err.Error()))
+	g.log.LogAttrs(ctx, slog.LevelInfo, "fallback", slog.String("request_id", c.info.id), slog.String("route", route), slog.String("reason", reason), slog.String("error", err.Error()))
 }
 
 // lateHeaders are known for sure only once a route serves: after a
@@ -366,8 +366,8 @@ func (g *Gateway) finish(c *call) {
 	}
 	g.rec.Record(*e)
 	i := c.info
-	i.keyID, i.model, i.route, i.attempts = e.KeyID, e.Model, e.Route, e.Attempts
-	i.status, i.ttft, i.in, i.out, i.err = c.status, e.TTFT, in, out, e.Error
+	i.keyID, i.model, i.route, i.attempts, i.stream = e.KeyID, e.Model, e.Route, e.Attempts, e.Stream
+	i.status, i.ttft, i.in, i.out, i.err, i.outcome = c.status, e.TTFT, in, out, e.Error, e.Outcome
 }
 
 // tokensPerSecond is output tokens over the span from first to last content chunk.

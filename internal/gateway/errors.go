@@ -86,7 +86,7 @@ func statusOf(err error) httpError {
 		h := e(http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed", "")
 		h.allow = method.allow
 		return h
-	case errors.Is(err, auth.ErrMissingKey), errors.Is(err, auth.ErrUnknownKey):
+	case errors.Is(err, auth.ErrMissingKey), errors.Is(err, auth.ErrUnknownKey), errors.Is(err, auth.ErrNotBearer):
 		return e(http.StatusUnauthorized, "authentication_error", "invalid_api_key", "")
 	case errors.Is(err, errModelNotAllowed):
 		return e(http.StatusForbidden, "permission_error", "model_not_allowed", "model")

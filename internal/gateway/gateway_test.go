@@ -81,12 +81,15 @@ func start(t *testing.T, cfg *config.Config) *env {
 	return startWith(t, gateway.Options{Config: cfg, KeepAlive: -1})
 }
 
-// startWith is start with the gateway's options; Recorder and Logger are
-// the test's own.
+// startWith is start with the gateway's options; the Recorder is the
+// test's own, and so is the Logger unless opts has one.
 func startWith(t testing.TB, opts gateway.Options) *env {
 	t.Helper()
 	rec := &recorder{}
-	opts.Recorder, opts.Logger = rec, slog.New(slog.NewTextHandler(io.Discard, nil))
+	opts.Recorder = rec
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
 	gw, err := gateway.New(opts)
 	if err != nil {
 		t.Fatalf("gateway.New: %v", err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/streamgate/streamgate/internal/api"
 	"github.com/streamgate/streamgate/internal/auth"
+	"github.com/streamgate/streamgate/internal/usage"
 )
 
 // reqInfo is what the access line says about a request; handlers fill it.
@@ -21,8 +22,10 @@ type reqInfo struct {
 	model    string
 	route    string
 	attempts int
-	status   int // overrides the written status (499)
-	ttft     time.Duration
+	stream   bool
+	outcome  string        // the usage entry's outcome
+	status   int           // overrides the written status (499)
+	ttft     time.Duration // 0: no first token (a non-stream, or a stream that failed before it)
 	in, out  int
 	err      string
 }
@@ -69,15 +72,20 @@ func (g *Gateway) access(r *http.Request, info *reqInfo, written int) {
 	if status == 0 {
 		status = http.StatusOK
 	}
+	// A failure the operator must see is a WARN: a 5xx, or a stream that
+	// committed 200 and then ended with an error event. Client errors (4xx,
+	// a client that went away) are the client's and stay INFO.
 	level := slog.LevelInfo
-	switch r.URL.Path {
-	case "/metrics", "/healthz", "/readyz":
+	switch {
+	case r.URL.Path == "/metrics" || r.URL.Path == "/healthz" || r.URL.Path == "/readyz":
 		level = slog.LevelDebug
+	case status >= 500, status < 400 && info.err != "":
+		level = slog.LevelWarn
 	}
 	if !g.log.Enabled(r.Context(), level) {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 12)
+	attrs := make([]slog.Attr, 0, 13)
 	attrs = append(attrs,
 		slog.String("request_id", info.id),
 		slog.String("method", r.Method),
@@ -89,9 +97,17 @@ func (g *Gateway) access(r *http.Request, info *reqInfo, written int) {
 		attrs = append(attrs, slog.String("key", info.keyID))
 	}
 	if info.model != "" {
-		attrs = append(attrs, slog.String("model", info.model), slog.String("route", info.route),
-			slog.Int("attempts", info.attempts), slog.Duration("ttft", info.ttft),
+		ttft := slog.Duration("ttft", info.ttft)
+		if info.ttft == 0 {
+			// Not 0s: a non-stream has no first token, a failed stream had none.
+			ttft = slog.String("ttft", "n/a")
+		}
+		attrs = append(attrs, slog.String("model", info.model), slog.Bool("stream", info.stream),
+			slog.String("route", info.route), slog.Int("attempts", info.attempts), ttft,
 			slog.Int("tokens_in", info.in), slog.Int("tokens_out", info.out))
+	}
+	if info.outcome != "" && info.outcome != usage.OutcomeOK {
+		attrs = append(attrs, slog.String("outcome", info.outcome))
 	}
 	if info.err != "" {
 		attrs = append(attrs, slog.String("error", info.err))
