@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -297,14 +298,7 @@ func (g *Gateway) parse(w http.ResponseWriter, r *http.Request) (*provider.Reque
 	// fields the gateway reads; the body itself goes upstream as received.
 	chat := &api.ChatRequest{}
 	if err := json.Unmarshal(body, chat); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			if te.Field == "" {
-				return nil, invalid("", "invalid JSON body: want an object, got %s", te.Value)
-			}
-			return nil, invalid(te.Field, "invalid field %s: want %s, got JSON %s", te.Field, te.Type, te.Value)
-		}
-		return nil, invalid("", "invalid JSON body: %v", err)
+		return nil, decodeError(err)
 	}
 	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		// Only a JSON null decodes into a struct without error.
@@ -317,6 +311,78 @@ func (g *Gateway) parse(w http.ResponseWriter, r *http.Request) (*provider.Reque
 		return nil, invalid("messages", "missing required field: messages (a non-empty array)")
 	}
 	return &provider.Request{Stream: chat.Stream, Body: body, Chat: chat}, nil
+}
+
+// decodeError turns a json.Unmarshal error into the client's error: the
+// field and the JSON it must be, in JSON's words, never Go's type names.
+func decodeError(err error) error {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return invalid("", "invalid JSON body at byte %d: %v", se.Offset, err)
+		}
+		return invalid("", "invalid JSON body: %v", err)
+	}
+	got := jsonValueName(te.Value)
+	if te.Field == "" {
+		return invalid("", "invalid JSON body: want an object, got %s", got)
+	}
+	want := jsonTypeName(te.Type)
+	if f, ok := arrayFields[te.Field]; ok {
+		want = f // te.Type is the array's, or its element's for a bad element
+	}
+	return invalid(te.Field, "invalid field %s: must be %s, got %s", te.Field, want, got)
+}
+
+// arrayFields names what the elements of the request's arrays of objects are.
+var arrayFields = map[string]string{
+	"messages": "an array of message objects ({\"role\": ..., \"content\": ...})",
+}
+
+// jsonTypeName says in JSON's words what a value decoding into t must be.
+func jsonTypeName(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	}
+	return "another JSON type"
+}
+
+// jsonValueName turns UnmarshalTypeError.Value ("string", "number 1.5",
+// "bool", "array", "object") into words.
+func jsonValueName(v string) string {
+	kind, _, _ := strings.Cut(v, " ")
+	switch kind {
+	case "string":
+		return "a string"
+	case "number":
+		if n, ok := strings.CutPrefix(v, "number "); ok {
+			return "a number (" + n + ")"
+		}
+		return "a number"
+	case "bool":
+		return "true or false"
+	case "array":
+		return "an array"
+	case "object":
+		return "an object"
+	}
+	return v
 }
 
 // simHeaders are the client headers an upstream gets besides the request

@@ -205,25 +205,32 @@ func TestBadInput(t *testing.T) {
 		wantStatus                   int
 		wantMsg                      string
 		wantEntry                    bool
+		header                       []string
 	}{
-		{"invalid JSON", "POST", chat, devKey, `{"model":`, 400, "invalid JSON", true},
-		{"not an object", "POST", chat, devKey, `[1]`, 400, "invalid JSON", true},
-		{"missing model", "POST", chat, devKey, `{"messages":[{"role":"user","content":"hi"}]}`, 400, "model", true},
-		{"missing messages", "POST", chat, devKey, `{"model":"m-sim"}`, 400, "messages", true},
-		{"wrong type", "POST", chat, devKey, `{"model":"m-sim","messages":"hi"}`, 400, "messages", true},
-		{"unknown model", "POST", chat, devKey, chatBody("nope", false, ""), 404, `"nope"`, true},
-		{"no key", "POST", chat, "", chatBody("m-sim", false, ""), 401, "missing API key", true},
-		{"wrong key", "POST", chat, "sk-wrong", chatBody("m-sim", false, ""), 401, "invalid API key", true},
-		{"model not allowed", "POST", chat, "sk-narrow", chatBody("m-other", false, ""), 403, "m-other", true},
-		{"body too large", "POST", chat, devKey, chatBody("m-sim", false, `,"pad":"`+strings.Repeat("x", 5000)+`"`), 413, "too large", true},
-		{"wrong method", "GET", chat, devKey, "", 405, "method", true},
-		{"wrong path", "POST", e.url + "/v1/chat/complete", devKey, "{}", 404, "/v1/chat/complete", false},
-		{"models without key", "GET", e.url + "/v1/models", "", "", 401, "missing API key", false},
+		{"invalid JSON", "POST", chat, devKey, `{"model":`, 400, "invalid JSON", true, nil},
+		{"not an object", "POST", chat, devKey, `[1]`, 400, "invalid JSON", true, nil},
+		{"missing model", "POST", chat, devKey, `{"messages":[{"role":"user","content":"hi"}]}`, 400, "model", true, nil},
+		{"missing messages", "POST", chat, devKey, `{"model":"m-sim"}`, 400, "messages", true, nil},
+		{"messages a string", "POST", chat, devKey, `{"model":"m-sim","messages":"hi"}`, 400, "invalid field messages: must be an array of message objects", true, nil},
+		{"message a string", "POST", chat, devKey, `{"model":"m-sim","messages":["hi"]}`, 400, "invalid field messages: must be an array of message objects", true, nil},
+		{"role a number", "POST", chat, devKey, `{"model":"m-sim","messages":[{"role":1}]}`, 400, "invalid field messages.role: must be a string, got a number", true, nil},
+		{"stream a string", "POST", chat, devKey, `{"model":"m-sim","stream":"yes","messages":[{"role":"user","content":"hi"}]}`, 400, "invalid field stream: must be true or false, got a string", true, nil},
+		{"max_tokens fractional", "POST", chat, devKey, `{"model":"m-sim","max_tokens":1.5,"messages":[{"role":"user","content":"hi"}]}`, 400, "invalid field max_tokens: must be an integer, got a number (1.5)", true, nil},
+		{"model an object", "POST", chat, devKey, `{"model":{},"messages":[{"role":"user","content":"hi"}]}`, 400, "invalid field model: must be a string, got an object", true, nil},
+		{"unknown model", "POST", chat, devKey, chatBody("nope", false, ""), 404, `"nope"`, true, nil},
+		{"no key", "POST", chat, "", chatBody("m-sim", false, ""), 401, "missing API key", true, nil},
+		{"wrong key", "POST", chat, "sk-wrong", chatBody("m-sim", false, ""), 401, "invalid API key", true, nil},
+		{"key without Bearer", "POST", chat, "", chatBody("m-sim", false, ""), 401, `the "Bearer " scheme is missing`, true, []string{"Authorization", devKey}},
+		{"model not allowed", "POST", chat, "sk-narrow", chatBody("m-other", false, ""), 403, "m-other", true, nil},
+		{"body too large", "POST", chat, devKey, chatBody("m-sim", false, `,"pad":"`+strings.Repeat("x", 5000)+`"`), 413, "too large", true, nil},
+		{"wrong method", "GET", chat, devKey, "", 405, "method", true, nil},
+		{"wrong path", "POST", e.url + "/v1/chat/complete", devKey, "{}", 404, "/v1/chat/complete", false, nil},
+		{"models without key", "GET", e.url + "/v1/models", "", "", 401, "missing API key", false, nil},
 	}
 	entries := 0
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			resp := do(t, tt.method, tt.url, tt.key, tt.body)
+			resp := do(t, tt.method, tt.url, tt.key, tt.body, tt.header...)
 			if resp.StatusCode != tt.wantStatus {
 				t.Errorf("got status %d, want %d", resp.StatusCode, tt.wantStatus)
 			}
