@@ -56,22 +56,48 @@ func newCall(info *reqInfo) *call {
 func (g *Gateway) chat(w http.ResponseWriter, r *http.Request) {
 	c := newCall(infoFrom(r.Context()))
 	defer g.finish(c)
-	req, routes := g.admit(w, r, c)
+	req, routes := g.admit(w, r, c, g.parse, g.routes)
 	if req == nil {
 		return
 	}
 	if req.Stream {
 		g.stream(w, r, c, routes, req)
 	} else {
-		g.complete(w, r, c, routes, req)
+		g.complete(w, r, c, routes, req, complete)
 	}
 }
 
+// embeddings serves POST /v1/embeddings: the chat path's authentication,
+// fallback over the model's OpenAI-dialect routes, usage entry (input
+// tokens, priced at the model's input price) and metrics, without a stream.
+func (g *Gateway) embeddings(w http.ResponseWriter, r *http.Request) {
+	c := newCall(infoFrom(r.Context()))
+	defer g.finish(c)
+	req, routes := g.admit(w, r, c, g.parseEmbeddings, g.embedRoutes)
+	if req == nil {
+		return
+	}
+	g.complete(w, r, c, routes, req, embed)
+}
+
+// complete and embed are the non-streaming calls of complete.
+func complete(ctx context.Context, p provider.Provider, req *provider.Request) ([]byte, error) {
+	return p.Complete(ctx, req)
+}
+
+func embed(ctx context.Context, p provider.Provider, req *provider.Request) ([]byte, error) {
+	return p.(provider.Embedder).Embed(ctx, req)
+}
+
+// parseFunc reads and validates a request body; model is the model asked for.
+type parseFunc func(w http.ResponseWriter, r *http.Request) (req *provider.Request, model string, err error)
+
 // admit authenticates, parses and validates the request and plans its
-// routes. On failure it answers the client and returns a nil request.
+// routes (from table). On failure it answers the client and returns a nil
+// request.
 //
 //go:noinline
-func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, c *call) (*provider.Request, []target) {
+func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, c *call, parse parseFunc, table map[string][]target) (*provider.Request, []target) {
 	if r.Method != http.MethodPost {
 		g.reject(w, r, c, &methodError{allow: "POST"})
 		return nil, nil
@@ -86,15 +112,15 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, c *call) (*provi
 	c.entry.KeyID = principal.KeyID
 
 	// Parse and validate.
-	req, err := g.parse(w, r)
+	req, name, err := parse(w, r)
 	if err != nil {
 		g.reject(w, r, c, err)
 		return nil, nil
 	}
-	c.entry.Model, c.entry.Stream = req.Chat.Model, req.Stream
-	model, ok := g.cfg.Model(req.Chat.Model)
+	c.entry.Model, c.entry.Stream = name, req.Stream
+	model, ok := g.cfg.Model(name)
 	if !ok {
-		g.reject(w, r, c, fmt.Errorf("%w: %q (GET /v1/models lists the models of your key)", errUnknownModel, req.Chat.Model))
+		g.reject(w, r, c, fmt.Errorf("%w: %q (GET /v1/models lists the models of your key)", errUnknownModel, name))
 		return nil, nil
 	}
 	c.model = model
@@ -104,8 +130,12 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, c *call) (*provi
 	}
 
 	// Plan routes: the model's routes in order (routing strategies come later).
-	routes := g.routes[model.Name]
+	routes := table[model.Name]
 	if len(routes) == 0 {
+		if len(g.routes[model.Name]) > 0 { // routes, but none serves this endpoint
+			g.reject(w, r, c, invalid("model", "model %q has no route that serves %s (it needs an OpenAI-dialect provider)", model.Name, r.URL.Path))
+			return nil, nil
+		}
 		g.reject(w, r, c, fmt.Errorf("%w for model %q", errNoRoute, model.Name))
 		return nil, nil
 	}
@@ -207,12 +237,14 @@ func (g *Gateway) fallback(ctx context.Context, c *call, route, reason string, e
 // keep-alive committed the headers they travel as trailers.
 var lateHeaders = []string{HeaderRoute, HeaderAttempts}
 
-// complete proxies a non-streaming answer. A non-stream upstream sends
+// complete proxies a non-streaming answer, of send on each route in turn
+// (a chat completion, embeddings). A non-stream upstream sends
 // nothing before the whole answer, which may take minutes, so the stream
 // timeouts do not apply: each attempt is bounded by timeouts.non_stream (and
 // timeouts.total when shorter). That limit ends the request with 504 instead
 // of trying the next route, which would send (and bill) the request twice.
-func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, c *call, routes []target, req *provider.Request) {
+func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, c *call, routes []target, req *provider.Request,
+	send func(context.Context, provider.Provider, *provider.Request) ([]byte, error)) {
 	limit, cause := g.cfg.Timeouts.NonStream.D(), provider.ErrResponseTimeout
 	if total := g.cfg.Timeouts.Total.D(); total > 0 && (limit <= 0 || total < limit) {
 		limit, cause = total, provider.ErrTotalTimeout
@@ -232,7 +264,7 @@ func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, c *call, rout
 		if limit > 0 {
 			ctx, cancel = context.WithTimeoutCause(ctx, limit, cause)
 		}
-		body, err = t.provider.Complete(ctx, &preq)
+		body, err = send(ctx, t.provider, &preq)
 		cancel()
 		if err != nil {
 			c.bill.attempt(req, false, err, nil, 0)
@@ -272,7 +304,52 @@ func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, c *call, rout
 
 // parse reads and validates the body: JSON, "model" and "messages" present.
 // The returned request keeps the body's fields raw for the adapters.
-func (g *Gateway) parse(w http.ResponseWriter, r *http.Request) (*provider.Request, error) {
+func (g *Gateway) parse(w http.ResponseWriter, r *http.Request) (*provider.Request, string, error) {
+	body, err := g.readBody(w, r)
+	if err != nil {
+		return nil, "", err
+	}
+	// One decode: the typed view validates the JSON and the types of the
+	// fields the gateway reads; the body itself goes upstream as received.
+	chat := &api.ChatRequest{}
+	if err := decodeObject(body, chat); err != nil {
+		return nil, "", err
+	}
+	if chat.Model == "" {
+		return nil, "", invalid("model", "missing required field: model")
+	}
+	if len(chat.Messages) == 0 {
+		return nil, "", invalid("messages", "missing required field: messages (a non-empty array)")
+	}
+	return &provider.Request{Stream: chat.Stream, Body: body, Chat: chat}, chat.Model, nil
+}
+
+// parseEmbeddings reads and validates an embeddings body: JSON, "model"
+// and "input" present. The rest is the upstream's to judge.
+func (g *Gateway) parseEmbeddings(w http.ResponseWriter, r *http.Request) (*provider.Request, string, error) {
+	body, err := g.readBody(w, r)
+	if err != nil {
+		return nil, "", err
+	}
+	var e struct {
+		Model string          `json:"model"`
+		Input json.RawMessage `json:"input"`
+	}
+	if err := decodeObject(body, &e); err != nil {
+		return nil, "", err
+	}
+	if e.Model == "" {
+		return nil, "", invalid("model", "missing required field: model")
+	}
+	switch string(e.Input) {
+	case "", "null", `""`, "[]":
+		return nil, "", invalid("input", "missing required field: input (a string or an array of strings or token ids)")
+	}
+	return &provider.Request{Body: body}, e.Model, nil
+}
+
+// readBody reads the request body within the size limit.
+func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	var body []byte
 	var err error
 	if n := r.ContentLength; n > 0 && n <= g.maxBody {
@@ -294,23 +371,19 @@ func (g *Gateway) parse(w http.ResponseWriter, r *http.Request) (*provider.Reque
 	// when the headers are written, a deep call that would otherwise double
 	// the stream goroutine's stack (8 to 16 KiB) for the stream's life.
 	r.Body.Close()
-	// One decode: the typed view validates the JSON and the types of the
-	// fields the gateway reads; the body itself goes upstream as received.
-	chat := &api.ChatRequest{}
-	if err := json.Unmarshal(body, chat); err != nil {
-		return nil, decodeError(err)
+	return body, nil
+}
+
+// decodeObject decodes a JSON object body into v.
+func decodeObject(body []byte, v any) error {
+	if err := json.Unmarshal(body, v); err != nil {
+		return decodeError(err)
 	}
 	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		// Only a JSON null decodes into a struct without error.
-		return nil, invalid("", "invalid JSON body: want an object, got null")
+		return invalid("", "invalid JSON body: want an object, got null")
 	}
-	if chat.Model == "" {
-		return nil, invalid("model", "missing required field: model")
-	}
-	if len(chat.Messages) == 0 {
-		return nil, invalid("messages", "missing required field: messages (a non-empty array)")
-	}
-	return &provider.Request{Stream: chat.Stream, Body: body, Chat: chat}, nil
+	return nil
 }
 
 // decodeError turns a json.Unmarshal error into the client's error: the

@@ -83,11 +83,14 @@ type Gateway struct {
 	ping      func(context.Context) error
 	providers map[string]provider.Provider
 	routes    map[string][]target // model name → routes in order
-	keepAlive time.Duration
-	idle      time.Duration
-	maxBody   int64
-	mux       *http.ServeMux
-	created   int64
+	// embedRoutes are the routes of g.routes whose provider serves
+	// embeddings (provider.Embedder).
+	embedRoutes map[string][]target
+	keepAlive   time.Duration
+	idle        time.Duration
+	maxBody     int64
+	mux         *http.ServeMux
+	created     int64
 
 	handlers sync.WaitGroup // requests being served
 	sims     []func()       // stop in-process simulators
@@ -116,18 +119,19 @@ func New(opts Options) (*Gateway, error) {
 	}
 	cfg := opts.Config
 	g := &Gateway{
-		cfg:       cfg,
-		keys:      auth.NewKeys(cfg.Keys),
-		rec:       opts.Recorder,
-		reg:       opts.Registry,
-		log:       opts.Logger,
-		ping:      opts.Ping,
-		providers: map[string]provider.Provider{},
-		routes:    map[string][]target{},
-		keepAlive: opts.KeepAlive,
-		idle:      opts.IdleTimeout,
-		maxBody:   cfg.MaxBody,
-		created:   time.Now().Unix(),
+		cfg:         cfg,
+		keys:        auth.NewKeys(cfg.Keys),
+		rec:         opts.Recorder,
+		reg:         opts.Registry,
+		log:         opts.Logger,
+		ping:        opts.Ping,
+		providers:   map[string]provider.Provider{},
+		routes:      map[string][]target{},
+		embedRoutes: map[string][]target{},
+		keepAlive:   opts.KeepAlive,
+		idle:        opts.IdleTimeout,
+		maxBody:     cfg.MaxBody,
+		created:     time.Now().Unix(),
 	}
 	if g.rec == nil {
 		g.rec = discard{}
@@ -183,7 +187,11 @@ func New(opts Options) (*Gateway, error) {
 				return nil, fmt.Errorf("gateway: model %s: unknown provider %q", m.Name, r.Provider)
 			}
 			name := r.Provider + "/" + r.Model
-			g.routes[m.Name] = append(g.routes[m.Name], target{name: name, model: r.Model, provider: p, obs: g.m.Stream(m.Name, name)})
+			t := target{name: name, model: r.Model, provider: p, obs: g.m.Stream(m.Name, name)}
+			g.routes[m.Name] = append(g.routes[m.Name], t)
+			if _, ok := p.(provider.Embedder); ok {
+				g.embedRoutes[m.Name] = append(g.embedRoutes[m.Name], t)
+			}
 		}
 	}
 	g.mux = g.routesTable()
@@ -194,7 +202,9 @@ func New(opts Options) (*Gateway, error) {
 func (g *Gateway) routesTable() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/chat/completions", g.chat)
+	mux.HandleFunc("/v1/embeddings", g.embeddings)
 	mux.Handle("/v1/models", g.keys.Middleware(g.writeError)(http.HandlerFunc(g.models)))
+	mux.Handle("/v1/models/{id...}", g.keys.Middleware(g.writeError)(http.HandlerFunc(g.model)))
 	mux.HandleFunc("/healthz", g.healthz)
 	mux.HandleFunc("/readyz", g.readyz)
 	mux.Handle("/metrics", onlyGet(g, promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{})))

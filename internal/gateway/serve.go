@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -174,6 +175,23 @@ func (g *Gateway) models(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, list)
+}
+
+// model serves GET /v1/models/{id}: one model the key may use, else 404.
+func (g *Gateway) model(w http.ResponseWriter, r *http.Request) {
+	p := auth.FromContext(r.Context())
+	infoFrom(r.Context()).keyID = p.KeyID
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		g.writeError(w, r, &methodError{allow: "GET"})
+		return
+	}
+	id := r.PathValue("id")
+	if m, ok := g.cfg.Model(id); ok && p.Allowed(m.Name) {
+		writeJSON(w, http.StatusOK, api.Model{ID: m.Name, Object: "model", Created: g.created, OwnedBy: "streamgate"})
+		return
+	}
+	// A model the key may not use is as absent as one not configured.
+	g.writeError(w, r, fmt.Errorf("%w: %q (GET /v1/models lists the models of your key)", errUnknownModel, id))
 }
 
 func (g *Gateway) healthz(w http.ResponseWriter, r *http.Request) {

@@ -28,6 +28,14 @@ type Provider interface {
 	Complete(ctx context.Context, req *Request) ([]byte, error)
 }
 
+// Embedder is an optional capability of a Provider: it serves OpenAI's
+// POST /embeddings. Embed sends req.Body with "model" set to req.Model and
+// returns the upstream's answer (an OpenAI embeddings list); a non-2xx
+// answer is an *Error, as for Complete.
+type Embedder interface {
+	Embed(ctx context.Context, req *Request) ([]byte, error)
+}
+
 // Stream is an open upstream stream in the OpenAI chunk dialect.
 type Stream interface {
 	// Next returns the next event, valid until the following call. It returns

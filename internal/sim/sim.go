@@ -146,11 +146,12 @@ func New(opts Options) *Server {
 
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("/v1/chat/completions", s.chat)
+	s.mux.HandleFunc("/v1/embeddings", s.embeddings)
 	s.mux.HandleFunc("/v1/models", s.listModels)
 	s.mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "invalid_request_error", "not_found", "",
-			"unknown path "+r.URL.Path+" (the simulator serves /v1/chat/completions, /v1/models, /metrics)")
+			"unknown path "+r.URL.Path+" (the simulator serves /v1/chat/completions, /v1/embeddings, /v1/models, /metrics)")
 	})
 	return s
 }

@@ -60,6 +60,27 @@ func appendBody(b []byte, req *provider.Request, stream bool) ([]byte, error) {
 	return append(b, "}}"...), nil
 }
 
+// EmbeddingsBody returns the upstream body of an embeddings request: the
+// client's members copied byte for byte, "model" set to the route's (first).
+func EmbeddingsBody(req *provider.Request) ([]byte, error) {
+	b := make([]byte, 0, len(req.Body)+len(req.Model)+16)
+	b = append(b, `{"model":`...)
+	b = appendString(b, req.Model)
+	if len(req.Body) > 0 {
+		err := eachMember(req.Body, func(key, member, _ []byte) error {
+			if string(key) != "model" {
+				b = append(b, ',')
+				b = append(b, member...)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("openai: body: %w", err)
+		}
+	}
+	return append(b, '}'), nil
+}
+
 // appendString appends s as a JSON string; plain ASCII is copied as is.
 func appendString(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {

@@ -57,13 +57,17 @@ const MaxCompleteBody = 32 << 20
 // Client talks to one OpenAI-compatible base URL ("https://api.openai.com/v1").
 type Client struct {
 	url     string            // base URL + "/chat/completions"
+	embed   string            // base URL + "/embeddings"
 	auth    string            // "Bearer <key>", "" when no key
 	rt      http.RoundTripper // used directly: an http.Client would copy each request's headers for redirects it never follows
 	maxLine int
 	readers sync.Pool // *sse.Reader, reused across streams
 }
 
-var _ provider.Provider = (*Client)(nil)
+var (
+	_ provider.Provider = (*Client)(nil)
+	_ provider.Embedder = (*Client)(nil)
+)
 
 // New returns a Client for baseURL (ending in "/v1", as the provider's docs
 // give it) authenticating with apiKey ("" sends no Authorization header).
@@ -75,8 +79,10 @@ func New(baseURL, apiKey string, opts Options) *Client {
 		}
 		rt = NewTransport(opts)
 	}
+	base := strings.TrimRight(baseURL, "/")
 	c := &Client{
-		url:     strings.TrimRight(baseURL, "/") + "/chat/completions",
+		url:     base + "/chat/completions",
+		embed:   base + "/embeddings",
 		rt:      rt,
 		maxLine: opts.MaxLine,
 	}
@@ -148,7 +154,11 @@ func (c *Client) CloseIdleConnections() {
 
 // Open implements provider.Provider.
 func (c *Client) Open(ctx context.Context, req *provider.Request) (provider.Stream, error) {
-	resp, err := c.do(ctx, req, true)
+	body, err := Body(req, true)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.post(ctx, req, c.url, body, true)
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +177,26 @@ const maxPooledReader = 16 << 10
 
 // Complete implements provider.Provider.
 func (c *Client) Complete(ctx context.Context, req *provider.Request) ([]byte, error) {
-	resp, err := c.do(ctx, req, false)
+	body, err := Body(req, false)
+	if err != nil {
+		return nil, err
+	}
+	return c.answer(ctx, req, c.url, body)
+}
+
+// Embed implements provider.Embedder: POST {base}/embeddings with the
+// client's body, "model" set to the route's.
+func (c *Client) Embed(ctx context.Context, req *provider.Request) ([]byte, error) {
+	body, err := EmbeddingsBody(req)
+	if err != nil {
+		return nil, err
+	}
+	return c.answer(ctx, req, c.embed, body)
+}
+
+// answer posts a non-streaming request and reads its whole (bounded) answer.
+func (c *Client) answer(ctx context.Context, req *provider.Request, url string, body []byte) ([]byte, error) {
+	resp, err := c.post(ctx, req, url, body, false)
 	if err != nil {
 		return nil, err
 	}
@@ -182,14 +211,11 @@ func (c *Client) Complete(ctx context.Context, req *provider.Request) ([]byte, e
 	return b, nil
 }
 
-func (c *Client) do(ctx context.Context, req *provider.Request, stream bool) (*http.Response, error) {
-	body, err := Body(req, stream)
+// post sends body to url with req's headers; a non-2xx answer is an error.
+func (c *Client) post(ctx context.Context, req *provider.Request, url string, body []byte, stream bool) (*http.Response, error) {
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		return nil, err
-	}
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("openai: build request to %s: %w", c.url, err)
+		return nil, fmt.Errorf("openai: build request to %s: %w", url, err)
 	}
 	for k, v := range req.Header {
 		hr.Header[k] = v

@@ -204,7 +204,7 @@ func TestHTTP2PriorKnowledge(t *testing.T) {
 			defer srv.Close()
 			c := New(srv.URL+"/v1", "", Options{HTTP2: tt.http2})
 			defer c.CloseIdleConnections()
-			resp, err := c.do(context.Background(), &provider.Request{Model: "m", Stream: true}, true)
+			resp, err := c.post(context.Background(), &provider.Request{Model: "m", Stream: true}, c.url, []byte(`{"model":"m","stream":true}`), true)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -263,12 +263,25 @@ func TestLinesLongerThanReadBuffer(t *testing.T) {
 		t.Errorf("got %v, want io.EOF after [DONE]", err)
 	}
 
-	resp, err := c.do(context.Background(), &provider.Request{Model: "m", Stream: true}, true)
+	resp, err := c.post(context.Background(), &provider.Request{Model: "m", Stream: true}, c.url, []byte(`{"model":"m","stream":true}`), true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
 	if got := resp.Header.Get("X-Long"); got != header {
 		t.Errorf("got a header of %d bytes, want %d", len(got), len(header))
+	}
+}
+
+func TestEmbeddingsBody(t *testing.T) {
+	for _, tt := range []struct{ body, want string }{
+		{`{"model":"alias","input":["a","b"],"dimensions":8,"x":{"y":[1]}}`, `{"model":"up","input":["a","b"],"dimensions":8,"x":{"y":[1]}}`},
+		{`{"input":"a","model":"alias"}`, `{"model":"up","input":"a"}`},
+		{``, `{"model":"up"}`},
+	} {
+		got, err := EmbeddingsBody(&provider.Request{Model: "up", Body: []byte(tt.body)})
+		if err != nil || string(got) != tt.want {
+			t.Errorf("EmbeddingsBody(%s) = %s, %v; want %s", tt.body, got, err, tt.want)
+		}
 	}
 }
