@@ -72,6 +72,37 @@ var sqliteDialect = &dialect{
 		)`,
 		`CREATE INDEX IF NOT EXISTS usage_entries_arrived_at ON usage_entries (arrived_at)`,
 		`CREATE INDEX IF NOT EXISTS usage_entries_key_arrived_at ON usage_entries (key_id, arrived_at)`,
+	}, {
+		// Version 2: ttft_ns is NULL when there was no first token (a
+		// non-stream, a stream that failed before content). SQLite cannot
+		// drop a NOT NULL: the table is rebuilt.
+		`CREATE TABLE usage_entries_v2 (
+			id            TEXT PRIMARY KEY,
+			request_id    TEXT NOT NULL,
+			arrived_at    INTEGER NOT NULL,
+			key_id        TEXT NOT NULL,
+			model         TEXT NOT NULL,
+			route         TEXT NOT NULL,
+			attempts      INTEGER NOT NULL,
+			stream        INTEGER NOT NULL,
+			status        INTEGER NOT NULL,
+			outcome       TEXT NOT NULL,
+			input_tokens  INTEGER NOT NULL,
+			output_tokens INTEGER NOT NULL,
+			token_source  TEXT NOT NULL,
+			cost_usd      REAL NOT NULL,
+			ttft_ns       INTEGER,
+			duration_ns   INTEGER NOT NULL,
+			error         TEXT NOT NULL
+		)`,
+		`INSERT INTO usage_entries_v2 (` + columns + `)
+			SELECT id, request_id, arrived_at, key_id, model, route, attempts, stream, status, outcome,
+				input_tokens, output_tokens, token_source, cost_usd, NULLIF(ttft_ns, 0), duration_ns, error
+			FROM usage_entries`,
+		`DROP TABLE usage_entries`,
+		`ALTER TABLE usage_entries_v2 RENAME TO usage_entries`,
+		`CREATE INDEX usage_entries_arrived_at ON usage_entries (arrived_at)`,
+		`CREATE INDEX usage_entries_key_arrived_at ON usage_entries (key_id, arrived_at)`,
 	}},
 	maxRows: 1,
 	timeArg: func(t time.Time) any { return t.UnixMicro() },
@@ -101,6 +132,10 @@ var postgresDialect = &dialect{
 		)`,
 		`CREATE INDEX IF NOT EXISTS usage_entries_arrived_at ON usage_entries (arrived_at)`,
 		`CREATE INDEX IF NOT EXISTS usage_entries_key_arrived_at ON usage_entries (key_id, arrived_at)`,
+	}, {
+		// Version 2: ttft_ns is NULL when there was no first token.
+		`ALTER TABLE usage_entries ALTER COLUMN ttft_ns DROP NOT NULL`,
+		`UPDATE usage_entries SET ttft_ns = NULL WHERE ttft_ns = 0`,
 	}},
 	// An arbitrary constant shared by every streamgate process: serialises
 	// schema migrations across processes (transaction-scoped).
@@ -307,10 +342,18 @@ func (s *sqlStore) appendArgs(args []any, e *Entry) []any {
 		int64(e.OutputTokens),
 		clean(e.TokenSource, 0),
 		cost,
-		int64(e.TTFT),
+		ttftArg(e.TTFT),
 		int64(e.Duration),
 		clean(e.Error, maxErrorLen),
 	)
+}
+
+// ttftArg stores a TTFT of 0 (no first token: not applicable) as NULL.
+func ttftArg(d time.Duration) any {
+	if d <= 0 {
+		return nil
+	}
+	return int64(d)
 }
 
 // insertSQL returns the INSERT for rows entries.
@@ -411,9 +454,10 @@ func (s *sqlStore) List(ctx context.Context, f Filter) ([]Entry, error) {
 	var out []Entry
 	for rows.Next() {
 		var (
-			e         Entry
-			arrived   any
-			ttft, dur int64
+			e       Entry
+			arrived any
+			ttft    sql.NullInt64 // NULL: no first token
+			dur     int64
 		)
 		if err := rows.Scan(&e.ID, &e.RequestID, &arrived, &e.KeyID, &e.Model, &e.Route,
 			&e.Attempts, &e.Stream, &e.Status, &e.Outcome, &e.InputTokens, &e.OutputTokens,
@@ -428,7 +472,7 @@ func (s *sqlStore) List(ctx context.Context, f Filter) ([]Entry, error) {
 		default:
 			return nil, fmt.Errorf("usage: list entries from %s: arrived_at of entry %q has type %T", s.d.name, e.ID, arrived)
 		}
-		e.TTFT = time.Duration(ttft)
+		e.TTFT = time.Duration(ttft.Int64)
 		e.Duration = time.Duration(dur)
 		out = append(out, e)
 	}

@@ -54,6 +54,26 @@ func openTestSQLite(t *testing.T) Store {
 // table, and drops the schema afterwards.
 func openTestPostgres(t *testing.T) Store {
 	t.Helper()
+	dsn := testPostgresDSN(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatalf("Open postgres: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+// testPostgresDSN returns the DSN of STREAMGATE_TEST_POSTGRES with a fresh
+// schema as its search_path, dropped when the test ends; it skips the test
+// when the variable is unset.
+func testPostgresDSN(t *testing.T) string {
+	t.Helper()
 	dsn := os.Getenv("STREAMGATE_TEST_POSTGRES")
 	if dsn == "" {
 		t.Skip("STREAMGATE_TEST_POSTGRES not set: skipping PostgreSQL test")
@@ -89,16 +109,7 @@ func openTestPostgres(t *testing.T) Store {
 	if strings.Contains(dsn, "?") {
 		sep = "&"
 	}
-	s, err := Open(ctx, dsn+sep+"search_path="+schema)
-	if err != nil {
-		t.Fatalf("Open postgres: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return s
+	return dsn + sep + "search_path=" + schema
 }
 
 // forEachStore runs body as a subtest per store kind.
@@ -390,8 +401,8 @@ func TestSQLiteReopenAndSchemaVersion(t *testing.T) {
 	}
 	var version int
 	var mode string
-	if err := db.QueryRow(`SELECT version FROM streamgate_schema WHERE component = 'usage'`).Scan(&version); err != nil || version != 1 {
-		t.Errorf("schema version: got %d, %v; want 1, nil", version, err)
+	if err := db.QueryRow(`SELECT version FROM streamgate_schema WHERE component = 'usage'`).Scan(&version); err != nil || version != len(sqliteDialect.migrations) {
+		t.Errorf("schema version: got %d, %v; want %d, nil", version, err, len(sqliteDialect.migrations))
 	}
 	if err := db.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
 		t.Errorf("journal_mode: got %q, %v; want wal, nil", mode, err)

@@ -34,9 +34,9 @@ type Entry struct {
 	Outcome      string // one of the Outcome constants
 	InputTokens  int
 	OutputTokens int
-	TokenSource  string  // "usage" when every billed attempt reported usage, "estimated" when a prompt was estimated and output counted, "" when nothing was billed
-	CostUSD      float64 // from the model's configured prices
-	TTFT         time.Duration
+	TokenSource  string        // "usage" when every billed attempt reported usage, "estimated" when a prompt was estimated and output counted, "" when nothing was billed
+	CostUSD      float64       // from the model's configured prices
+	TTFT         time.Duration // 0: no first token (a non-stream, a stream that failed before content), stored as NULL
 	Duration     time.Duration
 	Error        string // the error message when Outcome is not ok
 }
