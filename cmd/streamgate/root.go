@@ -30,8 +30,34 @@ func (e usageError) Unwrap() error { return e.err }
 
 func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
 
+// configError marks an invalid or unreadable config: exit status 2, like
+// bad usage, and each of its problems printed on a line of its own (a
+// config error joins one problem per line, "file:line: path: message").
+type configError struct{ err error }
+
+func (e configError) Error() string { return e.err.Error() }
+func (e configError) Unwrap() error { return e.err }
+
+// exitError ends the command with a given exit status; err, when not nil,
+// is printed like any error (the command has said the rest in its log).
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e exitError) Unwrap() error { return e.err }
+
 // run executes the CLI and returns the exit status: 0 success, 1 runtime
-// failure, 2 bad usage. Errors are printed to stderr as one line.
+// failure, 2 bad usage or an invalid config (or the status an exitError
+// asks for). Errors are printed to stderr as one line, except a config
+// error: one line per problem.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	e := &env{getenv: getenv, stdout: stdout, stderr: stderr}
 	root := newRoot(e)
@@ -42,13 +68,31 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err == nil {
 		return 0
 	}
-	msg := strings.ReplaceAll(err.Error(), "\n", "; ")
-	fmt.Fprintf(stderr, "streamgate: %s\n", msg)
-	var ue usageError
-	if errors.As(err, &ue) || isCobraUsage(err) {
-		return 2
+	code, lines := 1, false
+	var (
+		ue usageError
+		ce configError
+		xe exitError
+	)
+	switch {
+	case errors.As(err, &xe):
+		code, err = xe.code, xe.err
+	case errors.As(err, &ce):
+		code, lines = 2, true
+	case errors.As(err, &ue) || isCobraUsage(err):
+		code = 2
 	}
-	return 1
+	if err == nil {
+		return code
+	}
+	if lines {
+		for line := range strings.SplitSeq(err.Error(), "\n") {
+			fmt.Fprintf(stderr, "streamgate: %s\n", line)
+		}
+		return code
+	}
+	fmt.Fprintf(stderr, "streamgate: %s\n", strings.ReplaceAll(err.Error(), "\n", "; "))
+	return code
 }
 
 // isCobraUsage recognises the flag and argument errors cobra produces itself.

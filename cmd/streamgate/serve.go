@@ -8,11 +8,14 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
 	"runtime/debug"
+	"sync"
+	"syscall"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/spf13/cobra"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/streamgate/streamgate/internal/config"
 	"github.com/streamgate/streamgate/internal/gateway"
@@ -38,9 +41,33 @@ serving the demo models (sim-fast, sim-gpt-4.1, sim-claude-sonnet-4.5,
 sim-gemini-2.5-flash, sim-deepseek-v3.2, sim-fallback), the ledger in
 sqlite://streamgate.db, and a development key printed once (or STREAMGATE_DEV_KEY).
 
-It prints "streamgate: listening on http://HOST:PORT" once it accepts connections.
-On SIGINT/SIGTERM it stops accepting, lets open streams finish for --grace, then
-ends them with an SSE error event, flushes the ledger and closes the store.
+Start-up checks everything before it does anything: every problem of the config is
+listed at once, one per line as FILE:LINE: FIELD: PROBLEM, and the address is taken
+before the development key is printed or a database file created. Then it prints
+"streamgate: listening on http://HOST:PORT".
+
+On SIGINT or SIGTERM it logs the signal, the drain deadline and the open streams
+(at WARN, so --log-level warn shows it), stops accepting, lets open streams finish
+for --grace, then ends them with an SSE error event, flushes the ledger, closes the
+store and logs "stopped". A second SIGINT or SIGTERM during the drain stops at once:
+open connections are closed (their streams are cut) and the ledger is flushed for
+at most 2s.
+
+Environment:
+  STREAMGATE_LISTEN      listen address; overrides the config's listen (--addr overrides both)
+  STREAMGATE_DATABASE    ledger database URL; overrides the config's database
+  STREAMGATE_DEV_KEY     the development key of the embedded default (without --config);
+                         unset: a random one is printed once
+  ${VAR} in the config   any variable the config file names is read when it loads;
+                         ${VAR:-default} when unset or empty; a provider api_key or a
+                         key written as ${VAR} must have VAR set (${VAR:-} if optional)
+  GOGC, GOMEMLIMIT       the Go GC settings; when either is set, --gc-percent is not applied
+  HTTPS_PROXY, HTTP_PROXY, NO_PROXY
+                         proxy for connections to upstream providers (kind openai)
+
+Exit status: 0 after a clean shutdown; 1 on a runtime failure (such as an address
+in use); 2 on bad usage or an invalid config; 130 (SIGINT) or 143 (SIGTERM) when a
+second signal stopped it during the drain, as a shell reports a process killed by it.
 
 --pprof HOST:PORT (off by default) serves Go's /debug/pprof/ profiles on a
 separate listener for profiling the gateway; keep it on loopback.`,
@@ -87,30 +114,45 @@ type serveOptions struct {
 	logger                   *slog.Logger
 }
 
+// forceWait bounds how long a forced stop waits for the requests whose
+// connections it closed; flushAfterForce bounds its ledger flush.
+const (
+	forceWait       = 5 * time.Second
+	flushAfterForce = 2 * time.Second
+)
+
+// serve runs the gateway until ctx ends, then shuts down in order: stop
+// accepting → drain streams (grace) → flush the ledger → close the store.
+// Start-up takes the address first, so that a busy port fails before any
+// side effect (a printed development key, a database file). When ctx ended
+// on a signal (a *signalCause), a second signal during the drain stops at
+// once: open client connections are closed, the ledger is flushed briefly
+// and serve returns exit status 128+signal.
 func serve(ctx context.Context, e *env, o serveOptions) error {
-	var cfg *config.Config
-	if o.cfgPath != "" {
-		c, err := config.Load(o.cfgPath, e.getenv)
-		if err != nil {
-			return err
-		}
-		cfg = c
-	} else {
-		c, devKey, err := config.Default(e.getenv)
-		if err != nil {
-			return err
-		}
-		cfg = c
-		if devKey != "" {
-			fmt.Fprintf(e.stdout, "streamgate: development key (shown once): %s\n", devKey)
-		}
+	cfg, devKey, err := loadConfig(o.cfgPath, e.getenv)
+	if err != nil {
+		return configError{err}
 	}
 	addr := o.addr
 	if addr == "" {
 		addr = cfg.Listen
 	}
 	if addr == "" {
-		addr = "127.0.0.1:8080"
+		addr = config.DefaultListen
+	}
+
+	inner, err := listen(addr, "")
+	if err != nil {
+		return err
+	}
+	ln := newConnListener(inner)
+	defer ln.Close() // after a failed start; Serve closes it otherwise
+	var pprofLn net.Listener
+	if o.pprofAddr != "" {
+		if pprofLn, err = listen(o.pprofAddr, "--pprof"); err != nil {
+			return err
+		}
+		defer pprofLn.Close()
 	}
 
 	led, err := openLedger(ctx, cfg.Database, o.logger)
@@ -123,38 +165,242 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 		return err
 	}
 	defer gw.Close()
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", addr, err)
+	if devKey != "" {
+		fmt.Fprintf(e.stdout, "streamgate: development key (shown once): %s\n", devKey)
 	}
 	fmt.Fprintf(e.stdout, "streamgate: listening on http://%s\n", ln.Addr())
-	if o.pprofAddr != "" {
-		stop, err := servePprof(o.pprofAddr, o.logger)
-		if err != nil {
-			ln.Close()
-			return err
-		}
-		defer stop()
+	if pprofLn != nil {
+		defer servePprof(pprofLn, o.logger)()
 	}
 
-	// Shutdown order: stop accepting → drain streams (grace) → flush the
-	// ledger → close the store (deferred above).
-	g, gctx := errgroup.WithContext(ctx)
 	runCtx, stopRun := context.WithCancel(context.Background())
 	defer stopRun()
-	g.Go(func() error { return led.run(runCtx) })
-	g.Go(func() error {
-		serr := gw.Serve(gctx, ln, o.grace)
-		fctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		ferr := led.flush(fctx)
-		stopRun()
-		if ferr != nil {
-			ferr = fmt.Errorf("flush usage ledger: %w", ferr)
+	ledgerDone := make(chan error, 1)
+	go func() { ledgerDone <- led.run(runCtx) }()
+	drainCtx, drain := context.WithCancel(context.Background())
+	defer drain()
+	served := make(chan error, 1)
+	go func() { served <- gw.Serve(drainCtx, ln, o.grace) }()
+	sd := &shutdown{logger: o.logger, grace: o.grace, conns: ln, streams: func() int { return gaugeValue(gw.Metrics().Inflight) }}
+	serr := sd.wait(ctx, served, drain)
+	forced := sd.forced
+
+	flushFor := 10 * time.Second
+	if forced != nil {
+		flushFor = flushAfterForce
+	}
+	fctx, cancel := context.WithTimeout(context.Background(), flushFor)
+	ferr := led.flush(fctx)
+	cancel()
+	stopRun()
+	if rerr := <-ledgerDone; rerr != nil {
+		ferr = errors.Join(ferr, rerr)
+	}
+	if ferr != nil {
+		ferr = fmt.Errorf("flush usage ledger: %w", ferr)
+	}
+	err = errors.Join(serr, ferr)
+	if sd.begun.IsZero() {
+		return err // serving failed on its own: no shutdown to report
+	}
+	status := 0
+	switch {
+	case forced != nil:
+		status = signalExitStatus(forced)
+		err = exitError{code: status, err: err}
+	case err != nil:
+		status = 1
+	}
+	// The same level as the line that announced the shutdown, so that one
+	// is never seen without the other.
+	o.logger.Warn("stopped", slog.Duration("after", time.Since(sd.begun).Round(time.Millisecond)),
+		slog.Bool("forced", forced != nil), slog.Int("exit_status", status))
+	return err
+}
+
+// shutdown follows serve from the end of its context to the end of the
+// drain, and logs what it does.
+type shutdown struct {
+	logger  *slog.Logger
+	grace   time.Duration
+	conns   *connListener
+	streams func() int // streams open now
+
+	begun  time.Time // when the context ended; zero if it did not
+	forced os.Signal // the signal that cut the drain short, if one did
+}
+
+// wait returns the error of gw.Serve (served) once it returned: on its own,
+// or after ctx ended and startDrain began the drain. A second signal during
+// the drain (ctx ended with a *signalCause) closes every client connection,
+// ending their requests at once, and waits at most forceWait for them.
+func (s *shutdown) wait(ctx context.Context, served <-chan error, startDrain func()) error {
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	s.begun = time.Now()
+	var again <-chan os.Signal // nil when ctx did not end on a signal: none can follow
+	attrs := make([]any, 0, 5)
+	if c, ok := context.Cause(ctx).(*signalCause); ok {
+		again = c.again
+		attrs = append(attrs, slog.String("signal", signalName(c.sig)))
+	} else {
+		attrs = append(attrs, slog.String("cause", context.Cause(ctx).Error()))
+	}
+	attrs = append(attrs, slog.Duration("drain", s.grace), slog.Time("deadline", s.begun.Add(s.grace).Round(0)),
+		slog.Int("open_streams", s.streams()), slog.Int("open_connections", s.conns.open()))
+	// WARN, not INFO: --log-level warn is how a busy gateway turns off its
+	// access lines, and this is the line that says why the process has not
+	// exited yet and how to make it.
+	s.logger.Warn("shutting down: draining open streams; send SIGINT or SIGTERM again to stop at once", attrs...)
+	startDrain()
+	deadline := time.AfterFunc(s.grace, func() {
+		if n := s.streams(); n > 0 {
+			s.logger.Warn("drain deadline passed: ending open streams with an error event", slog.Int("open_streams", n))
 		}
-		return errors.Join(serr, ferr)
 	})
-	return g.Wait()
+	defer deadline.Stop()
+	select {
+	case err := <-served:
+		return err
+	case s.forced = <-again:
+	}
+	s.logger.Warn("stopping at once: closing open connections", slog.String("signal", signalName(s.forced)),
+		slog.Int("open_streams", s.streams()), slog.Int("open_connections", s.conns.open()))
+	s.conns.closeAll()
+	select {
+	case err := <-served:
+		return err
+	case <-time.After(forceWait):
+		return fmt.Errorf("requests still running %v after the forced stop; exiting without them", forceWait)
+	}
+}
+
+// loadConfig returns the config of --config, or the embedded default with
+// the development key it generated ("" when STREAMGATE_DEV_KEY set it). It
+// has no side effects: printing the key is left to the caller.
+func loadConfig(path string, getenv func(string) string) (cfg *config.Config, devKey string, err error) {
+	if path != "" {
+		cfg, err = config.Load(path, getenv)
+		return cfg, "", err
+	}
+	return config.Default(getenv)
+}
+
+// listen listens on addr; flag names the flag it came from in messages
+// ("" for the gateway's own address).
+func listen(addr, flag string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err == nil {
+		return ln, nil
+	}
+	what := "listen on " + addr
+	if flag != "" {
+		what = fmt.Sprintf("listen for %s on %s", flag, addr)
+	}
+	var oe *net.OpError
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		hint := "--addr or the config's listen"
+		if flag != "" {
+			hint = flag
+		}
+		return nil, fmt.Errorf("%s: address already in use (another process listens there; choose another with %s)", what, hint)
+	case errors.As(err, &oe):
+		return nil, fmt.Errorf("%s: %w", what, oe.Err)
+	}
+	return nil, fmt.Errorf("%s: %w", what, err)
+}
+
+// gaugeValue reads a gauge (the gateway's open streams).
+func gaugeValue(g interface{ Write(*dto.Metric) error }) int {
+	var m dto.Metric
+	if g.Write(&m) != nil {
+		return 0
+	}
+	return int(m.GetGauge().GetValue())
+}
+
+// connListener tracks the client connections it accepted while they are
+// open: their number goes in the shutdown line, and a forced stop closes
+// them all. (The gateway owns its http.Server, so serve cannot use
+// ConnState; closing a connection ends its requests through their
+// contexts, and each still records its usage.)
+type connListener struct {
+	net.Listener
+	mu      sync.Mutex
+	conns   map[*trackedConn]struct{}
+	closing bool
+}
+
+func newConnListener(ln net.Listener) *connListener {
+	return &connListener{Listener: ln, conns: map[*trackedConn]struct{}{}}
+}
+
+func (l *connListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	tc := &trackedConn{Conn: c, l: l}
+	l.mu.Lock()
+	closing := l.closing
+	if !closing {
+		l.conns[tc] = struct{}{}
+	}
+	l.mu.Unlock()
+	if closing {
+		c.Close()
+	}
+	return tc, nil
+}
+
+// open returns the number of connections open now.
+func (l *connListener) open() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.conns)
+}
+
+// closeAll closes every open connection, and any accepted later.
+func (l *connListener) closeAll() {
+	l.mu.Lock()
+	l.closing = true
+	conns := make([]*trackedConn, 0, len(l.conns))
+	for c := range l.conns {
+		conns = append(conns, c)
+	}
+	l.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
+// trackedConn leaves its listener's set when closed.
+type trackedConn struct {
+	net.Conn
+	l    *connListener
+	once sync.Once
+}
+
+func (c *trackedConn) Close() error {
+	c.once.Do(func() {
+		c.l.mu.Lock()
+		delete(c.l.conns, c)
+		c.l.mu.Unlock()
+	})
+	return c.Conn.Close()
+}
+
+// CloseWrite keeps net/http's half-close of a TCP connection (it sends the
+// FIN before closing after an error answer) working through the wrapper.
+func (c *trackedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
 }
 
 // ledger is the seam between serve and the usage store: a Recorder for the
@@ -202,11 +448,7 @@ func parseLevel(s string) (slog.Level, error) {
 
 // servePprof serves the runtime profiles on their own listener, so they are
 // never reachable through the gateway's port. It returns a stop function.
-func servePprof(addr string, logger *slog.Logger) (func(), error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("listen for --pprof on %s: %w", addr, err)
-	}
+func servePprof(ln net.Listener, logger *slog.Logger) func() {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -216,5 +458,5 @@ func servePprof(addr string, logger *slog.Logger) (func(), error) {
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
 	go srv.Serve(ln)
 	logger.Info("pprof listening", slog.String("addr", "http://"+ln.Addr().String()+"/debug/pprof/"))
-	return func() { srv.Close() }, nil
+	return func() { srv.Close() }
 }

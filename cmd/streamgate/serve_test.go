@@ -3,15 +3,23 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
+	"net"
 	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/streamgate/streamgate/internal/config"
 	"github.com/streamgate/streamgate/internal/usage"
 )
 
@@ -111,5 +119,326 @@ func TestServeUsageErrors(t *testing.T) {
 				t.Errorf("got exit %d stderr %q, want 2 naming %s", code, errb.String(), tt.want)
 			}
 		})
+	}
+}
+
+// runServe runs `streamgate serve args...` in-process with env and returns
+// the exit status, stdout and stderr. A nil ctx is a context that has ended
+// already, so a serve that wrongly got as far as serving stops at once
+// instead of hanging the test.
+func runServe(t *testing.T, ctx context.Context, env map[string]string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	if ctx == nil {
+		c, cancel := context.WithCancel(context.Background())
+		cancel()
+		ctx = c
+	}
+	var out, errb strings.Builder
+	code = run(ctx, append([]string{"serve"}, args...), func(k string) string { return env[k] }, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// A busy address fails before anything happens: no development key is
+// printed and no ledger file is created (issue 12).
+func TestServeBusyAddrHasNoSideEffects(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	db := filepath.Join(t.TempDir(), "ledger.db")
+	code, stdout, stderr := runServe(t, nil, map[string]string{"STREAMGATE_DATABASE": "sqlite://" + db}, "--addr", busy.Addr().String())
+	if code != 1 || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, busy.Addr().String()) || !strings.Contains(stderr, "address already in use") {
+		t.Errorf("got exit %d stderr %q, want 1 and one line naming %s and the address in use", code, stderr, busy.Addr())
+	}
+	if stdout != "" {
+		t.Errorf("stdout: got %q, want nothing (no development key)", stdout)
+	}
+	if _, err := os.Stat(db); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("ledger file: got %v, want it not created", err)
+	}
+}
+
+// A provider api_key written as ${VAR} with VAR unset stops serve at start,
+// as an unset gateway key does (issue 12).
+func TestServeUnsetProviderKey(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "ledger.db")
+	cfg := filepath.Join(dir, "gateway.yaml")
+	os.WriteFile(cfg, []byte("database: sqlite://"+db+"\n"+
+		"providers:\n"+
+		"  - {name: up, kind: openai, base_url: \"http://127.0.0.1:9/v1\", api_key: \"${SG_TEST_UPSTREAM_KEY}\"}\n"+
+		"keys: [{name: k, key: sg-test-0123456789}]\n"+
+		"models: [{name: m, routes: [{provider: up, model: m}]}]\n"), 0o600)
+	code, stdout, stderr := runServe(t, nil, nil, "--config", cfg, "--addr", "127.0.0.1:0")
+	want := "streamgate: " + cfg + ":3: providers[0].api_key: ${SG_TEST_UPSTREAM_KEY} is unset or empty"
+	if code != 2 || !strings.HasPrefix(stderr, want) || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("got exit %d stderr %q, want 2 and one line starting %q", code, stderr, want)
+	}
+	if strings.Contains(stdout, "listening") {
+		t.Errorf("stdout: got %q, want no listening line", stdout)
+	}
+	if _, err := os.Stat(db); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("ledger file: got %v, want it not created", err)
+	}
+}
+
+// Every problem of the config is on stderr at once, one per line in line
+// order, each naming file:line; a bad config is bad usage: exit 2 (issue 12).
+func TestServeConfigProblemsAllAtOnce(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "gateway.yaml")
+	os.WriteFile(cfg, []byte("timeouts: {idle: 30 seconds}\n"+
+		"providers:\n"+
+		"  - {name: up, kind: opnai, base_url: \"http://127.0.0.1:9/v1\"}\n"+
+		"models:\n"+
+		"  - {name: m, routes: [{provider: uq, model: m}]}\n"), 0o600)
+	code, _, stderr := runServe(t, nil, nil, "--config", cfg)
+	want := []string{
+		"streamgate: " + cfg + `:1: timeouts.idle: "30 seconds" is not a duration (want e.g. "5s", "250ms", "0s")`,
+		"streamgate: " + cfg + `:3: providers[0].kind: unknown kind "opnai" (want one of openai, anthropic, gemini, sim)`,
+		"streamgate: " + cfg + `:5: models[0].routes[0].provider: unknown provider "uq" (providers: "up")`,
+	}
+	if got := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n"); code != 2 || !slices.Equal(got, want) {
+		t.Errorf("got exit %d stderr\n%s\nwant 2 and\n%s", code, stderr, strings.Join(want, "\n"))
+	}
+}
+
+// TestHelperProcess is not a test: the signal tests run the test binary
+// again with STREAMGATE_TEST_PROCESS=1 so that it is streamgate itself, a
+// real process with real signals: `TEST_BINARY -test.run=^TestHelperProcess$ -- serve ...`.
+func TestHelperProcess(t *testing.T) {
+	if os.Getenv("STREAMGATE_TEST_PROCESS") != "1" {
+		t.Skip("runs only as the streamgate process of the signal tests")
+	}
+	i := slices.Index(os.Args, "--")
+	os.Args = append([]string{"streamgate"}, os.Args[i+1:]...)
+	main()
+}
+
+// serveProcess is a `streamgate serve` child process.
+type serveProcess struct {
+	cmd   *exec.Cmd
+	url   string
+	key   string
+	db    string
+	lines chan string // stderr, line by line
+	log   strings.Builder
+	exit  chan error
+}
+
+// startServeProcess starts streamgate serve on the embedded default with a
+// ledger in a temporary directory and args, and waits for its address.
+func startServeProcess(t *testing.T, args ...string) *serveProcess {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &serveProcess{
+		key:   "sg-dev-test0123456789abcdef",
+		db:    filepath.Join(t.TempDir(), "ledger.db"),
+		lines: make(chan string, 100),
+		exit:  make(chan error, 1),
+	}
+	p.cmd = exec.Command(exe, append([]string{"-test.run=^TestHelperProcess$", "--", "serve", "--addr", "127.0.0.1:0"}, args...)...)
+	p.cmd.Env = append(os.Environ(), "STREAMGATE_TEST_PROCESS=1", "STREAMGATE_DEV_KEY="+p.key, "STREAMGATE_DATABASE=sqlite://"+p.db)
+	stdout, _ := p.cmd.StdoutPipe()
+	stderr, _ := p.cmd.StderrPipe()
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.exit
+	})
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			p.lines <- sc.Text()
+		}
+		close(p.lines)
+	}()
+	urls := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if u, ok := strings.CutPrefix(sc.Text(), "streamgate: listening on "); ok {
+				urls <- u
+			}
+		}
+		close(urls)
+		p.exit <- p.cmd.Wait() // after the pipes are read to their end
+	}()
+	select {
+	case p.url = <-urls:
+	case <-time.After(60 * time.Second): // a failsafe, not a measurement
+	}
+	if p.url == "" {
+		t.Fatalf("serve did not print its address; stderr:\n%s", p.readLog())
+	}
+	return p
+}
+
+// waitLine returns the first stderr line from now on that contains all of
+// want, failing if the process ends (or a minute passes) without one.
+func (p *serveProcess) waitLine(t *testing.T, want ...string) string {
+	t.Helper()
+	failsafe := time.After(60 * time.Second)
+	for {
+		select {
+		case line, ok := <-p.lines:
+			if !ok {
+				t.Fatalf("no stderr line with %q; stderr:\n%s", want, p.log.String())
+			}
+			p.log.WriteString(line + "\n")
+			if containsAll(line, want...) {
+				return line
+			}
+		case <-failsafe:
+			t.Fatalf("no stderr line with %q within a minute; stderr:\n%s", want, p.log.String())
+		}
+	}
+}
+
+// readLog returns the stderr lines read so far and whatever is left once
+// the process has ended.
+func (p *serveProcess) readLog() string {
+	for line := range p.lines {
+		p.log.WriteString(line + "\n")
+	}
+	return p.log.String()
+}
+
+// wait returns the exit status, failing if the process does not exit
+// within a minute (a failsafe, far beyond a prompt exit and far below the
+// hour of --grace the tests set).
+func (p *serveProcess) wait(t *testing.T) int {
+	t.Helper()
+	select {
+	case err := <-p.exit:
+		p.exit <- err // for the cleanup
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0
+	case <-time.After(60 * time.Second):
+		t.Fatalf("serve did not exit; stderr:\n%s", p.log.String())
+		return -1
+	}
+}
+
+func containsAll(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
+
+// openStream starts a streaming request through p that stays open for
+// tokens × 50 ms, and returns once its first chunk arrived.
+func (p *serveProcess) openStream(t *testing.T, tokens int) *bufio.Reader {
+	t.Helper()
+	req, _ := http.NewRequest("POST", p.url+"/v1/chat/completions", strings.NewReader(
+		`{"model":"sim-fast","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("Authorization", "Bearer "+p.key)
+	req.Header.Set("X-Sim-TTFT", "1ms")
+	req.Header.Set("X-Sim-ITL", "50ms")
+	req.Header.Set("X-Sim-Tokens", strconv.Itoa(tokens))
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	if resp.StatusCode != 200 {
+		t.Fatalf("stream: got status %d, want 200", resp.StatusCode)
+	}
+	body := bufio.NewReader(resp.Body)
+	for {
+		line, err := body.ReadString('\n')
+		if err != nil {
+			t.Fatalf("stream ended before its first chunk: %v", err)
+		}
+		if strings.HasPrefix(line, "data: {") {
+			return body
+		}
+	}
+}
+
+// On SIGINT serve says it is draining (signal, deadline, open streams);
+// a second SIGINT stops it at once, cutting the stream still open, with
+// exit status 130, and the ledger still holds the stream's entry.
+func TestServeSecondSignalStopsAtOnce(t *testing.T) {
+	p := startServeProcess(t, "--grace", "1h", "--log-level", "warn")
+	body := p.openStream(t, 100000) // about 80 minutes
+
+	p.cmd.Process.Signal(syscall.SIGINT)
+	p.waitLine(t, "level=WARN", "signal=SIGINT", "drain=1h0m0s", "deadline=", "open_streams=1")
+
+	p.cmd.Process.Signal(syscall.SIGINT)
+	p.waitLine(t, "level=WARN", "stopping at once", "signal=SIGINT")
+	if code := p.wait(t); code != 130 {
+		t.Errorf("exit: got %d, want 130; stderr:\n%s", code, p.readLog())
+	}
+	if log := p.readLog(); !strings.Contains(log, `msg=stopped`) || !strings.Contains(log, "exit_status=130") {
+		t.Errorf("stderr: got\n%s\nwant a stopped line with exit_status=130", log)
+	}
+	rest, _ := io.ReadAll(body)
+	if strings.Contains(string(rest), "[DONE]") {
+		t.Errorf("the stream got to its end, want it cut by the forced stop")
+	}
+
+	store, err := usage.Open(context.Background(), "sqlite://"+p.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	entries, err := store.List(context.Background(), usage.Filter{})
+	if err != nil || len(entries) != 1 {
+		t.Errorf("ledger: got %d entries (%v), want the cut stream's one", len(entries), err)
+	}
+}
+
+// On SIGTERM a stream open at the time finishes, then serve exits 0 and
+// says so; with --log-level warn both lines show.
+func TestServeSignalDrainsThenSaysStopped(t *testing.T) {
+	p := startServeProcess(t, "--grace", "1h", "--log-level", "warn")
+	body := p.openStream(t, 40) // about 2 s
+
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.waitLine(t, "level=WARN", "signal=SIGTERM", "drain=1h0m0s", "open_streams=")
+	rest, _ := io.ReadAll(body)
+	if !strings.HasSuffix(string(rest), "data: [DONE]\n\n") {
+		t.Errorf("stream: got %q at its end, want it finished with [DONE]", rest)
+	}
+	p.waitLine(t, "level=WARN", "msg=stopped", "exit_status=0")
+	if code := p.wait(t); code != 0 {
+		t.Errorf("exit: got %d, want 0; stderr:\n%s", code, p.readLog())
+	}
+}
+
+// serve --help names every environment variable serve reads (issue 12).
+func TestServeHelpNamesEnvironment(t *testing.T) {
+	code, stdout, _ := runServe(t, context.Background(), nil, "--help")
+	for _, v := range []string{config.EnvListen, config.EnvDatabase, config.EnvDevKey, "${VAR}", "${VAR:-", "GOGC", "GOMEMLIMIT", "HTTPS_PROXY", "NO_PROXY"} {
+		if !strings.Contains(stdout, v) {
+			t.Errorf("serve --help does not name %s", v)
+		}
+	}
+	for _, s := range []string{"130 (SIGINT)", "143 (SIGTERM)"} {
+		if !strings.Contains(stdout, s) {
+			t.Errorf("serve --help does not document exit status %s", s)
+		}
+	}
+	if code != 0 {
+		t.Errorf("exit: got %d, want 0", code)
 	}
 }

@@ -2,9 +2,11 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"reflect"
 	"regexp"
@@ -105,6 +107,11 @@ type FieldError struct {
 	Line int    // 1-based line in File; 0 when unknown
 	Path string // the value's path, e.g. models[2].routes[0].provider; "" for the whole file
 	Msg  string // what is wrong; never contains a secret
+
+	// refersTo names the list ("providers", "models") whose names an
+	// "unknown name" problem was checked against, so Parse can leave the
+	// problem out when that list itself could not be read.
+	refersTo string
 }
 
 // Error formats e as "file:line: path: msg", leaving out what is unknown.
@@ -147,12 +154,20 @@ func Load(path string, getenv func(string) string) (*Config, error) {
 //     typed after expansion, so "retries: ${N}" with N=2 is an integer.
 //   - unknown fields, values of the wrong type and durations without a
 //     unit ("5" instead of "5s") are rejected, each named with its line.
+//     A value rejected here is left out (its default stands) so the rest of
+//     the file is still decoded and validated.
 //   - the file is decoded over New's defaults, then SetDefaults, then
 //     ApplyEnv, then Validate.
+//   - a provider api_key that uses ${VAR} needs VAR set and non-empty, like
+//     a gateway key; ${VAR:-} says the key is optional.
 //
-// Every problem is reported at once: the error is an errors.Join of
-// *FieldError, one per line "file:line: path: message". A value that came
-// from an unset variable says so. Messages never contain a secret.
+// Every problem is reported at once, in the order of their lines: the error
+// is an errors.Join of *FieldError, one per line "file:line: path: message"
+// (problems set by the environment, without a line, come last). Only a YAML
+// syntax error stops the check early. A problem that follows from one
+// already reported (a value of the wrong shape, a reference into a list that
+// is not a list) is not reported again. A value that came from an unset
+// variable says so. Messages never contain a secret.
 func Parse(name string, data []byte, getenv func(string) string) (*Config, error) {
 	if getenv == nil {
 		getenv = func(string) string { return "" }
@@ -163,19 +178,18 @@ func Parse(name string, data []byte, getenv func(string) string) (*Config, error
 		lines:  map[string]int{"": 1},
 		refs:   map[*yaml.Node][]envRef{},
 		unset:  map[string][]string{},
+		broken: map[string]bool{},
 	}
-	text, err := p.placehold(data)
-	if err != nil {
-		return nil, err
-	}
+	text := p.placehold(data)
 	var root yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(text))
 	if err := dec.Decode(&root); err != nil && !errors.Is(err, io.EOF) {
-		return nil, p.syntaxError(err)
+		p.errs = append(p.errs, p.syntaxError(err))
+		return nil, p.report()
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, &FieldError{File: name, Line: extra.Line, Msg: "more than one YAML document"}
+		p.errs = append(p.errs, &FieldError{File: name, Line: extra.Line, Msg: "more than one YAML document"})
 	}
 
 	cfg := New()
@@ -184,32 +198,53 @@ func Parse(name string, data []byte, getenv func(string) string) (*Config, error
 		p.substitute(doc, map[*yaml.Node]bool{})
 		p.check(doc, reflect.TypeFor[Config](), "")
 		if err := p.decode(doc, cfg); err != nil {
-			if len(p.errs) > 0 {
-				return nil, errors.Join(p.errs...)
-			}
-			return nil, err
-		}
-		if len(p.errs) > 0 {
-			// Shape problems (an unknown field, say) did not stop the
-			// decode: report them with every other problem of the file.
-			shape := p.errs
-			cfg.SetDefaults()
-			cfg.ApplyEnv(getenv)
-			if err := cfg.Validate(); err != nil {
-				return nil, errors.Join(append(shape, p.locate(err))...)
-			}
-			return nil, errors.Join(shape...)
+			p.errs = append(p.errs, err)
+			return nil, p.report()
 		}
 	}
 	cfg.SetDefaults()
 	for _, path := range cfg.ApplyEnv(getenv) {
 		p.fromEnv(path)
 	}
+	p.requiredSecrets(cfg)
 	if err := cfg.Validate(); err != nil {
-		return nil, p.locate(err)
+		p.errs = append(p.errs, p.locate(err)...)
+	}
+	if len(p.errs) > 0 {
+		return nil, p.report()
 	}
 	cfg.prepare()
 	return cfg, nil
+}
+
+// report returns every problem found, sorted by line (stable, so problems
+// on one line keep the order they were found in); problems without a line
+// come last.
+func (p *parser) report() error {
+	line := func(e error) int {
+		var fe *FieldError
+		if errors.As(e, &fe) && fe.Line > 0 {
+			return fe.Line
+		}
+		return math.MaxInt
+	}
+	slices.SortStableFunc(p.errs, func(a, b error) int { return cmp.Compare(line(a), line(b)) })
+	return errors.Join(p.errs...)
+}
+
+// requiredSecrets reports each provider api_key that used ${VAR} with VAR
+// unset or empty and no default: the key is meant to be there, and an
+// upstream would only answer 401 later, request after request.
+func (p *parser) requiredSecrets(cfg *Config) {
+	for i := range cfg.Providers {
+		path := fmt.Sprintf("providers[%d].api_key", i)
+		names := p.unset[path]
+		if len(names) == 0 || p.isBroken(path) {
+			continue
+		}
+		p.errs = append(p.errs, &FieldError{File: p.file, Line: p.lineOf(path), Path: path,
+			Msg: fmt.Sprintf("${%s} is unset or empty (write ${%s:-} if this provider needs no key)", strings.Join(names, "}, ${"), names[0])})
+	}
 }
 
 // parser carries one file's state through Parse.
@@ -224,6 +259,11 @@ type parser struct {
 	unset map[string][]string     // path → variables that were unset there
 	env   map[string]string       // path → variable that overrode it
 	errs  []error
+
+	// broken holds the paths of values dropped for a problem already
+	// reported, so that Validate's complaints about them (or about
+	// references into them) are not reported a second time.
+	broken map[string]bool
 }
 
 type envValue struct {
@@ -232,8 +272,9 @@ type envValue struct {
 }
 
 type envRef struct {
-	name  string
-	unset bool // empty, and no default
+	name    string
+	unset   bool // empty, and no default
+	invalid bool // a malformed reference, already reported
 }
 
 // envPattern matches "$${" (an escaped "${") or a ${...} reference.
@@ -243,17 +284,23 @@ var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // placehold replaces each ${...} in data with a token made of letters and
 // digits, safe in any YAML context (plain, quoted, flow), and records what
-// it stands for. The values are put in after parsing (substitute).
-func (p *parser) placehold(data []byte) ([]byte, error) {
+// it stands for. The values are put in after parsing (substitute). A
+// malformed reference is recorded as a problem and stands for nothing: the
+// value holding it is left out (see check), so the rest of the file is
+// still checked.
+func (p *parser) placehold(data []byte) []byte {
 	p.prefix = "sgenvQ"
 	for bytes.Contains(data, []byte(p.prefix)) {
 		p.prefix += "Q"
 	}
 	var (
-		errs []error
 		out  []byte
 		last int
 	)
+	token := func(v envValue) {
+		p.vals = append(p.vals, v)
+		out = fmt.Appendf(out, "%s%dZ", p.prefix, len(p.vals)-1)
+	}
 	for _, m := range envPattern.FindAllSubmatchIndex(data, -1) {
 		out = append(out, data[last:m[0]]...)
 		last = m[1]
@@ -264,13 +311,18 @@ func (p *parser) placehold(data []byte) ([]byte, error) {
 		}
 		line := 1 + bytes.Count(data[:m[0]], []byte("\n"))
 		if match[len(match)-1] != '}' {
-			errs = append(errs, &FieldError{File: p.file, Line: line, Msg: "unterminated ${ (want ${VAR} or ${VAR:-default})"})
+			p.errs = append(p.errs, &FieldError{File: p.file, Line: line, Msg: "unterminated ${ (want ${VAR} or ${VAR:-default})"})
+			// Replace only the "${": the rest of the line (a closing
+			// quote, say) keeps the document's structure.
+			token(envValue{ref: envRef{invalid: true}})
+			last = m[0] + 2
 			continue
 		}
 		expr := string(data[m[2]:m[3]])
 		name, def, hasDef := strings.Cut(expr, ":-")
 		if !envName.MatchString(name) {
-			errs = append(errs, &FieldError{File: p.file, Line: line, Msg: fmt.Sprintf("invalid variable reference ${%s} (want ${VAR} or ${VAR:-default})", expr)})
+			p.errs = append(p.errs, &FieldError{File: p.file, Line: line, Msg: fmt.Sprintf("invalid variable reference ${%s} (want ${VAR} or ${VAR:-default})", expr)})
+			token(envValue{ref: envRef{invalid: true}})
 			continue
 		}
 		v := p.getenv(name)
@@ -279,14 +331,9 @@ func (p *parser) placehold(data []byte) ([]byte, error) {
 			v = def
 			ref.unset = !hasDef
 		}
-		p.vals = append(p.vals, envValue{ref: ref, val: v})
-		out = fmt.Appendf(out, "%s%dZ", p.prefix, len(p.vals)-1)
+		token(envValue{ref: ref, val: v})
 	}
-	out = append(out, data[last:]...)
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	return out, nil
+	return append(out, data[last:]...)
 }
 
 // substitute puts the environment values back into every scalar that holds
@@ -352,13 +399,21 @@ var durationType = reflect.TypeFor[Duration]()
 // line by path, and reports unknown or repeated fields and values of the
 // wrong type with their path. It is what makes Parse's messages name the
 // field (yaml's own errors name Go types) and lets Parse report every shape
-// problem at once.
+// problem at once: a value with a problem is dropped (see drop) and a
+// repeated field removed, so that the decode which follows cannot fail on
+// them and the rest of the file is still decoded and validated.
 func (p *parser) check(n *yaml.Node, t reflect.Type, path string) {
 	if n.Kind == yaml.AliasNode && n.Alias != nil {
 		n = n.Alias
 	}
 	if _, ok := p.lines[path]; !ok {
 		p.lines[path] = n.Line
+	}
+	for _, r := range p.refs[n] {
+		if r.invalid {
+			p.drop(n, path) // reported by placehold
+			return
+		}
 	}
 	for _, r := range p.refs[n] {
 		if r.unset {
@@ -381,12 +436,14 @@ func (p *parser) check(n *yaml.Node, t reflect.Type, path string) {
 	case reflect.Struct:
 		if n.Kind != yaml.MappingNode {
 			p.problem(n, path, "want a mapping of fields, got %s", kindName(n))
+			p.drop(n, path)
 			return
 		}
 		p.checkFields(n, t, path, map[string]int{})
 	case reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
 			p.problem(n, path, "want a list, got %s", kindName(n))
+			p.drop(n, path)
 			return
 		}
 		for i, item := range n.Content {
@@ -397,6 +454,7 @@ func (p *parser) check(n *yaml.Node, t reflect.Type, path string) {
 	case reflect.String:
 		if n.Kind != yaml.ScalarNode {
 			p.problem(n, path, "want a single value, got %s", kindName(n))
+			p.drop(n, path)
 		}
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
@@ -413,14 +471,41 @@ func (p *parser) check(n *yaml.Node, t reflect.Type, path string) {
 	}
 }
 
+// drop replaces the value n at path, whose problem has been reported, by a
+// null (so the default stands and the decode cannot fail on it) and marks
+// path broken. The node is changed in place: an alias of it sees the null
+// too, and its problem is not reported twice.
+func (p *parser) drop(n *yaml.Node, path string) {
+	*n = yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Line: n.Line, Column: n.Column}
+	p.broken[path] = true
+}
+
+// isBroken reports whether path is at or under a value that was dropped.
+func (p *parser) isBroken(path string) bool {
+	for b := range p.broken {
+		if b == "" || path == b || strings.HasPrefix(path, b+".") || strings.HasPrefix(path, b+"[") {
+			return true
+		}
+	}
+	return false
+}
+
 // checkFields checks the fields of one mapping meant for struct type t;
-// seen maps field names to the line where each was first set.
+// seen maps field names to the line where each was first set. A repeated
+// field (yaml's decode refuses it) and a merge key of the wrong shape are
+// removed from n after they are reported; the first setting stands.
 func (p *parser) checkFields(n *yaml.Node, t reflect.Type, path string, seen map[string]int) {
 	fields := yamlFields(t)
+	kept := n.Content[:0:0]
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
+		if p.invalidRef(k) {
+			continue // reported by placehold
+		}
 		if k.Value == "<<" && k.ShortTag() == "!!merge" {
-			p.merge(v, t, path, seen)
+			if p.merge(v, t, path, seen) {
+				kept = append(kept, k, v)
+			}
 			continue
 		}
 		fp := k.Value
@@ -431,6 +516,7 @@ func (p *parser) checkFields(n *yaml.Node, t reflect.Type, path string, seen map
 			p.problem(k, fp, "set twice (first on line %d)", first)
 			continue
 		}
+		kept = append(kept, k, v)
 		seen[k.Value] = k.Line
 		f, ok := fields[k.Value]
 		if !ok {
@@ -445,11 +531,23 @@ func (p *parser) checkFields(n *yaml.Node, t reflect.Type, path string, seen map
 		p.lines[fp] = k.Line
 		p.check(v, f.Type, fp)
 	}
+	n.Content = kept
+}
+
+// invalidRef reports whether n held a malformed ${...} reference.
+func (p *parser) invalidRef(n *yaml.Node) bool {
+	for _, r := range p.refs[n] {
+		if r.invalid {
+			return true
+		}
+	}
+	return false
 }
 
 // merge applies a YAML merge key ("<<: *base"): its mappings' fields count
-// as set here unless set already.
-func (p *parser) merge(v *yaml.Node, t reflect.Type, path string, seen map[string]int) {
+// as set here unless set already. It reports false, after reporting the
+// problem, when v is not a mapping or a list of mappings.
+func (p *parser) merge(v *yaml.Node, t reflect.Type, path string, seen map[string]int) bool {
 	if v.Kind == yaml.AliasNode && v.Alias != nil {
 		v = v.Alias
 	}
@@ -458,12 +556,16 @@ func (p *parser) merge(v *yaml.Node, t reflect.Type, path string, seen map[strin
 		// Fields set by the mapping itself win over merged ones, so check
 		// the merged fields with their own duplicate tracking.
 		p.checkFields(v, t, path, map[string]int{})
+		return true
 	case yaml.SequenceNode:
+		ok := true
 		for _, item := range v.Content {
-			p.merge(item, t, path, seen)
+			ok = p.merge(item, t, path, seen) && ok
 		}
+		return ok
 	default:
 		p.problem(v, path, "merge key << wants a mapping, got %s", kindName(v))
+		return false
 	}
 }
 
@@ -471,6 +573,7 @@ func (p *parser) merge(v *yaml.Node, t reflect.Type, path string, seen map[strin
 // when it was written in the file: a value from the environment might be a
 // secret put in the wrong place, so the message names the variable instead.
 func (p *parser) scalarProblem(n *yaml.Node, path, want string, detail error) {
+	defer p.drop(n, path)
 	if refs := p.refs[n]; len(refs) > 0 {
 		p.problem(n, path, "want %s, but the value from ${%s} is not", want, refs[0].name)
 		return
@@ -532,8 +635,10 @@ func (p *parser) fromEnv(path string) {
 }
 
 // locate adds the file and line to each FieldError of a Validate error,
-// and says when the value came from the environment.
-func (p *parser) locate(err error) error {
+// and says when the value came from the environment. It leaves out the
+// problems that follow from one the shape check reported: those of a value
+// it dropped, and unknown names when the list they refer to was dropped.
+func (p *parser) locate(err error) []error {
 	var in []error
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
 		in = j.Unwrap()
@@ -545,6 +650,9 @@ func (p *parser) locate(err error) error {
 		fe, ok := e.(*FieldError)
 		if !ok {
 			out = append(out, fmt.Errorf("%s: %w", p.file, e))
+			continue
+		}
+		if p.isBroken(fe.Path) || (fe.refersTo != "" && p.namesBroken(fe.refersTo)) {
 			continue
 		}
 		c := *fe
@@ -560,7 +668,25 @@ func (p *parser) locate(err error) error {
 		}
 		out = append(out, &c)
 	}
-	return errors.Join(out...)
+	return out
+}
+
+// namesBroken reports whether the names of the list at path ("providers")
+// are unknown because the list, an entry or an entry's name was dropped.
+func (p *parser) namesBroken(list string) bool {
+	for b := range p.broken {
+		if b == "" || b == list {
+			return true
+		}
+		rest, ok := strings.CutPrefix(b, list+"[")
+		if !ok {
+			continue
+		}
+		if i := strings.IndexByte(rest, ']'); i >= 0 && (rest[i+1:] == "" || rest[i+1:] == ".name") {
+			return true
+		}
+	}
+	return false
 }
 
 // lineOf returns the line of path, or of its nearest ancestor in the file.

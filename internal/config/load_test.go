@@ -81,7 +81,8 @@ func TestLoadSpecExample(t *testing.T) {
 
 func TestLoadSpecExampleUnsetKey(t *testing.T) {
 	_, err := Load(filepath.Join("testdata", "spec.yaml"), envOf(nil))
-	want := "testdata/spec.yaml:9: keys[0].key: required (${STREAMGATE_DEV_KEY} is unset or empty)"
+	want := "testdata/spec.yaml:6: providers[0].api_key: ${OPENAI_API_KEY} is unset or empty (write ${OPENAI_API_KEY:-} if this provider needs no key)\n" +
+		"testdata/spec.yaml:9: keys[0].key: required (${STREAMGATE_DEV_KEY} is unset or empty)"
 	if err == nil || err.Error() != want {
 		t.Fatalf("got error %v, want %q", err, want)
 	}
@@ -301,6 +302,8 @@ func TestManyProblems(t *testing.T) {
 		`testdata/many_problems.yaml:6: providers[0].base_url: api.openai.com/v1 is not an absolute http(s) URL`,
 		`testdata/many_problems.yaml:7: providers[1].name: duplicate provider name "openai" (first at providers[0])`,
 		`testdata/many_problems.yaml:7: providers[1].kind: unknown kind "opnai" (want one of openai, anthropic, gemini, sim)`,
+		`testdata/many_problems.yaml:10: keys[1].key: same secret as keys[0]; each key needs its own`,
+		`testdata/many_problems.yaml:10: keys[1].models[0]: unknown model "gpt-5"`,
 		`testdata/many_problems.yaml:14: models[0].price.input: must be a non-negative number of USD per 1M tokens, got -1`,
 		`testdata/many_problems.yaml:15: models[0].strategy: unknown strategy "random" (want one of fallback, weighted, least-inflight, lowest-latency)`,
 		`testdata/many_problems.yaml:16: models[0].retries: must not be negative, got -1`,
@@ -311,8 +314,6 @@ func TestManyProblems(t *testing.T) {
 		`testdata/many_problems.yaml:20: models[1].routes: at least one route is required`,
 		`testdata/many_problems.yaml:22: models[2].routes[0].provider: unknown provider "anthropic" (providers: "openai")`,
 		`testdata/many_problems.yaml:22: models[2].routes[0].model: required (the model name the provider expects)`,
-		`testdata/many_problems.yaml:10: keys[1].key: same secret as keys[0]; each key needs its own`,
-		`testdata/many_problems.yaml:10: keys[1].models[0]: unknown model "gpt-5"`,
 	}
 	got := strings.Split(err.Error(), "\n")
 	if !reflect.DeepEqual(got, want) {
@@ -563,5 +564,110 @@ models:
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("got %v\nwant it to contain %q", err, w)
 		}
+	}
+}
+
+// A bad duration (a problem of the file's shape) does not hide the problems
+// Validate finds, and every problem is listed in the order of its line.
+func TestAllProblemsInLineOrder(t *testing.T) {
+	_, err := Load(filepath.Join("testdata", "hidden_problems.yaml"), nil)
+	want := []string{
+		`testdata/hidden_problems.yaml:5: providers[1].kind: unknown kind "opnai" (want one of openai, anthropic, gemini, sim)`,
+		`testdata/hidden_problems.yaml:8: models[0].routes[0].provider: unknown provider "openia" (providers: "openai", "local")`,
+		`testdata/hidden_problems.yaml:10: timeouts.first_token: "30 seconds" is not a duration (want e.g. "5s", "250ms", "0s")`,
+	}
+	if err == nil {
+		t.Fatalf("got no error, want\n%s", strings.Join(want, "\n"))
+	}
+	if got := strings.Split(err.Error(), "\n"); !reflect.DeepEqual(got, want) {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if n := len(fieldErrors(t, err)); n != len(want) {
+		t.Errorf("got %d FieldErrors, want %d", n, len(want))
+	}
+}
+
+// A shape problem drops the value it is about, so Validate does not report
+// that value again, nor a reference to a list that is not a list.
+func TestShapeProblemsDoNotCascade(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want []string
+	}{
+		{
+			name: "key secret of the wrong shape",
+			yaml: "providers: [{name: sim, kind: sim}]\nkeys: [{name: a, key: [x]}]\nmodels: [{name: m, routes: [{provider: sim, model: m}]}]\n",
+			want: []string{`t.yaml:2: keys[0].key: want a single value, got a list`},
+		},
+		{
+			name: "routes of the wrong shape",
+			yaml: "providers: [{name: sim, kind: sim}]\nmodels: [{name: m, routes: {provider: sim}}]\n",
+			want: []string{`t.yaml:2: models[0].routes: want a list, got a mapping`},
+		},
+		{
+			name: "models of the wrong shape hide unknown-model references",
+			yaml: "providers: [{name: sim, kind: sim}]\nkeys: [{name: a, key: sg-0123456789, models: [m]}]\nmodels: m\n",
+			want: []string{`t.yaml:3: models: want a list, got a single value`},
+		},
+		{
+			name: "field set twice and a bad merge do not stop the rest",
+			yaml: "providers: [{name: sim, kind: sim, kind: openai}]\nmodels: [{<<: 1, name: m, routes: [{provider: nope, model: m}]}]\n",
+			want: []string{
+				`t.yaml:1: providers[0].kind: set twice (first on line 1)`,
+				`t.yaml:2: models[0]: merge key << wants a mapping, got a single value`,
+				`t.yaml:2: models[0].routes[0].provider: unknown provider "nope" (providers: "sim")`,
+			},
+		},
+		{
+			name: "invalid reference and validation problems together",
+			yaml: "listen: ${1HOST}\nproviders: [{name: sim, kind: simm}]\nmodels: [{name: m, routes: [{provider: sim, model: m}]}]\n",
+			want: []string{
+				`t.yaml:1: invalid variable reference ${1HOST} (want ${VAR} or ${VAR:-default})`,
+				`t.yaml:2: providers[0].kind: unknown kind "simm" (want one of openai, anthropic, gemini, sim)`,
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse("t.yaml", []byte(tt.yaml), nil)
+			if err == nil {
+				t.Fatalf("got no error, want\n%s", strings.Join(tt.want, "\n"))
+			}
+			if got := strings.Split(err.Error(), "\n"); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+		})
+	}
+}
+
+// A provider api_key written as ${VAR} needs VAR, like a gateway key;
+// ${VAR:-} says the key is optional.
+func TestProviderKeyFromUnsetVariable(t *testing.T) {
+	const models = "models: [{name: m, routes: [{provider: up, model: m}]}]\n"
+	tests := []struct {
+		name    string
+		apiKey  string
+		env     map[string]string
+		wantErr string
+	}{
+		{"unset", "${UP_KEY}", nil, `t.yaml:2: providers[0].api_key: ${UP_KEY} is unset or empty (write ${UP_KEY:-} if this provider needs no key)`},
+		{"empty", "${UP_KEY}", map[string]string{"UP_KEY": ""}, `t.yaml:2: providers[0].api_key: ${UP_KEY} is unset or empty`},
+		{"quoted with a prefix", `"Bearer-${UP_KEY}"`, nil, `t.yaml:2: providers[0].api_key: ${UP_KEY} is unset or empty`},
+		{"set", "${UP_KEY}", map[string]string{"UP_KEY": "sk-0123456789"}, ""},
+		{"optional", "${UP_KEY:-}", nil, ""},
+		{"no key at all", `""`, nil, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			doc := "providers:\n  - {name: up, kind: openai, base_url: \"http://127.0.0.1:8000/v1\", api_key: " + tt.apiKey + "}\n" + models
+			_, err := Parse("t.yaml", []byte(doc), envOf(tt.env))
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Errorf("got %v, want no error", err)
+			case tt.wantErr != "" && (err == nil || !strings.HasPrefix(err.Error(), tt.wantErr) || strings.Contains(err.Error(), "\n")):
+				t.Errorf("got %v, want one line starting %q", err, tt.wantErr)
+			}
+		})
 	}
 }

@@ -82,7 +82,7 @@ func (c *Config) Validate() error {
 		}
 		for j, name := range k.Models {
 			if _, ok := models[name]; !ok {
-				v.add(fmt.Sprintf("%s.models[%d]", path, j), "unknown model %q", name)
+				v.addRef("models", fmt.Sprintf("%s.models[%d]", path, j), "unknown model %q", name)
 			}
 		}
 	}
@@ -94,6 +94,11 @@ type problems []error
 
 func (v *problems) add(path, format string, args ...any) {
 	*v = append(*v, &FieldError{Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+// addRef adds a problem with a name that is not in the list at refersTo.
+func (v *problems) addRef(refersTo, path, format string, args ...any) {
+	*v = append(*v, &FieldError{Path: path, Msg: fmt.Sprintf(format, args...), refersTo: refersTo})
 }
 
 // name checks that an entry's name is present and unique among seen.
@@ -191,7 +196,7 @@ func (v *problems) model(path string, m Model, providers map[string]int, list []
 					names = append(names, fmt.Sprintf("%q", p.Name))
 				}
 			}
-			v.add(rp+".provider", "unknown provider %q (providers: %s)", r.Provider, strings.Join(names, ", "))
+			v.addRef("providers", rp+".provider", "unknown provider %q (providers: %s)", r.Provider, strings.Join(names, ", "))
 		}
 		if r.Model == "" {
 			v.add(rp+".model", "required (the model name the provider expects)")
