@@ -133,6 +133,9 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 	if err != nil {
 		return configError{err}
 	}
+	for _, path := range cfg.NotActedOn() {
+		o.logger.Warn("config field accepted but not acted on by this version: the model uses ordered fallback", slog.String("field", path))
+	}
 	addr := o.addr
 	if addr == "" {
 		addr = cfg.Listen

@@ -3,7 +3,10 @@
 // every problem at once. Secrets are shown redacted.
 package config
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Config is the whole gateway configuration (SPEC.md, "Config file").
 type Config struct {
@@ -81,4 +84,40 @@ type Price struct {
 type Hedge struct {
 	After  string  `yaml:"after"` // a duration or "p95"
 	Budget float64 `yaml:"budget"`
+}
+
+// NotActedOn lists the fields set in c that this version accepts and
+// validates but does not act on yet (routing strategies other than ordered
+// fallback, retries, hedging, continuation, context windows, route
+// weights), as "models[i].field" paths, so that serve can warn about each
+// at start instead of silently ignoring it.
+func (c *Config) NotActedOn() []string {
+	var out []string
+	for i, m := range c.Models {
+		p := fmt.Sprintf("models[%d]", i)
+		if m.Strategy != "" && m.Strategy != DefaultStrategy {
+			out = append(out, p+".strategy")
+		}
+		if m.Retries != 0 {
+			out = append(out, p+".retries")
+		}
+		if m.Hedge != nil {
+			out = append(out, p+".hedge")
+		}
+		if m.ContinueOnCut {
+			out = append(out, p+".continue_on_cut")
+		}
+		if m.ContextWindow != 0 {
+			out = append(out, p+".context_window")
+		}
+		if m.ContextPolicy != "" && m.ContextPolicy != DefaultContextPolicy {
+			out = append(out, p+".context_policy")
+		}
+		for j, r := range m.Routes {
+			if r.Weight != 0 {
+				out = append(out, fmt.Sprintf("%s.routes[%d].weight", p, j))
+			}
+		}
+	}
+	return out
 }
