@@ -21,7 +21,7 @@ import (
 	"github.com/streamgate/streamgate/internal/config"
 	"github.com/streamgate/streamgate/internal/metrics"
 	"github.com/streamgate/streamgate/internal/provider"
-	"github.com/streamgate/streamgate/internal/provider/openai"
+	_ "github.com/streamgate/streamgate/internal/provider/openai" // registers kind openai
 	"github.com/streamgate/streamgate/internal/sim"
 	"github.com/streamgate/streamgate/internal/usage"
 )
@@ -162,22 +162,25 @@ func New(opts Options) (*Gateway, error) {
 		if _, ok := g.providers[p.Name]; ok {
 			continue
 		}
-		popts := openai.Options{ConnectTimeout: cfg.Timeouts.Connect.D(), HTTP2: p.HTTP2}
-		switch p.Kind {
-		case "openai":
-			g.providers[p.Name] = openai.New(p.BaseURL, p.APIKey, popts)
-		case "sim":
+		pc := provider.Config{Name: p.Name, Kind: p.Kind, BaseURL: p.BaseURL, APIKey: p.APIKey,
+			HTTP2: p.HTTP2, ConnectTimeout: cfg.Timeouts.Connect.D()}
+		if p.Kind == "sim" {
+			// An in-process simulator on a loopback port, reached over real
+			// HTTP through the OpenAI adapter.
 			base, stop, err := startSim(opts.Sim)
 			if err != nil {
 				g.Close()
 				return nil, fmt.Errorf("gateway: provider %s: %w", p.Name, err)
 			}
 			g.sims = append(g.sims, stop)
-			g.providers[p.Name] = openai.New(base, "", popts)
-		default:
-			g.Close()
-			return nil, fmt.Errorf("gateway: provider %s: kind %q is not supported by this version (supported: openai, sim)", p.Name, p.Kind)
+			pc.Kind, pc.BaseURL, pc.APIKey = "openai", base, ""
 		}
+		pv, err := provider.New(pc)
+		if err != nil {
+			g.Close()
+			return nil, fmt.Errorf("gateway: provider %s: %w", p.Name, err)
+		}
+		g.providers[p.Name] = pv
 	}
 	for _, m := range cfg.Models {
 		for _, r := range m.Routes {

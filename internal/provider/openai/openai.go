@@ -69,6 +69,12 @@ var (
 	_ provider.Embedder = (*Client)(nil)
 )
 
+func init() {
+	provider.Register("openai", func(c provider.Config) (provider.Provider, error) {
+		return New(c.BaseURL, c.APIKey, Options{ConnectTimeout: c.ConnectTimeout, HTTP2: c.HTTP2}), nil
+	})
+}
+
 // New returns a Client for baseURL (ending in "/v1", as the provider's docs
 // give it) authenticating with apiKey ("" sends no Authorization header).
 func New(baseURL, apiKey string, opts Options) *Client {

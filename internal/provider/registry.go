@@ -1,0 +1,62 @@
+package provider
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Config is what an adapter gets to build a Provider: one providers[]
+// entry of the config file, with the gateway's connect timeout.
+type Config struct {
+	Name           string // the provider's name in the config
+	Kind           string // the kind it was registered under
+	BaseURL        string // as the provider's docs give it
+	APIKey         string // "" sends none
+	HTTP2          bool   // h2c by prior knowledge to an http:// base URL
+	ConnectTimeout time.Duration
+}
+
+// Factory builds a Provider from its Config.
+type Factory func(Config) (Provider, error)
+
+var (
+	registryMu sync.RWMutex
+	registry   = map[string]Factory{}
+)
+
+// Register makes a provider kind available to New. Adapters call it from an
+// init function, so the gateway lists no kinds itself: importing an adapter
+// package is what makes its kind usable. Registering a kind twice panics.
+func Register(kind string, f Factory) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	if _, dup := registry[kind]; dup {
+		panic("provider: kind " + kind + " registered twice")
+	}
+	registry[kind] = f
+}
+
+// Kinds returns the registered kinds, sorted.
+func Kinds() []string {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	out := make([]string, 0, len(registry))
+	for k := range registry {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// New builds the Provider of cfg.Kind.
+func New(cfg Config) (Provider, error) {
+	registryMu.RLock()
+	f, ok := registry[cfg.Kind]
+	registryMu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("kind %q is not supported by this version (supported: %v)", cfg.Kind, Kinds())
+	}
+	return f(cfg)
+}
