@@ -6,13 +6,16 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"reflect"
 	"strings"
 )
 
-// ChatRequest is the body of POST /v1/chat/completions. Only the fields
-// streamgate reads are typed; the gateway forwards the client's body, so
-// fields not listed here still reach the upstream.
+// ChatRequest is the body of POST /v1/chat/completions. The fields typed
+// here are those the gateway reads and those an adapter needs to translate
+// the request into another dialect. A same-dialect route forwards the
+// client's body as received, so fields not listed here still reach an
+// OpenAI-compatible upstream; a translating adapter drops them.
 type ChatRequest struct {
 	Model               string         `json:"model"`
 	Messages            []Message      `json:"messages"`
@@ -21,7 +24,88 @@ type ChatRequest struct {
 	MaxTokens           *int           `json:"max_tokens,omitempty"`
 	MaxCompletionTokens *int           `json:"max_completion_tokens,omitempty"`
 	Temperature         *float64       `json:"temperature,omitempty"`
-	Seed                *int64         `json:"seed,omitempty"`
+	TopP                *float64       `json:"top_p,omitempty"`
+	// Stop is "stop": a string or an array of strings (see StopSequences).
+	Stop json.RawMessage `json:"stop,omitempty"`
+	Seed *int64          `json:"seed,omitempty"`
+	// Tools are the functions the model may call.
+	Tools []Tool `json:"tools,omitempty"`
+	// ToolChoice is "none", "auto", "required" or
+	// {"type":"function","function":{"name":...}}, kept raw.
+	ToolChoice json.RawMessage `json:"tool_choice,omitempty"`
+	// ParallelToolCalls false asks for at most one tool call per turn.
+	ParallelToolCalls *bool `json:"parallel_tool_calls,omitempty"`
+	// ResponseFormat is {"type":"text"|"json_object"|"json_schema",...}, kept raw.
+	ResponseFormat json.RawMessage `json:"response_format,omitempty"`
+	// ReasoningEffort is "minimal", "low", "medium" or "high".
+	ReasoningEffort string `json:"reasoning_effort,omitempty"`
+	User            string `json:"user,omitempty"`
+}
+
+// StopSequences returns "stop" as a list: nil when absent or null, one
+// element for a string. A value of another type is an error.
+func (r *ChatRequest) StopSequences() ([]string, error) {
+	if len(r.Stop) == 0 || string(r.Stop) == "null" {
+		return nil, nil
+	}
+	var one string
+	if json.Unmarshal(r.Stop, &one) == nil {
+		return []string{one}, nil
+	}
+	var many []string
+	if err := json.Unmarshal(r.Stop, &many); err != nil {
+		return nil, errors.New("stop must be a string or an array of strings")
+	}
+	return many, nil
+}
+
+// Tool is one entry of "tools": a function the model may call.
+type Tool struct {
+	Type     string      `json:"type"` // "function"
+	Function FunctionDef `json:"function"`
+}
+
+// FunctionDef declares a function: its name, description and JSON Schema
+// parameters (kept raw).
+type FunctionDef struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
+	Strict      *bool           `json:"strict,omitempty"`
+}
+
+// ToolCall is a call the assistant made: in a message's "tool_calls", or,
+// with Index set and the fields arriving in pieces, in a stream delta
+// (the first delta of a call has ID, Type and Function.Name; the following
+// ones append to Function.Arguments).
+type ToolCall struct {
+	Index    *int         `json:"index,omitempty"` // stream deltas only
+	ID       string       `json:"id,omitempty"`
+	Type     string       `json:"type,omitempty"` // "function"
+	Function FunctionCall `json:"function"`
+}
+
+// FunctionCall is the function of a tool call; Arguments is a JSON text.
+type FunctionCall struct {
+	Name      string `json:"name,omitempty"`
+	Arguments string `json:"arguments"`
+}
+
+// ContentPart is one element of an array "content": text, or an image by
+// URL (https: or data:). CacheControl ({"type":"ephemeral"}) is not
+// OpenAI's: Anthropic-dialect adapters pass it on as the block's
+// cache_control, OpenAI upstreams ignore it.
+type ContentPart struct {
+	Type         string          `json:"type"` // "text", "image_url", …
+	Text         string          `json:"text,omitempty"`
+	ImageURL     *ImageURL       `json:"image_url,omitempty"`
+	CacheControl json.RawMessage `json:"cache_control,omitempty"`
+}
+
+// ImageURL is the image of an "image_url" part.
+type ImageURL struct {
+	URL    string `json:"url"`
+	Detail string `json:"detail,omitempty"`
 }
 
 // OutputLimit returns max_completion_tokens, else max_tokens, else 0 (no limit given).
@@ -45,12 +129,35 @@ type StreamOptions struct {
 	IncludeUsage bool `json:"include_usage"`
 }
 
-// Message is one chat message. Content is kept raw because it is either a
-// string or an array of content parts.
+// Message is one chat message. Content is kept raw because it is a
+// string, an array of content parts (see Parts) or null (an assistant
+// message with tool calls only).
 type Message struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content,omitempty"`
-	Name    string          `json:"name,omitempty"`
+	Role       string          `json:"role"` // system, developer, user, assistant, tool
+	Content    json.RawMessage `json:"content,omitempty"`
+	Name       string          `json:"name,omitempty"`
+	ToolCalls  []ToolCall      `json:"tool_calls,omitempty"`   // assistant
+	ToolCallID string          `json:"tool_call_id,omitempty"` // tool: the call it answers
+	// ReasoningContent is an assistant turn's reasoning, as DeepSeek and
+	// other OpenAI-compatible servers send it back.
+	ReasoningContent string `json:"reasoning_content,omitempty"`
+}
+
+// Parts returns the content as parts: a string is one text part, null or
+// absent is none. A value of another type is an error.
+func (m Message) Parts() ([]ContentPart, error) {
+	if len(m.Content) == 0 || string(m.Content) == "null" {
+		return nil, nil
+	}
+	var s string
+	if json.Unmarshal(m.Content, &s) == nil {
+		return []ContentPart{{Type: "text", Text: s}}, nil
+	}
+	var parts []ContentPart
+	if err := json.Unmarshal(m.Content, &parts); err != nil {
+		return nil, errors.New("content must be a string, an array of content parts or null")
+	}
+	return parts, nil
 }
 
 // Text returns the message's text: the string content, or the "text" parts
@@ -86,11 +193,29 @@ func TextMessage(role, text string) Message {
 	return Message{Role: role, Content: c}
 }
 
-// Usage is the token accounting of one completion.
+// Usage is the token accounting of one completion. PromptTokens counts
+// every input token, cached ones included (OpenAI's convention; adapters of
+// dialects that count cache reads and writes apart add them in).
 type Usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
 	TotalTokens      int `json:"total_tokens"`
+	// Details, written by adapters; UnmarshalJSON reads the counts above only.
+	PromptTokensDetails     *PromptTokensDetails     `json:"prompt_tokens_details,omitempty"`
+	CompletionTokensDetails *CompletionTokensDetails `json:"completion_tokens_details,omitempty"`
+}
+
+// PromptTokensDetails splits the prompt tokens. CachedTokens were read from
+// a prompt cache (OpenAI's field); CacheWriteTokens were written to one
+// (Anthropic's cache_creation_input_tokens; not an OpenAI field).
+type PromptTokensDetails struct {
+	CachedTokens     int `json:"cached_tokens"`
+	CacheWriteTokens int `json:"cache_write_tokens,omitempty"`
+}
+
+// CompletionTokensDetails splits the completion tokens.
+type CompletionTokensDetails struct {
+	ReasoningTokens int `json:"reasoning_tokens"`
 }
 
 // UnmarshalJSON reads a usage object the way ScanChunk does, so that a
@@ -151,9 +276,10 @@ type ChunkChoice struct {
 
 // Delta is the increment a chunk carries.
 type Delta struct {
-	Role             string `json:"role,omitempty"`
-	Content          string `json:"content,omitempty"`
-	ReasoningContent string `json:"reasoning_content,omitempty"`
+	Role             string     `json:"role,omitempty"`
+	Content          string     `json:"content,omitempty"`
+	ReasoningContent string     `json:"reasoning_content,omitempty"`
+	ToolCalls        []ToolCall `json:"tool_calls,omitempty"`
 }
 
 // Completion is a non-streaming "chat.completion" response.
@@ -174,10 +300,13 @@ type Choice struct {
 	Logprobs     *float64 `json:"logprobs"`
 }
 
-// RespMsg is the assistant message of a non-streaming completion.
+// RespMsg is the assistant message of a non-streaming completion (Content
+// "" when the answer is tool calls only).
 type RespMsg struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role             string     `json:"role"`
+	Content          string     `json:"content"`
+	ReasoningContent string     `json:"reasoning_content,omitempty"`
+	ToolCalls        []ToolCall `json:"tool_calls,omitempty"`
 }
 
 // Model is one entry of GET /v1/models.

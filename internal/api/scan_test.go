@@ -194,7 +194,7 @@ func TestScanChunkUsageNumbers(t *testing.T) {
 			t.Errorf("ScanChunk(%s): %v", in, err)
 			continue
 		}
-		want := ChunkInfo{HasUsage: true, Usage: Usage{tt.want, tt.want, tt.want}}
+		want := ChunkInfo{HasUsage: true, Usage: Usage{PromptTokens: tt.want, CompletionTokens: tt.want, TotalTokens: tt.want}}
 		if got != want {
 			t.Errorf("count %s: got %+v, want %+v", tt.num, got.Usage, want.Usage)
 		}
@@ -452,7 +452,7 @@ func TestUsageUnmarshalJSON(t *testing.T) {
 	chunk := []byte(`{"choices":[],"usage":{"prompt_tokens":12.0,"completion_tokens":7.4,"total_tokens":19.5,"prompt_tokens_details":{"cached_tokens":0}}}`)
 	var ch Chunk
 	info, err := ScanChunk(chunk)
-	if jerr := json.Unmarshal(chunk, &ch); jerr != nil || err != nil || ch.Usage == nil || *ch.Usage != info.Usage || info.Usage != (Usage{12, 7, 20}) {
+	if jerr := json.Unmarshal(chunk, &ch); jerr != nil || err != nil || ch.Usage == nil || *ch.Usage != info.Usage || info.Usage != (Usage{PromptTokens: 12, CompletionTokens: 7, TotalTokens: 20}) {
 		t.Errorf("json.Unmarshal(chunk) = %+v, %v; ScanChunk = %+v, %v; want both {12 7 20}", ch.Usage, jerr, info.Usage, err)
 	}
 
@@ -463,8 +463,8 @@ func TestUsageUnmarshalJSON(t *testing.T) {
 		want    Usage
 		wantErr bool
 	}{
-		{"null leaves it", `null`, Usage{1, 2, 3}, Usage{1, 2, 3}, false},
-		{"absent and null counts leave them", `{"prompt_tokens":5,"completion_tokens":null,"total_tokens":"x"}`, Usage{1, 2, 3}, Usage{5, 2, 3}, false},
+		{"null leaves it", `null`, Usage{PromptTokens: 1, CompletionTokens: 2, TotalTokens: 3}, Usage{PromptTokens: 1, CompletionTokens: 2, TotalTokens: 3}, false},
+		{"absent and null counts leave them", `{"prompt_tokens":5,"completion_tokens":null,"total_tokens":"x"}`, Usage{PromptTokens: 1, CompletionTokens: 2, TotalTokens: 3}, Usage{PromptTokens: 5, CompletionTokens: 2, TotalTokens: 3}, false},
 		{"names match exactly", `{"Prompt_Tokens":5}`, Usage{}, Usage{}, false},
 		{"escaped name", `{"prompt\u005ftokens":5}`, Usage{}, Usage{PromptTokens: 5}, false},
 		{"number", `5`, Usage{}, Usage{}, true},
