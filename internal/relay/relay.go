@@ -62,6 +62,10 @@ type Options struct {
 	// trailers instead, and SetHeader keeps setting them: they reach the
 	// client after the body. Nil means none.
 	LateHeaders []string
+	// Encoder writes the client's dialect; nil means OpenAI's (events pass
+	// through). An Encoder that needs the usage (to end its stream) needs
+	// IncludeUsage too; it decides itself what reaches the client.
+	Encoder Encoder
 }
 
 // Stats is what a Session measured. Times are zero until the event happened.
@@ -90,12 +94,14 @@ func (s *Stats) UsageOrNil() *api.Usage {
 type Session struct {
 	w     http.ResponseWriter
 	sw    *sse.Writer
+	enc   Encoder
 	opts  Options
 	stats Stats
 
 	pendBuf bytes.Buffer // role-only events held until the commit point
 	pendW   *sse.Writer
-	batch   batch // the current attempt's events written but not yet flushed
+	batch   batch         // the current attempt's events written but not yet flushed
+	info    api.ChunkInfo // the latest event's scan
 
 	mu          sync.Mutex // guards w and the flags below until contentSent
 	committed   bool       // status and headers written
@@ -111,7 +117,10 @@ func NewSession(w http.ResponseWriter, opts Options) *Session {
 	if opts.Start.IsZero() {
 		opts.Start = time.Now()
 	}
-	s := &Session{w: w, sw: sse.NewWriter(w), opts: opts}
+	s := &Session{w: w, sw: sse.NewWriter(w), enc: opts.Encoder, opts: opts}
+	if s.enc == nil {
+		s.enc = OpenAI
+	}
 	s.pendW = sse.NewWriter(&s.pendBuf)
 	if opts.KeepAlive > 0 {
 		s.mu.Lock() // the timer may fire before the assignment is done
@@ -188,13 +197,11 @@ func (s *Session) keepAlive() {
 		s.trailers = true
 	}
 	s.commitLocked()
-	if s.sw.Comment(keepAliveText) == nil {
+	if s.enc.KeepAlive(s.sw) == nil {
 		s.ka.Reset(s.opts.KeepAlive)
 	}
 	s.mu.Unlock()
 }
-
-var keepAliveText = []byte("keep-alive")
 
 func (s *Session) commitLocked() {
 	if s.committed {
@@ -206,11 +213,12 @@ func (s *Session) commitLocked() {
 }
 
 // Fail ends the request with an error and returns the status the client
-// got. Before the commit point it is an HTTP status with the JSON error
-// body; after it, status 200 stands and the error becomes one
-// `data: {"error":{...}}` event, after which the stream ends without
-// "[DONE]" (so no client mistakes it for a complete answer). When the
-// upstream's own error event was already relayed, nothing more is written.
+// got; body is an OpenAI error object. Before the commit point it is an HTTP
+// status with the JSON error body (in the Encoder's dialect); after it,
+// status 200 stands and the error becomes the stream's one error event, and
+// the stream ends without its terminal event (no "[DONE]"), so no client
+// mistakes it for a complete answer. When the upstream's own error event
+// was already relayed, nothing more is written.
 func (s *Session) Fail(status int, body []byte) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -227,10 +235,10 @@ func (s *Session) Fail(status int, body []byte) int {
 		h.Set("Content-Type", "application/json")
 		h.Del("Content-Length")
 		s.w.WriteHeader(status)
-		s.w.Write(body)
+		s.w.Write(s.enc.ErrorBody(body))
 		return status
 	}
-	s.sw.Data(body)
+	s.enc.Error(s.sw, body)
 	return http.StatusOK
 }
 
@@ -272,6 +280,9 @@ func (s *Session) Attempt(ctx context.Context, obs *metrics.Stream, open func(co
 	defer t.Stop()
 	arm(t, s.opts.FirstToken)
 	s.pendBuf.Reset()
+	if !s.contentSent {
+		s.enc.Reset()
+	}
 	s.stats.Usage, s.stats.HasUsage = api.Usage{}, false
 
 	st, err := open(actx)
@@ -283,6 +294,7 @@ func (s *Session) Attempt(ctx context.Context, obs *metrics.Stream, open func(co
 	// events written without a flush each, and flushed together there: the
 	// events of one upstream read leave in one write, and none waits.
 	s.batch = batch{sw: s.sw, obs: obs}
+	enc := s.enc
 	queued := false
 	if rn, ok := st.(provider.ReadNotifier); ok {
 		rn.BeforeRead(s.batch.flush)
@@ -313,7 +325,10 @@ func (s *Session) Attempt(ctx context.Context, obs *metrics.Stream, open func(co
 		if sampled {
 			read = time.Now()
 		}
-		info, err := api.ScanChunk(ev.Data)
+		// The scan's result lives in the Session: handed to the Encoder by
+		// pointer, a local would escape to the heap on every chunk.
+		s.info, err = api.ScanChunk(ev.Data)
+		info := &s.info
 		if err != nil {
 			return wrap(provider.ErrMalformed, err)
 		}
@@ -334,7 +349,9 @@ func (s *Session) Attempt(ctx context.Context, obs *metrics.Stream, open func(co
 				if s.pendBuf.Cap() == 0 {
 					s.pendBuf.Grow(256) // one allocation for the usual role chunk
 				}
-				s.pendW.Queue(ev.Name, ev.Data)
+				if err := enc.Event(s.pendW, ev, info); err != nil {
+					return err
+				}
 				continue
 			}
 			last.Store(int64(time.Since(begin)))
@@ -347,7 +364,7 @@ func (s *Session) Attempt(ctx context.Context, obs *metrics.Stream, open func(co
 				return err
 			}
 			arm(t, idle)
-		} else if err := writeEvent(s.sw, ev, !queued); err != nil {
+		} else if err := writeEvent(s.sw, enc, ev, info, !queued); err != nil {
 			return wrap(ErrClientGone, err)
 		} else if queued {
 			s.batch.dirty = true
@@ -380,17 +397,17 @@ const (
 //go:noinline
 func wrap(sentinel, err error) error { return fmt.Errorf("%w: %w", sentinel, err) }
 
-// writeEvent relays ev through w: the upstream's "sent_ns" stamp (from a
-// stamping simulator) first, so a client can still measure its own delay
-// end to end, then the event itself, flushed when flush is set.
-func writeEvent(w *sse.Writer, ev *sse.Event, flush bool) error {
+// writeEvent relays ev through w in enc's dialect: the upstream's "sent_ns"
+// stamp (from a stamping simulator) first, so a client can still measure
+// its own delay end to end, then the event itself, flushed when flush is set.
+func writeEvent(w *sse.Writer, enc Encoder, ev *sse.Event, info *api.ChunkInfo, flush bool) error {
 	if ns, ok := sse.ParseStamp(ev.Comment); ok {
 		w.Stamp(ns)
 	}
-	if flush {
-		return w.Event(ev.Name, ev.Data)
+	if err := enc.Event(w, ev, info); err != nil || !flush {
+		return err
 	}
-	return w.Queue(ev.Name, ev.Data)
+	return w.Flush()
 }
 
 // batch holds what an attempt wrote to the client without flushing: the
@@ -477,7 +494,7 @@ func (s *Session) commitContent(ev *sse.Event) error {
 		s.pendBuf.Reset()
 	}
 	if err == nil {
-		err = writeEvent(s.sw, ev, false)
+		err = writeEvent(s.sw, s.enc, ev, &s.info, false)
 	}
 	if err == nil {
 		err = s.sw.Flush()
@@ -506,7 +523,7 @@ func (s *Session) done() error {
 			s.pendBuf.Reset()
 		}
 	}
-	if err := s.sw.Done(); err != nil {
+	if err := s.enc.Done(s.sw); err != nil {
 		return fmt.Errorf("%w: %w", ErrClientGone, err)
 	}
 	return nil
@@ -523,7 +540,7 @@ func (s *Session) upstreamError(data []byte) error {
 		return e
 	}
 	s.errSent = true
-	if err := s.sw.Data(data); err != nil {
+	if err := s.enc.Error(s.sw, data); err != nil {
 		return fmt.Errorf("%w: %w", ErrClientGone, err)
 	}
 	return e

@@ -1,0 +1,56 @@
+package relay
+
+import (
+	"github.com/streamgate/streamgate/internal/api"
+	"github.com/streamgate/streamgate/internal/sse"
+)
+
+// Encoder writes a stream in the client's dialect. The relay reads every
+// upstream in the OpenAI chunk dialect (adapters translate) and hands each
+// event to the Encoder with what api.ScanChunk found in it, so the commit
+// point, the timers, fallback and the measurements are one piece of code
+// whatever the client speaks. The zero Options.Encoder is OpenAI's: events
+// pass through as they are. An Encoder is used by one Session at a time.
+type Encoder interface {
+	// Reset forgets what an abandoned attempt wrote: the relay calls it at
+	// the start of each attempt while no content reached the client (what
+	// the attempt held back is discarded with it).
+	Reset()
+	// Event writes one upstream event (an OpenAI chunk in ev.Data) without
+	// flushing it. It may write nothing (a chunk the dialect has no event
+	// for) or several events.
+	Event(w *sse.Writer, ev *sse.Event, info *api.ChunkInfo) error
+	// Done ends a complete stream and flushes.
+	Done(w *sse.Writer) error
+	// Error writes the stream's one error event and flushes; body is an
+	// OpenAI error object ({"error":{...}}).
+	Error(w *sse.Writer, body []byte) error
+	// KeepAlive writes a heartbeat the client ignores and flushes.
+	KeepAlive(w *sse.Writer) error
+	// ErrorBody returns the body of an HTTP error answer (before the commit
+	// point) for the OpenAI error object body.
+	ErrorBody(body []byte) []byte
+}
+
+// OpenAI is the Encoder of OpenAI's chat completion stream: chunks pass
+// through byte for byte, "[DONE]" ends the stream, an error is one
+// data-only event, a keep-alive a comment.
+var OpenAI Encoder = openAIEncoder{}
+
+type openAIEncoder struct{}
+
+func (openAIEncoder) Reset() {}
+
+func (openAIEncoder) Event(w *sse.Writer, ev *sse.Event, _ *api.ChunkInfo) error {
+	return w.Queue(ev.Name, ev.Data)
+}
+
+func (openAIEncoder) Done(w *sse.Writer) error { return w.Done() }
+
+func (openAIEncoder) Error(w *sse.Writer, body []byte) error { return w.Data(body) }
+
+func (openAIEncoder) KeepAlive(w *sse.Writer) error { return w.Comment(keepAliveText) }
+
+func (openAIEncoder) ErrorBody(body []byte) []byte { return body }
+
+var keepAliveText = []byte("keep-alive")
