@@ -98,7 +98,7 @@ delay (arrival - server stamp), so you know whether the client skewed figures.
 	fl.BoolVar(&f.http2, "http2", false, "let streams share connections over HTTP/2 (h2c on http://); default one HTTP/1.1 connection per stream")
 	fl.StringVar(&f.goodput, "goodput", "", "SLOs in ms for goodput, e.g. ttft:500,itl:50,e2e:10000 (keys ttft, itl, tpot, e2e, gap)")
 	fl.StringVar(&f.scrape, "scrape", "", "Prometheus URL (the gateway's /metrics) read before and after each run for server GC and overhead")
-	fl.StringVar(&f.prices, "prices", "", "prices per model, USD per 1M tokens: YAML/JSON {model: {input: 2, output: 8}} or a gateway config file")
+	fl.StringVar(&f.prices, "prices", "", "prices per model, USD per 1M tokens: YAML/JSON {model: {input: 2, output: 8}} or any gateway config file serve --config accepts (${VAR} expanded; unset key variables are fine)")
 	fl.StringVar(&f.monthlyTokens, "monthly-tokens", "10M", "monthly output tokens for the projected cost (with --prices)")
 	fl.IntVar(&f.runs, "runs", 1, "repeat every point N times: figures pool the repeats, and each figure's median and range over them is saved for compare")
 	fl.BoolVar(&f.noProgress, "no-progress", false, "no progress bar even on a terminal")
@@ -251,8 +251,8 @@ func benchConfigs(e *env, f *benchFlags, fs interface{ Changed(string) bool }) (
 	opts := &bench.RunOptions{Runs: f.runs}
 	var prices map[string]bench.Price
 	if f.prices != "" {
-		if prices, err = bench.LoadPrices(f.prices); err != nil {
-			return nil, nil, err
+		if prices, err = bench.LoadPrices(f.prices, e.getenv); err != nil {
+			return nil, nil, usageOrRuntime(err)
 		}
 		if opts.MonthlyTokens, err = parseCount(f.monthlyTokens); err != nil {
 			return nil, nil, usagef("bench: --monthly-tokens: %v", err)
@@ -399,7 +399,11 @@ func newBenchCompareCmd(e *env) *cobra.Command {
 		Short: "Print the metrics of saved bench results side by side with their changes",
 		Long: `compare reads results saved with "streamgate bench --json" and prints every
 metric of each run beside the first file's, with the change in percent and
-whether it is larger than the sampling noise. Runs are matched by position.`,
+whether it is larger than the sampling noise. Runs are paired by label, model
+and load (concurrency, rate), whatever their order in the files; runs that
+could not be paired are listed at the end. A figure a run does not have
+(goodput without --goodput, cost without --prices, server figures without
+--scrape, an achieved rate of a closed loop) is "-".`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) < 2 {
 				return usagef("bench compare: want at least two result files, got %d", len(args))

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamgate/streamgate/internal/bench"
+	"github.com/streamgate/streamgate/internal/config"
 	"github.com/streamgate/streamgate/internal/sim"
 )
 
@@ -175,5 +177,121 @@ func TestBenchAllFailedExitsOne(t *testing.T) {
 	}
 	if _, err := os.Stat(js); err != nil {
 		t.Errorf("result not saved: %v", err)
+	}
+}
+
+// readmeConfig is the README's example config, kept equal to the README by
+// bench's TestReadmeConfigIsTheReadmes.
+var readmeConfig = filepath.Join("..", "..", "internal", "bench", "testdata", "readme-config.yaml")
+
+// bench --prices reads any file "streamgate serve --config" accepts, with
+// ${VAR} expanded as the gateway does; the key variables, which prices do
+// not need, may be unset.
+func TestBenchPricesAcceptsServeConfig(t *testing.T) {
+	url := benchSim(t)
+	set := map[string]string{"OPENAI_API_KEY": "sk-test-0123456789", "STREAMGATE_DEV_KEY": "sg-dev-0123456789abcdef", "APP_KEY": "sg-app-0123456789abcdef"}
+	if _, err := config.Load(readmeConfig, func(k string) string { return set[k] }); err != nil {
+		t.Fatalf("serve --config would reject the README's example: %v", err)
+	}
+	for _, tt := range []struct {
+		name string
+		env  map[string]string
+	}{{"key variables set", set}, {"key variables unset", nil}} {
+		t.Run(tt.name, func(t *testing.T) {
+			js := filepath.Join(t.TempDir(), "r.json")
+			code, stdout, stderr := runCLI(t, tt.env, "bench", "--base-url", url, "--model", "gpt-4.1", "--requests", "2",
+				"--max-tokens", "5", "--prices", readmeConfig, "--json", js)
+			if code != 0 {
+				t.Fatalf("exit: got %d, want 0; stderr %s", code, stderr)
+			}
+			if !strings.Contains(stdout, "projected monthly $80.00") {
+				t.Errorf("stdout: got\n%s\nwant the projected monthly cost of 10M output tokens at $8/1M ($80.00)", stdout)
+			}
+			b, err := os.ReadFile(js)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var res struct {
+				Runs []struct {
+					CostUSD float64 `json:"cost_usd"`
+					OutTok  int     `json:"output_tokens"`
+					InTok   int     `json:"input_tokens"`
+				} `json:"runs"`
+			}
+			if err := json.Unmarshal(b, &res); err != nil {
+				t.Fatal(err)
+			}
+			r := res.Runs[0]
+			if want := (float64(r.InTok)*2 + float64(r.OutTok)*8) / 1e6; r.OutTok == 0 || r.CostUSD != want {
+				t.Errorf("cost_usd: got %g for %d in / %d out tokens, want %g ($2/$8 per 1M)", r.CostUSD, r.InTok, r.OutTok, want)
+			}
+		})
+	}
+}
+
+func TestBenchPricesBadConfig(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "gw.yaml")
+	os.WriteFile(p, []byte("listen: 127.0.0.1:8080\nproviders: [{name: s, kind: sim}]\nmodels:\n  - {name: m, routes: [{provider: s, model: x}], prcie: {input: 1, output: 2}}\n"), 0o644)
+	code, _, stderr := runCLI(t, nil, "bench", "--base-url", "http://127.0.0.1:1/v1", "--model", "m", "--prices", p)
+	if code != 2 || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, p+":4:") || !strings.Contains(stderr, "prcie") {
+		t.Errorf("got exit %d stderr %q, want 2 and one line naming %s:4 and the field prcie", code, stderr, p)
+	}
+}
+
+// compare pairs runs by label, model and load, not by position, names the
+// runs it could not pair and prints plain numbers.
+func TestBenchCompareDifferentOrders(t *testing.T) {
+	run := func(label, model string, c int, rate, ttft float64) bench.RunResult {
+		return bench.RunResult{Label: label, Model: model, Concurrency: c, RequestedRate: rate, Requests: 100, Succeeded: 100,
+			TTFT: bench.Dist{P50: ttft, P99: 2 * ttft, N: 100}, Errors: map[string]int{}}
+	}
+	dir := t.TempDir()
+	save := func(name string, runs ...bench.RunResult) string {
+		p := filepath.Join(dir, name)
+		var b bytes.Buffer
+		if err := bench.WriteJSON(&b, &bench.Result{Schema: bench.Schema, Runs: runs}); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(p, b.Bytes(), 0o644)
+		return p
+	}
+	a := save("a.json", run("t", "m1", 1, 0, 1150.3), run("t", "m2", 4, 0, 20), run("t", "m1", 0, 5, 40), run("t", "gone", 1, 0, 9))
+	b := save("b.json", run("t", "m1", 0, 5, 44), run("t", "m2", 4, 0, 22), run("t", "new", 1, 0, 9), run("t", "m1", 1, 0, 1200.7))
+	code, stdout, stderr := runCLI(t, nil, "bench", "compare", a, b)
+	if code != 0 {
+		t.Fatalf("exit: got %d, want 0; stderr %s", code, stderr)
+	}
+	// The TTFT p50 line of each run's block: base value, other value.
+	got := map[string]string{}
+	block := ""
+	for l := range strings.SplitSeq(stdout, "\n") {
+		if f := strings.Fields(l); len(f) >= 3 && f[0] == "t" {
+			block = strings.Join(f[:3], " ")
+		}
+		if f := strings.Fields(l); len(f) > 4 && strings.Join(f[:3], " ") == "TTFT p50 ms" {
+			got[block] = f[3] + " " + f[4]
+		}
+	}
+	want := map[string]string{"t m1 c=1": "1150 1201", "t m2 c=4": "20 22", "t m1 r=5": "40 44"}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s: TTFT p50 got %q, want %q\n%s", k, got[k], w, stdout)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("paired blocks: got %v, want %v", got, want)
+	}
+	for _, w := range []string{"not paired: " + a + ": t gone c=1", "not paired: " + b + ": t new c=1"} {
+		if !strings.Contains(stdout, w) {
+			t.Errorf("stdout lacks %q:\n%s", w, stdout)
+		}
+	}
+	if strings.Contains(stdout, "e+") {
+		t.Errorf("stdout has a number in exponent form:\n%s", stdout)
+	}
+	for l := range strings.SplitSeq(stdout, "\n") {
+		if f := strings.Fields(l); len(f) > 0 && f[0] == "goodput" && (len(f) < 3 || f[1] != "-" || f[2] != "-") {
+			t.Errorf("goodput line: got %q, want - for the absent figure", l)
+		}
 	}
 }

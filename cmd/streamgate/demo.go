@@ -25,7 +25,9 @@ streaming benchmark through them and prints:
   3. direct vs through the gateway on a flaky upstream
 
 Upstreams are simulated: the figures describe the gateway and this machine,
-not real providers. The merged benchmark result is written as JSON.`,
+not real providers. The merged benchmark result is written as JSON
+("streamgate bench compare" reads it), and an HTML report shows the three
+tables, each with the latency plots of its runs.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			exe, err := os.Executable()

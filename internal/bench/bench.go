@@ -147,8 +147,11 @@ type RunResult struct {
 	BaseURL       string  `json:"base_url"`
 	Concurrency   int     `json:"concurrency"`
 	RequestedRate float64 `json:"requested_rate"`
-	AchievedRate  float64 `json:"achieved_rate"`
-	DurationS     float64 `json:"duration_s"`
+	// AchievedRate is the open loop's sending rate: (sent requests − 1) /
+	// (last send − first send). A closed loop has none (0, left out of the
+	// JSON): its rate is RequestsPerS.
+	AchievedRate float64 `json:"achieved_rate,omitempty"`
+	DurationS    float64 `json:"duration_s"`
 
 	Requests    int `json:"requests"`
 	Succeeded   int `json:"succeeded"`
@@ -170,7 +173,8 @@ type RunResult struct {
 	InTok  int    `json:"input_tokens"`
 	TokSrc string `json:"token_source"`
 
-	Throughput   float64        `json:"throughput_tokens_per_s"`
+	Throughput float64 `json:"throughput_tokens_per_s"`
+	// RequestsPerS is successful requests over the run's duration.
 	RequestsPerS float64        `json:"requests_per_s"`
 	CostUSD      float64        `json:"cost_usd"`
 	MonthlyCost  float64        `json:"monthly_cost_usd,omitempty"`
@@ -206,11 +210,19 @@ type Goodput struct {
 }
 
 // ServerStats are the server's own figures for the run, read from its
-// Prometheus endpoint before and after.
+// Prometheus endpoint before and after. Each covers the run's window (the
+// growth of a histogram or counter between the two scrapes) or is not
+// measured: nil, null in the JSON. A summary quantile, which covers a recent
+// window of its own, is never used.
 type ServerStats struct {
-	GCPauseMaxMs float64            `json:"gc_pause_max_ms"`
-	GCCycles     float64            `json:"gc_cycles"`
-	OverheadMs   map[string]float64 `json:"overhead_mean_ms,omitempty"`
+	// GCPauseMaxMs is the upper bound of the highest bucket of the GC pause
+	// histogram that grew during the run (0: no pause).
+	GCPauseMaxMs *float64 `json:"gc_pause_max_ms"`
+	// GCCycles is the growth of the GC cycle counter during the run.
+	GCCycles *float64 `json:"gc_cycles"`
+	// OverheadMs is the gateway's mean added time per stage ("request",
+	// "chunk") during the run; stages without observations are absent.
+	OverheadMs map[string]float64 `json:"overhead_mean_ms,omitempty"`
 }
 
 // ClientStats is the client's self-check: if these figures are large, the

@@ -62,6 +62,12 @@ func TestWriteCompare(t *testing.T) {
 	if err := WriteCompare(&strings.Builder{}, []string{"a"}, mk(1, nil)); err == nil {
 		t.Error("compare of one result: got no error")
 	}
+	other := mk(1, nil)
+	other.Runs[0].Model = "other"
+	var b strings.Builder
+	if err := WriteCompare(&b, []string{"a.json", "b.json"}, mk(1, nil), other); err == nil || !strings.Contains(b.String(), "not paired: b.json: other c=1") {
+		t.Errorf("compare of results without a common run: got error %v and\n%s\nwant an error after naming the unpaired runs", err, b.String())
+	}
 }
 
 // TestRepeatsAchievedRate checks that pooling --runs repeats does not add

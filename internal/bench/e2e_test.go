@@ -425,3 +425,44 @@ func TestRunHTTP2Cleartext(t *testing.T) {
 		t.Errorf("got %d ok, %d tokens (errors %v), want 6 and 24 over h2c", r.Succeeded, r.OutTok, r.Errors)
 	}
 }
+
+// An achieved rate belongs to an open loop, whose rate was asked for; a
+// closed loop reports its requests per second over the run instead.
+func TestRateByLoopKind(t *testing.T) {
+	url := newUpstream(t, &upstream{})
+	res, err := RunAll(context.Background(), []Config{
+		{BaseURL: url, Model: "closed", Requests: 6, Concurrency: 2, MaxTokens: 2},
+		{BaseURL: url, Model: "open", Requests: 6, Rate: 300, MaxTokens: 2},
+	}, RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed, open := res.Runs[0], res.Runs[1]
+	if closed.AchievedRate != 0 || closed.RequestsPerS <= 0 {
+		t.Errorf("closed loop: got achieved rate %g, %g req/s; want no achieved rate and req/s > 0", closed.AchievedRate, closed.RequestsPerS)
+	}
+	if open.AchievedRate <= 0 {
+		t.Errorf("open loop: got achieved rate %g, want > 0", open.AchievedRate)
+	}
+	var b strings.Builder
+	if err := WriteJSON(&b, res); err != nil {
+		t.Fatal(err)
+	}
+	var saved struct{ Runs []map[string]any }
+	if err := json.Unmarshal([]byte(b.String()), &saved); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := saved.Runs[0]["achieved_rate"]; ok {
+		t.Errorf("closed loop JSON: got achieved_rate %v, want none", saved.Runs[0]["achieved_rate"])
+	}
+	if _, ok := saved.Runs[1]["achieved_rate"]; !ok {
+		t.Error("open loop JSON: achieved_rate missing")
+	}
+	var tab strings.Builder
+	if err := WriteTable(&tab, res.Runs...); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("closed c=2: %.2f req/s", closed.RequestsPerS); !strings.Contains(tab.String(), want) {
+		t.Errorf("table: got\n%s\nwant %q", tab.String(), want)
+	}
+}

@@ -2,36 +2,134 @@ package bench
 
 import (
 	"fmt"
+	"maps"
+	"math"
 	"os"
+	"reflect"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/streamgate/streamgate/internal/config"
 )
 
-// LoadPrices reads model prices in USD per 1M tokens from a YAML or JSON
-// file: either a map {model: {input: 2.0, output: 8.0}} or a gateway config
-// file, whose models[].price are taken.
-func LoadPrices(path string) (map[string]Price, error) {
+// LoadPrices reads model prices in USD per 1M tokens from path: either a
+// gateway config file, whose models[].price are taken, or a YAML/JSON map
+// {model: {input: 2.0, output: 8.0}}. A file is a price map when it parses
+// as plain YAML and has none of the gateway config's top-level fields.
+//
+// A gateway config is read by the gateway's own loader (config.Load, as
+// "streamgate serve --config" does): ${VAR} and ${VAR:-default} expanded
+// with getenv (nil: every variable unset), every problem reported. Prices
+// need no secret, so a file that fails only because getenv leaves some
+// variables unset (the keys' secrets, say) is loaded again twice, with two
+// different stand-ins for the unset variables; its prices are taken when
+// both loads succeed and agree on every model's name and price, so neither
+// can have come from a stand-in. Otherwise the first load's error is
+// returned: also when an unset variable with a default (${VAR:-default})
+// holds a value the loads need, since a stand-in replaces the default too.
+func LoadPrices(path string, getenv func(string) string) (map[string]Price, error) {
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("prices: %w", err)
 	}
-	var gw struct {
-		Models []struct {
-			Name  string `yaml:"name"`
-			Price *Price `yaml:"price"`
-		} `yaml:"models"`
+	var doc yaml.Node
+	if yaml.Unmarshal(b, &doc) == nil && !isGatewayConfig(&doc) {
+		return priceMap(path, &doc)
+	}
+	cfg, err := config.Load(path, getenv)
+	if err != nil {
+		a, errA := config.Load(path, standIn(getenv, "a"))
+		z, errZ := config.Load(path, standIn(getenv, "z"))
+		if errA != nil || errZ != nil || !maps.Equal(modelPrices(a), modelPrices(z)) {
+			return nil, fmt.Errorf("prices: %w", err)
+		}
+		cfg = a
+	}
+	return modelPrices(cfg), nil
+}
+
+// standIn returns getenv with a value, distinct per tag, for every variable
+// it leaves unset but for the environment overrides the loader reads
+// (STREAMGATE_LISTEN, STREAMGATE_DATABASE), which unset mean "keep the file's".
+func standIn(getenv func(string) string, tag string) func(string) string {
+	return func(k string) string {
+		if v := getenv(k); v != "" || k == config.EnvListen || k == config.EnvDatabase {
+			return v
+		}
+		return "streamgate-bench-unset-" + tag + "-" + k
+	}
+}
+
+func modelPrices(c *config.Config) map[string]Price {
+	out := make(map[string]Price, len(c.Models))
+	for _, m := range c.Models {
+		out[m.Name] = Price{Input: m.Price.Input, Output: m.Price.Output}
+	}
+	return out
+}
+
+// isGatewayConfig reports whether the document is a mapping with one of
+// the gateway config's top-level fields.
+func isGatewayConfig(doc *yaml.Node) bool {
+	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
+		return false
+	}
+	fields := map[string]bool{}
+	t := reflect.TypeFor[config.Config]()
+	for i := range t.NumField() {
+		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ","); name != "" && name != "-" {
+			fields[name] = true
+		}
+	}
+	m := doc.Content[0]
+	for i := 0; i < len(m.Content); i += 2 {
+		if fields[m.Content[i].Value] {
+			return true
+		}
+	}
+	return false
+}
+
+// priceMap reads {model: {input: N, output: N}}, naming the line of the
+// first problem.
+func priceMap(path string, doc *yaml.Node) (map[string]Price, error) {
+	bad := func(n *yaml.Node, format string, a ...any) error {
+		return fmt.Errorf("prices %s:%d: %s (want {model: {input: N, output: N}} or a gateway config)", path, n.Line, fmt.Sprintf(format, a...))
+	}
+	if len(doc.Content) == 0 {
+		return nil, fmt.Errorf("prices %s: empty file", path)
+	}
+	m := doc.Content[0]
+	if m.Kind != yaml.MappingNode || len(m.Content) == 0 {
+		return nil, bad(m, "not a mapping of models")
 	}
 	out := map[string]Price{}
-	if yaml.Unmarshal(b, &gw) == nil && len(gw.Models) > 0 {
-		for _, m := range gw.Models {
-			if m.Price != nil {
-				out[m.Name] = *m.Price
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		name, v := m.Content[i].Value, m.Content[i+1]
+		if v.Kind != yaml.MappingNode {
+			return nil, bad(v, "%s: not a mapping of input and output", name)
+		}
+		var p Price
+		for j := 0; j+1 < len(v.Content); j += 2 {
+			k, val := v.Content[j], v.Content[j+1]
+			var dst *float64
+			switch k.Value {
+			case "input":
+				dst = &p.Input
+			case "output":
+				dst = &p.Output
+			default:
+				return nil, bad(k, "%s: unknown field %q", name, k.Value)
+			}
+			if err := val.Decode(dst); err != nil || math.IsNaN(*dst) || math.IsInf(*dst, 0) || *dst < 0 {
+				return nil, bad(val, "%s.%s: want a non-negative number of USD per 1M tokens, got %q", name, k.Value, val.Value)
 			}
 		}
-		return out, nil
-	}
-	if err := yaml.Unmarshal(b, &out); err != nil {
-		return nil, fmt.Errorf("prices %s: want {model: {input: N, output: N}} or a gateway config: %w", path, err)
+		out[name] = p
 	}
 	return out, nil
 }

@@ -147,7 +147,7 @@ func TestLoadPrices(t *testing.T) {
 	flat := filepath.Join(dir, "p.yaml")
 	os.WriteFile(flat, []byte("gpt-4.1: {input: 2, output: 8}\nsim-deepseek-v3.2: {input: 0.28, output: 0.42}\n"), 0o644)
 	gw := filepath.Join(dir, "gw.yaml")
-	os.WriteFile(gw, []byte("models:\n  - name: gpt-4.1\n    routes: [{provider: x, model: y}]\n    price: {input: 2.00, output: 8.00}\n"), 0o644)
+	os.WriteFile(gw, []byte("providers: [{name: x, kind: sim}]\nmodels:\n  - name: gpt-4.1\n    routes: [{provider: x, model: y}]\n    price: {input: 2.00, output: 8.00}\n"), 0o644)
 	js := filepath.Join(dir, "p.json")
 	os.WriteFile(js, []byte(`{"m": {"input": 1, "output": 3}}`), 0o644)
 	tests := []struct {
@@ -155,7 +155,7 @@ func TestLoadPrices(t *testing.T) {
 		want        Price
 	}{{flat, "gpt-4.1", Price{2, 8}}, {flat, "sim-deepseek-v3.2", Price{0.28, 0.42}}, {gw, "gpt-4.1", Price{2, 8}}, {js, "m", Price{1, 3}}}
 	for _, tt := range tests {
-		ps, err := LoadPrices(tt.path)
+		ps, err := LoadPrices(tt.path, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -215,7 +215,7 @@ streamgate_gateway_overhead_seconds_count{model="b",route="y",stage="chunk"} 500
 		t.Fatalf("server stats missing (warnings %v)", res.Runs[0].Warnings)
 	}
 	// 6 new pauses: 4 ≤ 0.1 ms, 2 in (0.1, 1] ms → max bucket 1 ms.
-	if s.GCPauseMaxMs != 1 || s.GCCycles != 3 || !approx(s.OverheadMs["chunk"], 0.004/1000*1000, 1e-9) {
-		t.Errorf("got %+v, want pause max 1 ms, 3 cycles, chunk overhead mean 0.004 ms", s)
+	if s.GCPauseMaxMs == nil || *s.GCPauseMaxMs != 1 || s.GCCycles == nil || *s.GCCycles != 3 || !approx(s.OverheadMs["chunk"], 0.004/1000*1000, 1e-9) {
+		t.Errorf("got %s, want pause max 1 ms, 3 cycles, chunk overhead mean 0.004 ms", optText(s.GCPauseMaxMs, "pause %g")+" "+optText(s.GCCycles, "cycles %g")+fmt.Sprint(s.OverheadMs))
 	}
 }

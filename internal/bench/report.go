@@ -28,7 +28,16 @@ const Definitions = `Metrics (per request, then pooled over successful requests)
   interrupted  HTTP 200 but ended without [DONE] and without finish_reason, or an
                error event mid-stream, or an idle timeout
   schedule lag (open loop) actual send time - intended send time
-Percentiles are p50 p90 p95 p99 max plus mean, with linear interpolation (numpy's default).`
+  achieved     (open loop) rate of sending: (sent - 1) / (last send - first send)
+  req/s        (closed loop) successful requests / the run's duration
+Percentiles are p50 p90 p95 p99 max plus mean, with linear interpolation (numpy's default).
+Server figures (--scrape: the gateway's /metrics read before and after each run):
+  GC pause max the upper bound of the highest GC pause histogram bucket that grew
+               during the run; "not measured" when no pause histogram covers the
+               run (a summary's max quantile covers another window: never used)
+  GC cycles    the growth of the GC cycle counter during the run
+  overhead     mean time the gateway added per chunk (upstream read to client
+               flush) and per request (before the upstream call)`
 
 // WriteJSON writes res as indented "streamgate.bench/v1" JSON.
 func WriteJSON(w io.Writer, res *Result) error {
@@ -102,6 +111,8 @@ func WriteTable(w io.Writer, runs ...RunResult) error {
 		if r.ScheduleLag != nil {
 			fmt.Fprintf(w, "%s %s: requested %.2f/s, achieved %.2f/s, schedule lag p50 %s p99 %s max %s ms\n",
 				runName(r), loadName(r), r.RequestedRate, r.AchievedRate, fms(r.ScheduleLag.P50), fms(r.ScheduleLag.P99), fms(r.ScheduleLag.Max))
+		} else {
+			fmt.Fprintf(w, "%s %s: %s over the run\n", runName(r), loadName(r), rateText(r))
 		}
 		if r.CostUSD > 0 || r.MonthlyCost > 0 {
 			fmt.Fprintf(w, "%s %s: cost $%.4f", runName(r), loadName(r), r.CostUSD)
@@ -111,7 +122,7 @@ func WriteTable(w io.Writer, runs ...RunResult) error {
 			fmt.Fprintln(w)
 		}
 		if s := r.Server; s != nil {
-			fmt.Fprintf(w, "%s %s server: GC pause max %.3f ms, GC cycles %.0f", runName(r), loadName(r), s.GCPauseMaxMs, s.GCCycles)
+			fmt.Fprintf(w, "%s %s server: GC pause max %s, GC cycles %s", runName(r), loadName(r), optText(s.GCPauseMaxMs, "%.3f ms"), optText(s.GCCycles, "%.0f"))
 			for _, k := range sortedKeys(s.OverheadMs) {
 				fmt.Fprintf(w, ", overhead %s mean %.3f ms", k, s.OverheadMs[k])
 			}
@@ -129,6 +140,26 @@ func WriteTable(w io.Writer, runs ...RunResult) error {
 		}
 	}
 	return nil
+}
+
+// NotMeasured stands for a figure the run could not measure.
+const NotMeasured = "not measured"
+
+// optText formats a figure that may not have been measured.
+func optText(v *float64, format string) string {
+	if v == nil {
+		return NotMeasured
+	}
+	return fmt.Sprintf(format, *v)
+}
+
+// rateText is the run's request rate: the achieved rate of an open loop
+// (the rate asked for), else requests per second over the run.
+func rateText(r *RunResult) string {
+	if r.RequestedRate > 0 {
+		return fmt.Sprintf("achieved %.2f/s of %s/s", r.AchievedRate, strconv.FormatFloat(r.RequestedRate, 'f', -1, 64))
+	}
+	return fmt.Sprintf("%.2f req/s", r.RequestsPerS)
 }
 
 func fms(v float64) string {
@@ -176,14 +207,25 @@ func WriteCSV(w io.Writer, runs ...RunResult) error {
 	}
 	head = append(head, "output_tokens", "input_tokens", "token_source", "throughput_tokens_per_s", "requests_per_s",
 		"cost_usd", "goodput_fraction", "goodput_per_s", "schedule_lag_p50_ms", "schedule_lag_p99_ms",
-		"client_gc_pause_max_ms", "client_sched_lag_p99_ms", "client_cpu_us_per_chunk", "measurement_delay_p99_ms", "errors")
+		"client_gc_pause_max_ms", "client_sched_lag_p99_ms", "client_cpu_us_per_chunk", "measurement_delay_p99_ms", "errors",
+		"monthly_cost_usd", "server_gc_pause_max_ms", "server_gc_cycles", "server_overhead_request_ms", "server_overhead_chunk_ms")
 	if err := cw.Write(head); err != nil {
 		return err
 	}
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
+	opt := func(v *float64) string { // "" when not measured
+		if v == nil {
+			return ""
+		}
+		return f(*v)
+	}
 	for i := range runs {
 		r := &runs[i]
-		row := []string{r.Label, r.Model, r.BaseURL, strconv.Itoa(r.Concurrency), f(r.RequestedRate), f(r.AchievedRate), f(r.DurationS),
+		achieved := "" // a closed loop has none
+		if r.RequestedRate > 0 {
+			achieved = f(r.AchievedRate)
+		}
+		row := []string{r.Label, r.Model, r.BaseURL, strconv.Itoa(r.Concurrency), f(r.RequestedRate), achieved, f(r.DurationS),
 			strconv.Itoa(r.Requests), strconv.Itoa(r.Succeeded), strconv.Itoa(r.Failed), strconv.Itoa(r.Interrupted), strconv.Itoa(r.Incomplete)}
 		for _, d := range csvDists {
 			v := d.get(r)
@@ -201,7 +243,19 @@ func WriteCSV(w io.Writer, runs ...RunResult) error {
 		}
 		row = append(row, strconv.Itoa(r.OutTok), strconv.Itoa(r.InTok), r.TokSrc, f(r.Throughput), f(r.RequestsPerS),
 			f(r.CostUSD), f(gf), f(gp), f(l50), f(l99),
-			f(r.Client.GCPauseMaxMs), f(r.Client.SchedLagP99Ms), f(r.Client.CPUUsPerChunk), f(md), formatErrors(r.Errors))
+			f(r.Client.GCPauseMaxMs), f(r.Client.SchedLagP99Ms), f(r.Client.CPUUsPerChunk), f(md), formatErrors(r.Errors),
+			f(r.MonthlyCost))
+		var pause, cycles, ovReq, ovChunk *float64
+		if s := r.Server; s != nil {
+			pause, cycles = s.GCPauseMaxMs, s.GCCycles
+			if v, ok := s.OverheadMs["request"]; ok {
+				ovReq = &v
+			}
+			if v, ok := s.OverheadMs["chunk"]; ok {
+				ovChunk = &v
+			}
+		}
+		row = append(row, opt(pause), opt(cycles), opt(ovReq), opt(ovChunk))
 		if err := cw.Write(row); err != nil {
 			return err
 		}

@@ -64,6 +64,7 @@ func RunAll(ctx context.Context, cfgs []Config, opts RunOptions) (*Result, error
 		res.Config = *opts.Echo
 	} else {
 		res.Config = Echo(cfgs)
+		res.Config.MonthlyTokens = opts.MonthlyTokens
 	}
 	// Keep the GC out of the timing path: the working set is small, so the
 	// default GOGC would collect every few MB; a higher target (unless the
@@ -347,7 +348,7 @@ func (r *runner) repeat(ctx context.Context, n int) RunResult {
 	var all []*Request
 	var elapsed time.Duration
 	var self selfStats
-	var server *ServerStats
+	var servers []*ServerStats
 	for range n {
 		r.mu.Lock()
 		r.records = nil
@@ -362,13 +363,7 @@ func (r *runner) repeat(ctx context.Context, n int) RunResult {
 		self.gcCycles += r.self.gcCycles
 		self.gcPauseMax = max(self.gcPauseMax, r.self.gcPauseMax)
 		self.schedLagP99 = max(self.schedLagP99, r.self.schedLagP99)
-		if s := rr.Server; s != nil {
-			if server == nil {
-				server = &ServerStats{OverheadMs: s.OverheadMs}
-			}
-			server.GCPauseMaxMs = max(server.GCPauseMaxMs, s.GCPauseMaxMs)
-			server.GCCycles += s.GCCycles
-		}
+		servers = append(servers, rr.Server)
 		if ctx.Err() != nil {
 			break
 		}
@@ -400,7 +395,7 @@ func (r *runner) repeat(ctx context.Context, n int) RunResult {
 			pooled.Warnings = append(pooled.Warnings, fmt.Sprintf("repeat %d: %s", i+1, w))
 		}
 	}
-	pooled.Server = server
+	pooled.Server = poolServer(servers)
 	pooled.Repeats = len(parts)
 	pooled.Spread = map[string]Spread{}
 	for _, f := range spreadFigures {
@@ -412,6 +407,44 @@ func (r *runner) repeat(ctx context.Context, n int) RunResult {
 		pooled.Spread[f.name] = Spread{Median: Percentile(vals, 50), Min: vals[0], Max: vals[len(vals)-1]}
 	}
 	return pooled
+}
+
+// poolServer pools the repeats' server figures: the worst GC pause, the
+// sum of GC cycles, the first repeat's overhead. A figure any repeat did
+// not measure is not measured over the whole; nil when no repeat scraped.
+func poolServer(ss []*ServerStats) *ServerStats {
+	var out *ServerStats
+	pause, cycles := true, true
+	var maxPause, sumCycles float64
+	for _, s := range ss {
+		if s == nil {
+			pause, cycles = false, false // that repeat's scrape failed
+			continue
+		}
+		if out == nil {
+			out = &ServerStats{OverheadMs: s.OverheadMs}
+		}
+		if s.GCPauseMaxMs == nil {
+			pause = false
+		} else {
+			maxPause = max(maxPause, *s.GCPauseMaxMs)
+		}
+		if s.GCCycles == nil {
+			cycles = false
+		} else {
+			sumCycles += *s.GCCycles
+		}
+	}
+	if out == nil {
+		return nil
+	}
+	if pause {
+		out.GCPauseMaxMs = &maxPause
+	}
+	if cycles {
+		out.GCCycles = &sumCycles
+	}
+	return out
 }
 
 // spreadFigures are the figures whose spread over repeats is recorded.
@@ -448,8 +481,9 @@ func (r *runner) run(ctx context.Context) RunResult {
 		r.closedLoop(ctx, ctx, seq, max(1, min(max(cfg.Concurrency, 1), cfg.Warmup)), cfg.Warmup, 0, 0, false)
 	}
 	var before map[string]float64
+	var beforeErr error
 	if cfg.Scrape != "" {
-		before, _ = scrape(ctx, r.client, cfg.Scrape)
+		before, beforeErr = scrape(ctx, r.client, cfg.Scrape)
 	}
 	runtime.GC() // start the measured run on a clean heap, far from the next cycle
 	sc := newSelfCheck()
@@ -477,9 +511,11 @@ func (r *runner) run(ctx context.Context) RunResult {
 	if cfg.Scrape != "" {
 		after, err := scrape(context.WithoutCancel(ctx), r.client, cfg.Scrape)
 		switch {
+		case beforeErr != nil:
+			rr.Warnings = append(rr.Warnings, "server figures not measured: before the run, "+beforeErr.Error())
 		case err != nil:
-			rr.Warnings = append(rr.Warnings, "scrape: "+err.Error())
-		case before != nil:
+			rr.Warnings = append(rr.Warnings, "server figures not measured: after the run, "+err.Error())
+		default:
 			rr.Server = serverStats(before, after)
 		}
 	}

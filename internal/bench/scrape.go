@@ -61,22 +61,25 @@ func scrape(ctx context.Context, cl *http.Client, url string) (map[string]float6
 
 // serverStats compares two scrapes: the GC pause max of the run (the
 // highest bucket of the pause histogram that grew), GC cycles, and the mean
-// gateway overhead per stage.
+// gateway overhead per stage. A figure whose series is missing from either
+// scrape is not measured (nil).
 func serverStats(before, after map[string]float64) *ServerStats {
 	s := &ServerStats{}
 	for _, name := range []string{"streamgate_gc_pause_seconds", "go_sched_pauses_total_gc_seconds", "go_gc_pauses_seconds"} {
 		if m, ok := histMaxDelta(before, after, name); ok {
-			s.GCPauseMaxMs = m * 1000
+			ms := m * 1000
+			s.GCPauseMaxMs = &ms
 			break
 		}
 	}
-	if s.GCPauseMaxMs == 0 {
-		// The classic summary: its max quantile covers a recent window, not the run.
-		s.GCPauseMaxMs = after[`go_gc_duration_seconds{quantile="1"}`] * 1000
-	}
+	// go_gc_duration_seconds{quantile="1"} is not a fallback: the summary's
+	// max covers the runtime's recent pauses, not the run's.
 	for _, k := range []string{"go_gc_cycles_total_gc_cycles_total", "go_gc_duration_seconds_count"} {
-		if v, ok := after[k]; ok {
-			s.GCCycles = v - before[k]
+		a, okA := after[k]
+		b, okB := before[k]
+		if okA && okB {
+			n := a - b
+			s.GCCycles = &n
 			break
 		}
 	}
@@ -120,7 +123,8 @@ func labelValue(labels, name string) string {
 }
 
 // histMaxDelta returns the upper bound of the highest bucket of histogram
-// name whose count grew between the scrapes.
+// name whose count grew between the scrapes (0 when none grew); ok is false
+// when a bucket of it is missing from either scrape.
 func histMaxDelta(before, after map[string]float64, name string) (float64, bool) {
 	type bucket struct{ le, delta float64 }
 	var bs []bucket
@@ -134,7 +138,11 @@ func histMaxDelta(before, after map[string]float64, name string) (float64, bool)
 		if err != nil {
 			continue
 		}
-		bs = append(bs, bucket{f, v - before[k]})
+		b, ok := before[k]
+		if !ok {
+			return 0, false // its growth over the run is unknown
+		}
+		bs = append(bs, bucket{f, v - b})
 	}
 	if len(bs) == 0 {
 		return 0, false

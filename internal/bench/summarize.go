@@ -97,7 +97,7 @@ func (r *runner) summarize(elapsed time.Duration, self selfStats) RunResult {
 		rr.Throughput = float64(rr.OutTok) / s
 		rr.RequestsPerS = float64(rr.Succeeded) / s
 	}
-	if n > 1 && lastSent > firstSent {
+	if cfg.Rate > 0 && n > 1 && lastSent > firstSent {
 		rr.AchievedRate = float64(n-1) / (lastSent - firstSent).Seconds()
 	}
 	rr.CostUSD = (float64(rr.InTok)*cfg.Price.Input + float64(rr.OutTok)*cfg.Price.Output) / 1e6

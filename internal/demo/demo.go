@@ -163,7 +163,9 @@ func Run(ctx context.Context, o Options) (*bench.Result, error) {
 		all.Add(res)
 		gcRows = append(gcRows, res.Runs...)
 	}
-	printGCTable(o.Out, gcRows, gcLoad)
+	secs := newSections(gcLoad)
+	secs[0].add(gcRows, gcTable(gcRows), labels(gcRows))
+	printSection(o.Out, &secs[0])
 
 	// Tables 2 and 3 share one gateway with the default GC setting.
 	gw, err := startGateway(ctx, o.Exe, cfgPath, env, o.Log)
@@ -189,7 +191,8 @@ func Run(ctx context.Context, o Options) (*bench.Result, error) {
 	}
 	all.Add(res)
 	costRows = res.Runs
-	printCostTable(o.Out, costRows, cfgs)
+	secs[1].add(costRows, costTable(costRows, cfgs), costModels)
+	printSection(o.Out, &secs[1])
 
 	fmt.Fprintf(o.Log, "demo: [3/3] flaky upstream: direct and through the gateway, %d requests each\n", flakyLoad.requests)
 	var flakyRows []bench.RunResult
@@ -208,9 +211,10 @@ func Run(ctx context.Context, o Options) (*bench.Result, error) {
 		all.Add(res)
 		flakyRows = append(flakyRows, res.Runs...)
 	}
-	printFlakyTable(o.Out, flakyRows)
+	secs[2].add(flakyRows, flakyTable(flakyRows), labels(flakyRows))
+	printSection(o.Out, &secs[2])
 
-	if err := o.write(all); err != nil {
+	if err := o.write(all, secs); err != nil {
 		return all, err
 	}
 	return all, nil
@@ -224,9 +228,10 @@ func runBench(ctx context.Context, c bench.Config) (*bench.Result, error) {
 	return res, nil
 }
 
-// write saves the merged result as JSON and as the bench HTML report.
-func (o *Options) write(all *bench.Result) error {
-	save := func(path, def string, render func(io.Writer, *bench.Result) error) error {
+// write saves the merged result as JSON and the demo's HTML report: the
+// three tables, each with the plots of its runs.
+func (o *Options) write(all *bench.Result, sections []section) error {
+	save := func(path, def string, render func(io.Writer) error) error {
 		if path == "" {
 			path = def
 		}
@@ -237,7 +242,7 @@ func (o *Options) write(all *bench.Result) error {
 		if err != nil {
 			return fmt.Errorf("demo: %w", err)
 		}
-		if err := render(f, all); err != nil {
+		if err := render(f); err != nil {
 			f.Close()
 			return fmt.Errorf("demo: write %s: %w", path, err)
 		}
@@ -248,10 +253,28 @@ func (o *Options) write(all *bench.Result) error {
 		return nil
 	}
 	fmt.Fprintln(o.Out)
-	if err := save(o.JSONPath, "streamgate-demo.json", bench.WriteJSON); err != nil {
+	if err := save(o.JSONPath, "streamgate-demo.json", func(w io.Writer) error { return bench.WriteJSON(w, all) }); err != nil {
 		return err
 	}
-	return save(o.HTMLPath, "streamgate-demo.html", bench.WriteHTML)
+	return save(o.HTMLPath, "streamgate-demo.html", func(w io.Writer) error { return writeHTML(w, all, sections) })
+}
+
+// writeHTML writes the demo's report: the three tables as the terminal
+// shows them, each followed by the plots of its runs.
+func writeHTML(w io.Writer, all *bench.Result, sections []section) error {
+	p := &bench.Page{
+		Title: "streamgate demo",
+		Intro: []string{
+			"Upstreams are SIMULATED (streamgate sim profiles on this machine): the figures show the gateway and this machine, not real providers.",
+			fmt.Sprintf("started %s · %d benchmark runs · schema %s", all.StartedAt.Format("2006-01-02 15:04:05 UTC"), len(all.Runs), bench.Schema),
+		},
+		Warnings: all.Warnings,
+		Client:   &all.Client,
+	}
+	for _, s := range sections {
+		p.Sections = append(p.Sections, s.Section)
+	}
+	return bench.WritePage(w, p)
 }
 
 // startSim serves the simulator on a loopback port, with the built-in
@@ -297,44 +320,87 @@ func gatewayConfig(d *config.Config, simURL, dir string) []byte {
 	return []byte(b.String())
 }
 
-func table(w io.Writer) *tabwriter.Writer {
-	return tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+// section is one of the demo's tables with the runs behind it, printed to
+// the terminal and written in the HTML report.
+type section struct {
+	bench.Section
+	heading string // the terminal's title line(s)
+}
+
+// newSections returns the three sections, titled, before their runs.
+func newSections(gc load) []section {
+	return []section{
+		{Section: bench.Section{Title: "1. Gateway GC setting × latency", Notes: []string{fmt.Sprintf(
+			"Through the gateway, one gateway process per setting: %d streams of 50 chunks/s, %d requests, max_tokens %d; times in ms. "+
+				"The GC figures are the gateway's own, read from its /metrics over each run.", gc.concurrency, gc.requests, gc.maxTokens)}},
+			heading: fmt.Sprintf("1. Gateway GC setting × latency (through the gateway: %d streams of 50 chunks/s, %d requests, max_tokens %d; ms)", gc.concurrency, gc.requests, gc.maxTokens)},
+		{Section: bench.Section{Title: "2. Model × cost", Notes: []string{
+			"Published output prices of the models the simulated profiles are named after; the latency is the simulator's."}},
+			heading: "2. Model × cost (published output prices; simulated latency profiles)"},
+		{Section: bench.Section{Title: "3. Direct vs through the gateway on a flaky upstream", Notes: []string{
+			"sim-flaky: 10% 503 before the stream, 10% cut mid-stream. The gateway falls back to a steady route before content is sent; a cut after content cannot be undone."}},
+			heading: "3. Direct vs through the gateway on a flaky upstream (sim-flaky: 10% 503 before the stream, 10% cut mid-stream;\n   the gateway falls back to a steady route before content is sent, a cut after content cannot be undone)"},
+	}
+}
+
+// add sets the section's runs, table and plot series names.
+func (s *section) add(runs []bench.RunResult, t bench.Table, names []string) {
+	s.Runs, s.Tables, s.Names = runs, []bench.Table{t}, names
+}
+
+// printSection prints the section's heading and table to the terminal.
+func printSection(w io.Writer, s *section) {
+	fmt.Fprintln(w, s.heading)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	for _, t := range s.Tables {
+		fmt.Fprintln(tw, strings.Join(t.Head, "\t")+"\t")
+		for _, row := range t.Rows {
+			fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+		}
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
 }
 
 func f1(v float64) string { return fmt.Sprintf("%.1f", v) }
 func f2(v float64) string { return fmt.Sprintf("%.2f", v) }
 
-func printGCTable(w io.Writer, rows []bench.RunResult, l load) {
-	fmt.Fprintf(w, "1. Gateway GC setting × latency (through the gateway: %d streams of 50 chunks/s, %d requests, max_tokens %d; ms)\n", l.concurrency, l.requests, l.maxTokens)
-	t := table(w)
-	fmt.Fprintln(t, "setting\tTTFT p50\tTTFT p99\tITL p50\tchunk gap p99\tgateway GC pause max\tGC cycles\terrors\t")
-	for _, r := range rows {
-		pause, cycles := "n/a", "n/a"
-		if r.Server != nil {
-			pause, cycles = fmt.Sprintf("%.3f", r.Server.GCPauseMaxMs), fmt.Sprintf("%.0f", r.Server.GCCycles)
-		}
-		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", r.Label, f1(r.TTFT.P50), f1(r.TTFT.P99), f2(r.ITL.P50), f2(r.ITL.P99), pause, cycles, r.Failed+r.Interrupted)
-	}
-	t.Flush()
-	fmt.Fprintln(w)
-}
-
-func printCostTable(w io.Writer, rows []bench.RunResult, cfgs []bench.Config) {
-	fmt.Fprintf(w, "2. Model × cost (published output prices; simulated latency profiles)\n")
-	t := table(w)
-	fmt.Fprintln(t, "model\toutput $/1M tok\t$/month at 10M output tok\tTTFT p50 ms\tITL p99 ms\tTPS p50\t")
+// labels names each run's plot series by its label.
+func labels(rows []bench.RunResult) []string {
+	names := make([]string, len(rows))
 	for i, r := range rows {
-		price := cfgs[i].Price.Output
-		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Model, f2(price), f2(r.MonthlyCost), f1(r.TTFT.P50), f2(r.ITL.P99), f1(r.TPS.P50))
+		names[i] = r.Label
 	}
-	t.Flush()
-	fmt.Fprintln(w)
+	return names
 }
 
-func printFlakyTable(w io.Writer, rows []bench.RunResult) {
-	fmt.Fprintf(w, "3. Direct vs through the gateway on a flaky upstream (sim-flaky: 10%% 503 before the stream, 10%% cut mid-stream;\n   the gateway falls back to a steady route before content is sent, a cut after content cannot be undone)\n")
-	t := table(w)
-	fmt.Fprintln(t, "path\tTTFT mean ms\tTTFT p95 ms\tTPS p50\tfailed before the stream\tinterruption rate\t")
+func gcTable(rows []bench.RunResult) bench.Table {
+	t := bench.Table{Head: []string{"setting", "TTFT p50", "TTFT p99", "ITL p50", "chunk gap p99", "gateway GC pause max", "GC cycles", "errors"}}
+	for _, r := range rows {
+		pause, cycles := bench.NotMeasured, bench.NotMeasured
+		if s := r.Server; s != nil {
+			if s.GCPauseMaxMs != nil {
+				pause = fmt.Sprintf("%.3f", *s.GCPauseMaxMs)
+			}
+			if s.GCCycles != nil {
+				cycles = fmt.Sprintf("%.0f", *s.GCCycles)
+			}
+		}
+		t.Rows = append(t.Rows, []string{r.Label, f1(r.TTFT.P50), f1(r.TTFT.P99), f2(r.ITL.P50), f2(r.ITL.P99), pause, cycles, fmt.Sprint(r.Failed + r.Interrupted)})
+	}
+	return t
+}
+
+func costTable(rows []bench.RunResult, cfgs []bench.Config) bench.Table {
+	t := bench.Table{Head: []string{"model", "output $/1M tok", "$/month at 10M output tok", "TTFT p50 ms", "ITL p99 ms", "TPS p50"}}
+	for i, r := range rows {
+		t.Rows = append(t.Rows, []string{r.Model, f2(cfgs[i].Price.Output), f2(r.MonthlyCost), f1(r.TTFT.P50), f2(r.ITL.P99), f1(r.TPS.P50)})
+	}
+	return t
+}
+
+func flakyTable(rows []bench.RunResult) bench.Table {
+	t := bench.Table{Head: []string{"path", "TTFT mean ms", "TTFT p95 ms", "TPS p50", "failed before the stream", "interruption rate"}}
 	for _, r := range rows {
 		pct := func(n int) string {
 			if r.Requests == 0 {
@@ -343,7 +409,7 @@ func printFlakyTable(w io.Writer, rows []bench.RunResult) {
 			return fmt.Sprintf("%.1f%%", float64(n)/float64(r.Requests)*100)
 		}
 		// Interrupted streams are also counted in Failed; split them out.
-		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Label, f1(r.TTFT.Mean), f1(r.TTFT.P95), f1(r.TPS.P50), pct(r.Failed-r.Interrupted), pct(r.Interrupted))
+		t.Rows = append(t.Rows, []string{r.Label, f1(r.TTFT.Mean), f1(r.TTFT.P95), f1(r.TPS.P50), pct(r.Failed - r.Interrupted), pct(r.Interrupted)})
 	}
-	t.Flush()
+	return t
 }

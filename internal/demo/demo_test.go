@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/streamgate/streamgate/internal/bench"
+	"github.com/streamgate/streamgate/internal/bench/pagecheck"
 
 	"github.com/streamgate/streamgate/internal/config"
 )
@@ -119,7 +120,56 @@ func TestDemoEndToEnd(t *testing.T) {
 	if err != nil || !bytes.Contains(html, []byte("<svg")) || bytes.Contains(html, []byte("no data")) {
 		t.Errorf("HTML report: err %v, has svg %v, has an empty plot %v", err, bytes.Contains(html, []byte("<svg")), bytes.Contains(html, []byte("no data")))
 	}
+	// The report is the demo's three tables, in order, each with its four plots.
+	page := string(html)
+	titles := []string{"1. Gateway GC setting × latency", "2. Model × cost", "3. Direct vs through the gateway on a flaky upstream", "Client self-check"}
+	wants := [][]string{{"gateway GC pause max", "GOGC=off,GOMEMLIMIT=1GiB"}, {"$/month at 10M output tok", "150.00"}, {"interruption rate", "through the gateway"}}
+	if !strings.Contains(page, "SIMULATED") {
+		t.Error("HTML report does not say the upstreams are simulated")
+	}
+	for i, want := range wants {
+		from, to := strings.Index(page, titles[i]), strings.Index(page, titles[i+1])
+		if from < 0 || to < from {
+			t.Errorf("HTML report: section %q missing or out of order", titles[i])
+			continue
+		}
+		sec := page[from:to]
+		for _, w := range want {
+			if !strings.Contains(sec, w) {
+				t.Errorf("HTML report, section %q lacks %q", titles[i], w)
+			}
+		}
+		if n := strings.Count(sec, "<svg"); n != 4 {
+			t.Errorf("HTML report, section %q: got %d plots, want 4", titles[i], n)
+		}
+	}
+	for _, r := range res.Runs[:len(gcSettings)] {
+		if r.Server != nil && r.Server.GCPauseMaxMs == nil {
+			t.Errorf("run %s: gateway GC pause not measured; the gateway's pause histogram covers the run", r.Label)
+		}
+	}
 	if res.Client.CPUUsPerChunk <= 0 {
 		t.Errorf("merged client CPU per chunk: got %g, want > 0", res.Client.CPUUsPerChunk)
 	}
+
+	// The report in a 1280 px window: no horizontal scrollbar, every plot
+	// and legend inside the page and apart (bench's TestHTMLInChromium
+	// checks the bench report, and any report named in STREAMGATE_CHECK_HTML).
+	t.Run("chromium", func(t *testing.T) {
+		browser := pagecheck.Browser()
+		if browser == "" {
+			t.Skip("no chromium on PATH (apt-get install chromium): the report's layout at 1280 px is not checked")
+		}
+		l, err := pagecheck.Measure(ctx, browser, o.HTMLPath, 1280)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("demo report at 1280 px: scrollWidth %d, clientWidth %d, %d plots, %d legend entries, %d tables", l.ScrollWidth, l.ClientWidth, l.Plots, l.Legends, l.Tables)
+		if err := l.Err(1280); err != nil {
+			t.Errorf("demo report at 1280 px:\n%v", err)
+		}
+		if l.Plots != 12 || l.Tables != 3 {
+			t.Errorf("got %d plots and %d tables, want 12 and 3", l.Plots, l.Tables)
+		}
+	})
 }

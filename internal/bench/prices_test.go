@@ -1,0 +1,102 @@
+package bench
+
+import (
+	"bytes"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// testdata/readme-config.yaml is the README's example config, which the
+// CLI's --prices test loads; it must stay the README's.
+func TestReadmeConfigIsTheReadmes(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Skipf("no README next to the module: %v", err)
+	}
+	_, after, ok := bytes.Cut(readme, []byte("## Configuration"))
+	_, after, ok2 := bytes.Cut(after, []byte("```yaml\n"))
+	example, _, ok3 := bytes.Cut(after, []byte("```"))
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("README: no yaml block under \"## Configuration\"")
+	}
+	copied, err := os.ReadFile(filepath.Join("testdata", "readme-config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(example, copied) {
+		t.Errorf("testdata/readme-config.yaml differs from the README's example config; copy it again:\n%s", example)
+	}
+}
+
+// A gateway config is read by the gateway's own loader: ${VAR} and
+// ${VAR:-default} expanded from getenv, unknown fields rejected with their
+// line; variables that only the keys and providers use may be unset.
+func TestLoadPricesGatewayConfig(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, s string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	const head = "providers: [{name: s, kind: openai, base_url: \"http://127.0.0.1:9/v1\", api_key: ${PROVIDER_KEY}}]\nkeys: [{name: k, key: ${KEY}}]\n"
+	keys := map[string]string{"PROVIDER_KEY": "sk-1", "KEY": "sg-1"}
+	with := func(m map[string]string, k, v string) map[string]string {
+		out := maps.Clone(m)
+		out[k] = v
+		return out
+	}
+	tests := []struct {
+		name, path string
+		env        map[string]string
+		model      string
+		want       Price
+		wantErr    string
+	}{
+		{"readme, variables unset", filepath.Join("testdata", "readme-config.yaml"), nil, "gpt-4.1", Price{2, 8}, ""},
+		{"readme, variables set", filepath.Join("testdata", "readme-config.yaml"),
+			map[string]string{"OPENAI_API_KEY": "sk-1", "STREAMGATE_DEV_KEY": "sg-dev-1", "APP_KEY": "sg-app-1"}, "gpt-4.1", Price{2, 8}, ""},
+		{"price from the environment and a default", write("env.yaml", head+"models:\n  - {name: m, routes: [{provider: s, model: x}], price: {input: ${IN:-2.5}, output: ${OUT}}}\n"),
+			with(keys, "OUT", "10"), "m", Price{2.5, 10}, ""},
+		{"price from the environment, keys unset", write("env2.yaml", head+"models:\n  - {name: m, routes: [{provider: s, model: x}], price: {input: 1, output: ${OUT}}}\n"),
+			map[string]string{"OUT": "10"}, "m", Price{1, 10}, ""},
+		{"model name from an unset variable", write("name.yaml", head+"models:\n  - {name: \"${MODEL}\", routes: [{provider: s, model: x}], price: {input: 1, output: 2}}\n"),
+			keys, "", Price{}, "MODEL"},
+		{"model name from an unset variable, keys unset", write("name2.yaml", head+"models:\n  - {name: \"${MODEL}\", routes: [{provider: s, model: x}], price: {input: 1, output: 2}}\n"),
+			nil, "", Price{}, "MODEL"},
+		{"model name from a default", write("namedef.yaml", head+"models:\n  - {name: \"${MODEL:-mm}\", routes: [{provider: s, model: x}], price: {input: 1, output: 2}}\n"),
+			keys, "mm", Price{1, 2}, ""},
+		// A stand-in for the unset MODEL would replace its default too:
+		// the model names of the two stand-in loads differ, so the first
+		// load's error (the unset keys) is the answer.
+		{"model name from a default, keys unset", write("namedef2.yaml", head+"models:\n  - {name: \"${MODEL:-mm}\", routes: [{provider: s, model: x}], price: {input: 1, output: 2}}\n"),
+			nil, "", Price{}, "${KEY}"},
+		{"unknown field", write("typo.yaml", head+"models:\n  - {name: m, routes: [{provider: s, model: x}], prcie: {input: 1, output: 2}}\n"),
+			nil, "", Price{}, "typo.yaml:4: models[0].prcie"},
+		{"bad price", write("neg.yaml", head+"models:\n  - {name: m, routes: [{provider: s, model: x}], price: {input: -1, output: 2}}\n"),
+			nil, "", Price{}, "models[0].price.input"},
+		{"price map", write("map.yaml", "m: {input: 1, output: 3}\n"), nil, "m", Price{1, 3}, ""},
+		{"bad price map", write("badmap.yaml", "m: {input: 1, outptu: 3}\n"), nil, "", Price{}, "badmap.yaml"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ps, err := LoadPrices(tt.path, func(k string) string { return tt.env[k] })
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got %v (prices %v), want an error naming %q", err, ps, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, ok := ps[tt.model]; !ok || got != tt.want || len(ps) != 1 {
+				t.Errorf("got %v, want only %s: %+v", ps, tt.model, tt.want)
+			}
+		})
+	}
+}
