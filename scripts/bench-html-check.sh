@@ -31,7 +31,7 @@ done
 
 # --enable-logging=stderr prints the page's console messages as CONSOLE lines.
 "$browser" --headless --no-sandbox --disable-gpu --hide-scrollbars --enable-logging=stderr --v=0 \
-  --window-size=1400,1900 --screenshot="$work/shot.png" "file://$work/report.html" 2>"$work/chrome.log" >/dev/null || true
+  --window-size=1280,1900 --screenshot="$work/shot.png" "file://$work/report.html" 2>"$work/chrome.log" >/dev/null || true
 "$browser" --headless --no-sandbox --disable-gpu --dump-dom "file://$work/report.html" 2>/dev/null >"$work/dom.html"
 
 svgs=$(grep -o '<svg' "$work/dom.html" | wc -l)
