@@ -17,7 +17,7 @@ import (
 
 // Errors of Authenticate; the gateway answers each with 401.
 var (
-	ErrMissingKey = errors.New("missing API key: send \"Authorization: Bearer <key>\"")
+	ErrMissingKey = errors.New("missing API key: send \"Authorization: Bearer <key>\" (or \"x-api-key: <key>\")")
 	ErrUnknownKey = errors.New("invalid API key")
 	// ErrNotBearer: an Authorization header without the "Bearer " scheme
 	// (a bare key, or "Basic …").
@@ -75,12 +75,17 @@ func (k *Keys) Lookup(secret string) (*Principal, bool) {
 	return found, found != nil
 }
 
-// Authenticate returns the principal of r's bearer key, ErrMissingKey when
-// there is none, ErrNotBearer when the header has another form, ErrUnknownKey
-// when it matches no key.
+// Authenticate returns the principal of r's key: "Authorization: Bearer
+// <key>", or, without an Authorization header, "x-api-key: <key>" (how
+// Anthropic's clients send it). It returns ErrMissingKey when there is
+// none, ErrNotBearer when the Authorization header has another form,
+// ErrUnknownKey when the key matches no key.
 func (k *Keys) Authenticate(r *http.Request) (*Principal, error) {
 	h := strings.TrimSpace(r.Header.Get("Authorization"))
 	if h == "" {
+		if key := strings.TrimSpace(r.Header.Get("X-Api-Key")); key != "" {
+			return k.principal(key)
+		}
 		return nil, ErrMissingKey
 	}
 	const prefix = "bearer "
@@ -94,6 +99,10 @@ func (k *Keys) Authenticate(r *http.Request) (*Principal, error) {
 	if secret == "" {
 		return nil, ErrMissingKey
 	}
+	return k.principal(secret)
+}
+
+func (k *Keys) principal(secret string) (*Principal, error) {
 	p, ok := k.Lookup(secret)
 	if !ok {
 		return nil, ErrUnknownKey

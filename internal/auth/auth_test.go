@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/streamgate/streamgate/internal/config"
@@ -26,6 +27,8 @@ func TestAuthenticate(t *testing.T) {
 		{"bare key", "sk-dev", "", ErrNotBearer},
 		{"bearer alone", "Bearer", "", ErrMissingKey},
 		{"lower-case scheme", "bearer sk-dev", "dev", nil},
+		{"x-api-key", "x-api-key:sk-dev", "dev", nil},
+		{"x-api-key unknown", "x-api-key:sk-nope", "", ErrUnknownKey},
 		{"empty bearer", "Bearer ", "", ErrMissingKey},
 		{"unknown", "Bearer sk-nope", "", ErrUnknownKey},
 		{"prefix of a key", "Bearer sk-de", "", ErrUnknownKey},
@@ -35,7 +38,9 @@ func TestAuthenticate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := httptest.NewRequest(http.MethodGet, "/", nil)
-			if tt.header != "" {
+			if k, ok := strings.CutPrefix(tt.header, "x-api-key:"); ok {
+				r.Header.Set("X-Api-Key", k)
+			} else if tt.header != "" {
 				r.Header.Set("Authorization", tt.header)
 			}
 			p, err := keys.Authenticate(r)

@@ -31,6 +31,9 @@ type call struct {
 	bill   bill
 	status int   // status the client got (499: it went away)
 	err    error // why it failed, nil when it did not
+	// reshape turns a non-streaming answer (a chat completion) into the
+	// client's dialect; nil leaves it as it is.
+	reshape func([]byte) ([]byte, error)
 }
 
 // newCall returns a call on the heap: kept out of the handler's frame, which
@@ -120,7 +123,7 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, c *call, parse p
 	c.entry.Model, c.entry.Stream = name, req.Stream
 	model, ok := g.cfg.Model(name)
 	if !ok {
-		g.reject(w, r, c, fmt.Errorf("%w: %q (GET /v1/models lists the models of your key)", errUnknownModel, name))
+		g.reject(w, r, c, unknownModel(name))
 		return nil, nil
 	}
 	c.model = model
@@ -161,6 +164,7 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request, c *call, routes
 		IncludeUsage: req.Chat.IncludeUsage(),
 		Start:        c.info.start,
 		LateHeaders:  lateHeaders,
+		Encoder:      c.info.enc,
 	})
 	defer sess.Close()
 	ctx := r.Context()
@@ -289,6 +293,15 @@ func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, c *call, rout
 		return
 	}
 	c.bill.answer(req, body)
+	if c.reshape != nil {
+		var rerr error
+		if body, rerr = c.reshape(body); rerr != nil {
+			err = fmt.Errorf("%w: %w", provider.ErrMalformed, rerr)
+			g.writeError(w, r, err)
+			c.status, c.err = statusOf(err).status, err
+			return
+		}
+	}
 	h := w.Header()
 	h.Set(HeaderRoute, c.entry.Route)
 	h.Set(HeaderAttempts, strconv.Itoa(c.entry.Attempts))

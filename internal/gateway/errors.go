@@ -288,9 +288,18 @@ func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, err error) 
 		w.Header().Set("Allow", h.allow)
 	}
 	setRetryAfter(w.Header(), h.retryAfter)
+	body := errorJSON(h.body)
+	if enc := infoFrom(r.Context()).enc; enc != nil {
+		body = enc.ErrorBody(h.status, body)
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(h.status)
-	w.Write(errorJSON(h.body))
+	w.Write(body)
+}
+
+// unknownModel is the error of a model the config lacks or the key may not use.
+func unknownModel(name string) error {
+	return fmt.Errorf("%w: %q (GET /v1/models lists the models of your key)", errUnknownModel, name)
 }
 
 func setRetryAfter(h http.Header, d time.Duration) {

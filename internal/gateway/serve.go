@@ -5,13 +5,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/streamgate/streamgate/internal/api"
 	"github.com/streamgate/streamgate/internal/auth"
+	"github.com/streamgate/streamgate/internal/relay"
 	"github.com/streamgate/streamgate/internal/usage"
 )
 
@@ -27,6 +27,7 @@ type reqInfo struct {
 	outcome  string        // the usage entry's outcome
 	status   int           // overrides the written status (499)
 	ttft     time.Duration // 0: no first token (a non-stream, or a stream that failed before it)
+	enc      relay.Encoder // the client's dialect when not OpenAI's (errors are written in it)
 	in, out  int
 	err      string
 }
@@ -191,7 +192,7 @@ func (g *Gateway) model(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// A model the key may not use is as absent as one not configured.
-	g.writeError(w, r, fmt.Errorf("%w: %q (GET /v1/models lists the models of your key)", errUnknownModel, id))
+	g.writeError(w, r, unknownModel(id))
 }
 
 func (g *Gateway) healthz(w http.ResponseWriter, r *http.Request) {

@@ -27,9 +27,9 @@ type Encoder interface {
 	Error(w *sse.Writer, body []byte) error
 	// KeepAlive writes a heartbeat the client ignores and flushes.
 	KeepAlive(w *sse.Writer) error
-	// ErrorBody returns the body of an HTTP error answer (before the commit
-	// point) for the OpenAI error object body.
-	ErrorBody(body []byte) []byte
+	// ErrorBody returns the body of an HTTP error answer with status (before
+	// the commit point) for the OpenAI error object body.
+	ErrorBody(status int, body []byte) []byte
 }
 
 // OpenAI is the Encoder of OpenAI's chat completion stream: chunks pass
@@ -51,6 +51,6 @@ func (openAIEncoder) Error(w *sse.Writer, body []byte) error { return w.Data(bod
 
 func (openAIEncoder) KeepAlive(w *sse.Writer) error { return w.Comment(keepAliveText) }
 
-func (openAIEncoder) ErrorBody(body []byte) []byte { return body }
+func (openAIEncoder) ErrorBody(_ int, body []byte) []byte { return body }
 
 var keepAliveText = []byte("keep-alive")

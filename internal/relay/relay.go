@@ -235,7 +235,7 @@ func (s *Session) Fail(status int, body []byte) int {
 		h.Set("Content-Type", "application/json")
 		h.Del("Content-Length")
 		s.w.WriteHeader(status)
-		s.w.Write(s.enc.ErrorBody(body))
+		s.w.Write(s.enc.ErrorBody(status, body))
 		return status
 	}
 	s.enc.Error(s.sw, body)

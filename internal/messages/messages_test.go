@@ -1,0 +1,203 @@
+package messages
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+
+	"github.com/streamgate/streamgate/internal/api"
+	"github.com/streamgate/streamgate/internal/sse"
+)
+
+// TestToChat: each Anthropic request turns into the OpenAI request a route
+// needs.
+func TestToChat(t *testing.T) {
+	for _, tt := range []struct {
+		name, in, want string
+	}{
+		{"text and system with cache_control",
+			`{"model":"m","max_tokens":10,"system":[{"type":"text","text":"sys","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":"hi"}],"stop_sequences":["END"],"temperature":0.5,"top_k":5,"metadata":{"user_id":"u1"}}`,
+			`{"model":"m","messages":[{"role":"system","content":[{"type":"text","text":"sys","cache_control":{"type":"ephemeral"}}]},{"role":"user","content":"hi"}],"max_tokens":10,"temperature":0.5,"stop":["END"],"user":"u1"}`},
+		{"tool round trip",
+			`{"model":"m","max_tokens":10,"stream":true,"tools":[{"name":"get_weather","description":"d","input_schema":{"type":"object","properties":{"city":{"type":"string"}}}}],"tool_choice":{"type":"any","disable_parallel_tool_use":true},
+			 "messages":[{"role":"user","content":"weather?"},
+			  {"role":"assistant","content":[{"type":"thinking","thinking":"hmm","signature":"s"},{"type":"text","text":"Let me check."},{"type":"tool_use","id":"toolu_1","name":"get_weather","input":{"city": "Seoul"}}]},
+			  {"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"sunny"}]},{"type":"text","text":"and tomorrow?"}]}]}`,
+			`{"model":"m","messages":[{"role":"user","content":"weather?"},
+			  {"role":"assistant","content":"Let me check.","tool_calls":[{"id":"toolu_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Seoul\"}"}}],"reasoning_content":"hmm"},
+			  {"role":"tool","content":"sunny","tool_call_id":"toolu_1"},{"role":"user","content":"and tomorrow?"}],
+			 "stream":true,"stream_options":{"include_usage":true},"max_tokens":10,
+			 "tools":[{"type":"function","function":{"name":"get_weather","description":"d","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}],
+			 "tool_choice":"required","parallel_tool_calls":false}`},
+		{"image and thinking budget",
+			`{"model":"m","max_tokens":10,"thinking":{"type":"enabled","budget_tokens":4000},"tool_choice":{"type":"tool","name":"f"},"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA=="}},{"type":"text","text":"what?"}]}]}`,
+			`{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,AA=="}},{"type":"text","text":"what?"}]}],"max_tokens":10,"tool_choice":{"function":{"name":"f"},"type":"function"},"reasoning_effort":"medium"}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var r Request
+			if err := json.Unmarshal([]byte(tt.in), &r); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			c, err := r.ToChat()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := json.Marshal(c)
+			if !jsonEqual(t, got, []byte(tt.want)) {
+				t.Errorf("got  %s\nwant %s", got, compactJSON(t, tt.want))
+			}
+		})
+	}
+}
+
+func TestToChatErrors(t *testing.T) {
+	for _, tt := range []struct{ in, param string }{
+		{`{"model":"m","messages":[{"role":"user","content":"hi"}]}`, "max_tokens"},
+		{`{"model":"m","max_tokens":1,"messages":[]}`, "messages"},
+		{`{"model":"m","max_tokens":1,"messages":[{"role":"system","content":"x"}]}`, "messages[0].role"},
+		{`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"document","source":{}}]}]}`, "messages[0].content[0].type"},
+		{`{"model":"m","max_tokens":1,"tools":[{"type":"web_search_20250305","name":"web_search"}],"messages":[{"role":"user","content":"x"}]}`, "tools[0].type"},
+	} {
+		var r Request
+		if err := json.Unmarshal([]byte(tt.in), &r); err != nil {
+			t.Fatal(err)
+		}
+		err := r.Validate()
+		if err == nil {
+			_, err = r.ToChat()
+		}
+		me, ok := err.(*Error)
+		if !ok || me.Param != tt.param {
+			t.Errorf("%s: got %v, want an error naming %s", tt.in, err, tt.param)
+		}
+	}
+}
+
+// TestEncoderOfficialClient: OpenAI chunks with text, a tool call streamed
+// in pieces, a finish and a usage chunk with cached tokens, written by the
+// Encoder and read by anthropic-sdk-go: one text block, one tool_use block
+// with its input parsed, stop_reason tool_use, usage split as Anthropic
+// counts it.
+func TestEncoderOfficialClient(t *testing.T) {
+	chunks := []string{
+		`{"id":"chatcmpl-1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`,
+		`{"id":"chatcmpl-1","choices":[{"index":0,"delta":{"reasoning_content":"think"},"finish_reason":null}]}`,
+		`{"id":"chatcmpl-1","choices":[{"index":0,"delta":{"content":"Checking \"Seoul\"."},"finish_reason":null}]}`,
+		`{"id":"chatcmpl-1","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"get_weather","arguments":""}}]},"finish_reason":null}]}`,
+		`{"id":"chatcmpl-1","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"city\":"}}]},"finish_reason":null}]}`,
+		`{"id":"chatcmpl-1","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"Seoul\"}"}}]},"finish_reason":null}]}`,
+		`{"id":"chatcmpl-1","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`,
+		`{"id":"chatcmpl-1","choices":[],"usage":{"prompt_tokens":100,"completion_tokens":12,"total_tokens":112,"prompt_tokens_details":{"cached_tokens":60,"cache_write_tokens":10}}}`,
+	}
+	var buf bytes.Buffer
+	w := sse.NewWriter(&buf)
+	enc := NewEncoder("claude-alias")
+	for _, c := range chunks {
+		if err := enc.Event(w, &sse.Event{Data: []byte(c)}, &api.ChunkInfo{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := enc.Done(w); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		sse.SetHeaders(rw.Header())
+		rw.Write(buf.Bytes())
+	}))
+	defer srv.Close()
+	client := anthropic.NewClient(option.WithBaseURL(srv.URL), option.WithAPIKey("x"), option.WithMaxRetries(0))
+	stream := client.Messages.NewStreaming(context.Background(), anthropic.MessageNewParams{Model: "claude-alias", MaxTokens: 10,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}})
+	var msg anthropic.Message
+	for stream.Next() {
+		if err := msg.Accumulate(stream.Current()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatalf("stream: %v\n%s", err, buf.Bytes())
+	}
+	if len(msg.Content) != 3 || msg.Content[0].Type != "thinking" || msg.Content[0].Thinking != "think" ||
+		msg.Content[1].Text != `Checking "Seoul".` || msg.Content[2].Type != "tool_use" || msg.Content[2].Name != "get_weather" || msg.Content[2].ID != "call_1" {
+		t.Fatalf("got content %+v\n%s", msg.Content, buf.Bytes())
+	}
+	var input struct{ City string }
+	if err := json.Unmarshal(msg.Content[2].Input, &input); err != nil || input.City != "Seoul" {
+		t.Errorf("tool input: got %s, %v; want {\"city\":\"Seoul\"}", msg.Content[2].Input, err)
+	}
+	if msg.StopReason != anthropic.StopReasonToolUse || msg.ID != "msg_chatcmpl-1" || msg.Model != "claude-alias" ||
+		msg.Usage.InputTokens != 30 || msg.Usage.CacheReadInputTokens != 60 || msg.Usage.CacheCreationInputTokens != 10 || msg.Usage.OutputTokens != 12 {
+		t.Errorf("got stop %q id %q model %q usage %+v; want tool_use, msg_chatcmpl-1, claude-alias, 30 input + 60 read + 10 written, 12 output",
+			msg.StopReason, msg.ID, msg.Model, msg.Usage)
+	}
+}
+
+// TestEncoderReset: what an abandoned attempt started is forgotten, so the
+// next attempt's stream starts with its own message_start.
+func TestEncoderReset(t *testing.T) {
+	var buf bytes.Buffer
+	w := sse.NewWriter(&buf)
+	enc := NewEncoder("m")
+	enc.Event(w, &sse.Event{Data: []byte(`{"id":"a","choices":[{"index":0,"delta":{"content":"x"}}]}`)}, &api.ChunkInfo{})
+	enc.Reset()
+	buf.Reset()
+	enc.Event(w, &sse.Event{Data: []byte(`{"id":"b","choices":[{"index":0,"delta":{"content":"y"}}]}`)}, &api.ChunkInfo{})
+	if !bytes.HasPrefix(buf.Bytes(), []byte("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_b\"")) ||
+		!bytes.Contains(buf.Bytes(), []byte(`"index":0,"content_block":{"type":"text"`)) {
+		t.Errorf("after Reset: got %s", buf.Bytes())
+	}
+}
+
+func TestFromCompletion(t *testing.T) {
+	body := `{"id":"chatcmpl-9","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"ok","reasoning_content":"r","tool_calls":[{"id":"call_1","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":10,"completion_tokens":3,"total_tokens":13,"prompt_tokens_details":{"cached_tokens":4}}}`
+	got, err := FromCompletion([]byte(body), "alias")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"id":"msg_chatcmpl-9","type":"message","role":"assistant","model":"alias","content":[{"type":"thinking","thinking":"r"},{"type":"text","text":"ok"},{"type":"tool_use","id":"call_1","name":"f","input":{"a":1}}],"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":6,"output_tokens":3,"cache_read_input_tokens":4,"cache_creation_input_tokens":0}}`
+	if !jsonEqual(t, got, []byte(want)) {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
+
+func TestErrorBody(t *testing.T) {
+	openai := []byte(`{"error":{"message":"boom","type":"server_error","code":"x","param":null}}`)
+	for status, typ := range map[int]string{400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 404: "not_found_error",
+		413: "request_too_large", 429: "rate_limit_error", 500: "api_error", 502: "api_error", 503: "overloaded_error", 504: "api_error"} {
+		want := `{"type":"error","error":{"type":"` + typ + `","message":"boom"}}`
+		if got := ErrorBody(status, openai); !jsonEqual(t, got, []byte(want)) {
+			t.Errorf("%d: got %s, want %s", status, got, want)
+		}
+	}
+}
+
+func jsonEqual(t *testing.T, a, b []byte) bool {
+	t.Helper()
+	var x, y any
+	if err := json.Unmarshal(a, &x); err != nil {
+		t.Fatalf("%s: %v", a, err)
+	}
+	if err := json.Unmarshal(b, &y); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	xb, _ := json.Marshal(x)
+	yb, _ := json.Marshal(y)
+	return bytes.Equal(xb, yb)
+}
+
+func compactJSON(t *testing.T, s string) string {
+	var b bytes.Buffer
+	if err := json.Compact(&b, []byte(s)); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}

@@ -1,0 +1,366 @@
+// Package messages is the gateway's Anthropic Messages API front
+// (POST /v1/messages): it turns a Messages request into the OpenAI chat
+// request every route understands, writes the relayed OpenAI chunks back
+// as Anthropic's event stream (an Encoder of the relay), turns a
+// non-streaming chat completion into a Message, and answers errors in
+// Anthropic's shape. Clients built for Anthropic (its SDKs, Claude Code)
+// thus reach any configured model on any upstream kind.
+//
+// Request mapping: system (string or text blocks, cache_control kept) → a
+// system message; text and image blocks → content parts; tool_use blocks →
+// the assistant's tool_calls (input as the arguments' JSON); tool_result
+// blocks → tool messages, before the rest of their user turn; thinking
+// blocks → reasoning_content; max_tokens → max_tokens; stop_sequences →
+// stop; tools → function tools (input_schema as parameters); tool_choice
+// auto/any/tool/none → auto/required/{function}/none, with
+// disable_parallel_tool_use → parallel_tool_calls false; thinking
+// budget_tokens → reasoning_effort (≤ 2048 low, ≤ 8192 medium, else high);
+// metadata.user_id → user. top_k has no OpenAI equivalent and is dropped;
+// document blocks and server tools are rejected with a message naming them.
+//
+// Finish reasons: stop → end_turn, length → max_tokens, tool_calls →
+// tool_use, content_filter → refusal.
+package messages
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/streamgate/streamgate/internal/api"
+)
+
+// Request is the body of POST /v1/messages, the fields the gateway reads.
+type Request struct {
+	Model         string          `json:"model"`
+	Messages      []Message       `json:"messages"`
+	System        json.RawMessage `json:"system,omitempty"` // a string or text blocks
+	MaxTokens     *int            `json:"max_tokens"`
+	Temperature   *float64        `json:"temperature,omitempty"`
+	TopP          *float64        `json:"top_p,omitempty"`
+	TopK          *int            `json:"top_k,omitempty"`
+	StopSequences []string        `json:"stop_sequences,omitempty"`
+	Stream        bool            `json:"stream,omitempty"`
+	Tools         []Tool          `json:"tools,omitempty"`
+	ToolChoice    *ToolChoice     `json:"tool_choice,omitempty"`
+	Thinking      *Thinking       `json:"thinking,omitempty"`
+	Metadata      *struct {
+		UserID string `json:"user_id,omitempty"`
+	} `json:"metadata,omitempty"`
+}
+
+// Message is one turn; Content is a string or an array of blocks.
+type Message struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// Block is one content block of a message or of a tool result.
+type Block struct {
+	Type         string          `json:"type"`
+	Text         string          `json:"text,omitempty"`
+	Source       *ImageSource    `json:"source,omitempty"`
+	ID           string          `json:"id,omitempty"`   // tool_use
+	Name         string          `json:"name,omitempty"` // tool_use
+	Input        json.RawMessage `json:"input,omitempty"`
+	ToolUseID    string          `json:"tool_use_id,omitempty"` // tool_result
+	Content      json.RawMessage `json:"content,omitempty"`     // tool_result: a string or blocks
+	IsError      bool            `json:"is_error,omitempty"`
+	Thinking     string          `json:"thinking,omitempty"`
+	Signature    string          `json:"signature,omitempty"`
+	CacheControl json.RawMessage `json:"cache_control,omitempty"`
+}
+
+// ImageSource is an image block's source.
+type ImageSource struct {
+	Type      string `json:"type"` // base64, url
+	MediaType string `json:"media_type,omitempty"`
+	Data      string `json:"data,omitempty"`
+	URL       string `json:"url,omitempty"`
+}
+
+// Tool is a client tool.
+type Tool struct {
+	Type         string          `json:"type,omitempty"` // "custom" or absent; server tools have others
+	Name         string          `json:"name"`
+	Description  string          `json:"description,omitempty"`
+	InputSchema  json.RawMessage `json:"input_schema,omitempty"`
+	CacheControl json.RawMessage `json:"cache_control,omitempty"`
+}
+
+// ToolChoice is "tool_choice".
+type ToolChoice struct {
+	Type                   string `json:"type"` // auto, any, tool, none
+	Name                   string `json:"name,omitempty"`
+	DisableParallelToolUse bool   `json:"disable_parallel_tool_use,omitempty"`
+}
+
+// Thinking is "thinking": extended thinking with a token budget.
+type Thinking struct {
+	Type         string `json:"type"` // enabled, disabled
+	BudgetTokens int    `json:"budget_tokens,omitempty"`
+}
+
+// Error is a request the gateway cannot translate; Param names the field.
+type Error struct {
+	Param string
+	Msg   string
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+func errorf(param, format string, a ...any) error {
+	return &Error{Param: param, Msg: fmt.Sprintf(format, a...)}
+}
+
+// Validate checks what the Messages API requires.
+func (r *Request) Validate() error {
+	switch {
+	case r.Model == "":
+		return errorf("model", "missing required field: model")
+	case len(r.Messages) == 0:
+		return errorf("messages", "missing required field: messages (a non-empty array)")
+	case r.MaxTokens == nil:
+		return errorf("max_tokens", "missing required field: max_tokens")
+	case *r.MaxTokens < 1:
+		return errorf("max_tokens", "max_tokens must be at least 1, got %d", *r.MaxTokens)
+	}
+	return nil
+}
+
+// ToChat returns the OpenAI chat request of r.
+func (r *Request) ToChat() (*api.ChatRequest, error) {
+	c := &api.ChatRequest{
+		Model:         r.Model,
+		Stream:        r.Stream,
+		MaxTokens:     r.MaxTokens,
+		Temperature:   r.Temperature,
+		TopP:          r.TopP,
+		StreamOptions: nil,
+	}
+	if r.Stream {
+		c.StreamOptions = &api.StreamOptions{IncludeUsage: true}
+	}
+	if len(r.StopSequences) > 0 {
+		c.Stop, _ = json.Marshal(r.StopSequences)
+	}
+	if r.Metadata != nil {
+		c.User = r.Metadata.UserID
+	}
+	if r.Thinking != nil && r.Thinking.Type == "enabled" {
+		switch b := r.Thinking.BudgetTokens; {
+		case b <= 2048:
+			c.ReasoningEffort = "low"
+		case b <= 8192:
+			c.ReasoningEffort = "medium"
+		default:
+			c.ReasoningEffort = "high"
+		}
+	}
+	if len(r.System) > 0 && string(r.System) != "null" {
+		parts, err := textParts(r.System, "system")
+		if err != nil {
+			return nil, err
+		}
+		c.Messages = append(c.Messages, partsMessage("system", parts))
+	}
+	for i, m := range r.Messages {
+		msgs, err := convertMessage(m, fmt.Sprintf("messages[%d]", i))
+		if err != nil {
+			return nil, err
+		}
+		c.Messages = append(c.Messages, msgs...)
+	}
+	for i, t := range r.Tools {
+		if t.Type != "" && t.Type != "custom" {
+			return nil, errorf(fmt.Sprintf("tools[%d].type", i), "tool type %q (a server tool) is not supported by the gateway: only client tools with an input_schema", t.Type)
+		}
+		if t.Name == "" {
+			return nil, errorf(fmt.Sprintf("tools[%d].name", i), "missing required field: tools[%d].name", i)
+		}
+		c.Tools = append(c.Tools, api.Tool{Type: "function", Function: api.FunctionDef{Name: t.Name, Description: t.Description, Parameters: t.InputSchema}})
+	}
+	if tc := r.ToolChoice; tc != nil {
+		var choice string
+		switch tc.Type {
+		case "auto", "":
+			choice = `"auto"`
+		case "any":
+			choice = `"required"`
+		case "none":
+			choice = `"none"`
+		case "tool":
+			if tc.Name == "" {
+				return nil, errorf("tool_choice.name", `tool_choice of type "tool" needs a name`)
+			}
+			b, _ := json.Marshal(map[string]any{"type": "function", "function": map[string]string{"name": tc.Name}})
+			choice = string(b)
+		default:
+			return nil, errorf("tool_choice.type", "unknown tool_choice type %q (want auto, any, tool or none)", tc.Type)
+		}
+		c.ToolChoice = json.RawMessage(choice)
+		if tc.DisableParallelToolUse {
+			f := false
+			c.ParallelToolCalls = &f
+		}
+	}
+	return c, nil
+}
+
+// convertMessage turns one Anthropic turn into OpenAI messages: a user
+// turn's tool results become tool messages (first, as OpenAI wants them
+// right after the assistant's calls), its other blocks one user message.
+func convertMessage(m Message, path string) ([]api.Message, error) {
+	if m.Role != "user" && m.Role != "assistant" {
+		return nil, errorf(path+".role", "role must be \"user\" or \"assistant\", got %q", m.Role)
+	}
+	var s string
+	if json.Unmarshal(m.Content, &s) == nil {
+		return []api.Message{api.TextMessage(m.Role, s)}, nil
+	}
+	var blocks []Block
+	if err := json.Unmarshal(m.Content, &blocks); err != nil {
+		return nil, errorf(path+".content", "%s.content must be a string or an array of content blocks", path)
+	}
+	var (
+		out       []api.Message
+		parts     []api.ContentPart
+		calls     []api.ToolCall
+		reasoning strings.Builder
+	)
+	for j, b := range blocks {
+		bp := fmt.Sprintf("%s.content[%d]", path, j)
+		switch b.Type {
+		case "text":
+			parts = append(parts, api.ContentPart{Type: "text", Text: b.Text, CacheControl: b.CacheControl})
+		case "image":
+			if m.Role != "user" {
+				return nil, errorf(bp, "an image block is only allowed in a user turn")
+			}
+			url, err := imageURL(b.Source, bp)
+			if err != nil {
+				return nil, err
+			}
+			parts = append(parts, api.ContentPart{Type: "image_url", ImageURL: &api.ImageURL{URL: url}, CacheControl: b.CacheControl})
+		case "tool_use":
+			if m.Role != "assistant" {
+				return nil, errorf(bp, "a tool_use block is only allowed in an assistant turn")
+			}
+			args := b.Input
+			if len(args) == 0 {
+				args = json.RawMessage("{}")
+			}
+			calls = append(calls, api.ToolCall{ID: b.ID, Type: "function", Function: api.FunctionCall{Name: b.Name, Arguments: string(compact(args))}})
+		case "tool_result":
+			if m.Role != "user" {
+				return nil, errorf(bp, "a tool_result block is only allowed in a user turn")
+			}
+			text, err := resultText(b.Content, bp)
+			if err != nil {
+				return nil, err
+			}
+			if b.IsError && !strings.HasPrefix(text, "Error") {
+				text = "Error: " + text
+			}
+			out = append(out, api.Message{Role: "tool", ToolCallID: b.ToolUseID, Content: jsonString(text)})
+		case "thinking":
+			reasoning.WriteString(b.Thinking)
+		case "redacted_thinking":
+			// Encrypted reasoning only Anthropic can read: nothing to pass on.
+		default:
+			return nil, errorf(bp+".type", "content block type %q is not supported by the gateway (supported: text, image, tool_use, tool_result, thinking)", b.Type)
+		}
+	}
+	if len(parts) > 0 || len(calls) > 0 || reasoning.Len() > 0 {
+		msg := partsMessage(m.Role, parts)
+		msg.ToolCalls = calls
+		msg.ReasoningContent = reasoning.String()
+		out = append(out, msg)
+	}
+	return out, nil
+}
+
+// partsMessage makes a message of parts: a plain string when they are one
+// text part without cache_control, else an array.
+func partsMessage(role string, parts []api.ContentPart) api.Message {
+	switch {
+	case len(parts) == 0:
+		return api.Message{Role: role}
+	case len(parts) == 1 && parts[0].Type == "text" && len(parts[0].CacheControl) == 0:
+		return api.TextMessage(role, parts[0].Text)
+	}
+	b, _ := json.Marshal(parts)
+	return api.Message{Role: role, Content: b}
+}
+
+// textParts reads a string or an array of text blocks.
+func textParts(raw json.RawMessage, path string) ([]api.ContentPart, error) {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return []api.ContentPart{{Type: "text", Text: s}}, nil
+	}
+	var blocks []Block
+	if err := json.Unmarshal(raw, &blocks); err != nil {
+		return nil, errorf(path, "%s must be a string or an array of text blocks", path)
+	}
+	parts := make([]api.ContentPart, 0, len(blocks))
+	for i, b := range blocks {
+		if b.Type != "text" {
+			return nil, errorf(fmt.Sprintf("%s[%d].type", path, i), "%s[%d] must be a text block, got %q", path, i, b.Type)
+		}
+		parts = append(parts, api.ContentPart{Type: "text", Text: b.Text, CacheControl: b.CacheControl})
+	}
+	return parts, nil
+}
+
+// resultText is a tool result's content as text (its text blocks joined).
+func resultText(raw json.RawMessage, path string) (string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, nil
+	}
+	var blocks []Block
+	if err := json.Unmarshal(raw, &blocks); err != nil {
+		return "", errorf(path+".content", "%s.content must be a string or an array of blocks", path)
+	}
+	var b strings.Builder
+	for i, bl := range blocks {
+		if bl.Type != "text" {
+			return "", errorf(fmt.Sprintf("%s.content[%d].type", path, i), "only text blocks are supported in a tool result, got %q", bl.Type)
+		}
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(bl.Text)
+	}
+	return b.String(), nil
+}
+
+func imageURL(src *ImageSource, path string) (string, error) {
+	switch {
+	case src == nil:
+		return "", errorf(path+".source", "an image block needs a source")
+	case src.Type == "base64":
+		return "data:" + src.MediaType + ";base64," + src.Data, nil
+	case src.Type == "url":
+		return src.URL, nil
+	}
+	return "", errorf(path+".source.type", "image source type %q is not supported (want base64 or url)", src.Type)
+}
+
+func compact(raw json.RawMessage) []byte {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return raw
+	}
+	return b.Bytes()
+}
+
+func jsonString(s string) json.RawMessage {
+	b, _ := json.Marshal(s)
+	return b
+}

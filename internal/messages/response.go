@@ -1,0 +1,136 @@
+package messages
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/streamgate/streamgate/internal/api"
+)
+
+// Response is a non-streaming Messages answer.
+type Response struct {
+	ID           string  `json:"id"`
+	Type         string  `json:"type"` // "message"
+	Role         string  `json:"role"` // "assistant"
+	Model        string  `json:"model"`
+	Content      []Block `json:"content"`
+	StopReason   string  `json:"stop_reason"`
+	StopSequence *string `json:"stop_sequence"`
+	Usage        Usage   `json:"usage"`
+}
+
+// Usage is a Message's token accounting: input_tokens excludes the cached
+// tokens, counted apart.
+type Usage struct {
+	InputTokens              int `json:"input_tokens"`
+	OutputTokens             int `json:"output_tokens"`
+	CacheReadInputTokens     int `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
+}
+
+// FromCompletion turns an OpenAI chat.completion body into a Message for a
+// request for model.
+func FromCompletion(body []byte, model string) ([]byte, error) {
+	var c struct {
+		ID      string `json:"id"`
+		Choices []struct {
+			Message      api.RespMsg `json:"message"`
+			FinishReason string      `json:"finish_reason"`
+		} `json:"choices"`
+		Usage json.RawMessage `json:"usage"`
+	}
+	if err := json.Unmarshal(body, &c); err != nil {
+		return nil, fmt.Errorf("messages: the upstream's answer is not a chat completion: %w", err)
+	}
+	r := Response{ID: messageID(c.ID), Type: "message", Role: "assistant", Model: model, Content: []Block{}, StopReason: "end_turn"}
+	if len(c.Choices) > 0 {
+		ch := c.Choices[0]
+		m := ch.Message
+		if m.ReasoningContent != "" {
+			r.Content = append(r.Content, Block{Type: "thinking", Thinking: m.ReasoningContent})
+		}
+		if m.Content != "" {
+			r.Content = append(r.Content, Block{Type: "text", Text: m.Content})
+		}
+		for i, tc := range m.ToolCalls {
+			input := json.RawMessage(tc.Function.Arguments)
+			if !json.Valid(input) {
+				input = json.RawMessage("{}")
+			}
+			id := tc.ID
+			if id == "" {
+				id = fmt.Sprintf("toolu_%d", i)
+			}
+			r.Content = append(r.Content, Block{Type: "tool_use", ID: id, Name: tc.Function.Name, Input: input})
+		}
+		r.StopReason = StopReason(ch.FinishReason)
+	}
+	if len(c.Usage) > 0 && string(c.Usage) != "null" {
+		u := readUsage(c.Usage)
+		r.Usage = Usage{InputTokens: u.input, OutputTokens: u.output, CacheReadInputTokens: u.cacheRead, CacheCreationInputTokens: u.cacheWrite}
+	}
+	return json.Marshal(r)
+}
+
+// readUsage reads an OpenAI usage object the Anthropic way: input_tokens
+// without the cached tokens, which are counted apart. The counts are read
+// like the relay reads them (floats too); the details as they come.
+func readUsage(raw json.RawMessage) usage {
+	var u api.Usage
+	json.Unmarshal(raw, &u)
+	var d struct {
+		Details *api.PromptTokensDetails `json:"prompt_tokens_details"`
+	}
+	json.Unmarshal(raw, &d)
+	out := usage{input: u.PromptTokens, output: u.CompletionTokens}
+	if d.Details != nil {
+		out.cacheRead, out.cacheWrite = d.Details.CachedTokens, d.Details.CacheWriteTokens
+		out.input = max(0, u.PromptTokens-out.cacheRead-out.cacheWrite)
+	}
+	return out
+}
+
+// ErrorBody turns an OpenAI error object into Anthropic's
+// {"type":"error","error":{"type","message"}}; the type follows status when
+// it is known (0: from the OpenAI type).
+func ErrorBody(status int, body []byte) []byte {
+	var e api.ErrorResponse
+	json.Unmarshal(body, &e)
+	msg := e.Error.Message
+	if msg == "" {
+		msg = http.StatusText(status)
+	}
+	typ := errorType(status, e.Error.Type)
+	out, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]string{"type": typ, "message": msg}})
+	return out
+}
+
+// errorType is Anthropic's error type of an HTTP status (or, without one,
+// of an OpenAI error type).
+func errorType(status int, openaiType string) string {
+	switch status {
+	case http.StatusBadRequest, http.StatusMethodNotAllowed, http.StatusUnprocessableEntity:
+		return "invalid_request_error"
+	case http.StatusUnauthorized:
+		return "authentication_error"
+	case http.StatusForbidden:
+		return "permission_error"
+	case http.StatusNotFound:
+		return "not_found_error"
+	case http.StatusRequestEntityTooLarge:
+		return "request_too_large"
+	case http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case http.StatusServiceUnavailable, 529:
+		return "overloaded_error"
+	case 0:
+		switch openaiType {
+		case "rate_limit_error":
+			return "rate_limit_error"
+		case "invalid_request_error":
+			return "invalid_request_error"
+		}
+	}
+	return "api_error"
+}

@@ -1,0 +1,275 @@
+package messages
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+
+	"github.com/streamgate/streamgate/internal/api"
+	"github.com/streamgate/streamgate/internal/relay"
+	"github.com/streamgate/streamgate/internal/sse"
+)
+
+// Encoder writes the relayed OpenAI chunks as Anthropic's Messages event
+// stream: message_start and a ping before the first block, a text, thinking
+// or tool_use content block per run of deltas (content_block_start, _delta,
+// _stop), and at the end message_delta (stop_reason and usage) and
+// message_stop. The relay's session needs IncludeUsage: the usage chunk
+// ends up in message_delta.
+type Encoder struct {
+	model string // the model the client asked for
+
+	started bool   // message_start written
+	open    byte   // kind of the open content block: 0 none, 't' text, 'k' thinking, 'u' tool_use
+	index   int    // index of the open block; the next block gets index+1
+	stop    string // stop_reason, from the finish chunk
+	usage   usage
+	buf     []byte
+	chunk   chunk // the chunk being translated, reused
+}
+
+var _ relay.Encoder = (*Encoder)(nil)
+
+// NewEncoder returns an Encoder for a request for model.
+func NewEncoder(model string) *Encoder { return &Encoder{model: model, index: -1} }
+
+// usage is what message_delta reports.
+type usage struct {
+	input, output, cacheRead, cacheWrite int
+}
+
+// chunk is the part of an OpenAI chunk the encoder reads.
+type chunk struct {
+	ID      string `json:"id"`
+	Choices []struct {
+		Delta struct {
+			Content          string         `json:"content"`
+			ReasoningContent string         `json:"reasoning_content"`
+			Reasoning        string         `json:"reasoning"`
+			ToolCalls        []api.ToolCall `json:"tool_calls"`
+		} `json:"delta"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage json.RawMessage `json:"usage"`
+}
+
+// Reset implements relay.Encoder.
+func (e *Encoder) Reset() {
+	*e = Encoder{model: e.model, index: -1, buf: e.buf[:0]}
+}
+
+// Event implements relay.Encoder.
+func (e *Encoder) Event(w *sse.Writer, ev *sse.Event, _ *api.ChunkInfo) error {
+	c := &e.chunk
+	*c = chunk{}
+	if err := json.Unmarshal(ev.Data, c); err != nil {
+		return nil // the relay scanned it as valid JSON; a shape it does not know carries nothing here
+	}
+	if !e.started {
+		if err := e.start(w, c.ID); err != nil {
+			return err
+		}
+	}
+	if len(c.Usage) > 0 && string(c.Usage) != "null" {
+		e.usage = readUsage(c.Usage)
+	}
+	for i := range c.Choices {
+		ch := &c.Choices[i]
+		d := &ch.Delta
+		if r := d.ReasoningContent + d.Reasoning; r != "" {
+			if err := e.delta(w, 'k', "thinking_delta", "thinking", r); err != nil {
+				return err
+			}
+		}
+		if d.Content != "" {
+			if err := e.delta(w, 't', "text_delta", "text", d.Content); err != nil {
+				return err
+			}
+		}
+		for _, tc := range d.ToolCalls {
+			if tc.ID != "" || tc.Function.Name != "" || e.open != 'u' {
+				if err := e.startTool(w, tc); err != nil {
+					return err
+				}
+			}
+			if tc.Function.Arguments != "" {
+				if err := e.delta(w, 'u', "input_json_delta", "partial_json", tc.Function.Arguments); err != nil {
+					return err
+				}
+			}
+		}
+		if ch.FinishReason != nil {
+			e.stop = StopReason(*ch.FinishReason)
+			if err := e.closeBlock(w); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// StopReason maps an OpenAI finish_reason to Anthropic's stop_reason.
+func StopReason(finish string) string {
+	switch finish {
+	case "length":
+		return "max_tokens"
+	case "tool_calls", "function_call":
+		return "tool_use"
+	case "content_filter":
+		return "refusal"
+	}
+	return "end_turn"
+}
+
+func (e *Encoder) start(w *sse.Writer, id string) error {
+	e.started = true
+	b := append(e.buf[:0], `{"type":"message_start","message":{"id":`...)
+	b = appendString(b, messageID(id))
+	b = append(b, `,"type":"message","role":"assistant","model":`...)
+	b = appendString(b, e.model)
+	b = append(b, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":0,"output_tokens":0}}}`...)
+	e.buf = b
+	if err := w.Queue([]byte("message_start"), b); err != nil {
+		return err
+	}
+	return w.Queue([]byte("ping"), pingData)
+}
+
+var pingData = []byte(`{"type":"ping"}`)
+
+// messageID gives an OpenAI completion id Anthropic's "msg_" prefix.
+func messageID(id string) string {
+	if id == "" {
+		return "msg_streamgate"
+	}
+	if strings.HasPrefix(id, "msg_") {
+		return id
+	}
+	return "msg_" + id
+}
+
+// delta writes a delta of a block of kind, opening the block first.
+func (e *Encoder) delta(w *sse.Writer, kind byte, typ, field, text string) error {
+	if e.open != kind {
+		if err := e.closeBlock(w); err != nil {
+			return err
+		}
+		if err := e.startBlock(w, kind, "", ""); err != nil {
+			return err
+		}
+	}
+	b := append(e.buf[:0], `{"type":"content_block_delta","index":`...)
+	b = strconv.AppendInt(b, int64(e.index), 10)
+	b = append(b, `,"delta":{"type":"`...)
+	b = append(b, typ...)
+	b = append(b, `","`...)
+	b = append(b, field...)
+	b = append(b, `":`...)
+	b = appendString(b, text)
+	b = append(b, "}}"...)
+	e.buf = b
+	return w.Queue([]byte("content_block_delta"), b)
+}
+
+func (e *Encoder) startTool(w *sse.Writer, tc api.ToolCall) error {
+	if err := e.closeBlock(w); err != nil {
+		return err
+	}
+	id := tc.ID
+	if id == "" {
+		id = "toolu_" + strconv.Itoa(e.index+1)
+	}
+	return e.startBlock(w, 'u', id, tc.Function.Name)
+}
+
+func (e *Encoder) startBlock(w *sse.Writer, kind byte, id, name string) error {
+	e.open = kind
+	e.index++
+	b := append(e.buf[:0], `{"type":"content_block_start","index":`...)
+	b = strconv.AppendInt(b, int64(e.index), 10)
+	switch kind {
+	case 't':
+		b = append(b, `,"content_block":{"type":"text","text":""}}`...)
+	case 'k':
+		b = append(b, `,"content_block":{"type":"thinking","thinking":"","signature":""}}`...)
+	case 'u':
+		b = append(b, `,"content_block":{"type":"tool_use","id":`...)
+		b = appendString(b, id)
+		b = append(b, `,"name":`...)
+		b = appendString(b, name)
+		b = append(b, `,"input":{}}}`...)
+	}
+	e.buf = b
+	return w.Queue([]byte("content_block_start"), b)
+}
+
+func (e *Encoder) closeBlock(w *sse.Writer) error {
+	if e.open == 0 {
+		return nil
+	}
+	e.open = 0
+	b := append(e.buf[:0], `{"type":"content_block_stop","index":`...)
+	b = strconv.AppendInt(b, int64(e.index), 10)
+	b = append(b, '}')
+	e.buf = b
+	return w.Queue([]byte("content_block_stop"), b)
+}
+
+// Done implements relay.Encoder: the open block's stop, message_delta with
+// the stop reason and usage, message_stop.
+func (e *Encoder) Done(w *sse.Writer) error {
+	if !e.started {
+		if err := e.start(w, ""); err != nil {
+			return err
+		}
+	}
+	if err := e.closeBlock(w); err != nil {
+		return err
+	}
+	stop := e.stop
+	if stop == "" {
+		stop = "end_turn"
+	}
+	b := append(e.buf[:0], `{"type":"message_delta","delta":{"stop_reason":`...)
+	b = appendString(b, stop)
+	b = append(b, `,"stop_sequence":null},"usage":{"input_tokens":`...)
+	b = strconv.AppendInt(b, int64(e.usage.input), 10)
+	b = append(b, `,"output_tokens":`...)
+	b = strconv.AppendInt(b, int64(e.usage.output), 10)
+	b = append(b, `,"cache_read_input_tokens":`...)
+	b = strconv.AppendInt(b, int64(e.usage.cacheRead), 10)
+	b = append(b, `,"cache_creation_input_tokens":`...)
+	b = strconv.AppendInt(b, int64(e.usage.cacheWrite), 10)
+	b = append(b, "}}"...)
+	e.buf = b
+	if err := w.Queue([]byte("message_delta"), b); err != nil {
+		return err
+	}
+	return w.Event([]byte("message_stop"), []byte(`{"type":"message_stop"}`))
+}
+
+// Error implements relay.Encoder: one "error" event in Anthropic's shape.
+func (e *Encoder) Error(w *sse.Writer, body []byte) error {
+	return w.Event([]byte("error"), ErrorBody(0, body))
+}
+
+// KeepAlive implements relay.Encoder: Anthropic's ping event.
+func (e *Encoder) KeepAlive(w *sse.Writer) error {
+	return w.Event([]byte("ping"), pingData)
+}
+
+// ErrorBody implements relay.Encoder.
+func (e *Encoder) ErrorBody(status int, body []byte) []byte { return ErrorBody(status, body) }
+
+// appendString appends s as a JSON string.
+func appendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
