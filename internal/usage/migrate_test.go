@@ -55,7 +55,7 @@ func TestMigrateTTFTNullable(t *testing.T) {
 				{ID: "stream", Time: at, Stream: true, Status: 200, Outcome: OutcomeOK, TTFT: 5 * time.Millisecond},
 			} {
 				args := []any{e.ID, "", tt.d.timeArg(e.Time), "", "", "", 0, e.Stream, e.Status, e.Outcome, 0, 0, "", 0.0, int64(e.TTFT), 0, ""}
-				if _, err := db.ExecContext(ctx, insertSQL(1), args...); err != nil {
+				if _, err := db.ExecContext(ctx, tt.d.insertSQL(1), args...); err != nil {
 					t.Fatalf("v1 row: %v", err)
 				}
 			}
