@@ -31,7 +31,8 @@ const columns = "id, request_id, arrived_at, key_id, model, route, attempts, str
 const numColumns = 17
 
 // dialect holds what differs between SQLite and PostgreSQL. Both drivers accept
-// $N placeholders, so every statement text is shared.
+// $N placeholders, so every statement text is shared but the INSERT's (see
+// positional).
 type dialect struct {
 	name string
 	// migrations[i] brings the schema from version i to i+1.
