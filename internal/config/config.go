@@ -36,9 +36,13 @@ type Duration time.Duration
 // Provider is one upstream.
 type Provider struct {
 	Name    string `yaml:"name"`
-	Kind    string `yaml:"kind"` // openai | sim (anthropic, gemini later)
+	Kind    string `yaml:"kind"` // openai | anthropic | gemini | sim
 	BaseURL string `yaml:"base_url"`
 	APIKey  string `yaml:"api_key"`
+	// Dialect is the API a "kind: sim" provider is spoken to in: openai
+	// (the default), anthropic or gemini; the in-process simulator serves
+	// all three. Only for kind sim.
+	Dialect string `yaml:"dialect"`
 	// HTTP2 speaks HTTP/2 cleartext with prior knowledge (h2c) to an http://
 	// base_url (or to the in-process simulator of kind sim): many streams
 	// share a few connections. Only meaningful for http:// URLs (https://

@@ -14,6 +14,7 @@ import (
 // Accepted values of enumerated fields.
 var (
 	kinds          = []string{"openai", "anthropic", "gemini", "sim"}
+	simDialects    = []string{"openai", "anthropic", "gemini"}
 	strategies     = []string{"fallback", "weighted", "least-inflight", "lowest-latency"}
 	contextPolicys = []string{"reject", "trim"}
 )
@@ -164,6 +165,14 @@ func (v *problems) provider(path string, p Provider) {
 		v.add(path+".kind", "required (one of %s)", strings.Join(kinds, ", "))
 	case !oneOf(p.Kind, kinds):
 		v.add(path+".kind", "unknown kind %q (want one of %s)", p.Kind, strings.Join(kinds, ", "))
+	}
+	if p.Dialect != "" {
+		switch {
+		case p.Kind != "sim":
+			v.add(path+".dialect", "only for kind sim (a provider of kind %s speaks its own API)", p.Kind)
+		case !oneOf(p.Dialect, simDialects):
+			v.add(path+".dialect", "unknown dialect %q (want one of %s)", p.Dialect, strings.Join(simDialects, ", "))
+		}
 	}
 	if p.BaseURL == "" {
 		if p.Kind != "sim" && oneOf(p.Kind, kinds) {

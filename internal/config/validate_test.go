@@ -50,6 +50,7 @@ func TestValidConfigs(t *testing.T) {
 			c.Providers = append(c.Providers, Provider{Name: "vllm", Kind: "openai", BaseURL: "http://127.0.0.1:8000/v1", HTTP2: true})
 		}},
 		{"http2 on sim", func(c *Config) { c.Providers[1].HTTP2 = true }},
+		{"sim dialect", func(c *Config) { c.Providers[1].Dialect = "gemini" }},
 		{"each strategy", func(c *Config) {
 			for _, s := range strategies {
 				m := c.Models[0]
@@ -79,6 +80,8 @@ func TestValidateEachProblem(t *testing.T) {
 		want   string // the one "path: message" expected
 	}{
 		{"listen empty", func(c *Config) { c.Listen = "" }, "listen: required (HOST:PORT)"},
+		{"dialect on openai", func(c *Config) { c.Providers[0].Dialect = "anthropic" }, "providers[0].dialect: only for kind sim (a provider of kind openai speaks its own API)"},
+		{"unknown sim dialect", func(c *Config) { c.Providers[1].Dialect = "cohere" }, `providers[1].dialect: unknown dialect "cohere" (want one of openai, anthropic, gemini)`},
 		{"listen without port", func(c *Config) { c.Listen = "localhost" }, `listen: "localhost" is not HOST:PORT`},
 		{"listen bad port", func(c *Config) { c.Listen = "localhost:http" }, `listen: "localhost:http" has an invalid port (want 0-65535)`},
 		{"listen port too big", func(c *Config) { c.Listen = "127.0.0.1:70000" }, `listen: "127.0.0.1:70000" has an invalid port (want 0-65535)`},

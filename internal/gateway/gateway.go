@@ -5,6 +5,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -158,6 +159,7 @@ func New(opts Options) (*Gateway, error) {
 	for name, p := range opts.Providers {
 		g.providers[name] = p
 	}
+	simBase := "" // the in-process simulator's address, one for every sim provider
 	for _, p := range cfg.Providers {
 		if _, ok := g.providers[p.Name]; ok {
 			continue
@@ -165,15 +167,19 @@ func New(opts Options) (*Gateway, error) {
 		pc := provider.Config{Name: p.Name, Kind: p.Kind, BaseURL: p.BaseURL, APIKey: p.APIKey,
 			HTTP2: p.HTTP2, ConnectTimeout: cfg.Timeouts.Connect.D()}
 		if p.Kind == "sim" {
-			// An in-process simulator on a loopback port, reached over real
-			// HTTP through the OpenAI adapter.
-			base, stop, err := startSim(opts.Sim)
-			if err != nil {
-				g.Close()
-				return nil, fmt.Errorf("gateway: provider %s: %w", p.Name, err)
+			// The in-process simulator on a loopback port, reached over real
+			// HTTP through the adapter of the provider's dialect.
+			if simBase == "" {
+				base, stop, err := startSim(opts.Sim)
+				if err != nil {
+					g.Close()
+					return nil, fmt.Errorf("gateway: provider %s: %w", p.Name, err)
+				}
+				g.sims = append(g.sims, stop)
+				simBase = base
 			}
-			g.sims = append(g.sims, stop)
-			pc.Kind, pc.BaseURL, pc.APIKey = "openai", base, ""
+			pc.Kind, pc.APIKey = cmp.Or(p.Dialect, "openai"), ""
+			pc.BaseURL = simBase + simPaths[pc.Kind]
 		}
 		pv, err := provider.New(pc)
 		if err != nil {
@@ -219,8 +225,13 @@ func (g *Gateway) routesTable() *http.ServeMux {
 	return mux
 }
 
-// startSim serves a simulator on a loopback port and returns its base URL
-// and a function that stops it (waiting for its streams to end).
+// simPaths are the base URL paths of each dialect on the simulator, as the
+// providers' docs give their base URLs.
+var simPaths = map[string]string{"openai": "/v1", "anthropic": "", "gemini": "/v1beta"}
+
+// startSim serves a simulator on a loopback port and returns its address
+// ("http://127.0.0.1:PORT") and a function that stops it (waiting for its
+// streams to end).
 func startSim(opts sim.Options) (string, func(), error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -236,7 +247,7 @@ func startSim(opts sim.Options) (string, func(), error) {
 		defer close(done)
 		s.Serve(ctx, ln)
 	}()
-	return "http://" + ln.Addr().String() + "/v1", func() { cancel(); <-done }, nil
+	return "http://" + ln.Addr().String(), func() { cancel(); <-done }, nil
 }
 
 // Close stops the in-process simulators and closes idle upstream
