@@ -38,32 +38,54 @@ func newSimCmd(e *env) *cobra.Command {
 	var o *simFlags
 	cmd := &cobra.Command{
 		Use:   "sim",
-		Short: "Run the simulated OpenAI-compatible upstream",
+		Short: "Run the simulated upstream (OpenAI, Anthropic and Gemini dialects)",
 		Long: `sim serves a simulated upstream that streams like a real provider, faults included,
-so the gateway and the benchmark run offline. OpenAI dialect:
-POST /v1/chat/completions (stream and not), GET /v1/models, GET /metrics, over
-HTTP/1.1 and, on the same port, HTTP/2 cleartext with prior knowledge (h2c).
+so the gateway and the benchmark run offline. Three dialects on one port, over HTTP/1.1
+and, on the same port, HTTP/2 cleartext with prior knowledge (h2c):
+  POST /v1/chat/completions                          OpenAI Chat Completions, stream and not
+  POST /v1/messages, /v1/messages/count_tokens       Anthropic Messages (max_tokens required)
+  POST /v1beta/models/{model}:generateContent        Gemini API
+  POST /v1beta/models/{model}:streamGenerateContent?alt=sse
+  POST /v1beta/models/{model}:countTokens
+  POST /v1/embeddings, GET /v1/models, GET /metrics
+Auth headers (Authorization, x-api-key, x-goog-api-key) are accepted and ignored, so
+an OpenAI base URL is http://ADDR/v1, an Anthropic or Gemini one http://ADDR.
 
 Any model name is answered. A name matching a profile uses that profile, others use
 --profile (default: the flag defaults below, named sim-default). Flags given
 explicitly override every profile. Built-in profiles (simulated; prices are the
 published output prices of the model each imitates, USD per 1M tokens):
 ` + simProfileTable() + `
-Streams: role-only chunk, content chunks, finish_reason chunk, a usage chunk when
-stream_options.include_usage, then data: [DONE]. Tokens are paced against absolute
-deadlines; --itl is the gap between content chunks. Same --seed and same requests
-give the same text, timings and faults.
+Every dialect streams its provider's shape from one engine, so profiles, pacing,
+headers and faults are the same in all three:
+  OpenAI     role-only chunk, content chunks, finish_reason chunk, a usage chunk when
+             stream_options.include_usage, then data: [DONE].
+  Anthropic  message_start, content_block_start, ping, content_block_delta per chunk,
+             content_block_stop, message_delta (stop_reason, usage), message_stop.
+  Gemini     data: GenerateContentResponse per chunk with cumulative usageMetadata, a
+             last chunk with finishReason; no [DONE].
+Tokens are paced against absolute deadlines; --itl is the gap between content chunks.
+Same --seed and same requests give the same text, timings and faults.
 
 Faults: a fault flag without its -rate hits every request; with --X-rate it hits
 that fraction of requests (seeded; a rate alone uses 503, 10s or a random chunk).
 Chunks count content chunks from 1; a fault "at N" happens just before chunk N.
---cut-at closes the connection (no [DONE]); --error-at sends data: {"error":...}
-and ends without [DONE]; --malformed-at sends a data: line that is not JSON and
-the stream goes on.
+--fail-status answers in the dialect's error shape; --cut-at closes the connection
+(no [DONE], message_stop or finishReason); --error-at sends the dialect's error event
+(OpenAI data: {"error":...}, Anthropic event: error overloaded_error, Gemini data:
+{"error":...} UNAVAILABLE) and ends; --malformed-at sends a data: line that is not
+JSON and the stream goes on.
+
+Tool calls: when the request offers tools, the header X-Sim-Tool-Call: NAME answers
+with one call of that tool (arguments built from its schema, streamed in fragments:
+OpenAI tool_calls deltas and finish_reason tool_calls, Anthropic tool_use with
+input_json_delta and stop_reason tool_use, Gemini one functionCall part). NAME must be
+offered, else 400. Without the header the answer is text.
 
 Per-request overrides, request headers (a bad value answers 400 naming the header):
   X-Sim-Profile  X-Sim-TTFT  X-Sim-TTFT-P99  X-Sim-ITL  X-Sim-ITL-Jitter
   X-Sim-Prefill-Per-Token  X-Sim-Tokens  X-Sim-Tokens-Per-Chunk  X-Sim-Lang  X-Sim-Seed
+  X-Sim-Tool-Call
   X-Sim-Fail-Status  X-Sim-Fail-Rate  X-Sim-Stall-First  X-Sim-Stall-First-Rate
   X-Sim-Stall-At  X-Sim-Stall-For  X-Sim-Stall-Rate  X-Sim-Cut-At  X-Sim-Cut-Rate
   X-Sim-Error-At  X-Sim-Error-Rate  X-Sim-Malformed-At  X-Sim-Malformed-Rate
@@ -73,7 +95,11 @@ rate header hits that request, a rate header of 0 switches the profile's fault o
   streamgate sim --profile sim-gpt-4.1 --max-concurrency 64
   streamgate sim --fail-status 429 --fail-rate 0.1 --cut-rate 0.05 --seed 7
   curl -N localhost:8081/v1/chat/completions -H 'X-Sim-Tokens: 20' \
-    -d '{"model":"sim-fast","stream":true,"messages":[{"role":"user","content":"hi"}]}'`,
+    -d '{"model":"sim-fast","stream":true,"messages":[{"role":"user","content":"hi"}]}'
+  curl -N localhost:8081/v1/messages -H 'X-Sim-Tokens: 20' \
+    -d '{"model":"sim-claude-sonnet-4.5","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hi"}]}'
+  curl -N 'localhost:8081/v1beta/models/sim-gemini-2.5-flash:streamGenerateContent?alt=sse' \
+    -d '{"contents":[{"parts":[{"text":"hi"}]}]}'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts, err := o.options(cmd.Flags())
@@ -84,7 +110,7 @@ rate header hits that request, a rate header of 0 switches the profile's fault o
 			if err != nil {
 				return fmt.Errorf("sim: listen on %s: %w", o.addr, err)
 			}
-			fmt.Fprintf(e.stdout, "streamgate sim: listening on http://%s (OpenAI dialect at /v1, default profile %s, seed %d)\n",
+			fmt.Fprintf(e.stdout, "streamgate sim: listening on http://%s (OpenAI at /v1, Anthropic at /v1/messages, Gemini at /v1beta; default profile %s, seed %d)\n",
 				ln.Addr(), opts.Profile.Name, opts.Seed)
 			if err := sim.New(opts).Serve(cmd.Context(), ln); err != nil {
 				return fmt.Errorf("sim: serve: %w", err)
@@ -113,7 +139,7 @@ func bindSimFlags(f *pflag.FlagSet) *simFlags {
 	f.IntVar(&o.maxConc, "max-concurrency", 0, "requests served at once, more wait in a FIFO queue (0 = unlimited)")
 	f.StringVar(&o.lang, "lang", d.Lang, "output language: en or ko")
 	f.Int64Var(&o.seed, "seed", 1, "seed of text, timings and fault draws")
-	f.BoolVar(&o.stamp, "stamp", false, `write ": sent_ns=<unix ns>" before each event`)
+	f.BoolVar(&o.stamp, "stamp", false, `write ": sent_ns=<unix ns>" before each event (every dialect; go-genai cannot read SSE comments)`)
 	f.IntVar(&o.failStatus, "fail-status", sim.DefaultFailStatus, "answer this status (429/500/502/503...) before the stream")
 	f.Float64Var(&o.failRate, "fail-rate", 0, "fraction of requests answered --fail-status")
 	f.DurationVar(&o.stallFirst, "stall-first", 0, "stall before the first event (10s when only the rate is given)")

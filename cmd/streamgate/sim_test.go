@@ -48,6 +48,20 @@ func TestSimUsageErrors(t *testing.T) {
 	}
 }
 
+// sim --help lists the endpoints of the three dialects and the headers.
+func TestSimHelp(t *testing.T) {
+	var out, errb strings.Builder
+	if code := run(context.Background(), []string{"sim", "--help"}, func(string) string { return "" }, &out, &errb); code != 0 {
+		t.Fatalf("exit: got %d, want 0 (stderr %q)", code, errb.String())
+	}
+	for _, want := range []string{"/v1/chat/completions", "/v1/messages", ":generateContent", ":streamGenerateContent?alt=sse",
+		"/v1/embeddings", sim.HeaderToolCall, sim.HeaderFailStatus, "message_stop", "finishReason"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("sim --help does not name %s", want)
+		}
+	}
+}
+
 func TestSimFlagsOverrideProfiles(t *testing.T) {
 	fs := pflag.NewFlagSet("sim", pflag.ContinueOnError)
 	o := bindSimFlags(fs)
@@ -106,6 +120,23 @@ func TestSimServesAndShutsDown(t *testing.T) {
 	resp.Body.Close()
 	if !strings.HasSuffix(string(body), "data: [DONE]\n\n") || strings.Count(string(body), `"content":"`) != 4 {
 		t.Errorf("stream: got %q, want role + 3 content chunks and [DONE]", body)
+	}
+	// The other dialects on the same port.
+	for _, c := range []struct{ path, body, last string }{
+		{"/v1/messages", `{"model":"sim-fast","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`,
+			"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"},
+		{"/v1beta/models/sim-fast:streamGenerateContent?alt=sse", `{"contents":[{"parts":[{"text":"hi"}]}]}`,
+			`"finishReason":"STOP"`},
+	} {
+		resp, err := (&http.Client{Transport: tr}).Post("http://"+addr+c.path, "application/json", strings.NewReader(c.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(body), c.last) {
+			t.Errorf("%s: got %d %q, want a complete stream", c.path, resp.StatusCode, body)
+		}
 	}
 	cancel()
 	select {

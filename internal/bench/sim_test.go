@@ -147,8 +147,14 @@ func TestSimFaults(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			// A short idle timeout for the stall alone: under -race on a
+			// loaded machine, a quick answer can take longer than 200 ms.
+			idle := 30 * time.Second
+			if tt.wantKind == KindIdle {
+				idle = 200 * time.Millisecond
+			}
 			res, err := Run(context.Background(), Config{BaseURL: url, Model: "m", Requests: 20, Concurrency: 10,
-				MaxTokens: 10, Headers: tt.headers, IdleTimeout: 200 * time.Millisecond})
+				MaxTokens: 10, Headers: tt.headers, IdleTimeout: idle})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -32,6 +32,9 @@ const (
 	HeaderErrorRate       = "X-Sim-Error-Rate"
 	HeaderMalformedAt     = "X-Sim-Malformed-At"
 	HeaderMalformedRate   = "X-Sim-Malformed-Rate"
+	// HeaderToolCall names a tool the request offers: the answer is one
+	// call of it instead of text. Read by the chat endpoints only.
+	HeaderToolCall = "X-Sim-Tool-Call"
 )
 
 // headerError names the header whose value is invalid.

@@ -33,11 +33,11 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 	m := &metrics{
 		requests: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "streamgate_sim_requests_total",
-			Help: "Chat completion requests received (stream or not, including rejected ones).",
+			Help: "Requests received on the chat, messages, Gemini and embeddings endpoints (stream or not, including rejected ones).",
 		}),
 		completed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "streamgate_sim_streams_completed_total",
-			Help: "Streams that ended with data: [DONE].",
+			Help: "Streams that ended complete (OpenAI data: [DONE], Anthropic message_stop, Gemini finishReason).",
 		}),
 		cancelled: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "streamgate_sim_streams_cancelled_total",

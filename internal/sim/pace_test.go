@@ -320,22 +320,32 @@ func TestProfiles(t *testing.T) {
 	}
 }
 
-// BenchmarkChunk measures the per-chunk path of a stream: draw a gap and a
-// token, build the chunk JSON, stamp and write it through the SSE writer.
+// BenchmarkChunk measures the per-chunk path of a stream in each dialect:
+// draw a gap and a token, build the chunk JSON through the dialect's
+// encoder, stamp and write it through the SSE writer.
 func BenchmarkChunk(b *testing.B) {
-	ck := newChunker("chatcmpl-sim123", "sim-gpt-4.1", 1700000000, true)
-	gen := newTextGen("en", rand.New(rand.NewPCG(1, 1)))
-	timing := rand.New(rand.NewPCG(1, 2))
-	st := &streamState{w: discardFlusher{}, sw: sse.NewWriter(discardFlusher{}), stamp: true}
-	var d time.Duration
-	b.ReportAllocs()
-	for b.Loop() {
-		d += gapAt(20*time.Millisecond, 0.2, timing.NormFloat64())
-		ck.beginContent()
-		ck.token(gen.next())
-		if err := st.emit(ck.endContent(), true); err != nil {
-			b.Fatal(err)
-		}
+	pl := &plan{id: "chatcmpl-sim123", model: "sim-gpt-4.1", includeUsage: true, promptTokens: 12}
+	for _, d := range []struct {
+		name string
+		enc  encoder
+	}{{"openai", newChunker(pl, 1700000000)}, {"anthropic", newAnthropicEncoder(pl)}, {"gemini", newGeminiEncoder(pl)}} {
+		b.Run(d.name, func(b *testing.B) {
+			gen := newTextGen("en", rand.New(rand.NewPCG(1, 1)))
+			timing := rand.New(rand.NewPCG(1, 2))
+			st := &streamState{sw: sse.NewWriter(discardFlusher{}), stamp: true}
+			toks := make([][]byte, 1)
+			var d2 time.Duration
+			sent := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				d2 += gapAt(20*time.Millisecond, 0.2, timing.NormFloat64())
+				toks[0] = gen.next()
+				sent++
+				if err := d.enc.text(st, toks, sent); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

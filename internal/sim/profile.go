@@ -51,8 +51,9 @@ type Profile struct {
 // chunk 1). An At beyond the last content chunk means "after the last
 // content chunk, before the finish chunk".
 type Faults struct {
-	// FailStatus is the HTTP status answered before any stream, with an
-	// OpenAI error body (and Retry-After: 1 on 429). 0 means 503.
+	// FailStatus is the HTTP status answered before any stream, with the
+	// dialect's error body (OpenAI's and Anthropic's with Retry-After: 1 on
+	// 429, Gemini's with a RetryInfo detail). 0 means 503.
 	FailStatus int
 	FailRate   float64
 	// StallFirst delays the first event (nothing at all is sent before it,
@@ -65,12 +66,14 @@ type Faults struct {
 	StallFor  time.Duration
 	StallRate float64
 	// CutAt closes the connection before content chunk CutAt: no finish
-	// chunk, no [DONE], no terminating HTTP chunk (the client sees an
-	// unexpected EOF).
+	// chunk, no [DONE] (message_stop, finishReason), no terminating HTTP
+	// chunk (the client sees an unexpected EOF).
 	CutAt   int
 	CutRate float64
-	// ErrorAt sends `data: {"error":{...}}` before content chunk ErrorAt and
-	// ends the response there, without [DONE].
+	// ErrorAt sends the dialect's error event before content chunk ErrorAt
+	// (OpenAI `data: {"error":{...}}`, Anthropic `event: error` with
+	// overloaded_error, Gemini `data: {"error":{...}}` UNAVAILABLE) and ends
+	// the response there, without [DONE] (message_stop, finishReason).
 	ErrorAt   int
 	ErrorRate float64
 	// MalformedAt sends a `data:` line that is not valid JSON before content

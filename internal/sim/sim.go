@@ -1,27 +1,74 @@
-// Package sim is the simulated upstream: an OpenAI-compatible server whose
-// latency, output and faults follow a model profile, so the gateway and the
-// benchmark run and are tested offline. Tokens are paced against absolute
-// deadlines so the stream does not drift.
+// Package sim is the simulated upstream: one server speaking the OpenAI,
+// Anthropic and Gemini dialects on one port, whose latency, output and
+// faults follow a model profile, so the gateway and the benchmark run and
+// are tested offline. Tokens are paced against absolute deadlines so the
+// stream does not drift. One engine plans, paces and injects faults for
+// every dialect; a dialect only encodes the engine's events (start, text,
+// tool-call arguments, finish with usage, error, malformed line).
 //
-// Endpoints: POST /v1/chat/completions (stream and not), GET /v1/models (the
-// profiles), GET /metrics (Prometheus, the Server's own registry). Any model
-// name is answered: a name matching a profile uses it, others use
-// Options.Profile. The response echoes the requested model name.
+// Endpoints:
 //
-// A stream is shaped like OpenAI's: the HTTP headers at once, then at the
-// first token a role-only chunk (delta {"role":"assistant","content":""}),
-// content chunks, a chunk with an empty delta and finish_reason ("length"
-// when max_tokens / max_completion_tokens cut the output, else "stop"), a
-// usage chunk (choices [], usage) only with stream_options.include_usage
-// (every chunk then carries "usage":null), and data: [DONE].
-// usage.completion_tokens is exactly the number of tokens sent.
+//	POST /v1/chat/completions                 OpenAI Chat Completions, stream and not
+//	POST /v1/messages                         Anthropic Messages, stream and not
+//	POST /v1/messages/count_tokens            Anthropic token count of a Messages body
+//	POST /v1beta/models/{model}:generateContent
+//	POST /v1beta/models/{model}:streamGenerateContent?alt=sse
+//	POST /v1beta/models/{model}:countTokens   Gemini API
+//	POST /v1/embeddings                       OpenAI embeddings
+//	GET  /v1/models                           the profiles, OpenAI list format
+//	GET  /metrics                             Prometheus, the Server's own registry
+//
+// Any model name is answered: a name matching a profile uses it, others use
+// Options.Profile. The response echoes the requested model name. Auth
+// headers (Authorization, x-api-key, x-goog-api-key) and anthropic-version
+// are accepted and ignored.
+//
+// An OpenAI stream: the HTTP headers at once, then at the first token a
+// role-only chunk (delta {"role":"assistant","content":""}), content
+// chunks, a chunk with an empty delta and finish_reason ("length" when
+// max_tokens / max_completion_tokens cut the output, else "stop"), a usage
+// chunk (choices [], usage) only with stream_options.include_usage (every
+// chunk then carries "usage":null), and data: [DONE].
+//
+// An Anthropic stream (max_tokens is required, as by the API): event:
+// message_start (usage.input_tokens, output_tokens 1), content_block_start,
+// ping, one content_block_delta (text_delta) per content chunk,
+// content_block_stop, message_delta (stop_reason end_turn or max_tokens,
+// cumulative usage), message_stop; every event has its event: line and a
+// data: object with the same "type". Errors are {"type":"error","error":
+// {"type","message"}} with the type of the status (429 rate_limit_error,
+// 529 overloaded_error, 500 api_error, 400 invalid_request_error...).
+//
+// A Gemini stream (alt=sse): data: lines of GenerateContentResponse, no
+// [DONE]: candidates[0].content {role model, parts [{text}]}, usageMetadata
+// with cumulative promptTokenCount, candidatesTokenCount, totalTokenCount
+// on every chunk, modelVersion, responseId; a last chunk with an empty text
+// part has finishReason STOP or MAX_TOKENS (generationConfig.maxOutputTokens).
+// Errors are {"error":{"code","message","status"}} (429 RESOURCE_EXHAUSTED,
+// 503 UNAVAILABLE, 500 INTERNAL, 400 INVALID_ARGUMENT...).
+//
+// In every dialect the first events leave together with the first content
+// chunk, and the usage's completion tokens are exactly the tokens sent.
 // Queue waits (Options.MaxConcurrency) come before the TTFT, so a client sees
 // them as part of its TTFT. Randomness (text, timing, faults) comes from the
-// per-request seed: X-Sim-Seed if given, else the request's "seed" field
-// mixed with Options.Seed, else Options.Seed mixed with a request counter.
+// per-request seed: X-Sim-Seed if given, else the request's seed field
+// (OpenAI "seed", Gemini generationConfig.seed) mixed with Options.Seed,
+// else Options.Seed mixed with a request counter.
+//
+// Tool calls: when the request offers tools (OpenAI tools[].function,
+// Anthropic tools[], Gemini tools[].functionDeclarations) and X-Sim-Tool-Call
+// names one, the answer is one call of it instead of text: its arguments
+// are an object of the tool's schema properties with placeholder values
+// ({} without properties), streamed in fragments of Tokens-Per-Chunk
+// pieces (OpenAI: a role chunk with the call's index, id and name, then
+// tool_calls argument deltas, finish_reason tool_calls; Anthropic: a
+// tool_use block with input_json_delta partial_json fragments, stop_reason
+// tool_use; Gemini: one functionCall part, finishReason STOP). The output
+// limit does not cut a tool call. Without the header the answer is text.
 //
 // Request headers override the chosen profile for one request; a bad value
-// is answered 400 with an OpenAI error naming the header (param):
+// is answered 400 in the dialect's error shape, naming the header (OpenAI:
+// also in param):
 //
 //	X-Sim-Profile            profile name to use whatever the model
 //	X-Sim-TTFT               median TTFT, Go duration (250ms)
@@ -33,11 +80,12 @@
 //	X-Sim-Tokens-Per-Chunk   tokens per content chunk (>= 1)
 //	X-Sim-Lang               en | ko
 //	X-Sim-Seed               int64 seed of this request's randomness
+//	X-Sim-Tool-Call          answer with one call of this offered tool
 //	X-Sim-Fail-Status        answer this status (400-599) before the stream
 //	X-Sim-Stall-First        stall before the first event (no role chunk)
 //	X-Sim-Stall-At, X-Sim-Stall-For  stall before content chunk N for D
 //	X-Sim-Cut-At             close the connection before content chunk N
-//	X-Sim-Error-At           data: {"error":...} before chunk N, then end (no [DONE])
+//	X-Sim-Error-At           an error event before chunk N, then end
 //	X-Sim-Malformed-At       a non-JSON data: line before chunk N, stream goes on
 //	X-Sim-Fail-Rate, X-Sim-Stall-First-Rate, X-Sim-Stall-Rate, X-Sim-Cut-Rate,
 //	X-Sim-Error-Rate, X-Sim-Malformed-Rate   fraction 0..1 of requests hit
@@ -45,8 +93,16 @@
 // A fault header without its rate header hits this request; a rate of 0
 // switches the profile's fault off; a rate alone uses the default value (503,
 // 10s, a random chunk). Chunks count content chunks from 1 (see Faults).
-// Non-stream requests take the whole stream's time, then answer; cut closes
-// the connection, error-at answers 500, malformed sends a truncated body.
+// Faults are the same in every dialect, in its own shape: fail-status
+// answers the dialect's error body; the error event is OpenAI's data:
+// {"error":...}, Anthropic's event: error with overloaded_error, Gemini's
+// data: {"error":{...,"status":"UNAVAILABLE"}}; a cut stream lacks [DONE],
+// message_stop or finishReason. There are no heartbeats (Anthropic pings
+// during waits): a stall is silent in every dialect, so idle timeouts see
+// the same thing. Non-stream requests take the whole stream's time, then
+// answer; cut closes the connection, error-at answers OpenAI 500, Anthropic
+// 529 overloaded_error, Gemini 503 UNAVAILABLE; malformed sends a
+// truncated body.
 package sim
 
 import (
@@ -75,7 +131,10 @@ type Options struct {
 	// Profiles are selected by model name (and by X-Sim-Profile). nil means
 	// the built-in Profiles(); an empty non-nil slice means none.
 	Profiles []Profile
-	// Stamp writes ": sent_ns=<unix ns>" right before each event.
+	// Stamp writes ": sent_ns=<unix ns>" right before each event, in every
+	// dialect. SSE readers skip comment lines, but go-genai's stream decoder
+	// does not (it reports "invalid stream chunk"): a Gemini client on
+	// go-genai needs a sim without Stamp.
 	Stamp bool
 	// Seed is the root of all randomness; the same seed and the same
 	// sequence of requests give the same text, timings and faults.
@@ -87,6 +146,11 @@ type Options struct {
 	// context ends before closing them. 0 means 5s.
 	ShutdownGrace time.Duration
 }
+
+// Endpoints lists what the simulator serves, for messages and help texts.
+const Endpoints = "the simulator serves POST /v1/chat/completions (OpenAI), POST /v1/messages and " +
+	"/v1/messages/count_tokens (Anthropic), POST /v1beta/models/{model}:generateContent, " +
+	":streamGenerateContent?alt=sse and :countTokens (Gemini), POST /v1/embeddings, GET /v1/models, GET /metrics"
 
 // MaxBodyBytes bounds a request body.
 const MaxBodyBytes = 10 << 20
@@ -146,12 +210,14 @@ func New(opts Options) *Server {
 
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("/v1/chat/completions", s.chat)
+	s.mux.HandleFunc("/v1/messages", s.messages(false))
+	s.mux.HandleFunc("/v1/messages/count_tokens", s.messages(true))
+	s.mux.HandleFunc("/v1beta/models/", s.geminiModels)
 	s.mux.HandleFunc("/v1/embeddings", s.embeddings)
 	s.mux.HandleFunc("/v1/models", s.listModels)
 	s.mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "invalid_request_error", "not_found", "",
-			"unknown path "+r.URL.Path+" (the simulator serves /v1/chat/completions, /v1/embeddings, /v1/models, /metrics)")
+		writeError(w, http.StatusNotFound, "invalid_request_error", "not_found", "", "unknown path "+r.URL.Path+" ("+Endpoints+")")
 	})
 	return s
 }

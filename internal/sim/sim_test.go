@@ -21,7 +21,12 @@ import (
 	"github.com/streamgate/streamgate/internal/sse"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain checks for leaked goroutines. go-genai (sdk_test.go) imports
+// go.opencensus.io, whose stats worker starts in an init function and
+// lives as long as the process.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"))
+}
 
 // quick is a profile with no waits, for tests that look at content.
 var quick = Profile{Name: "quick", Tokens: 12, TokensPerChunk: 1, Lang: "en"}
@@ -46,6 +51,7 @@ type reqOpts struct {
 	model        string
 	headers      map[string]string
 	ctx          context.Context
+	extra        string // more body fields, `,"name":value...`
 }
 
 func post(t *testing.T, ts *httptest.Server, o reqOpts) *http.Response {
@@ -73,6 +79,9 @@ func tryPost(ts *httptest.Server, o reqOpts) (*http.Response, error) {
 		req.MaxCompletionTokens = &o.maxCompl
 	}
 	body, _ := json.Marshal(req)
+	if o.extra != "" {
+		body = append(append(body[:len(body)-1], o.extra...), '}')
+	}
 	ctx := o.ctx
 	if ctx == nil {
 		ctx = context.Background()

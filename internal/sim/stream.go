@@ -4,15 +4,34 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/streamgate/streamgate/internal/api"
 	"github.com/streamgate/streamgate/internal/sse"
+)
+
+// request is what the engine needs from a request body, whatever its
+// dialect: each endpoint decodes and validates its own body into one.
+type request struct {
+	model        string
+	stream       bool
+	promptTokens int
+	limit        int    // output token limit; 0 = none given
+	seed         *int64 // the body's seed, nil when none
+	includeUsage bool   // OpenAI stream_options.include_usage
+	tools        []tool // functions offered
+}
+
+// stopReason is why an answer ended; each dialect spells it its own way.
+type stopReason uint8
+
+const (
+	stopEnd    stopReason = iota // the answer is complete
+	stopLength                   // the output limit cut it
+	stopTool                     // it is a tool call
 )
 
 // plan is everything decided about one request before its first byte: the
@@ -20,13 +39,15 @@ import (
 // faults that hit it. Gaps and text are drawn lazily from its generators.
 type plan struct {
 	id           string
+	key          uint64 // the request's seed; other ids derive from it
 	model        string
 	profile      Profile
 	includeUsage bool
 	promptTokens int
-	tokens       int    // completion tokens to send
-	finish       string // "stop" or "length"
-	chunks       int    // content chunks
+	tokens       int // completion tokens to send
+	stop         stopReason
+	chunks       int       // content chunks
+	tool         *toolCall // the forced tool call; nil = a text answer
 	firstAfter   time.Duration
 
 	failStatus  int // 0 = no failure
@@ -41,50 +62,60 @@ type plan struct {
 	timing *rand.Rand
 }
 
-func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
-	s.m.requests.Inc()
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", "POST")
-		writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed", "",
-			"method "+r.Method+" not allowed on /v1/chat/completions")
-		return
-	}
-	var req api.ChatRequest
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes)).Decode(&req); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large", "",
-				fmt.Sprintf("request body larger than %d bytes", MaxBodyBytes))
-			return
-		}
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "invalid_json", "",
-			"invalid JSON body: "+err.Error())
-		return
-	}
-	pl, status, err := s.plan(r, &req)
-	if err != nil {
-		param, code := "", "invalid_request"
-		var he *headerError
-		if errors.As(err, &he) {
-			param, code = he.header, "invalid_sim_header"
-		} else if pe, ok := err.(paramError); ok {
-			param = pe.param
-		}
-		writeError(w, status, "invalid_request_error", code, param, err.Error())
-		return
-	}
-	w.Header().Set("X-Request-Id", pl.id)
-	w.Header().Set("X-Sim-Profile", pl.profile.Name)
-	if pl.failStatus != 0 {
-		s.m.faults.WithLabelValues(faultFail).Inc()
-		writeFailure(w, pl.failStatus)
-		return
-	}
-	if req.Stream {
-		s.stream(w, r, pl)
-		return
-	}
-	s.complete(w, r, pl)
+// dialect is one provider's wire format: its error bodies, its non-stream
+// answer and the encoder of its stream. The engine (plan, pacing, faults)
+// is shared; a dialect only renders.
+type dialect interface {
+	// idPrefix starts the ids of answers (X-Request-Id, the answer's id).
+	idPrefix() string
+	// wholeToolCall is true when the dialect sends a tool call's arguments
+	// in one piece (Gemini's functionCall part) rather than in fragments.
+	wholeToolCall() bool
+	// toolCallID returns the id of a tool call in the dialect's form.
+	toolCallID(key uint64) string
+	// requestError answers a request the simulator rejects: a bad body
+	// (paramError), a bad X-Sim-* header (*headerError), or another error.
+	requestError(w http.ResponseWriter, status int, err error)
+	// failure answers an injected error status before any output (the
+	// fail-status fault), with the body the provider sends for it.
+	failure(w http.ResponseWriter, status int)
+	// generationFailure answers a non-stream request hit by the error-at
+	// fault, as the provider answers an error during generation.
+	generationFailure(w http.ResponseWriter)
+	// complete writes the non-stream answer: text (already unescaped) or
+	// pl.tool, with usage.
+	complete(w http.ResponseWriter, pl *plan, text string)
+	// truncated writes the non-stream answer of the malformed fault: status
+	// 200 and a JSON body cut short.
+	truncated(w http.ResponseWriter, pl *plan)
+	// encoder returns the encoder of one stream.
+	encoder(pl *plan) encoder
+}
+
+// encoder renders the engine's stream events in one dialect. Each method
+// writes through st, which stamps every event when asked; a method whose
+// flush is not a parameter flushes its last event. Tokens and fragments
+// come JSON-escaped (the inside of a string literal) where noted.
+type encoder interface {
+	// start opens the answer before its first content chunk: OpenAI's role
+	// chunk, Anthropic's message_start, content_block_start and ping.
+	// With flush false the events wait for the first content chunk.
+	start(st *streamState, flush bool) error
+	// text writes one content chunk of escaped tokens; sent is the tokens
+	// sent so far, this chunk's included.
+	text(st *streamState, toks [][]byte, sent int) error
+	// toolArgs writes fragment i (from 0) of the tool call's arguments
+	// (raw JSON text, not escaped); sent as for text.
+	toolArgs(st *streamState, i int, sent int) error
+	// finish ends a complete stream with the stop reason, the usage and the
+	// dialect's terminal event.
+	finish(st *streamState, sent int) error
+	// fail writes the mid-stream error event of the error-at fault at
+	// content chunk n; the stream ends after it.
+	fail(st *streamState, n int) error
+	// malformed writes an event whose data is not valid JSON; the stream
+	// goes on after it.
+	malformed(st *streamState) error
 }
 
 // paramError is a request error about one body field.
@@ -95,25 +126,62 @@ type paramError struct {
 
 func (e paramError) Error() string { return e.msg }
 
-// plan decides the request's behaviour. On error it returns the status to
-// answer with.
-func (s *Server) plan(r *http.Request, req *api.ChatRequest) (*plan, int, error) {
-	if req.Model == "" {
-		return nil, http.StatusBadRequest, paramError{"model", "model is required"}
+// decodeBody decodes a JSON request body into v. The error is a paramError
+// whose param is "" for invalid JSON, with status 413 for a body above
+// MaxBodyBytes and 400 otherwise.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) (int, error) {
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes)).Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return http.StatusRequestEntityTooLarge, errTooLarge
+		}
+		return http.StatusBadRequest, invalidJSON{err}
 	}
-	if len(req.Messages) == 0 {
-		return nil, http.StatusBadRequest, paramError{"messages", "messages is required and must not be empty"}
+	return 0, nil
+}
+
+// errTooLarge is the error of a body above MaxBodyBytes.
+var errTooLarge = fmt.Errorf("request body larger than %d bytes", MaxBodyBytes)
+
+// invalidJSON is a body that is not JSON of the expected shape.
+type invalidJSON struct{ err error }
+
+func (e invalidJSON) Error() string { return "invalid JSON body: " + e.err.Error() }
+
+// serve plans req and answers it in dialect d: the fail-status fault, a
+// stream or a non-stream answer.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request, d dialect) {
+	pl, err := s.plan(r, req, d)
+	if err != nil {
+		d.requestError(w, http.StatusBadRequest, err)
+		return
 	}
-	limit := req.OutputLimit()
-	if limit < 0 {
-		return nil, http.StatusBadRequest, paramError{"max_tokens", fmt.Sprintf("max_tokens %d is negative", limit)}
+	w.Header().Set("X-Request-Id", pl.id)
+	w.Header().Set("X-Sim-Profile", pl.profile.Name)
+	if h, ok := d.(interface{ headers(http.Header, *plan) }); ok {
+		h.headers(w.Header(), pl)
 	}
-	p := s.profileFor(req.Model)
+	if pl.failStatus != 0 {
+		s.m.faults.WithLabelValues(faultFail).Inc()
+		d.failure(w, pl.failStatus)
+		return
+	}
+	if req.stream {
+		s.stream(w, r, pl, d.encoder(pl))
+		return
+	}
+	s.complete(w, r, pl, d)
+}
+
+// plan decides the request's behaviour. Its errors name the X-Sim-* header
+// at fault (*headerError).
+func (s *Server) plan(r *http.Request, req *request, d dialect) (*plan, error) {
+	p := s.profileFor(req.model)
 	if name := r.Header.Get(HeaderProfile); name != "" {
 		q, ok := s.byName[name]
 		if !ok {
 			if name != s.def.Name {
-				return nil, http.StatusBadRequest, &headerError{HeaderProfile, fmt.Errorf("unknown profile %q", name)}
+				return nil, &headerError{HeaderProfile, fmt.Errorf("unknown profile %q", name)}
 			}
 			q = s.def
 		}
@@ -122,9 +190,13 @@ func (s *Server) plan(r *http.Request, req *api.ChatRequest) (*plan, int, error)
 	var hdrSeed int64
 	var hdrSeedSet bool
 	if err := applyHeaders(r.Header, &p, &hdrSeed, &hdrSeedSet); err != nil {
-		return nil, http.StatusBadRequest, err
+		return nil, err
 	}
 	p = p.normalize()
+	forced, err := pickTool(r.Header, req.tools)
+	if err != nil {
+		return nil, err
+	}
 
 	n := s.counter.Add(1)
 	root := splitmix64(uint64(s.opts.Seed))
@@ -132,28 +204,31 @@ func (s *Server) plan(r *http.Request, req *api.ChatRequest) (*plan, int, error)
 	switch {
 	case hdrSeedSet:
 		key = splitmix64(uint64(hdrSeed) ^ 0x6865616465727365) // independent of Options.Seed
-	case req.Seed != nil:
-		key = splitmix64(root ^ splitmix64(uint64(*req.Seed)^0x626f647973656564))
+	case req.seed != nil:
+		key = splitmix64(root ^ splitmix64(uint64(*req.seed)^0x626f647973656564))
 	default:
 		key = splitmix64(root + n)
 	}
 	pl := &plan{
-		id:           "chatcmpl-sim" + strconv.FormatUint(key, 36),
-		model:        req.Model,
+		id:           d.idPrefix() + strconv.FormatUint(key, 36),
+		key:          key,
+		model:        req.model,
 		profile:      p,
-		includeUsage: req.IncludeUsage(),
+		includeUsage: req.includeUsage,
+		promptTokens: req.promptTokens,
 		tokens:       p.Tokens,
-		finish:       "stop",
+		stop:         stopEnd,
 		text:         rand.New(rand.NewPCG(key, 1)),
 		timing:       rand.New(rand.NewPCG(key, 2)),
 	}
-	if limit > 0 && limit < pl.tokens {
-		pl.tokens, pl.finish = limit, "length"
+	if req.limit > 0 && req.limit < pl.tokens {
+		pl.tokens, pl.stop = req.limit, stopLength
 	}
 	pl.chunks = (pl.tokens + p.TokensPerChunk - 1) / p.TokensPerChunk
-	pl.promptTokens = 3
-	for _, m := range req.Messages {
-		pl.promptTokens += 3 + estimateTokens(m.Text())
+	if forced != nil {
+		// A tool call ignores the output limit: it is a few tokens.
+		pl.tool = newToolCall(forced, d.toolCallID(key), p.TokensPerChunk, d.wholeToolCall())
+		pl.tokens, pl.chunks, pl.stop = pl.tool.tokens, len(pl.tool.frags), stopTool
 	}
 	pl.firstAfter = lognormalQuantile(p.TTFT, p.TTFTP99, pl.timing.NormFloat64()) +
 		time.Duration(pl.promptTokens)*p.PrefillPerToken
@@ -184,7 +259,7 @@ func (s *Server) plan(r *http.Request, req *api.ChatRequest) (*plan, int, error)
 	pl.cutAt = at(f.CutAt, f.CutAt != 0, f.CutRate)
 	pl.errorAt = at(f.ErrorAt, f.ErrorAt != 0, f.ErrorRate)
 	pl.malformedAt = at(f.MalformedAt, f.MalformedAt != 0, f.MalformedRate)
-	return pl, 0, nil
+	return pl, nil
 }
 
 // hits decides a fault from the uniform draw u: off when neither its value
@@ -206,57 +281,31 @@ func cmpOr[T comparable](v, def T) T {
 	return v
 }
 
-// writeFailure answers an injected error status with the body OpenAI sends
-// for it (and Retry-After on 429).
-func writeFailure(w http.ResponseWriter, status int) {
-	typ, code, msg := "server_error", "", "simulated upstream error"
-	switch status {
-	case http.StatusTooManyRequests:
-		w.Header().Set("Retry-After", "1")
-		typ, code, msg = "requests", "rate_limit_exceeded", "Rate limit reached for requests (simulated). Please try again in 1s."
-	case http.StatusInternalServerError:
-		msg = "The server had an error while processing your request (simulated)."
-	case http.StatusBadGateway:
-		code, msg = "bad_gateway", "Bad gateway (simulated)."
-	case http.StatusServiceUnavailable:
-		code, msg = "overloaded", "The engine is currently overloaded, please try again later (simulated)."
-	default:
-		if status < 500 {
-			typ = "invalid_request_error"
-		}
-		msg = fmt.Sprintf("simulated error status %d", status)
-	}
-	writeError(w, status, typ, code, "", msg)
-}
-
 // streamState is one stream being written.
 type streamState struct {
-	w     io.Writer // the ResponseWriter, for events written without a flush
 	sw    *sse.Writer
 	stamp bool
-	frame []byte
 }
 
-// emit writes one event, stamped right before the write when asked. With
-// flush false the event waits in the response buffer for the next flushed
-// one: events due at the same instant (role and first content, finish, usage
-// and [DONE]) leave in one write, as real servers send them.
-func (st *streamState) emit(data []byte, flush bool) error {
+// emit writes one event (name nil: no "event:" line), stamped right before
+// the write when asked. With flush false the event waits in the response
+// buffer for the next flushed one: events due at the same instant (OpenAI's
+// role and first content, finish, usage and [DONE]; Anthropic's
+// message_start, content_block_start, ping and first delta) leave in one
+// write, as real servers send them.
+func (st *streamState) emit(name, data []byte, flush bool) error {
 	if st.stamp {
 		if err := st.sw.Stamp(time.Now().UnixNano()); err != nil {
 			return err
 		}
 	}
 	if flush {
-		return st.sw.Data(data)
+		return st.sw.Event(name, data)
 	}
-	// Chunk JSON never holds a raw newline, so one data: line frames it.
-	st.frame = append(append(append(st.frame[:0], "data: "...), data...), '\n', '\n')
-	_, err := st.w.Write(st.frame)
-	return err
+	return st.sw.Queue(name, data)
 }
 
-// done writes the [DONE] sentinel and flushes everything pending.
+// done writes OpenAI's [DONE] sentinel and flushes everything pending.
 func (st *streamState) done() error {
 	if st.stamp {
 		if err := st.sw.Stamp(time.Now().UnixNano()); err != nil {
@@ -266,10 +315,15 @@ func (st *streamState) done() error {
 	return st.sw.Done()
 }
 
-// stream writes pl as an SSE stream. It returns when the stream ends or the
-// client goes away; a cut fault panics with http.ErrAbortHandler so the
-// server drops the connection without ending the response.
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, pl *plan) {
+// maxBatch bounds the token slice a stream keeps for one chunk; larger
+// chunks reuse it in several appends.
+const maxBatch = 64
+
+// stream writes pl as an SSE stream through enc. It returns when the
+// stream ends or the client goes away; a cut fault panics with
+// http.ErrAbortHandler so the server drops the connection without ending
+// the response.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, pl *plan, enc encoder) {
 	ctx := r.Context()
 	s.m.inflight.Inc()
 	defer s.m.inflight.Dec()
@@ -277,7 +331,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, pl *plan) {
 
 	sse.SetHeaders(w.Header())
 	w.WriteHeader(http.StatusOK)
-	st := &streamState{w: w, sw: sse.NewWriter(w), stamp: s.opts.Stamp}
+	st := &streamState{sw: sse.NewWriter(w), stamp: s.opts.Stamp}
 	if err := st.sw.Flush(); err != nil {
 		cancelled()
 		return
@@ -291,8 +345,8 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, pl *plan) {
 	p := &pl.profile
 	pc := newPacer(ctx)
 	defer pc.stop()
-	ck := newChunker(pl.id, pl.model, time.Now().Unix(), pl.includeUsage)
 	gen := newTextGen(p.Lang, pl.text)
+	toks := make([][]byte, 0, min(p.TokensPerChunk, maxBatch))
 	var sent, chunks int
 	defer func() {
 		s.m.chunks.Add(float64(chunks))
@@ -303,10 +357,10 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, pl *plan) {
 		s.m.faults.WithLabelValues(faultStallFirst).Inc()
 	}
 	deadline := time.Now().Add(pl.firstAfter + pl.stallFirst)
-	// The role chunk goes out with the first content chunk unless a fault
-	// comes between them.
-	flushRole := pl.stallAt == 1 || pl.cutAt == 1
-	if pc.wait(deadline) != nil || st.emit(ck.role(), flushRole) != nil {
+	// The opening events go out with the first content chunk unless a
+	// fault comes between them.
+	flushStart := pl.stallAt == 1 || pl.cutAt == 1
+	if pc.wait(deadline) != nil || enc.start(st, flushStart) != nil {
 		cancelled()
 		return
 	}
@@ -328,13 +382,13 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, pl *plan) {
 			panic(http.ErrAbortHandler)
 		case pl.errorAt:
 			s.m.faults.WithLabelValues(faultError).Inc()
-			if st.emit(errorEvent(i), true) != nil {
+			if enc.fail(st, i) != nil {
 				cancelled()
 			}
 			return
 		case pl.malformedAt:
 			s.m.faults.WithLabelValues(faultMalformed).Inc()
-			if st.emit(ck.malformed(), true) != nil {
+			if enc.malformed(st) != nil {
 				cancelled()
 				return
 			}
@@ -342,42 +396,37 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, pl *plan) {
 		if i > pl.chunks {
 			break
 		}
-		ck.beginContent()
-		for k := 0; k < p.TokensPerChunk && sent < pl.tokens; k++ {
-			ck.token(gen.next())
-			sent++
+		var err error
+		if pl.tool != nil {
+			sent += min(p.TokensPerChunk, pl.tokens-sent)
+			if i == pl.chunks {
+				sent = pl.tokens
+			}
+			err = enc.toolArgs(st, i-1, sent)
+		} else {
+			toks = toks[:0]
+			for k := 0; k < p.TokensPerChunk && sent < pl.tokens; k++ {
+				toks = append(toks, gen.next())
+				sent++
+			}
+			err = enc.text(st, toks, sent)
 		}
-		if st.emit(ck.endContent(), true) != nil {
+		if err != nil {
 			cancelled()
 			return
 		}
 		chunks++
 	}
-	if st.emit(ck.finish(pl.finish), false) != nil {
-		cancelled()
-		return
-	}
-	if pl.includeUsage && st.emit(ck.usageChunk(pl.promptTokens, sent), false) != nil {
-		cancelled()
-		return
-	}
-	if st.done() != nil {
+	if enc.finish(st, sent) != nil {
 		cancelled()
 		return
 	}
 	s.m.completed.Inc()
 }
 
-// errorEvent is the data of a mid-stream error event, as OpenAI sends one.
-func errorEvent(chunk int) []byte {
-	b, _ := json.Marshal(api.NewError("server_error", "sim_error_event", "",
-		fmt.Sprintf("simulated upstream error at chunk %d", chunk)))
-	return b
-}
-
 // complete answers a non-stream request after the time its stream would
 // have taken.
-func (s *Server) complete(w http.ResponseWriter, r *http.Request, pl *plan) {
+func (s *Server) complete(w http.ResponseWriter, r *http.Request, pl *plan, d dialect) {
 	ctx := r.Context()
 	if err := s.queue.acquire(ctx); err != nil {
 		return
@@ -406,35 +455,27 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, pl *plan) {
 	}
 	if pl.errorAt != 0 {
 		s.m.faults.WithLabelValues(faultError).Inc()
-		writeError(w, http.StatusInternalServerError, "server_error", "sim_error_event", "",
-			"simulated upstream error during generation")
-		return
-	}
-	gen := newTextGen(p.Lang, pl.text)
-	var text strings.Builder
-	for range pl.tokens {
-		text.Write(gen.next())
-	}
-	// The tokens are stored JSON-escaped; unquote them back to text.
-	var content string
-	if err := json.Unmarshal([]byte(`"`+text.String()+`"`), &content); err != nil {
-		writeError(w, http.StatusInternalServerError, "server_error", "", "", "sim: building the text failed: "+err.Error())
+		d.generationFailure(w)
 		return
 	}
 	if pl.malformedAt != 0 {
 		s.m.faults.WithLabelValues(faultMalformed).Inc()
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusOK)
-		w.Write([]byte(`{"id":"` + pl.id + `","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"trunc`))
+		d.truncated(w, pl)
 		return
 	}
+	var content string
+	if pl.tool == nil {
+		gen := newTextGen(p.Lang, pl.text)
+		var text strings.Builder
+		for range pl.tokens {
+			text.Write(gen.next())
+		}
+		// The tokens are stored JSON-escaped; unquote them back to text.
+		if err := json.Unmarshal([]byte(`"`+text.String()+`"`), &content); err != nil {
+			d.requestError(w, http.StatusInternalServerError, fmt.Errorf("sim: building the text failed: %w", err))
+			return
+		}
+	}
 	s.m.tokens.Add(float64(pl.tokens))
-	writeJSON(w, http.StatusOK, api.Completion{
-		ID:      pl.id,
-		Object:  "chat.completion",
-		Created: time.Now().Unix(),
-		Model:   pl.model,
-		Choices: []api.Choice{{Index: 0, Message: api.RespMsg{Role: "assistant", Content: content}, FinishReason: pl.finish}},
-		Usage:   &api.Usage{PromptTokens: pl.promptTokens, CompletionTokens: pl.tokens, TotalTokens: pl.promptTokens + pl.tokens},
-	})
+	d.complete(w, pl, content)
 }

@@ -1,0 +1,367 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// geminiDialect is the Gemini API dialect (POST /v1beta/models/{model}:generateContent
+// and :streamGenerateContent?alt=sse). Shapes follow the Gemini API
+// reference (GenerateContentResponse, UsageMetadata, the troubleshooting
+// page's error statuses) and go-genai's stream decoder.
+type geminiDialect struct{}
+
+var _ dialect = geminiDialect{}
+
+// geminiRequest is the part of a GenerateContentRequest the simulator
+// reads. The REST API takes proto JSON, where each field may also be
+// spelled in snake_case (Google's curl examples use system_instruction):
+// both spellings are read. The x-goog-api-key header and key parameter are
+// accepted and ignored.
+type geminiRequest struct {
+	Contents           []geminiContent `json:"contents"`
+	SystemInstruction  *geminiContent  `json:"systemInstruction"`
+	SystemInstruction2 *geminiContent  `json:"system_instruction"`
+	GenerationConfig   *geminiConfig   `json:"generationConfig"`
+	GenerationConfig2  *geminiConfig   `json:"generation_config"`
+	Tools              []geminiTool    `json:"tools"`
+}
+
+type geminiContent struct {
+	Role  string `json:"role"`
+	Parts []struct {
+		Text string `json:"text"`
+	} `json:"parts"`
+}
+
+func (c *geminiContent) text() string {
+	if c == nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, p := range c.Parts {
+		b.WriteString(p.Text)
+	}
+	return b.String()
+}
+
+type geminiConfig struct {
+	MaxOutputTokens  *int   `json:"maxOutputTokens"`
+	MaxOutputTokens2 *int   `json:"max_output_tokens"`
+	Seed             *int64 `json:"seed"`
+}
+
+type geminiTool struct {
+	FunctionDeclarations  []geminiFunction `json:"functionDeclarations"`
+	FunctionDeclarations2 []geminiFunction `json:"function_declarations"`
+}
+
+type geminiFunction struct {
+	Name string `json:"name"`
+	// Parameters is an OpenAPI-style Schema ("type":"OBJECT");
+	// ParametersJSONSchema a JSON Schema. Either may be given.
+	Parameters            json.RawMessage `json:"parameters"`
+	ParametersJSONSchema  json.RawMessage `json:"parametersJsonSchema"`
+	ParametersJSONSchema2 json.RawMessage `json:"parameters_json_schema"`
+}
+
+// geminiParse validates a GenerateContentRequest and reads what the engine
+// needs; model and stream come from the path.
+func geminiParse(body *geminiRequest, model string, stream bool) (*request, error) {
+	if len(body.Contents) == 0 {
+		return nil, paramError{"contents", "* GenerateContentRequest.contents: contents is not specified"}
+	}
+	req := &request{model: model, stream: stream, promptTokens: 3}
+	sys := cmpOr(body.SystemInstruction, body.SystemInstruction2)
+	if t := sys.text(); t != "" {
+		req.promptTokens += 3 + estimateTokens(t)
+	}
+	for i := range body.Contents {
+		req.promptTokens += 3 + estimateTokens(body.Contents[i].text())
+	}
+	if cfg := cmpOr(body.GenerationConfig, body.GenerationConfig2); cfg != nil {
+		if n := cmpOr(cfg.MaxOutputTokens, cfg.MaxOutputTokens2); n != nil {
+			if *n < 0 {
+				return nil, paramError{"generationConfig.maxOutputTokens", fmt.Sprintf("* GenerateContentRequest.generation_config.max_output_tokens: must be positive, got %d", *n)}
+			}
+			req.limit = *n
+		}
+		req.seed = cfg.Seed
+	}
+	for _, t := range body.Tools {
+		for _, f := range append(t.FunctionDeclarations, t.FunctionDeclarations2...) {
+			if f.Name == "" {
+				continue
+			}
+			schema := f.ParametersJSONSchema
+			if len(schema) == 0 {
+				schema = f.ParametersJSONSchema2
+			}
+			if len(schema) == 0 {
+				schema = f.Parameters
+			}
+			req.tools = append(req.tools, tool{name: f.Name, schema: schema})
+		}
+	}
+	return req, nil
+}
+
+// geminiModels serves /v1beta/models/{model}:{action} for the actions
+// generateContent, streamGenerateContent (alt=sse only) and countTokens.
+func (s *Server) geminiModels(w http.ResponseWriter, r *http.Request) {
+	s.m.requests.Inc()
+	d := geminiDialect{}
+	model, action, ok := strings.Cut(strings.TrimPrefix(r.URL.Path, "/v1beta/models/"), ":")
+	if !ok || model == "" || (action != "generateContent" && action != "streamGenerateContent" && action != "countTokens") {
+		d.writeError(w, http.StatusNotFound, "unknown path "+r.URL.Path+
+			" (the simulator serves /v1beta/models/{model}:generateContent, :streamGenerateContent?alt=sse and :countTokens)")
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		d.writeError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed on "+r.URL.Path)
+		return
+	}
+	stream := action == "streamGenerateContent"
+	if stream && r.URL.Query().Get("alt") != "sse" {
+		// Without alt=sse the API streams one JSON array; the simulator
+		// only speaks the SSE form every SDK uses.
+		d.writeError(w, http.StatusBadRequest, "the simulator serves streamGenerateContent only as server-sent events: add ?alt=sse")
+		return
+	}
+	var body geminiRequest
+	if status, err := decodeBody(w, r, &body); err != nil {
+		d.requestError(w, status, err)
+		return
+	}
+	req, err := geminiParse(&body, model, stream)
+	if err != nil {
+		d.requestError(w, http.StatusBadRequest, err)
+		return
+	}
+	if action == "countTokens" {
+		writeJSON(w, http.StatusOK, map[string]int{"totalTokens": req.promptTokens})
+		return
+	}
+	s.serve(w, r, req, d)
+}
+
+func (geminiDialect) idPrefix() string         { return "sim" }
+func (geminiDialect) wholeToolCall() bool      { return true }
+func (geminiDialect) toolCallID(uint64) string { return "" } // Gemini API calls carry no id
+func (geminiDialect) encoder(pl *plan) encoder { return newGeminiEncoder(pl) }
+
+// geminiStatus is the google.rpc status name Gemini gives each HTTP status
+// (the Gemini API troubleshooting page; 401 and 504 from google.rpc.Code's
+// HTTP mapping). Other 4xx are FAILED_PRECONDITION, other 5xx INTERNAL.
+func geminiStatus(status int) string {
+	switch status {
+	case 400:
+		return "INVALID_ARGUMENT"
+	case 401:
+		return "UNAUTHENTICATED"
+	case 403:
+		return "PERMISSION_DENIED"
+	case 404:
+		return "NOT_FOUND"
+	case 429:
+		return "RESOURCE_EXHAUSTED"
+	case 500:
+		return "INTERNAL"
+	case 503:
+		return "UNAVAILABLE"
+	case 504:
+		return "DEADLINE_EXCEEDED"
+	}
+	if status < 500 {
+		return "FAILED_PRECONDITION"
+	}
+	return "INTERNAL"
+}
+
+// geminiError is Google's error body.
+type geminiError struct {
+	Error struct {
+		Code    int              `json:"code"`
+		Message string           `json:"message"`
+		Status  string           `json:"status"`
+		Details []map[string]any `json:"details,omitempty"`
+	} `json:"error"`
+}
+
+func newGeminiError(status int, msg string) geminiError {
+	var e geminiError
+	e.Error.Code, e.Error.Message, e.Error.Status = status, msg, geminiStatus(status)
+	return e
+}
+
+func (geminiDialect) writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, newGeminiError(status, msg))
+}
+
+func (d geminiDialect) requestError(w http.ResponseWriter, status int, err error) {
+	d.writeError(w, status, err.Error())
+}
+
+// failure answers an injected status with Gemini's wording; a 429 carries
+// a google.rpc.RetryInfo detail, Gemini's way of saying when to retry.
+func (geminiDialect) failure(w http.ResponseWriter, status int) {
+	e := newGeminiError(status, fmt.Sprintf("simulated error status %d", status))
+	switch status {
+	case http.StatusTooManyRequests:
+		e.Error.Message = "Resource has been exhausted (e.g. check quota). (simulated)"
+		e.Error.Details = []map[string]any{{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "1s"}}
+	case http.StatusInternalServerError:
+		e.Error.Message = "An internal error has occurred. Please retry or report in https://developers.generativeai.google/guide/troubleshooting (simulated)"
+	case http.StatusServiceUnavailable:
+		e.Error.Message = "The model is overloaded. Please try again later. (simulated)"
+	}
+	writeJSON(w, status, e)
+}
+
+// generationFailure answers 503 UNAVAILABLE, as the stream's error event says.
+func (d geminiDialect) generationFailure(w http.ResponseWriter) {
+	d.writeError(w, http.StatusServiceUnavailable, "The model is overloaded. Please try again later. (simulated)")
+}
+
+func (geminiDialect) truncated(w http.ResponseWriter, _ *plan) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	w.Write(dataTruncatedGemini)
+}
+
+// geminiFinish spells the stop reasons as Gemini's finishReason: a
+// function call ends with STOP.
+var geminiFinish = [...]string{stopEnd: "STOP", stopLength: "MAX_TOKENS", stopTool: "STOP"}
+
+func (geminiDialect) complete(w http.ResponseWriter, pl *plan, text string) {
+	type part struct {
+		Text         *string `json:"text,omitempty"`
+		FunctionCall any     `json:"functionCall,omitempty"`
+	}
+	p := part{Text: &text}
+	if pl.tool != nil {
+		p = part{FunctionCall: struct {
+			Name string          `json:"name"`
+			Args json.RawMessage `json:"args"`
+		}{pl.tool.name, pl.tool.args}}
+	}
+	type content struct {
+		Parts []part `json:"parts"`
+		Role  string `json:"role"`
+	}
+	type candidate struct {
+		Content      content `json:"content"`
+		FinishReason string  `json:"finishReason"`
+		Index        int     `json:"index"`
+	}
+	type usage struct {
+		PromptTokenCount     int `json:"promptTokenCount"`
+		CandidatesTokenCount int `json:"candidatesTokenCount"`
+		TotalTokenCount      int `json:"totalTokenCount"`
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Candidates    []candidate `json:"candidates"`
+		UsageMetadata usage       `json:"usageMetadata"`
+		ModelVersion  string      `json:"modelVersion"`
+		ResponseID    string      `json:"responseId"`
+	}{
+		Candidates:    []candidate{{Content: content{Parts: []part{p}, Role: "model"}, FinishReason: geminiFinish[pl.stop]}},
+		UsageMetadata: usage{pl.promptTokens, pl.tokens, pl.promptTokens + pl.tokens},
+		ModelVersion:  pl.model,
+		ResponseID:    pl.id,
+	})
+}
+
+var (
+	dataTruncatedGemini = []byte(`{"candidates":[{"content":{"parts":[{"text":"trunc`)
+	dataUnavailable     = []byte(`{"error":{"code":503,"message":"The model is overloaded. Please try again later. (simulated)","status":"UNAVAILABLE"}}`)
+)
+
+// geminiEncoder writes a Gemini SSE stream (alt=sse): one data: line per
+// GenerateContentResponse, no event names and no [DONE]. Each chunk holds
+// candidates[0].content {parts [{text}], role model}, usageMetadata with
+// cumulative counts, modelVersion and responseId; after the content a last
+// chunk with an empty text part carries finishReason, as recorded Gemini
+// streams end. A tool call is one functionCall part, sent whole.
+type geminiEncoder struct {
+	buf    []byte
+	pl     *plan
+	suffix []byte // ,"modelVersion":...,"responseId":...}
+}
+
+var _ encoder = (*geminiEncoder)(nil)
+
+func newGeminiEncoder(pl *plan) *geminiEncoder {
+	e := &geminiEncoder{buf: make([]byte, 0, 512), pl: pl}
+	e.suffix = append(e.suffix, `,"modelVersion":`...)
+	e.suffix = appendJSONString(e.suffix, pl.model)
+	e.suffix = append(e.suffix, `,"responseId":`...)
+	e.suffix = appendJSONString(e.suffix, pl.id)
+	e.suffix = append(e.suffix, '}')
+	return e
+}
+
+// tail appends the end of a candidate, usageMetadata and the suffix.
+func (e *geminiEncoder) tail(b []byte, finish string, sent int) []byte {
+	b = append(b, `],"role":"model"},`...)
+	if finish != "" {
+		b = append(b, `"finishReason":"`...)
+		b = append(b, finish...)
+		b = append(b, `",`...)
+	}
+	b = append(b, `"index":0}],"usageMetadata":{"promptTokenCount":`...)
+	b = strconv.AppendInt(b, int64(e.pl.promptTokens), 10)
+	b = append(b, `,"candidatesTokenCount":`...)
+	b = strconv.AppendInt(b, int64(sent), 10)
+	b = append(b, `,"totalTokenCount":`...)
+	b = strconv.AppendInt(b, int64(e.pl.promptTokens+sent), 10)
+	b = append(b, '}')
+	return append(b, e.suffix...)
+}
+
+// start writes nothing: a Gemini stream opens with its first content.
+func (e *geminiEncoder) start(*streamState, bool) error { return nil }
+
+func (e *geminiEncoder) text(st *streamState, toks [][]byte, sent int) error {
+	b := append(e.buf[:0], `{"candidates":[{"content":{"parts":[{"text":"`...)
+	for _, t := range toks {
+		b = append(b, t...)
+	}
+	b = append(b, `"}`...)
+	b = e.tail(b, "", sent)
+	e.buf = b
+	return st.emit(nil, b, true)
+}
+
+func (e *geminiEncoder) toolArgs(st *streamState, i int, sent int) error {
+	b := append(e.buf[:0], `{"candidates":[{"content":{"parts":[{"functionCall":{"name":`...)
+	b = appendJSONString(b, e.pl.tool.name)
+	b = append(b, `,"args":`...)
+	b = append(b, e.pl.tool.frags[i]...)
+	b = append(b, `}}`...)
+	b = e.tail(b, "", sent)
+	e.buf = b
+	return st.emit(nil, b, true)
+}
+
+func (e *geminiEncoder) finish(st *streamState, sent int) error {
+	b := append(e.buf[:0], `{"candidates":[{"content":{"parts":[{"text":""}`...)
+	b = e.tail(b, geminiFinish[e.pl.stop], sent)
+	e.buf = b
+	return st.emit(nil, b, true)
+}
+
+// fail sends data: {"error":{...}} with 503 UNAVAILABLE: the error object
+// of a failed request, which go-genai's stream decoder reports as an
+// APIError when it arrives as a data line.
+func (e *geminiEncoder) fail(st *streamState, _ int) error {
+	return st.emit(nil, dataUnavailable, true)
+}
+
+func (e *geminiEncoder) malformed(st *streamState) error {
+	return st.emit(nil, dataTruncatedGemini, true)
+}

@@ -1,0 +1,188 @@
+package sim
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/streamgate/streamgate/internal/api"
+)
+
+// openAIDialect is the OpenAI Chat Completions dialect (POST /v1/chat/completions).
+type openAIDialect struct{}
+
+var _ dialect = openAIDialect{}
+
+func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
+	s.m.requests.Inc()
+	d := openAIDialect{}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed", "",
+			"method "+r.Method+" not allowed on /v1/chat/completions")
+		return
+	}
+	var body api.ChatRequest
+	if status, err := decodeBody(w, r, &body); err != nil {
+		d.requestError(w, status, err)
+		return
+	}
+	req, err := openAIRequest(&body)
+	if err != nil {
+		d.requestError(w, http.StatusBadRequest, err)
+		return
+	}
+	s.serve(w, r, req, d)
+}
+
+// openAIRequest validates a chat request and reads what the engine needs.
+func openAIRequest(body *api.ChatRequest) (*request, error) {
+	if body.Model == "" {
+		return nil, paramError{"model", "model is required"}
+	}
+	if len(body.Messages) == 0 {
+		return nil, paramError{"messages", "messages is required and must not be empty"}
+	}
+	limit := body.OutputLimit()
+	if limit < 0 {
+		return nil, paramError{"max_tokens", fmt.Sprintf("max_tokens %d is negative", limit)}
+	}
+	req := &request{
+		model:        body.Model,
+		stream:       body.Stream,
+		limit:        limit,
+		seed:         body.Seed,
+		includeUsage: body.IncludeUsage(),
+		promptTokens: 3,
+	}
+	for _, m := range body.Messages {
+		req.promptTokens += 3 + estimateTokens(m.Text())
+	}
+	for _, t := range body.Tools {
+		if t.Function.Name != "" {
+			req.tools = append(req.tools, tool{name: t.Function.Name, schema: t.Function.Parameters})
+		}
+	}
+	return req, nil
+}
+
+func (openAIDialect) idPrefix() string    { return "chatcmpl-sim" }
+func (openAIDialect) wholeToolCall() bool { return false }
+func (openAIDialect) toolCallID(key uint64) string {
+	return "call_sim" + strconv.FormatUint(splitmix64(key^0x746f6f6c), 36)
+}
+func (openAIDialect) encoder(pl *plan) encoder                  { return newChunker(pl, time.Now().Unix()) }
+func (openAIDialect) failure(w http.ResponseWriter, status int) { writeFailure(w, status) }
+
+// requestError answers with an OpenAI error object: type
+// invalid_request_error, code invalid_json / request_too_large /
+// invalid_sim_header / invalid_request, param the field or header at fault.
+func (openAIDialect) requestError(w http.ResponseWriter, status int, err error) {
+	typ, code, param := "invalid_request_error", "invalid_request", ""
+	var he *headerError
+	var pe paramError
+	switch {
+	case status >= 500:
+		typ, code = "server_error", ""
+	case errors.Is(err, errTooLarge):
+		code = "request_too_large"
+	case errors.As(err, &he):
+		param, code = he.header, "invalid_sim_header"
+	case errors.As(err, &pe):
+		param = pe.param
+	case errors.As(err, new(invalidJSON)):
+		code = "invalid_json"
+	}
+	writeError(w, status, typ, code, param, err.Error())
+}
+
+func (openAIDialect) generationFailure(w http.ResponseWriter) {
+	writeError(w, http.StatusInternalServerError, "server_error", "sim_error_event", "",
+		"simulated upstream error during generation")
+}
+
+func (openAIDialect) truncated(w http.ResponseWriter, pl *plan) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	w.Write([]byte(`{"id":"` + pl.id + `","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"trunc`))
+}
+
+// openAIToolMessage is the assistant message of a tool call: content null
+// and tool_calls, as OpenAI answers.
+type openAIToolMessage struct {
+	Role      string         `json:"role"`
+	Content   *string        `json:"content"`
+	ToolCalls []api.ToolCall `json:"tool_calls"`
+}
+
+func (openAIDialect) complete(w http.ResponseWriter, pl *plan, text string) {
+	finish := openAIFinish[pl.stop]
+	usage := &api.Usage{PromptTokens: pl.promptTokens, CompletionTokens: pl.tokens, TotalTokens: pl.promptTokens + pl.tokens}
+	if pl.tool == nil {
+		writeJSON(w, http.StatusOK, api.Completion{
+			ID:      pl.id,
+			Object:  "chat.completion",
+			Created: time.Now().Unix(),
+			Model:   pl.model,
+			Choices: []api.Choice{{Index: 0, Message: api.RespMsg{Role: "assistant", Content: text}, FinishReason: finish}},
+			Usage:   usage,
+		})
+		return
+	}
+	type choice struct {
+		Index        int               `json:"index"`
+		Message      openAIToolMessage `json:"message"`
+		Logprobs     *float64          `json:"logprobs"`
+		FinishReason string            `json:"finish_reason"`
+	}
+	writeJSON(w, http.StatusOK, struct {
+		ID      string     `json:"id"`
+		Object  string     `json:"object"`
+		Created int64      `json:"created"`
+		Model   string     `json:"model"`
+		Choices []choice   `json:"choices"`
+		Usage   *api.Usage `json:"usage"`
+	}{
+		ID: pl.id, Object: "chat.completion", Created: time.Now().Unix(), Model: pl.model,
+		Choices: []choice{{Message: openAIToolMessage{Role: "assistant", ToolCalls: []api.ToolCall{{
+			ID: pl.tool.id, Type: "function", Function: api.FunctionCall{Name: pl.tool.name, Arguments: string(pl.tool.args)},
+		}}}, FinishReason: finish}},
+		Usage: usage,
+	})
+}
+
+// openAIFinish spells the stop reasons as OpenAI's finish_reason.
+var openAIFinish = [...]string{stopEnd: "stop", stopLength: "length", stopTool: "tool_calls"}
+
+// writeFailure answers an injected error status with the body OpenAI sends
+// for it (and Retry-After on 429).
+func writeFailure(w http.ResponseWriter, status int) {
+	typ, code, msg := "server_error", "", "simulated upstream error"
+	switch status {
+	case http.StatusTooManyRequests:
+		w.Header().Set("Retry-After", "1")
+		typ, code, msg = "requests", "rate_limit_exceeded", "Rate limit reached for requests (simulated). Please try again in 1s."
+	case http.StatusInternalServerError:
+		msg = "The server had an error while processing your request (simulated)."
+	case http.StatusBadGateway:
+		code, msg = "bad_gateway", "Bad gateway (simulated)."
+	case http.StatusServiceUnavailable:
+		code, msg = "overloaded", "The engine is currently overloaded, please try again later (simulated)."
+	default:
+		if status < 500 {
+			typ = "invalid_request_error"
+		}
+		msg = fmt.Sprintf("simulated error status %d", status)
+	}
+	writeError(w, status, typ, code, "", msg)
+}
+
+// errorEvent is the data of a mid-stream error event, as OpenAI sends one.
+func errorEvent(chunk int) []byte {
+	b, _ := json.Marshal(api.NewError("server_error", "sim_error_event", "",
+		fmt.Sprintf("simulated upstream error at chunk %d", chunk)))
+	return b
+}
