@@ -22,6 +22,7 @@ import (
 	"github.com/streamgate/streamgate/internal/config"
 	"github.com/streamgate/streamgate/internal/metrics"
 	"github.com/streamgate/streamgate/internal/provider"
+	_ "github.com/streamgate/streamgate/internal/provider/gemini" // registers kind gemini
 	_ "github.com/streamgate/streamgate/internal/provider/openai" // registers kind openai
 	"github.com/streamgate/streamgate/internal/sim"
 	"github.com/streamgate/streamgate/internal/usage"

@@ -1,0 +1,626 @@
+package gemini
+
+import (
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/streamgate/streamgate/internal/provider"
+)
+
+// part is one part of candidate 0, as parsed: its slices point into the
+// upstream event.
+type part struct {
+	call    bool   // a functionCall part
+	thought bool   // "thought": true
+	text    []byte // raw contents of "text", still escaped
+	name    []byte // raw contents of functionCall.name
+	args    []byte // functionCall.args as sent, nil when absent
+}
+
+// usage is Gemini's usageMetadata, the counts the OpenAI usage needs.
+type usage struct {
+	prompt, candidates, thoughts, cached int
+}
+
+// event is what one GenerateContentResponse event holds, as parsed.
+type event struct {
+	parts      []part // candidate 0's parts, in order
+	finish     []byte // candidate 0's finishReason, decoded; nil when none
+	candidates int    // candidates in the event, of any index
+	block      []byte // promptFeedback.blockReason, decoded
+	id         []byte // responseId, raw
+	model      []byte // modelVersion, raw
+	usage      usage
+	hasUsage   bool
+	err        bool // an "error" member that is not null
+	errCode    int
+	errMsg     []byte // decoded
+	errStatus  []byte // decoded
+}
+
+func (e *event) reset() {
+	*e = event{parts: e.parts[:0], errMsg: e.errMsg[:0], errStatus: e.errStatus[:0]}
+}
+
+// span is one output event's data within translator.out.
+type span struct{ start, end int }
+
+// translator turns the GenerateContentResponse events of one stream into
+// OpenAI chat.completion.chunk events. It keeps no reference to an
+// upstream event once translate returns, and allocates nothing per event
+// once its buffers have grown to the stream's largest event.
+type translator struct {
+	model   string // the request's model, used when the upstream names none
+	created int64
+	seed    [16]byte // hex: the stream's random part of generated ids
+
+	started  bool // the role chunk was emitted
+	finished bool // a candidate carried a finishReason (or the prompt was blocked)
+	calls    int  // tool calls emitted so far: the next call's index
+	usage    usage
+	hasUsage bool
+	prefix   []byte // `{"id":…,"model":…,"choices":` of every chunk
+
+	s    scanner
+	e    event
+	scr  []byte // decoding scratch for escaped enum strings
+	out  []byte // the data of the pending output events
+	pend []span
+	n    int // pending events
+	next int // the next pending event to return
+}
+
+func (t *translator) init(model string, created int64, seed [8]byte) {
+	t.model, t.created = model, created
+	hex.Encode(t.seed[:], seed[:])
+}
+
+// translate parses one upstream event and queues its output events,
+// returning how many it queued (0: the event carried nothing to say). A
+// malformed event is an error wrapping provider.ErrMalformed; an error
+// object is a *provider.Error.
+func (t *translator) translate(data []byte) (int, error) {
+	t.out, t.n, t.next = t.out[:0], 0, 0
+	if err := t.parse(data); err != nil {
+		return 0, fmt.Errorf("%w: %w", provider.ErrMalformed, err)
+	}
+	e := &t.e
+	if e.err {
+		return 0, t.eventError()
+	}
+	if !t.started {
+		t.start()
+		t.chunk(`{"role":"assistant","content":""}`, nil)
+	}
+	t.delta()
+	if !t.finished {
+		switch {
+		case e.finish != nil:
+			t.finished = true
+			t.chunk(`{}`, finishReason(e.finish, t.calls > 0))
+		case e.candidates == 0 && len(e.block) > 0:
+			// The prompt itself was blocked: no candidate will come.
+			t.finished = true
+			t.chunk(`{}`, contentFilter)
+		}
+	}
+	if e.hasUsage {
+		// Gemini's counts are cumulative: the last event's are the answer's.
+		t.usage, t.hasUsage = e.usage, true
+	}
+	return t.n, nil
+}
+
+// pop returns the next pending event's data.
+func (t *translator) pop() []byte {
+	sp := t.pend[t.next]
+	t.next++
+	return t.out[sp.start:sp.end]
+}
+
+// start fixes the stream's id and model from its first event.
+func (t *translator) start() {
+	t.started = true
+	e := &t.e
+	b := append(t.prefix[:0], `{"id":`...)
+	if len(e.id) > 0 {
+		b = append(b, '"')
+		b = append(b, e.id...)
+		b = append(b, '"')
+	} else {
+		b = append(b, `"chatcmpl-`...)
+		b = append(b, t.seed[:]...)
+		b = append(b, '"')
+	}
+	b = append(b, `,"object":"chat.completion.chunk","created":`...)
+	b = strconv.AppendInt(b, t.created, 10)
+	b = append(b, `,"model":`...)
+	if len(e.model) > 0 {
+		b = append(b, '"')
+		b = append(b, e.model...)
+		b = append(b, '"')
+	} else {
+		b = appendString(b, t.model)
+	}
+	t.prefix = append(b, `,"choices":`...)
+}
+
+// chunk queues a chunk of one choice with the given delta object and
+// finish reason (nil: null).
+func (t *translator) chunk(delta string, finish []byte) {
+	start := len(t.out)
+	b := append(t.out, t.prefix...)
+	b = append(b, `[{"index":0,"delta":`...)
+	b = append(b, delta...)
+	b = append(b, `,"finish_reason":`...)
+	if finish == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '"')
+		b = append(b, finish...)
+		b = append(b, '"')
+	}
+	t.out = append(b, "}]}"...)
+	t.queue(start)
+}
+
+func (t *translator) queue(start int) {
+	t.pend = append(t.pend[:t.n], span{start, len(t.out)})
+	t.n++
+}
+
+// delta queues the chunks of the event's text, thoughts and function
+// calls: one delta with reasoning_content and content, if any, then one
+// chunk per call, as OpenAI streams them (SDK accumulators finish a call
+// when the next index begins, so two calls in one chunk lose one event).
+func (t *translator) delta() {
+	start := len(t.out)
+	b := append(t.out, t.prefix...)
+	b = append(b, `[{"index":0,"delta":{`...)
+	body := len(b)
+	b = t.texts(b, true, `"reasoning_content":"`)
+	b = t.texts(b, false, `"content":"`)
+	if len(b) == body {
+		b = b[:start] // no text to say
+	} else {
+		b = append(b, `},"finish_reason":null}]}`...)
+		t.out = b
+		t.queue(start)
+	}
+	for i := range t.e.parts {
+		p := &t.e.parts[i]
+		if !p.call {
+			continue
+		}
+		start := len(b)
+		b = append(b, t.prefix...)
+		b = append(b, `[{"index":0,"delta":{"tool_calls":[{"index":`...)
+		b = strconv.AppendInt(b, int64(t.calls), 10)
+		b = append(b, `,"id":"call_`...)
+		b = append(b, t.seed[:16]...)
+		b = strconv.AppendInt(b, int64(t.calls), 10)
+		b = append(b, `","type":"function","function":{"name":"`...)
+		b = append(b, p.name...)
+		b = append(b, `","arguments":`...)
+		b = appendArgs(b, p.args)
+		b = append(b, `}}]},"finish_reason":null}]}`...)
+		t.out = b
+		t.queue(start)
+		t.calls++
+	}
+	t.out = b
+}
+
+// texts appends the member key and the concatenated non-empty text parts
+// that are thoughts (or are not), closing the string; nothing when none.
+// Raw JSON string contents concatenate into a valid JSON string: every
+// escape is whole within its part.
+func (t *translator) texts(b []byte, thought bool, key string) []byte {
+	n := len(b)
+	from := 0
+	for i := range t.e.parts {
+		p := &t.e.parts[i]
+		if p.call || p.thought != thought || len(p.text) == 0 {
+			continue
+		}
+		if len(b) == n {
+			if b[n-1] != '{' {
+				b = append(b, ',')
+			}
+			b = append(b, key...)
+			from = len(b)
+		} else {
+			b = sealTail(b, from)
+		}
+		b = append(b, p.text...)
+	}
+	if len(b) > n {
+		b = append(b, '"')
+	}
+	return b
+}
+
+// sealTail makes the end of the string contents b[from:] self-contained
+// before another part's text is appended: a trailing high-surrogate escape
+// or an incomplete UTF-8 sequence would pair with the next part's start,
+// where decoding each part alone, as a client of the upstream would, gives
+// U+FFFD. They are replaced by what that decoding gives. Valid text ends
+// in neither, so this only reads a few bytes.
+func sealTail(b []byte, from int) []byte {
+	s := b[from:]
+	n := len(s)
+	if n >= 6 && s[n-6] == '\\' && s[n-5] == 'u' && (s[n-4]|0x20) == 'd' && strings.IndexByte("89abAB", s[n-3]) >= 0 {
+		// The backslash starts an escape if an even run of backslashes precedes it.
+		run := 0
+		for i := n - 7; i >= 0 && s[i] == '\\'; i-- {
+			run++
+		}
+		if run%2 == 0 {
+			return append(b[:len(b)-6], `\ufffd`...)
+		}
+	}
+	for k := n - 1; k >= 0 && k >= n-3; k-- {
+		if c := s[k]; c >= utf8.RuneSelf {
+			if c >= 0xC0 { // a lead byte
+				if !utf8.FullRune(s[k:]) {
+					b = b[:from+k]
+					for range n - k {
+						b = append(b, `\ufffd`...)
+					}
+				}
+				break
+			}
+			continue // a continuation byte: look further back
+		}
+		break
+	}
+	return b
+}
+
+// appendArgs appends a function call's arguments as the JSON string
+// OpenAI's "arguments" is; absent or null arguments are "{}".
+func appendArgs(b, args []byte) []byte {
+	if len(args) == 0 || string(args) == "null" {
+		return append(b, `"{}"`...)
+	}
+	return appendString(b, args)
+}
+
+// finishReason maps Gemini's finishReason to OpenAI's (see the package
+// comment); calls reports whether the stream emitted function calls.
+func finishReason(r []byte, calls bool) []byte {
+	switch string(r) {
+	case "MAX_TOKENS":
+		return reasonLength
+	case "SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII",
+		"IMAGE_SAFETY", "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION":
+		return contentFilter
+	}
+	if calls {
+		return reasonToolCalls
+	}
+	return reasonStop
+}
+
+// OpenAI's finish reasons, shared and never modified.
+var (
+	reasonStop      = []byte("stop")
+	reasonLength    = []byte("length")
+	reasonToolCalls = []byte("tool_calls")
+	contentFilter   = []byte("content_filter")
+)
+
+// finishString is finishReason for the non-streaming answer.
+func finishString(r string, calls bool) string { return string(finishReason([]byte(r), calls)) }
+
+// usageChunk queues the stream's one usage chunk (choices empty).
+func (t *translator) usageChunk() {
+	t.out, t.n, t.next = t.out[:0], 0, 0
+	b := append(t.out, t.prefix...)
+	b = append(b, `[],"usage":`...)
+	t.out = appendUsage(b, t.usage)
+	t.out = append(t.out, '}')
+	t.queue(0)
+}
+
+// appendUsage appends u as an OpenAI usage object: completion tokens count
+// the thoughts, as OpenAI's count reasoning tokens.
+func appendUsage(b []byte, u usage) []byte {
+	completion := u.candidates + u.thoughts
+	b = append(b, `{"prompt_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.prompt), 10)
+	b = append(b, `,"completion_tokens":`...)
+	b = strconv.AppendInt(b, int64(completion), 10)
+	b = append(b, `,"total_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.prompt+completion), 10)
+	b = append(b, `,"prompt_tokens_details":{"cached_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.cached), 10)
+	b = append(b, `},"completion_tokens_details":{"reasoning_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.thoughts), 10)
+	return append(b, "}}"...)
+}
+
+// eventError is the *provider.Error of an error object in the stream. Its
+// code is the HTTP status the failure would have had before the stream
+// began, and decides like one whether another route may serve the request.
+func (t *translator) eventError() error {
+	e := &t.e
+	status := e.errCode
+	if status < 100 || status > 599 {
+		status = 0
+	}
+	msg := string(e.errMsg)
+	if msg == "" {
+		msg = "the upstream sent an error event"
+	}
+	return &provider.Error{
+		Status:    status,
+		Retryable: status == 0 || provider.RetryableStatus(status),
+		Type:      string(e.errStatus),
+		Code:      string(e.errStatus),
+		Message:   msg,
+	}
+}
+
+// parse reads one event into t.e. Member names are matched exactly, after
+// unescaping; a repeated member replaces what the earlier one said, as in
+// encoding/json; a member of an unexpected kind is skipped.
+func (t *translator) parse(data []byte) error {
+	e := &t.e
+	e.reset()
+	t.scr = t.scr[:0]
+	s := &t.s
+	s.reset(data)
+	if s.peek() != '{' {
+		return s.fail("the event is not a JSON object")
+	}
+	err := s.obj(func(key []byte) error {
+		switch string(key) {
+		case "candidates":
+			e.parts, e.finish, e.candidates = e.parts[:0], nil, 0
+			if s.peek() != '[' {
+				return s.skip()
+			}
+			return s.arr(t.candidate)
+		case "promptFeedback":
+			e.block = nil
+			if s.peek() != '{' {
+				return s.skip()
+			}
+			return s.obj(func(k []byte) error {
+				if string(k) != "blockReason" {
+					return s.skip()
+				}
+				raw, esc, ok, err := s.text()
+				e.block = nil
+				if ok {
+					e.block = t.decode(raw, esc)
+				}
+				return err
+			})
+		case "usageMetadata":
+			e.usage, e.hasUsage = usage{}, false
+			if s.peek() != '{' {
+				return s.skip()
+			}
+			e.hasUsage = true
+			return s.obj(t.usageMember)
+		case "responseId":
+			raw, _, ok, err := s.text()
+			e.id = nil
+			if ok {
+				e.id = raw
+			}
+			return err
+		case "modelVersion":
+			raw, _, ok, err := s.text()
+			e.model = nil
+			if ok {
+				e.model = raw
+			}
+			return err
+		case "error":
+			e.err, e.errCode, e.errMsg, e.errStatus = false, 0, e.errMsg[:0], e.errStatus[:0]
+			if s.null() {
+				return nil
+			}
+			e.err = true
+			if s.peek() != '{' {
+				return s.skip()
+			}
+			return s.obj(t.errorMember)
+		}
+		return s.skip()
+	})
+	if err != nil {
+		return err
+	}
+	return s.end()
+}
+
+// decode returns the decoded contents of an enum string (finishReason,
+// blockReason); only escaped ones are copied, into t.scr.
+func (t *translator) decode(raw []byte, esc bool) []byte {
+	if !esc {
+		return raw
+	}
+	start := len(t.scr)
+	t.scr = unescape(t.scr, raw)
+	return t.scr[start:len(t.scr):len(t.scr)]
+}
+
+func (t *translator) candidate() error {
+	s, e := &t.s, &t.e
+	if s.peek() != '{' {
+		return s.skip()
+	}
+	e.candidates++
+	mark := len(e.parts)
+	var finish []byte
+	var finEsc, hasFinish, other bool
+	err := s.obj(func(key []byte) error {
+		switch string(key) {
+		case "content":
+			e.parts = e.parts[:mark]
+			if s.peek() != '{' {
+				return s.skip()
+			}
+			return s.obj(func(k []byte) error {
+				if string(k) != "parts" {
+					return s.skip()
+				}
+				e.parts = e.parts[:mark]
+				if s.peek() != '[' {
+					return s.skip()
+				}
+				return s.arr(t.part)
+			})
+		case "finishReason":
+			raw, esc, ok, err := s.text()
+			finish, finEsc, hasFinish = raw, esc, ok
+			return err
+		case "index":
+			// Only candidate 0 is translated: the adapter never asks for
+			// more (n > 1 is refused).
+			v, err := s.value()
+			other = nonZero(v)
+			return err
+		}
+		return s.skip()
+	})
+	if err != nil {
+		return err
+	}
+	if other {
+		e.parts = e.parts[:mark]
+		return nil
+	}
+	if hasFinish && len(finish) > 0 {
+		e.finish = t.decode(finish, finEsc)
+	}
+	return nil
+}
+
+// nonZero reports whether v is a JSON number other than zero.
+func nonZero(v []byte) bool {
+	if len(v) == 0 || v[0] != '-' && (v[0] < '0' || v[0] > '9') {
+		return false
+	}
+	if len(v) == 1 && v[0] == '0' {
+		return false
+	}
+	f, err := strconv.ParseFloat(string(v), 64)
+	return err != nil || f != 0
+}
+
+func (t *translator) part() error {
+	s, e := &t.s, &t.e
+	if s.peek() != '{' {
+		return s.skip()
+	}
+	var p part
+	err := s.obj(func(key []byte) error {
+		switch string(key) {
+		case "text":
+			raw, _, ok, err := s.text()
+			p.text = nil
+			if ok {
+				p.text = raw
+			}
+			return err
+		case "thought":
+			v, err := s.boolean()
+			p.thought = v
+			return err
+		case "functionCall":
+			p.call, p.name, p.args = false, nil, nil
+			if s.peek() != '{' {
+				return s.skip()
+			}
+			p.call = true
+			return s.obj(func(k []byte) error {
+				switch string(k) {
+				case "name":
+					raw, _, ok, err := s.text()
+					p.name = nil
+					if ok {
+						p.name = raw
+					}
+					return err
+				case "args":
+					v, err := s.value()
+					p.args = v
+					return err
+				}
+				return s.skip()
+			})
+		}
+		return s.skip()
+	})
+	if err != nil {
+		return err
+	}
+	e.parts = append(e.parts, p)
+	return nil
+}
+
+func (t *translator) usageMember(key []byte) error {
+	s, u := &t.s, &t.e.usage
+	var dst *int
+	switch string(key) {
+	case "promptTokenCount":
+		dst = &u.prompt
+	case "candidatesTokenCount":
+		dst = &u.candidates
+	case "thoughtsTokenCount":
+		dst = &u.thoughts
+	case "cachedContentTokenCount":
+		dst = &u.cached
+	default:
+		return s.skip()
+	}
+	n, err := s.count() // a count that is not a number is 0
+	*dst = n
+	return err
+}
+
+func (t *translator) errorMember(key []byte) error {
+	s, e := &t.s, &t.e
+	switch string(key) {
+	case "code":
+		n, err := s.count()
+		e.errCode = n
+		return err
+	case "message":
+		raw, esc, ok, err := s.text()
+		if ok {
+			e.errMsg = e.errMsg[:0]
+			if esc {
+				e.errMsg = unescape(e.errMsg, raw)
+			} else {
+				e.errMsg = append(e.errMsg, raw...)
+			}
+		}
+		return err
+	case "status":
+		raw, esc, ok, err := s.text()
+		if ok {
+			e.errStatus = e.errStatus[:0]
+			if esc {
+				e.errStatus = unescape(e.errStatus, raw)
+			} else {
+				e.errStatus = append(e.errStatus, raw...)
+			}
+		}
+		return err
+	}
+	return s.skip()
+}
+
+// heartbeat is what Next returns for an upstream event with nothing to
+// translate (a usage-only event, an empty text): an event with empty,
+// non-nil data, which restarts the relay's idle window and is not relayed.
+var heartbeat = []byte{}
