@@ -22,8 +22,9 @@ import (
 	"github.com/streamgate/streamgate/internal/config"
 	"github.com/streamgate/streamgate/internal/metrics"
 	"github.com/streamgate/streamgate/internal/provider"
-	_ "github.com/streamgate/streamgate/internal/provider/gemini" // registers kind gemini
-	_ "github.com/streamgate/streamgate/internal/provider/openai" // registers kind openai
+	_ "github.com/streamgate/streamgate/internal/provider/anthropic" // registers kind anthropic
+	_ "github.com/streamgate/streamgate/internal/provider/gemini"    // registers kind gemini
+	_ "github.com/streamgate/streamgate/internal/provider/openai"    // registers kind openai
 	"github.com/streamgate/streamgate/internal/sim"
 	"github.com/streamgate/streamgate/internal/usage"
 )

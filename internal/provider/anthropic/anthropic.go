@@ -1,0 +1,354 @@
+package anthropic
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/streamgate/streamgate/internal/provider"
+	"github.com/streamgate/streamgate/internal/provider/openai"
+	"github.com/streamgate/streamgate/internal/sse"
+)
+
+// Version is the anthropic-version header every request carries: the API
+// version whose shapes this adapter speaks.
+const Version = "2023-06-01"
+
+// Options tune a Client. The zero value is usable.
+type Options struct {
+	// ConnectTimeout bounds dialling (and the TLS handshake); 0 means 5s.
+	ConnectTimeout time.Duration
+	// MaxIdleConnsPerHost is how many idle keep-alive connections are kept
+	// to the upstream; 0 means 1024 (see openai.Options).
+	MaxIdleConnsPerHost int
+	// MaxConnsPerHost caps connections to the upstream; 0 means no cap.
+	MaxConnsPerHost int
+	// MaxEvent bounds one SSE line, and one event's data, from the upstream;
+	// 0 means openai.DefaultMaxEvent (1 MiB). A longer event ends the stream
+	// with an error wrapping provider.ErrMalformed.
+	MaxEvent int
+	// HTTP2 speaks h2c by prior knowledge to an http:// base URL (see
+	// openai.Options.HTTP2); ignored for https://.
+	HTTP2 bool
+	// Transport replaces the default transport (tests); nil builds one with
+	// openai.NewTransport from the fields above.
+	Transport http.RoundTripper
+}
+
+// Client talks to one Messages API base URL. It is safe for concurrent use.
+type Client struct {
+	url     string            // {base}/v1/messages
+	key     []string          // x-api-key value, nil when no key
+	rt      http.RoundTripper // used directly, as openai.Client does
+	maxLine int
+	readers sync.Pool        // *sse.Reader, reused across streams
+	now     func() time.Time // the chunks' "created"; tests fix it
+	apiKey  string           // to keep it out of error messages
+}
+
+var _ provider.Provider = (*Client)(nil)
+
+func init() {
+	provider.Register("anthropic", func(c provider.Config) (provider.Provider, error) {
+		return New(c.BaseURL, c.APIKey, Options{ConnectTimeout: c.ConnectTimeout, HTTP2: c.HTTP2}), nil
+	})
+}
+
+// New returns a Client for baseURL as Anthropic's docs give it,
+// "https://api.anthropic.com", requests going to {base}/v1/messages; a base
+// URL that already ends in "/v1" ("https://api.anthropic.com/v1", as
+// OpenAI-style configs write it) gets {base}/messages. apiKey is sent as
+// x-api-key ("" sends none).
+func New(baseURL, apiKey string, opts Options) *Client {
+	rt := opts.Transport
+	if rt == nil {
+		if !strings.HasPrefix(strings.ToLower(baseURL), "http://") {
+			opts.HTTP2 = false // https: ALPN decides
+		}
+		rt = openai.NewTransport(openai.Options{
+			ConnectTimeout:      opts.ConnectTimeout,
+			MaxIdleConnsPerHost: opts.MaxIdleConnsPerHost,
+			MaxConnsPerHost:     opts.MaxConnsPerHost,
+			HTTP2:               opts.HTTP2,
+		})
+	}
+	c := &Client{url: messagesURL(baseURL), rt: rt, maxLine: opts.MaxEvent, now: time.Now, apiKey: apiKey}
+	if c.maxLine <= 0 {
+		c.maxLine = openai.DefaultMaxEvent
+	}
+	if apiKey != "" {
+		c.key = []string{apiKey}
+	}
+	return c
+}
+
+// messagesURL is the Messages endpoint of a base URL with or without "/v1".
+func messagesURL(base string) string {
+	base = strings.TrimRight(base, "/")
+	if strings.HasSuffix(base, "/v1") {
+		return base + "/messages"
+	}
+	return base + "/v1/messages"
+}
+
+// CloseIdleConnections closes the client's idle upstream connections.
+func (c *Client) CloseIdleConnections() {
+	if ci, ok := c.rt.(interface{ CloseIdleConnections() }); ok {
+		ci.CloseIdleConnections()
+	}
+}
+
+// maxPooledReader: a Reader whose buffers grew past this on a long event is
+// dropped instead of pooled.
+const maxPooledReader = 16 << 10
+
+// Open implements provider.Provider: a streaming Messages request whose
+// events are translated into OpenAI chunks as they are read.
+func (c *Client) Open(ctx context.Context, req *provider.Request) (provider.Stream, error) {
+	body, err := Body(req, true)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.post(ctx, req, body, true)
+	if err != nil {
+		return nil, err
+	}
+	r, _ := c.readers.Get().(*sse.Reader)
+	if r == nil {
+		r = sse.NewReader(nil, c.maxLine)
+		r.CommentsOnly = true // a proxy's comment heartbeats reach the relay
+		r.NoDone = true       // Anthropic has no "[DONE]"; message_stop ends a stream
+	}
+	r.Reset(resp.Body)
+	return &stream{c: c, body: resp.Body, r: r, ctx: ctx, model: req.Model, buf: make([]byte, 0, 512)}, nil
+}
+
+// Complete implements provider.Provider: a non-streaming Messages request
+// whose answer is translated into an OpenAI chat.completion.
+func (c *Client) Complete(ctx context.Context, req *provider.Request) ([]byte, error) {
+	body, err := Body(req, false)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.post(ctx, req, body, false)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, openai.MaxCompleteBody+1))
+	if err != nil {
+		return nil, readError(ctx, err)
+	}
+	if len(b) > openai.MaxCompleteBody {
+		return nil, fmt.Errorf("%w: answer larger than %d bytes", provider.ErrMalformed, openai.MaxCompleteBody)
+	}
+	return completion(b, req.Model, c.now())
+}
+
+// post sends body with req's headers; a non-2xx answer is an error.
+func (c *Client) post(ctx context.Context, req *provider.Request, body []byte, stream bool) (*http.Response, error) {
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("anthropic: build request: %w", err)
+	}
+	for k, v := range req.Header {
+		hr.Header[k] = v
+	}
+	if req.RequestID != "" {
+		hr.Header["X-Request-Id"] = []string{req.RequestID}
+	}
+	// Shared, never modified values: no allocation per request.
+	hr.Header["Content-Type"] = jsonType
+	hr.Header["Anthropic-Version"] = versionValue
+	if stream {
+		hr.Header["Accept"] = eventStreamType
+	} else {
+		hr.Header["Accept"] = jsonType
+	}
+	if c.key != nil {
+		hr.Header["X-Api-Key"] = c.key
+	}
+	resp, err := c.rt.RoundTrip(hr)
+	if err != nil {
+		return nil, transportError(ctx, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		err := c.statusError(resp)
+		provider.DrainClose(resp.Body)
+		return nil, err
+	}
+	return resp, nil
+}
+
+var (
+	jsonType        = []string{"application/json"}
+	eventStreamType = []string{"text/event-stream"}
+	versionValue    = []string{Version}
+)
+
+// readError prefers the context's cause (a timeout set by the relay, or the
+// client going away) over the transport's "context canceled".
+func readError(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); cause != nil {
+		return cause
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return provider.ErrTruncated
+	}
+	return fmt.Errorf("%w: read: %w", provider.ErrTruncated, err)
+}
+
+func transportError(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); cause != nil {
+		return cause
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return &provider.Error{Retryable: true, Message: "dial upstream", Err: fmt.Errorf("%w: %w", provider.ErrConnect, err)}
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		return &provider.Error{Retryable: true, Message: "resolve upstream", Err: fmt.Errorf("%w: %w", provider.ErrConnect, err)}
+	}
+	// The connection broke before an answer: nothing reached the client,
+	// so another route may serve it.
+	return &provider.Error{Retryable: true, Message: "upstream request failed", Err: err}
+}
+
+// StatusOverloaded is Anthropic's "overloaded_error" status: not an IANA
+// status, retryable like a 503.
+const StatusOverloaded = 529
+
+// maxErrorBody bounds how much of an error answer is read.
+const maxErrorBody = 64 << 10
+
+// errorBody is Anthropic's error shape, in answers and in "error" events:
+// {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"},"request_id":"req_…"}.
+type errorBody struct {
+	Error struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// statusError reads an error answer: the status decides (provider.RetryableStatus,
+// which counts 529 among the 5xx), the body gives the type and message.
+func (c *Client) statusError(resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	e := &provider.Error{
+		Status:     resp.StatusCode,
+		Retryable:  provider.RetryableStatus(resp.StatusCode),
+		RetryAfter: retryAfter(resp.Header.Get("Retry-After")),
+	}
+	var body errorBody
+	if json.Unmarshal(b, &body) == nil {
+		e.Type, e.Message = body.Error.Type, body.Error.Message
+	}
+	if e.Message == "" {
+		e.Message = strings.TrimSpace(string(b))
+		if len(e.Message) > 512 {
+			e.Message = e.Message[:512]
+		}
+	}
+	if e.Message == "" {
+		e.Message = http.StatusText(resp.StatusCode)
+	}
+	if e.Message == "" && resp.StatusCode == StatusOverloaded {
+		e.Message = "Overloaded"
+	}
+	e.Message = c.redact(e.Message)
+	return e
+}
+
+// redact removes the API key from an upstream's words: Anthropic does not
+// echo keys, but a proxy in front of it might.
+func (c *Client) redact(msg string) string {
+	if len(c.apiKey) >= 8 && strings.Contains(msg, c.apiKey) {
+		return strings.ReplaceAll(msg, c.apiKey, "[redacted]")
+	}
+	return msg
+}
+
+// retryAfter parses a Retry-After header: seconds or an HTTP date.
+func retryAfter(v string) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(v); err == nil && s >= 0 {
+		return time.Duration(s) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if d := time.Until(t); d > 0 {
+			return d
+		}
+	}
+	return 0
+}
+
+// typeStatus is the HTTP status Anthropic documents for each error type
+// (platform.claude.com/docs/en/api/errors); an error event carries the type
+// only, and the status is what the gateway classifies by.
+func typeStatus(typ string) int {
+	switch typ {
+	case "invalid_request_error":
+		return http.StatusBadRequest
+	case "authentication_error":
+		return http.StatusUnauthorized
+	case "billing_error":
+		return http.StatusPaymentRequired
+	case "permission_error":
+		return http.StatusForbidden
+	case "not_found_error":
+		return http.StatusNotFound
+	case "conflict_error":
+		return http.StatusConflict
+	case "request_too_large":
+		return http.StatusRequestEntityTooLarge
+	case "rate_limit_error":
+		return http.StatusTooManyRequests
+	case "timeout_error":
+		return http.StatusGatewayTimeout
+	case "overloaded_error":
+		return StatusOverloaded
+	}
+	return http.StatusInternalServerError // "api_error", and types to come
+}
+
+// eventError is the *provider.Error of an "error" event (type and message
+// are its string literals, nil when absent): the status its type documents,
+// retryable as that status is.
+func eventError(typ, msg []byte) error {
+	t := unquote(typ)
+	status := typeStatus(t)
+	m := unquote(msg)
+	if m == "" {
+		m = "the upstream sent an error event"
+	}
+	return &provider.Error{Status: status, Retryable: provider.RetryableStatus(status), Type: t, Message: m}
+}
+
+// finishReason maps a stop_reason literal to OpenAI's finish_reason.
+func finishReason(lit []byte) string {
+	switch {
+	case is(lit, "end_turn"), is(lit, "stop_sequence"), is(lit, "pause_turn"):
+		return finishStop
+	case is(lit, "max_tokens"), is(lit, "model_context_window_exceeded"):
+		return "length"
+	case is(lit, "tool_use"):
+		return "tool_calls"
+	case is(lit, "refusal"):
+		return "content_filter"
+	}
+	return finishStop
+}
+
+const finishStop = "stop"

@@ -1,0 +1,120 @@
+package anthropic
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/streamgate/streamgate/internal/api"
+	"github.com/streamgate/streamgate/internal/provider"
+)
+
+// message is the Messages API's non-streaming answer, the members read.
+type message struct {
+	ID         string         `json:"id"`
+	Type       string         `json:"type"`
+	Model      string         `json:"model"`
+	Content    []contentBlock `json:"content"`
+	StopReason *string        `json:"stop_reason"`
+	Usage      *messageUsage  `json:"usage"`
+	Error      *struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+type contentBlock struct {
+	Type     string          `json:"type"`
+	Text     string          `json:"text"`
+	Thinking string          `json:"thinking"`
+	ID       string          `json:"id"`
+	Name     string          `json:"name"`
+	Input    json.RawMessage `json:"input"`
+}
+
+type messageUsage struct {
+	InputTokens              int64 `json:"input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+	OutputTokensDetails      *struct {
+		ThinkingTokens int64 `json:"thinking_tokens"`
+	} `json:"output_tokens_details"`
+}
+
+// completion translates a Message into an OpenAI chat.completion: text
+// blocks joined into the content, thinking blocks into reasoning_content,
+// tool_use blocks into tool_calls (arguments: the input as JSON text), the
+// stop_reason into finish_reason, the usage as the stream's usage chunk has
+// it. model is the route's model, used when the answer names none.
+func completion(body []byte, model string, now time.Time) ([]byte, error) {
+	var m message
+	if err := json.Unmarshal(body, &m); err != nil {
+		return nil, fmt.Errorf("%w: anthropic: answer: %w", provider.ErrMalformed, err)
+	}
+	if m.Type == "error" && m.Error != nil {
+		// Not documented for a 200, but the error shape is unmistakable.
+		return nil, eventError(quote(m.Error.Type), quote(m.Error.Message))
+	}
+	if m.Type != "message" {
+		return nil, fmt.Errorf("%w: anthropic: answer of type %q, want a message", provider.ErrMalformed, m.Type)
+	}
+	var text, reasoning strings.Builder
+	msg := api.RespMsg{Role: "assistant"}
+	for _, b := range m.Content {
+		switch b.Type {
+		case "text":
+			text.WriteString(b.Text)
+		case "thinking":
+			reasoning.WriteString(b.Thinking)
+		case "tool_use":
+			args := "{}"
+			if in := bytes.TrimSpace(b.Input); len(in) > 0 && string(in) != "null" {
+				var c bytes.Buffer
+				if json.Compact(&c, in) == nil {
+					args = c.String()
+				}
+			}
+			msg.ToolCalls = append(msg.ToolCalls, api.ToolCall{ID: b.ID, Type: "function", Function: api.FunctionCall{Name: b.Name, Arguments: args}})
+		}
+	}
+	msg.Content, msg.ReasoningContent = text.String(), reasoning.String()
+	if m.Model == "" {
+		m.Model = model
+	}
+	reason := finishStop
+	if m.StopReason != nil {
+		reason = finishReason(quote(*m.StopReason))
+	}
+	out := api.Completion{
+		ID:      m.ID,
+		Object:  "chat.completion",
+		Created: now.Unix(),
+		Model:   m.Model,
+		Choices: []api.Choice{{Index: 0, Message: msg, FinishReason: reason}},
+	}
+	if u := m.Usage; u != nil {
+		prompt := int(u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens)
+		out.Usage = &api.Usage{
+			PromptTokens:        prompt,
+			CompletionTokens:    int(u.OutputTokens),
+			TotalTokens:         prompt + int(u.OutputTokens),
+			PromptTokensDetails: &api.PromptTokensDetails{CachedTokens: int(u.CacheReadInputTokens), CacheWriteTokens: int(u.CacheCreationInputTokens)},
+		}
+		if d := u.OutputTokensDetails; d != nil {
+			out.Usage.CompletionTokensDetails = &api.CompletionTokensDetails{ReasoningTokens: int(d.ThinkingTokens)}
+		}
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(&out); err != nil {
+		return nil, fmt.Errorf("anthropic: encode the completion: %w", err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
+}
+
+// quote is s as a JSON string literal, for the helpers that take literals.
+func quote(s string) []byte { return appendString(nil, s) }

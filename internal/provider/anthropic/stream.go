@@ -1,0 +1,817 @@
+package anthropic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/streamgate/streamgate/internal/provider"
+	"github.com/streamgate/streamgate/internal/sse"
+)
+
+// maxBlocks bounds the content blocks of one streamed message: a message
+// with server tools holds a few dozen, and the stream keeps 8 bytes a block.
+const maxBlocks = 1 << 14
+
+// Block kinds, from content_block_start's content_block.type.
+const (
+	kindOther    uint8 = iota // server tools, their results, redacted thinking…: no OpenAI counterpart
+	kindText                  // "text"
+	kindThinking              // "thinking"
+	kindTool                  // "tool_use": a client tool call
+)
+
+// blockState is what the stream keeps of one content block.
+type blockState struct {
+	kind uint8
+	args bool  // tool_use: arguments were sent
+	tool int32 // tool_use: its OpenAI tool_calls index
+}
+
+// counts are a message's token counts as the events report them: each a
+// cumulative total, the latest one wins (message_delta's usage overrides
+// message_start's, as the official SDK's Message.Accumulate does).
+type counts struct {
+	input, output, cacheRead, cacheWrite, thinking int64
+	hasThinking                                    bool
+}
+
+// fields are the members of one event that the translation reads, as
+// sub-slices of the event's data; string values are JSON literals, quotes
+// included, nil when absent or not a string.
+type fields struct {
+	kind  eventKind // from typ
+	delta deltaKind // from dType
+	typ   []byte
+	index int64
+	hasIx bool
+
+	// delta (content_block_delta, message_delta)
+	dType, text, thinking, partial, stop []byte
+	// content_block (content_block_start)
+	cbType, cbID, cbName, cbText, cbThinking, cbInput []byte
+	// message (message_start)
+	msgID, msgModel []byte
+	// usage (message.usage of message_start, usage of message_delta)
+	usage    counts
+	hasUsage [5]bool // input, output, cache read, cache write, thinking
+	// error
+	errType, errMsg []byte
+}
+
+// eventKind is an event's "type".
+type eventKind uint8
+
+const (
+	evOther eventKind = iota // ping, and types to come
+	evBlockDelta
+	evBlockStart
+	evBlockStop
+	evMessageDelta
+	evMessageStart
+	evMessageStop
+	evError
+)
+
+func eventKindOf(lit []byte) eventKind {
+	switch {
+	case is(lit, "content_block_delta"):
+		return evBlockDelta
+	case is(lit, "content_block_start"):
+		return evBlockStart
+	case is(lit, "content_block_stop"):
+		return evBlockStop
+	case is(lit, "message_delta"):
+		return evMessageDelta
+	case is(lit, "message_start"):
+		return evMessageStart
+	case is(lit, "message_stop"):
+		return evMessageStop
+	case is(lit, "error"):
+		return evError
+	}
+	return evOther
+}
+
+// deltaKind is a content_block_delta's delta.type.
+type deltaKind uint8
+
+const (
+	deltaOther deltaKind = iota // signature_delta, citations_delta, types to come
+	deltaText
+	deltaThinking
+	deltaJSON
+)
+
+func deltaKindOf(lit []byte) deltaKind {
+	switch {
+	case is(lit, "text_delta"):
+		return deltaText
+	case is(lit, "thinking_delta"):
+		return deltaThinking
+	case is(lit, "input_json_delta"):
+		return deltaJSON
+	}
+	return deltaOther
+}
+
+// stream translates the upstream's Messages event stream into OpenAI
+// chat.completion.chunk events. Each upstream event gives one event from
+// Next (message_stop may give two: the finish and the usage chunk); an
+// upstream event without an OpenAI counterpart gives a heartbeat (an event
+// with empty, non-nil Data) so the relay still sees the upstream alive.
+type stream struct {
+	c     *Client
+	body  io.ReadCloser
+	r     *sse.Reader
+	ctx   context.Context
+	model string // the route's model, when message_start names none
+
+	ev     sse.Event
+	buf    []byte // the chunk Next returns, rewritten from head on each call
+	head   int    // buf[:head] is every chunk's start, `{"id":…,"object":"chat.completion.chunk","created":…,"model":…,"choices":[`
+	f      fields
+	blocks []blockState
+	tools  int32
+	usage  counts
+
+	started  bool  // message_start was read
+	finished bool  // the finish chunk was returned
+	stopped  bool  // message_stop was read: the usage chunk is next, then io.EOF
+	usageOut bool  // the usage chunk was returned
+	err      error // sticky end: io.EOF or the stream's error
+	closed   bool
+}
+
+// heartbeat is the Data of an event without OpenAI counterpart.
+var heartbeat = []byte{}
+
+// Next implements provider.Stream.
+func (s *stream) Next() (*sse.Event, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	if s.stopped {
+		s.ev = sse.Event{}
+		return s.afterStop()
+	}
+	in, err := s.r.Next()
+	if err != nil {
+		return nil, s.fail(s.readErr(err))
+	}
+	s.ev = sse.Event{Comment: in.Comment} // a "sent_ns" stamp travels on
+	if len(in.Data) == 0 {
+		s.ev.Data = in.Data // a comment-only block (nil) or an empty "data:" line: a heartbeat either way
+		return &s.ev, nil
+	}
+	s.ev.Data = heartbeat
+	if kind, index, lit, ok := scanFastDelta(in.Data); ok {
+		// Nearly every event: no fields to fill, no dispatch.
+		if err := s.blockDelta(index, true, kind, lit); err != nil {
+			return nil, s.fail(err)
+		}
+		return &s.ev, nil
+	}
+	if isPing(in.Data) {
+		return &s.ev, nil
+	}
+	if err := s.parse(in.Data); err != nil {
+		return nil, s.fail(fmt.Errorf("%w: anthropic: %w", provider.ErrMalformed, err))
+	}
+	if err := s.translate(); err != nil {
+		return nil, s.fail(err)
+	}
+	return &s.ev, nil
+}
+
+// isPing reports whether data is a ping event as the API writes it (the
+// streaming reference prints it with a space, the API sends it without).
+func isPing(data []byte) bool {
+	return string(data) == `{"type":"ping"}` || string(data) == `{"type": "ping"}`
+}
+
+func (s *stream) fail(err error) error {
+	s.err = err
+	return err
+}
+
+// readErr maps the reader's end: an end before message_stop is a
+// truncation, whatever the reader saw (Anthropic has no "[DONE]": the
+// reader's NoDone makes a clean EOF io.EOF, which is still a cut here).
+func (s *stream) readErr(err error) error {
+	var tooLong *sse.LineTooLongError
+	switch {
+	case err == io.EOF, errors.Is(err, sse.ErrTruncated):
+		return fmt.Errorf("%w: the anthropic stream ended before message_stop", provider.ErrTruncated)
+	case errors.As(err, &tooLong):
+		return fmt.Errorf("%w: %w", provider.ErrMalformed, err)
+	}
+	return readError(s.ctx, err)
+}
+
+// afterStop returns what follows message_stop: the finish chunk when no
+// message_delta gave one, the usage chunk, then io.EOF.
+func (s *stream) afterStop() (*sse.Event, error) {
+	switch {
+	case !s.finished:
+		s.finish(finishStop)
+	case !s.usageOut:
+		s.usageChunk()
+	default:
+		return nil, s.fail(io.EOF)
+	}
+	return &s.ev, nil
+}
+
+// The compact spellings of the three events that carry nearly all of a
+// stream's bytes, as the API writes them: scanFastDelta matches them.
+const (
+	fastStart    = `{"type":"content_block_delta","index":`
+	fastDelta    = `,"delta":{"type":"`
+	fastText     = `text_delta","text":`
+	fastThinking = `thinking_delta","thinking":`
+	fastJSON     = `input_json_delta","partial_json":`
+)
+
+// scanFastDelta reads a content_block_delta written exactly as the API
+// writes it, {"type":"content_block_delta","index":N,"delta":{"type":
+// "text_delta","text":"…"}} (or thinking_delta, input_json_delta), in fewer
+// steps than parse: the fixed parts are compared whole, the index and the
+// string are scanned and validated as parse does. It returns the delta's
+// kind, the index and the string literal, or ok false for any other event,
+// which parse then reads; both read the same (FuzzParseFast checks it).
+func scanFastDelta(data []byte) (kind deltaKind, index int64, lit []byte, ok bool) {
+	if len(data) < len(fastStart) || string(data[:len(fastStart)]) != fastStart {
+		return 0, 0, nil, false
+	}
+	i := len(fastStart)
+	j := i
+	for j < len(data) && data[j]-'0' < 10 {
+		index = index*10 + int64(data[j]-'0')
+		j++
+	}
+	if j == i || j-i > 9 || (data[i] == '0' && j > i+1) {
+		return 0, 0, nil, false // no digit, a huge index or a leading zero: parse decides
+	}
+	rest := data[j:]
+	switch {
+	case len(rest) > len(fastDelta+fastText) && string(rest[:len(fastDelta+fastText)]) == fastDelta+fastText:
+		kind, rest = deltaText, rest[len(fastDelta+fastText):]
+	case len(rest) > len(fastDelta+fastThinking) && string(rest[:len(fastDelta+fastThinking)]) == fastDelta+fastThinking:
+		kind, rest = deltaThinking, rest[len(fastDelta+fastThinking):]
+	case len(rest) > len(fastDelta+fastJSON) && string(rest[:len(fastDelta+fastJSON)]) == fastDelta+fastJSON:
+		kind, rest = deltaJSON, rest[len(fastDelta+fastJSON):]
+	default:
+		return 0, 0, nil, false
+	}
+	if rest[0] != '"' {
+		return 0, 0, nil, false
+	}
+	sc := scanner{b: data, i: len(data) - len(rest)}
+	lit, _, err := sc.str()
+	if err != nil || len(data)-sc.i != 2 || data[sc.i] != '}' || data[sc.i+1] != '}' {
+		return 0, 0, nil, false
+	}
+	return kind, index, lit, true
+}
+
+// reset clears the fields of the previous event.
+func (f *fields) reset() { *f = fields{} }
+
+// parse reads any event into s.f: the members are found by name, in any
+// order, and every value is validated.
+func (s *stream) parse(data []byte) error {
+	s.f.reset()
+	f := &s.f
+	sc := scanner{b: data}
+	if err := sc.open(); err != nil {
+		return err
+	}
+	var err error
+	for n := 0; ; {
+		key, ok, kerr := sc.next(&n)
+		if kerr != nil {
+			return kerr
+		}
+		if !ok {
+			break
+		}
+		switch string(key) {
+		case "type":
+			f.typ, err = sc.strOrSkip()
+		case "index":
+			f.index, f.hasIx, err = sc.count()
+		case "delta":
+			err = s.parseDelta(&sc)
+		case "content_block":
+			err = s.parseBlock(&sc)
+		case "message":
+			err = s.parseMessage(&sc)
+		case "usage":
+			err = s.parseUsage(&sc)
+		case "error":
+			err = s.parseError(&sc)
+		default:
+			err = sc.skip()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := sc.end(); err != nil {
+		return err
+	}
+	f.kind, f.delta = eventKindOf(f.typ), deltaKindOf(f.dType)
+	return nil
+}
+
+func (s *stream) parseDelta(sc *scanner) error {
+	if sc.peek() != '{' {
+		return sc.skip()
+	}
+	if err := sc.open(); err != nil {
+		return err
+	}
+	f := &s.f
+	for n := 0; ; {
+		key, ok, err := sc.next(&n)
+		if err != nil || !ok {
+			return err
+		}
+		switch string(key) {
+		case "type":
+			f.dType, err = sc.strOrSkip()
+		case "text":
+			f.text, err = sc.strOrSkip()
+		case "thinking":
+			f.thinking, err = sc.strOrSkip()
+		case "partial_json":
+			f.partial, err = sc.strOrSkip()
+		case "stop_reason":
+			f.stop, err = sc.strOrSkip()
+		default:
+			err = sc.skip()
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func (s *stream) parseBlock(sc *scanner) error {
+	if sc.peek() != '{' {
+		return sc.skip()
+	}
+	if err := sc.open(); err != nil {
+		return err
+	}
+	f := &s.f
+	for n := 0; ; {
+		key, ok, err := sc.next(&n)
+		if err != nil || !ok {
+			return err
+		}
+		switch string(key) {
+		case "type":
+			f.cbType, err = sc.strOrSkip()
+		case "id":
+			f.cbID, err = sc.strOrSkip()
+		case "name":
+			f.cbName, err = sc.strOrSkip()
+		case "text":
+			f.cbText, err = sc.strOrSkip()
+		case "thinking":
+			f.cbThinking, err = sc.strOrSkip()
+		case "input":
+			f.cbInput, err = sc.raw()
+		default:
+			err = sc.skip()
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func (s *stream) parseMessage(sc *scanner) error {
+	if sc.peek() != '{' {
+		return sc.skip()
+	}
+	if err := sc.open(); err != nil {
+		return err
+	}
+	f := &s.f
+	for n := 0; ; {
+		key, ok, err := sc.next(&n)
+		if err != nil || !ok {
+			return err
+		}
+		switch string(key) {
+		case "id":
+			f.msgID, err = sc.strOrSkip()
+		case "model":
+			f.msgModel, err = sc.strOrSkip()
+		case "usage":
+			err = s.parseUsage(sc)
+		default:
+			err = sc.skip()
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// parseUsage reads a usage object: counts that are null or not numbers
+// are absent, as the official SDK treats them.
+func (s *stream) parseUsage(sc *scanner) error {
+	if sc.peek() != '{' {
+		return sc.skip()
+	}
+	if err := sc.open(); err != nil {
+		return err
+	}
+	f := &s.f
+	for n := 0; ; {
+		key, ok, err := sc.next(&n)
+		if err != nil || !ok {
+			return err
+		}
+		switch string(key) {
+		case "input_tokens":
+			f.usage.input, f.hasUsage[0], err = sc.count()
+		case "output_tokens":
+			f.usage.output, f.hasUsage[1], err = sc.count()
+		case "cache_read_input_tokens":
+			f.usage.cacheRead, f.hasUsage[2], err = sc.count()
+		case "cache_creation_input_tokens":
+			f.usage.cacheWrite, f.hasUsage[3], err = sc.count()
+		case "output_tokens_details":
+			err = s.parseOutputDetails(sc)
+		default:
+			err = sc.skip()
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func (s *stream) parseOutputDetails(sc *scanner) error {
+	if sc.peek() != '{' {
+		return sc.skip()
+	}
+	if err := sc.open(); err != nil {
+		return err
+	}
+	f := &s.f
+	for n := 0; ; {
+		key, ok, err := sc.next(&n)
+		if err != nil || !ok {
+			return err
+		}
+		if string(key) == "thinking_tokens" {
+			f.usage.thinking, f.hasUsage[4], err = sc.count()
+		} else {
+			err = sc.skip()
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func (s *stream) parseError(sc *scanner) error {
+	if sc.peek() != '{' {
+		return sc.skip()
+	}
+	if err := sc.open(); err != nil {
+		return err
+	}
+	f := &s.f
+	for n := 0; ; {
+		key, ok, err := sc.next(&n)
+		if err != nil || !ok {
+			return err
+		}
+		switch string(key) {
+		case "type":
+			f.errType, err = sc.strOrSkip()
+		case "message":
+			f.errMsg, err = sc.strOrSkip()
+		default:
+			err = sc.skip()
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// errBeforeStart: an event that needs the message's id and model came first.
+var errBeforeStart = errors.New("anthropic: content before message_start")
+
+// translate turns the parsed event into s.ev.
+func (s *stream) translate() error {
+	f := &s.f
+	if f.kind != evMessageStart && f.kind != evError && f.kind != evOther && !s.started {
+		return malformed(errBeforeStart)
+	}
+	switch f.kind {
+	case evBlockDelta:
+		var lit []byte
+		switch f.delta {
+		case deltaText:
+			lit = f.text
+		case deltaThinking:
+			lit = f.thinking
+		case deltaJSON:
+			lit = f.partial
+		}
+		return s.blockDelta(f.index, f.hasIx, f.delta, lit)
+	case evBlockStart:
+		return s.blockStart()
+	case evBlockStop:
+		b, err := s.block(f.index, f.hasIx)
+		if err != nil {
+			return err
+		}
+		if b.kind == kindTool && !b.args {
+			// A call without arguments streams no input_json_delta (or only
+			// ""), while its input is {}: OpenAI clients parse "arguments".
+			b.args = true
+			s.toolArgs(b.tool, []byte(`"{}"`))
+		}
+	case evMessageDelta:
+		s.addUsage()
+		if f.stop != nil && !s.finished {
+			s.finish(finishReason(f.stop))
+		}
+	case evMessageStart:
+		if !s.started { // a repeated message_start changes nothing a client already has
+			s.start()
+		}
+	case evMessageStop:
+		s.stopped = true
+		_, err := s.afterStop()
+		return err
+	case evError:
+		return eventError(f.errType, f.errMsg)
+	}
+	// ping and unknown event types ("handle unknown event types
+	// gracefully", Anthropic's versioning policy): a heartbeat.
+	return nil
+}
+
+func malformed(err error) error { return fmt.Errorf("%w: %w", provider.ErrMalformed, err) }
+
+// block returns the state of the block an event's index names.
+func (s *stream) block(i int64, hasIx bool) (*blockState, error) {
+	if !hasIx || i < 0 || i >= int64(len(s.blocks)) {
+		return nil, malformed(fmt.Errorf("anthropic: an event for content block %d, which did not start", i))
+	}
+	return &s.blocks[i], nil
+}
+
+// blockDelta translates a content_block_delta of kind whose text, thinking
+// or partial JSON is the string literal lit.
+func (s *stream) blockDelta(index int64, hasIx bool, kind deltaKind, lit []byte) error {
+	if !s.started {
+		return malformed(errBeforeStart)
+	}
+	b, err := s.block(index, hasIx)
+	if err != nil {
+		return err
+	}
+	switch kind {
+	case deltaText:
+		s.content(keyContent, lit)
+	case deltaThinking:
+		s.content(keyReasoning, lit)
+	case deltaJSON:
+		if b.kind == kindTool && len(lit) > 2 { // "" adds nothing; a server tool's input is not a call
+			b.args = true
+			s.toolArgs(b.tool, lit)
+		}
+	}
+	// signature_delta, citations_delta and deltas to come: a heartbeat.
+	return nil
+}
+
+// start reads message_start: the chunk prefix, the first counts and the
+// role chunk.
+func (s *stream) start() {
+	f := &s.f
+	s.started = true
+	b := append(s.buf[:0], `{"id":`...)
+	if f.msgID != nil {
+		b = append(b, f.msgID...)
+	} else {
+		b = append(b, `""`...)
+	}
+	b = append(b, `,"object":"chat.completion.chunk","created":`...)
+	b = strconv.AppendInt(b, s.c.now().Unix(), 10)
+	b = append(b, `,"model":`...)
+	if f.msgModel != nil {
+		b = append(b, f.msgModel...)
+	} else {
+		b = appendString(b, s.model)
+	}
+	b = append(b, `,"choices":[`...)
+	s.buf, s.head = b, len(b)
+	s.addUsage()
+	s.delta(`"role":"assistant","content":""`, nil, "")
+}
+
+// blockStart reads content_block_start. Blocks start in index order without
+// gaps (the official SDK rejects anything else, and so does this).
+func (s *stream) blockStart() error {
+	f := &s.f
+	if !f.hasIx || f.index != int64(len(s.blocks)) {
+		return malformed(fmt.Errorf("anthropic: content block %d started, want %d", f.index, len(s.blocks)))
+	}
+	if len(s.blocks) == maxBlocks {
+		return malformed(fmt.Errorf("anthropic: more than %d content blocks", maxBlocks))
+	}
+	b := blockState{}
+	switch {
+	case is(f.cbType, "text"):
+		b.kind = kindText
+		s.content(keyContent, f.cbText)
+	case is(f.cbType, "thinking"):
+		b.kind = kindThinking
+		s.content(keyReasoning, f.cbThinking)
+	case is(f.cbType, "tool_use"):
+		b.kind, b.tool = kindTool, s.tools
+		s.tools++
+		// The input is {} and arrives in input_json_delta events; an input
+		// given whole here is sent as the first arguments.
+		args := []byte(`""`)
+		if in := f.cbInput; len(in) > 0 && !emptyObject(in) && string(in) != "null" {
+			args = appendString(nil, string(in))
+			b.args = true
+		}
+		s.toolStart(b.tool, f.cbID, f.cbName, args)
+	}
+	s.blocks = append(s.blocks, b)
+	return nil
+}
+
+// emptyObject reports whether the valid JSON value v is {} (spaces aside).
+func emptyObject(v []byte) bool {
+	sc := scanner{b: v}
+	if sc.peek() != '{' {
+		return false
+	}
+	sc.i++
+	return sc.peek() == '}'
+}
+
+func (s *stream) addUsage() {
+	f := &s.f
+	u := &s.usage
+	if f.hasUsage[0] {
+		u.input = f.usage.input
+	}
+	if f.hasUsage[1] {
+		u.output = f.usage.output
+	}
+	if f.hasUsage[2] {
+		u.cacheRead = f.usage.cacheRead
+	}
+	if f.hasUsage[3] {
+		u.cacheWrite = f.usage.cacheWrite
+	}
+	if f.hasUsage[4] {
+		u.thinking, u.hasThinking = f.usage.thinking, true
+	}
+}
+
+const (
+	keyContent   = `"content":`
+	keyReasoning = `"reasoning_content":`
+)
+
+// content writes a text or reasoning delta whose value is the string
+// literal lit, copied as the upstream escaped it; an empty or absent
+// literal leaves the heartbeat.
+func (s *stream) content(key string, lit []byte) {
+	if len(lit) > 2 {
+		s.delta(key, lit, "")
+	}
+}
+
+// delta writes a chunk of one choice whose delta holds head, lit and tail.
+func (s *stream) delta(head string, lit []byte, tail string) {
+	b := append(s.buf[:s.head], `{"index":0,"delta":{`...)
+	b = append(b, head...)
+	b = append(b, lit...)
+	b = append(b, tail...)
+	b = append(b, `},"finish_reason":null}]}`...)
+	s.buf = b
+	s.ev.Data = b
+}
+
+func (s *stream) toolStart(index int32, id, name, args []byte) {
+	b := append(s.buf[:s.head], `{"index":0,"delta":{"tool_calls":[{"index":`...)
+	b = strconv.AppendInt(b, int64(index), 10)
+	b = append(b, `,"id":`...)
+	b = appendLit(b, id)
+	b = append(b, `,"type":"function","function":{"name":`...)
+	b = appendLit(b, name)
+	b = append(b, `,"arguments":`...)
+	b = append(b, args...)
+	b = append(b, `}}]},"finish_reason":null}]}`...)
+	s.buf = b
+	s.ev.Data = b
+}
+
+func (s *stream) toolArgs(index int32, lit []byte) {
+	b := append(s.buf[:s.head], `{"index":0,"delta":{"tool_calls":[{"index":`...)
+	b = strconv.AppendInt(b, int64(index), 10)
+	b = append(b, `,"function":{"arguments":`...)
+	b = append(b, lit...)
+	b = append(b, `}}]},"finish_reason":null}]}`...)
+	s.buf = b
+	s.ev.Data = b
+}
+
+// appendLit appends a string literal, or "" when it is absent.
+func appendLit(b, lit []byte) []byte {
+	if lit == nil {
+		return append(b, `""`...)
+	}
+	return append(b, lit...)
+}
+
+func (s *stream) finish(reason string) {
+	s.finished = true
+	b := append(s.buf[:s.head], `{"index":0,"delta":{},"finish_reason":"`...)
+	b = append(b, reason...)
+	b = append(b, `"}]}`...)
+	s.buf = b
+	s.ev.Data = b
+}
+
+// usageChunk writes the usage-only chunk: prompt tokens count the cache
+// reads and writes too, OpenAI's convention (see api.Usage).
+func (s *stream) usageChunk() {
+	s.usageOut = true
+	u := &s.usage
+	prompt := u.input + u.cacheRead + u.cacheWrite
+	b := append(s.buf[:s.head], `],"usage":{"prompt_tokens":`...)
+	b = strconv.AppendInt(b, prompt, 10)
+	b = append(b, `,"completion_tokens":`...)
+	b = strconv.AppendInt(b, u.output, 10)
+	b = append(b, `,"total_tokens":`...)
+	b = strconv.AppendInt(b, prompt+u.output, 10)
+	b = append(b, `,"prompt_tokens_details":{"cached_tokens":`...)
+	b = strconv.AppendInt(b, u.cacheRead, 10)
+	if u.cacheWrite > 0 {
+		b = append(b, `,"cache_write_tokens":`...)
+		b = strconv.AppendInt(b, u.cacheWrite, 10)
+	}
+	b = append(b, '}')
+	if u.hasThinking {
+		b = append(b, `,"completion_tokens_details":{"reasoning_tokens":`...)
+		b = strconv.AppendInt(b, u.thinking, 10)
+		b = append(b, '}')
+	}
+	b = append(b, "}}"...)
+	s.buf = b
+	s.ev.Data = b
+}
+
+// Close releases the connection: after message_stop it drains the body's
+// short rest so the transport can reuse the connection; otherwise (a cut, an
+// error event, a timeout, the client gone) it closes at once.
+func (s *stream) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	var err error
+	if s.stopped {
+		provider.DrainClose(s.body)
+	} else {
+		err = s.body.Close()
+	}
+	if s.r.Size() <= maxPooledReader {
+		s.r.BeforeRead = nil
+		s.r.Reset(nil)
+		s.c.readers.Put(s.r)
+	}
+	s.r = nil
+	return err
+}
+
+// BeforeRead implements provider.ReadNotifier: the upstream events of one
+// read are translated and returned before f runs and the next read starts.
+func (s *stream) BeforeRead(f func()) { s.r.BeforeRead = f }
+
+var (
+	_ provider.Stream       = (*stream)(nil)
+	_ provider.ReadNotifier = (*stream)(nil)
+)
