@@ -490,7 +490,8 @@ func TestDefault(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Errorf("Validate: %v", err)
 	}
-	if got, want := cfg.Providers, []Provider{{Name: "sim", Kind: "sim"}}; !reflect.DeepEqual(got, want) {
+	if got, want := cfg.Providers, []Provider{{Name: "sim", Kind: "sim"}, {Name: "sim-anthropic", Kind: "sim", Dialect: "anthropic"},
+		{Name: "sim-gemini", Kind: "sim", Dialect: "gemini"}}; !reflect.DeepEqual(got, want) {
 		t.Errorf("providers: got %v, want %v", got, want)
 	}
 	if cfg.Database != "sqlite://streamgate.db" || cfg.Listen != "127.0.0.1:8080" {
@@ -502,8 +503,8 @@ func TestDefault(t *testing.T) {
 		routes        []Route
 	}{
 		{"sim-gpt-4.1", 2.00, 8.00, nil},
-		{"sim-claude-sonnet-4.5", 3.00, 15.00, nil},
-		{"sim-gemini-2.5-flash", 0.30, 2.50, nil},
+		{"sim-claude-sonnet-4.5", 3.00, 15.00, []Route{{Provider: "sim-anthropic", Model: "sim-claude-sonnet-4.5"}}},
+		{"sim-gemini-2.5-flash", 0.30, 2.50, []Route{{Provider: "sim-gemini", Model: "sim-gemini-2.5-flash"}}},
 		{"sim-deepseek-v3.2", 0.28, 0.42, nil},
 		{"sim-fast", 0, 0, nil},
 		{"sim-fallback", 0, 0, []Route{{Provider: "sim", Model: "sim-flaky"}, {Provider: "sim", Model: "sim-fast"}}},

@@ -307,13 +307,25 @@ func gatewayConfig(d *config.Config, simURL, dir string) []byte {
 	fmt.Fprintf(&b, "listen: 127.0.0.1:0\n")
 	fmt.Fprintf(&b, "database: sqlite://%s\n", filepath.Join(dir, "usage.db"))
 	fmt.Fprintf(&b, "timeouts: {connect: 5s, first_token: 30s, idle: 30s, total: 0s}\n")
-	fmt.Fprintf(&b, "providers:\n  - {name: sim, kind: openai, base_url: %q}\n", simURL+"/v1")
+	// The default's simulated providers, each in its dialect, at the
+	// external simulator (which speaks all three).
+	fmt.Fprintf(&b, "providers:\n")
+	for _, p := range d.Providers {
+		kind, path := "openai", "/v1"
+		switch p.Dialect {
+		case "anthropic":
+			kind, path = "anthropic", ""
+		case "gemini":
+			kind, path = "gemini", "/v1beta"
+		}
+		fmt.Fprintf(&b, "  - {name: %q, kind: %s, base_url: %q}\n", p.Name, kind, simURL+path)
+	}
 	fmt.Fprintf(&b, "keys:\n  - {name: demo, key: \"${STREAMGATE_DEMO_KEY}\"}\n")
 	fmt.Fprintf(&b, "models:\n")
 	for _, m := range d.Models {
 		fmt.Fprintf(&b, "  - name: %q\n    price: {input: %g, output: %g}\n    routes:\n", m.Name, m.Price.Input, m.Price.Output)
 		for _, r := range m.Routes {
-			fmt.Fprintf(&b, "      - {provider: sim, model: %q}\n", r.Model)
+			fmt.Fprintf(&b, "      - {provider: %q, model: %q}\n", r.Provider, r.Model)
 		}
 	}
 	fmt.Fprintf(&b, "  - name: sim-flaky\n    routes:\n      - {provider: sim, model: sim-flaky}\n      - {provider: sim, model: %s}\n", steadyProfile)

@@ -45,8 +45,17 @@ func TestGatewayConfigLoads(t *testing.T) {
 	if !ok || len(flaky.Routes) != 2 || flaky.Routes[1].Model != steadyProfile {
 		t.Fatalf("sim-flaky routes: got %+v, want sim-flaky then %s", flaky, steadyProfile)
 	}
-	if p, _ := cfg.Provider("sim"); p == nil || p.Kind != "openai" || p.BaseURL != "http://127.0.0.1:9/v1" {
-		t.Errorf("provider sim: got %+v, want kind openai at the simulator", p)
+	for name, want := range map[string]config.Provider{
+		"sim":           {Kind: "openai", BaseURL: "http://127.0.0.1:9/v1"},
+		"sim-anthropic": {Kind: "anthropic", BaseURL: "http://127.0.0.1:9"},
+		"sim-gemini":    {Kind: "gemini", BaseURL: "http://127.0.0.1:9/v1beta"},
+	} {
+		if p, _ := cfg.Provider(name); p == nil || p.Kind != want.Kind || p.BaseURL != want.BaseURL {
+			t.Errorf("provider %s: got %+v, want kind %s at %s", name, p, want.Kind, want.BaseURL)
+		}
+	}
+	if m, _ := cfg.Model("sim-claude-sonnet-4.5"); m == nil || m.Routes[0].Provider != "sim-anthropic" {
+		t.Errorf("sim-claude-sonnet-4.5: got %+v, want its route through sim-anthropic", m)
 	}
 }
 
