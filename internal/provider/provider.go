@@ -56,6 +56,15 @@ type ReadNotifier interface {
 	BeforeRead(f func())
 }
 
+// ChunkInfoer is an optional capability of a Stream whose adapter builds
+// the chunks it returns (a translating adapter): ChunkInfo returns what
+// api.ScanChunk would find in the event Next returned last, so the relay
+// need not scan JSON the adapter has just written. It must agree with
+// api.ScanChunk on that event.
+type ChunkInfoer interface {
+	ChunkInfo() api.ChunkInfo
+}
+
 // Request is one upstream call. Adapters must not modify it: the gateway
 // reuses it across the routes of a fallback.
 type Request struct {

@@ -100,8 +100,9 @@ type Session struct {
 
 	pendBuf bytes.Buffer // role-only events held until the commit point
 	pendW   *sse.Writer
-	batch   batch         // the current attempt's events written but not yet flushed
-	info    api.ChunkInfo // the latest event's scan
+	batch   batch                // the current attempt's events written but not yet flushed
+	info    api.ChunkInfo        // the latest event's scan
+	infoer  provider.ChunkInfoer // the attempt's stream, when it tells its chunks' info
 
 	mu          sync.Mutex // guards w and the flags below until contentSent
 	committed   bool       // status and headers written
@@ -295,6 +296,7 @@ func (s *Session) Attempt(ctx context.Context, obs *metrics.Stream, open func(co
 	// events of one upstream read leave in one write, and none waits.
 	s.batch = batch{sw: s.sw, obs: obs}
 	enc := s.enc
+	s.infoer, _ = st.(provider.ChunkInfoer) // in the Session: the loop's frame stays small
 	queued := false
 	if rn, ok := st.(provider.ReadNotifier); ok {
 		rn.BeforeRead(s.batch.flush)
@@ -325,13 +327,10 @@ func (s *Session) Attempt(ctx context.Context, obs *metrics.Stream, open func(co
 		if sampled {
 			read = time.Now()
 		}
-		// The scan's result lives in the Session: handed to the Encoder by
-		// pointer, a local would escape to the heap on every chunk.
-		s.info, err = api.ScanChunk(ev.Data)
-		info := &s.info
-		if err != nil {
-			return wrap(provider.ErrMalformed, err)
+		if err := s.scan(ev); err != nil {
+			return err
 		}
+		info := &s.info
 		if info.Error {
 			return s.upstreamError(ev.Data)
 		}
@@ -382,6 +381,25 @@ func (s *Session) Attempt(ctx context.Context, obs *metrics.Stream, open func(co
 			}
 		}
 	}
+}
+
+// scan sets s.info to what ev holds: from the stream when it tells (a
+// translating adapter built the chunk), else from api.ScanChunk. The result
+// lives in the Session: handed to the Encoder by pointer, a local would
+// escape to the heap on every chunk. Out of line, so that the scan's
+// temporaries stay out of the relay loop's frame.
+//
+//go:noinline
+func (s *Session) scan(ev *sse.Event) error {
+	if s.infoer != nil {
+		s.info = s.infoer.ChunkInfo()
+		return nil
+	}
+	var err error
+	if s.info, err = api.ScanChunk(ev.Data); err != nil {
+		return wrap(provider.ErrMalformed, err)
+	}
+	return nil
 }
 
 // Attempt states (see Attempt's timer).
