@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/streamgate/streamgate/internal/api"
+	"github.com/streamgate/streamgate/internal/provider"
 	gwopenai "github.com/streamgate/streamgate/internal/provider/openai"
 	"github.com/streamgate/streamgate/internal/sse"
 )
@@ -128,6 +130,71 @@ func BenchmarkPassthroughOpenAI(b *testing.B) {
 	}
 }
 
+// relayChunk is what the relay runs on each chunk it relays (relay.Session's
+// scan): Next, then the chunk's info, from the stream when it tells it
+// (provider.ChunkInfoer, as this adapter's does), else api.ScanChunk of
+// the event (the OpenAI passthrough).
+func relayChunk(st provider.Stream, ci provider.ChunkInfoer) (*sse.Event, api.ChunkInfo, error) {
+	ev, err := st.Next()
+	if err != nil {
+		return nil, api.ChunkInfo{}, err
+	}
+	if ci != nil {
+		return ev, ci.ChunkInfo(), nil
+	}
+	info, err := api.ScanChunk(ev.Data)
+	return ev, info, err
+}
+
+// BenchmarkRelayChunkTranslated is the relay's cost of a translated chunk
+// before it writes it: Next and ChunkInfo. BenchmarkRelayChunkPassthrough
+// is the same for the chunk an OpenAI upstream would send: Next and
+// api.ScanChunk. The budget: at most twice the passthrough, 3 allocations.
+func BenchmarkRelayChunkTranslated(b *testing.B) {
+	for _, name := range []string{"TextDelta", "ThinkingDelta", "InputJSONDelta"} {
+		b.Run(name, func(b *testing.B) {
+			st := openStream(b, newLoopBody(benchHead, benchEvents[name]))
+			defer st.Close()
+			for range 4 { // the head's events
+				if _, err := st.Next(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			ci, _ := st.(provider.ChunkInfoer)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, info, err := relayChunk(st, ci); err != nil || !info.Content {
+					b.Fatal(info, err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkRelayChunkPassthrough(b *testing.B) {
+	for _, name := range []string{"TextDelta", "ThinkingDelta", "InputJSONDelta"} {
+		b.Run(name, func(b *testing.B) {
+			body := newLoopBody("", "data: "+passthroughChunks[name]+"\n\n")
+			body.inHead = false
+			st, err := openaiClient(body).Open(context.Background(), chatRequest(b, []byte(`{"messages":[{"role":"user","content":"hi"}]}`), true))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			ci, _ := st.(provider.ChunkInfoer)
+			if ci != nil {
+				b.Fatal("the openai adapter's stream tells its chunks' info: the baseline would not scan")
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, info, err := relayChunk(st, ci); err != nil || !info.Content {
+					b.Fatal(info, err)
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkReaderAnthropic is the sse.Reader alone on the events of
 // BenchmarkTranslateTextDelta: the part of a translated chunk's cost that
 // is the shared SSE parsing, not the translation.
@@ -185,14 +252,16 @@ func TestBenchmarkChunksMatch(t *testing.T) {
 	}
 }
 
-// The translated stream allocates nothing per chunk once running.
+// The translated stream allocates nothing per chunk once running, its
+// ChunkInfo included.
 func TestTranslateAllocs(t *testing.T) {
 	for name, event := range benchEvents {
 		st := openStream(t, newLoopBody(benchHead, event))
 		for range 8 {
 			st.Next()
 		}
-		if n := testing.AllocsPerRun(1000, func() { st.Next() }); n > 0 {
+		ci := st.(provider.ChunkInfoer)
+		if n := testing.AllocsPerRun(1000, func() { st.Next(); ci.ChunkInfo() }); n > 0 {
 			t.Errorf("%s: got %v allocations per chunk, want 0", name, n)
 		}
 		st.Close()

@@ -114,7 +114,9 @@
 // Text, reasoning, ids, names and partial JSON are copied as the upstream's
 // JSON string literals, which the scanner has validated: nothing is decoded
 // or re-encoded, and a chunk is appended into one buffer the stream reuses
-// (no allocation per chunk). The compact content_block_delta the API sends
+// (no allocation per chunk). The stream knows what each chunk it wrote
+// carries and tells the relay (provider.ChunkInfoer), which then does not
+// scan the chunk again. The compact content_block_delta the API sends
 // for nearly every token is matched by its fixed parts first; any other
 // spelling or event is read member by member; both validate every byte.
 //

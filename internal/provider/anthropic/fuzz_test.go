@@ -17,7 +17,8 @@ import (
 
 // FuzzStream feeds arbitrary upstream bodies to the stream translation. It
 // must not panic; every chunk it returns is valid JSON (encoding/json's
-// verdict) that api.ScanChunk reads; it ends, with io.EOF only after
+// verdict) that api.ScanChunk reads, and the stream's ChunkInfo agrees
+// with api.ScanChunk on it (a heartbeat's is zero); it ends, with io.EOF only after
 // message_stop and otherwise with an error the gateway classifies, within
 // a bounded number of calls; and it returns the same events whether the
 // body arrives whole or one byte per read.
@@ -66,6 +67,7 @@ func fuzzTranscript(t *testing.T, body []byte, r io.Reader) string {
 			out.WriteString("end: " + describe(err))
 			return out.String()
 		}
+		checkInfo(t, st, ev.Data)
 		if len(ev.Data) > 0 {
 			if !json.Valid(ev.Data) {
 				t.Fatalf("invalid chunk JSON: %s", ev.Data)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 
+	"github.com/streamgate/streamgate/internal/api"
 	"github.com/streamgate/streamgate/internal/provider"
 	"github.com/streamgate/streamgate/internal/sse"
 )
@@ -136,6 +137,7 @@ type stream struct {
 	blocks []blockState
 	tools  int32
 	usage  counts
+	last   chunkKind // what the event Next returned last carries, for ChunkInfo
 
 	started  bool  // message_start was read
 	finished bool  // the finish chunk was returned
@@ -153,6 +155,7 @@ func (s *stream) Next() (*sse.Event, error) {
 	if s.err != nil {
 		return nil, s.err
 	}
+	s.last = chunkNone // until a chunk is written: a heartbeat
 	if s.stopped {
 		s.ev = sse.Event{}
 		return s.afterStop()
@@ -700,6 +703,7 @@ const (
 func (s *stream) content(key string, lit []byte) {
 	if len(lit) > 2 {
 		s.delta(key, lit, "")
+		s.last = chunkContent
 	}
 }
 
@@ -726,6 +730,7 @@ func (s *stream) toolStart(index int32, id, name, args []byte) {
 	b = append(b, `}}]},"finish_reason":null}]}`...)
 	s.buf = b
 	s.ev.Data = b
+	s.last = chunkContent // a tool_calls array of one call
 }
 
 func (s *stream) toolArgs(index int32, lit []byte) {
@@ -736,6 +741,7 @@ func (s *stream) toolArgs(index int32, lit []byte) {
 	b = append(b, `}}]},"finish_reason":null}]}`...)
 	s.buf = b
 	s.ev.Data = b
+	s.last = chunkContent
 }
 
 // appendLit appends a string literal, or "" when it is absent.
@@ -753,6 +759,7 @@ func (s *stream) finish(reason string) {
 	b = append(b, `"}]}`...)
 	s.buf = b
 	s.ev.Data = b
+	s.last = chunkFinish
 }
 
 // usageChunk writes the usage-only chunk: prompt tokens count the cache
@@ -760,13 +767,13 @@ func (s *stream) finish(reason string) {
 func (s *stream) usageChunk() {
 	s.usageOut = true
 	u := &s.usage
-	prompt := u.input + u.cacheRead + u.cacheWrite
+	prompt, completion, total := u.openAI()
 	b := append(s.buf[:s.head], `],"usage":{"prompt_tokens":`...)
 	b = strconv.AppendInt(b, prompt, 10)
 	b = append(b, `,"completion_tokens":`...)
-	b = strconv.AppendInt(b, u.output, 10)
+	b = strconv.AppendInt(b, completion, 10)
 	b = append(b, `,"total_tokens":`...)
-	b = strconv.AppendInt(b, prompt+u.output, 10)
+	b = strconv.AppendInt(b, total, 10)
 	b = append(b, `,"prompt_tokens_details":{"cached_tokens":`...)
 	b = strconv.AppendInt(b, u.cacheRead, 10)
 	if u.cacheWrite > 0 {
@@ -782,6 +789,54 @@ func (s *stream) usageChunk() {
 	b = append(b, "}}"...)
 	s.buf = b
 	s.ev.Data = b
+	s.last = chunkUsage
+}
+
+// openAI returns the usage chunk's prompt, completion and total tokens:
+// prompt tokens count the cache reads and writes too.
+func (u *counts) openAI() (prompt, completion, total int64) {
+	prompt = u.input + u.cacheRead + u.cacheWrite
+	return prompt, u.output, prompt + u.output
+}
+
+// chunkKind is what api.ScanChunk finds in a chunk the stream wrote.
+type chunkKind uint8
+
+const (
+	chunkNone    chunkKind = iota // a heartbeat, or the role chunk (its content is "")
+	chunkContent                  // non-empty content or reasoning_content, or one tool call
+	chunkFinish                   // a finish_reason
+	chunkUsage                    // the usage chunk (choices [])
+)
+
+// ChunkInfo implements provider.ChunkInfoer: what api.ScanChunk finds in
+// the event Next returned last, known from how the stream wrote it (no
+// chunk holds an "error" member: an error event ends the stream with a
+// *provider.Error). The usage counts are the chunk's as api.ScanChunk reads
+// them, above 1<<40 as 0 (a sum of counts may pass it); the details are
+// left nil, as api.ScanChunk leaves them.
+func (s *stream) ChunkInfo() api.ChunkInfo {
+	switch s.last {
+	case chunkContent:
+		return api.ChunkInfo{Content: true}
+	case chunkFinish:
+		return api.ChunkInfo{Finish: true}
+	case chunkUsage:
+		prompt, completion, total := s.usage.openAI()
+		return api.ChunkInfo{HasUsage: true, Usage: api.Usage{
+			PromptTokens: scannedCount(prompt), CompletionTokens: scannedCount(completion), TotalTokens: scannedCount(total),
+		}}
+	}
+	return api.ChunkInfo{}
+}
+
+// scannedCount is a count as api.ScanChunk reads it from the decimal the
+// stream wrote: 0 when negative or above maxCount.
+func scannedCount(n int64) int {
+	if n < 0 || n > maxCount {
+		return 0
+	}
+	return int(n)
 }
 
 // Close releases the connection: after message_stop it drains the body's
@@ -814,4 +869,5 @@ func (s *stream) BeforeRead(f func()) { s.r.BeforeRead = f }
 var (
 	_ provider.Stream       = (*stream)(nil)
 	_ provider.ReadNotifier = (*stream)(nil)
+	_ provider.ChunkInfoer  = (*stream)(nil)
 )

@@ -30,7 +30,8 @@ const maxNext = 10000
 
 // transcript reads st to its end and returns one line per Next result:
 // "data: <chunk>", "heartbeat", then "EOF" or "error: …". Every chunk must
-// be valid JSON that api.ScanChunk reads, as the relay will.
+// be valid JSON that api.ScanChunk reads, as the relay will, and the
+// stream's ChunkInfo must agree with it.
 func transcript(t testing.TB, st provider.Stream) []byte {
 	t.Helper()
 	var out bytes.Buffer
@@ -41,6 +42,7 @@ func transcript(t testing.TB, st provider.Stream) []byte {
 			out.WriteByte('\n')
 			return out.Bytes()
 		}
+		checkInfo(t, st, ev.Data)
 		if len(ev.Data) == 0 {
 			out.WriteString("heartbeat\n")
 			continue

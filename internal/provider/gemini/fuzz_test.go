@@ -2,7 +2,6 @@ package gemini
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -18,7 +17,6 @@ import (
 
 	"github.com/streamgate/streamgate/internal/api"
 	"github.com/streamgate/streamgate/internal/provider"
-	"github.com/streamgate/streamgate/internal/sse"
 )
 
 // seedEvents adds every data payload of the stream testdata, and a few
@@ -59,7 +57,8 @@ func seedEvents(f *testing.F) {
 // FuzzTranslate checks one event's translation against encoding/json: the
 // scanner's verdict on malformed input, and the text, thoughts, tool calls
 // and finish reason of the output, decoded, against the input decoded by
-// encoding/json. Every output chunk must be JSON the relay reads.
+// encoding/json. Every output chunk must be JSON the relay reads, and the
+// translator's info on it must be what api.ScanChunk finds.
 func FuzzTranslate(f *testing.F) {
 	seedEvents(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -94,6 +93,7 @@ func FuzzTranslate(f *testing.F) {
 		for range n {
 			chunk := tr.pop()
 			checkFuzzChunk(t, chunk)
+			checkInfo(t, tr.info(), chunk)
 			var c api.Chunk
 			json.Unmarshal(chunk, &c)
 			for _, ch := range c.Choices {
@@ -282,8 +282,9 @@ func checkFuzzChunk(t *testing.T, data []byte) {
 }
 
 // FuzzStream runs whole SSE bodies through the stream, read at once and
-// byte by byte: no panic, every chunk valid JSON, the same events and the
-// same kind of end either way, and nothing after the end.
+// byte by byte: no panic, every chunk valid JSON with the ChunkInfo
+// api.ScanChunk finds in it, the same events and the same kind of end
+// either way, and nothing after the end.
 func FuzzStream(f *testing.F) {
 	files, _ := filepath.Glob("testdata/stream/*.sse")
 	for _, file := range files {
@@ -305,11 +306,7 @@ func FuzzStream(f *testing.F) {
 }
 
 func runStream(t *testing.T, body io.Reader) ([]string, error) {
-	r := sse.NewReader(body, 4096)
-	r.CommentsOnly, r.NoDone = true, true
-	s := &stream{body: io.NopCloser(body), r: r, ctx: context.Background()}
-	s.t.init("req-model", 1700000000, [8]byte{9, 9, 9, 9, 9, 9, 9, 9})
-	s.hb.Data = heartbeat
+	s := newTestStream(body)
 	var out []string
 	for range 100000 {
 		ev, err := s.Next()
@@ -325,6 +322,7 @@ func runStream(t *testing.T, body io.Reader) ([]string, error) {
 		if len(ev.Data) > 0 {
 			checkFuzzChunk(t, ev.Data)
 		}
+		checkInfo(t, s.ChunkInfo(), ev.Data)
 		out = append(out, string(ev.Data))
 	}
 	t.Fatal("the stream did not end")

@@ -119,7 +119,9 @@
 // Only candidate 0 is translated (n > 1 is refused). Parts of other kinds
 // (inlineData, executableCode, codeExecutionResult) are skipped. An event
 // with nothing to translate is returned as a heartbeat (empty data), which
-// keeps the relay's idle window open without reaching the client.
+// keeps the relay's idle window open without reaching the client. The
+// stream tells the relay what each chunk it wrote carries
+// (provider.ChunkInfoer), so the relay does not scan the chunk again.
 //
 // Gemini streams have no "[DONE]": after a clean end, once a candidate
 // carried a finishReason (or the prompt was blocked), the stream returns
@@ -160,6 +162,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/streamgate/streamgate/internal/api"
 	"github.com/streamgate/streamgate/internal/provider"
 	"github.com/streamgate/streamgate/internal/provider/openai"
 	"github.com/streamgate/streamgate/internal/sse"
@@ -370,12 +373,14 @@ type stream struct {
 var (
 	_ provider.Stream       = (*stream)(nil)
 	_ provider.ReadNotifier = (*stream)(nil)
+	_ provider.ChunkInfoer  = (*stream)(nil)
 )
 
 // Next implements provider.Stream. The events of one upstream event (a
 // role chunk, a delta, a finish chunk) are returned one per call before
 // the upstream is read again.
 func (s *stream) Next() (*sse.Event, error) {
+	s.t.last = chunkNone // until an event is popped: a heartbeat or the end
 	if s.t.next < s.t.n {
 		s.ev.Data, s.ev.Comment = s.t.pop(), nil
 		return &s.ev, nil
@@ -404,6 +409,11 @@ func (s *stream) Next() (*sse.Event, error) {
 	s.ev.Data, s.ev.Comment = s.t.pop(), ev.Comment
 	return &s.ev, nil
 }
+
+// ChunkInfo implements provider.ChunkInfoer: what api.ScanChunk finds in
+// the event Next returned last, known from how the translator wrote it;
+// zero for a heartbeat.
+func (s *stream) ChunkInfo() api.ChunkInfo { return s.t.info() }
 
 // end handles the reader's end of input.
 func (s *stream) end(err error) (*sse.Event, error) {

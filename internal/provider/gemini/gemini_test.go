@@ -117,7 +117,8 @@ func chatRequest(t *testing.T, body []byte) *provider.Request {
 }
 
 // drain reads a stream to its end and returns the events' data and the
-// end error.
+// end error. The stream's ChunkInfo must agree with api.ScanChunk on every
+// event, as the relay reads it instead.
 func drain(t *testing.T, st provider.Stream) (events []*sse.Event, end error) {
 	t.Helper()
 	for range 10000 {
@@ -125,6 +126,7 @@ func drain(t *testing.T, st provider.Stream) (events []*sse.Event, end error) {
 		if err != nil {
 			return events, err
 		}
+		checkInfo(t, streamInfo(t, st), ev.Data)
 		cp := &sse.Event{Comment: ev.Comment}
 		if ev.Data != nil {
 			cp.Data = append([]byte{}, ev.Data...)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/streamgate/streamgate/internal/api"
 	"github.com/streamgate/streamgate/internal/provider"
 )
 
@@ -45,8 +46,21 @@ func (e *event) reset() {
 	*e = event{parts: e.parts[:0], errMsg: e.errMsg[:0], errStatus: e.errStatus[:0]}
 }
 
-// span is one output event's data within translator.out.
-type span struct{ start, end int }
+// span is one output event's data within translator.out, and what it carries.
+type span struct {
+	start, end int
+	kind       chunkKind
+}
+
+// chunkKind is what api.ScanChunk finds in a chunk the translator wrote.
+type chunkKind uint8
+
+const (
+	chunkNone    chunkKind = iota // a heartbeat, or the role chunk (its content is "")
+	chunkContent                  // non-empty content and/or reasoning_content, or one tool call
+	chunkFinish                   // a finish_reason
+	chunkUsage                    // the usage chunk (choices [])
+)
 
 // translator turns the GenerateContentResponse events of one stream into
 // OpenAI chat.completion.chunk events. It keeps no reference to an
@@ -69,8 +83,9 @@ type translator struct {
 	scr  []byte // decoding scratch for escaped enum strings
 	out  []byte // the data of the pending output events
 	pend []span
-	n    int // pending events
-	next int // the next pending event to return
+	n    int       // pending events
+	next int       // the next pending event to return
+	last chunkKind // the kind of the event pop returned last
 }
 
 func (t *translator) init(model string, created int64, seed [8]byte) {
@@ -118,7 +133,39 @@ func (t *translator) translate(data []byte) (int, error) {
 func (t *translator) pop() []byte {
 	sp := t.pend[t.next]
 	t.next++
+	t.last = sp.kind
 	return t.out[sp.start:sp.end]
+}
+
+// info returns what api.ScanChunk finds in the event pop returned last,
+// known from how the translator wrote it (no chunk holds an "error"
+// member: an error event is a *provider.Error). The usage counts are the
+// chunk's as api.ScanChunk reads them, above maxCount as 0 (a sum of
+// counts may pass it); the details are left nil, as api.ScanChunk leaves
+// them. The usage chunk is the stream's last event, so t.usage is still
+// the one it holds.
+func (t *translator) info() api.ChunkInfo {
+	switch t.last {
+	case chunkContent:
+		return api.ChunkInfo{Content: true}
+	case chunkFinish:
+		return api.ChunkInfo{Finish: true}
+	case chunkUsage:
+		prompt, completion, total := t.usage.openAI()
+		return api.ChunkInfo{HasUsage: true, Usage: api.Usage{
+			PromptTokens: scannedCount(prompt), CompletionTokens: scannedCount(completion), TotalTokens: scannedCount(total),
+		}}
+	}
+	return api.ChunkInfo{}
+}
+
+// scannedCount is a count as api.ScanChunk reads it from the decimal the
+// translator wrote: 0 when negative or above maxCount.
+func scannedCount(n int) int {
+	if n < 0 || n > maxCount {
+		return 0
+	}
+	return n
 }
 
 // start fixes the stream's id and model from its first event.
@@ -148,27 +195,29 @@ func (t *translator) start() {
 	t.prefix = append(b, `,"choices":`...)
 }
 
-// chunk queues a chunk of one choice with the given delta object and
-// finish reason (nil: null).
+// chunk queues a chunk of one choice with the given delta object, which
+// carries no content, and finish reason (nil: null).
 func (t *translator) chunk(delta string, finish []byte) {
 	start := len(t.out)
 	b := append(t.out, t.prefix...)
 	b = append(b, `[{"index":0,"delta":`...)
 	b = append(b, delta...)
 	b = append(b, `,"finish_reason":`...)
+	kind := chunkNone
 	if finish == nil {
 		b = append(b, "null"...)
 	} else {
 		b = append(b, '"')
 		b = append(b, finish...)
 		b = append(b, '"')
+		kind = chunkFinish
 	}
 	t.out = append(b, "}]}"...)
-	t.queue(start)
+	t.queue(start, kind)
 }
 
-func (t *translator) queue(start int) {
-	t.pend = append(t.pend[:t.n], span{start, len(t.out)})
+func (t *translator) queue(start int, kind chunkKind) {
+	t.pend = append(t.pend[:t.n], span{start, len(t.out), kind})
 	t.n++
 }
 
@@ -188,7 +237,7 @@ func (t *translator) delta() {
 	} else {
 		b = append(b, `},"finish_reason":null}]}`...)
 		t.out = b
-		t.queue(start)
+		t.queue(start, chunkContent) // texts writes non-empty text only
 	}
 	for i := range t.e.parts {
 		p := &t.e.parts[i]
@@ -208,7 +257,7 @@ func (t *translator) delta() {
 		b = appendArgs(b, p.args)
 		b = append(b, `}}]},"finish_reason":null}]}`...)
 		t.out = b
-		t.queue(start)
+		t.queue(start, chunkContent)
 		t.calls++
 	}
 	t.out = b
@@ -323,19 +372,25 @@ func (t *translator) usageChunk() {
 	b = append(b, `[],"usage":`...)
 	t.out = appendUsage(b, t.usage)
 	t.out = append(t.out, '}')
-	t.queue(0)
+	t.queue(0, chunkUsage)
 }
 
-// appendUsage appends u as an OpenAI usage object: completion tokens count
-// the thoughts, as OpenAI's count reasoning tokens.
+// openAI returns the OpenAI prompt, completion and total tokens: completion
+// tokens count the thoughts, as OpenAI's count reasoning tokens.
+func (u usage) openAI() (prompt, completion, total int) {
+	completion = u.candidates + u.thoughts
+	return u.prompt, completion, u.prompt + completion
+}
+
+// appendUsage appends u as an OpenAI usage object (see usage.openAI).
 func appendUsage(b []byte, u usage) []byte {
-	completion := u.candidates + u.thoughts
+	prompt, completion, total := u.openAI()
 	b = append(b, `{"prompt_tokens":`...)
-	b = strconv.AppendInt(b, int64(u.prompt), 10)
+	b = strconv.AppendInt(b, int64(prompt), 10)
 	b = append(b, `,"completion_tokens":`...)
 	b = strconv.AppendInt(b, int64(completion), 10)
 	b = append(b, `,"total_tokens":`...)
-	b = strconv.AppendInt(b, int64(u.prompt+completion), 10)
+	b = strconv.AppendInt(b, int64(total), 10)
 	b = append(b, `,"prompt_tokens_details":{"cached_tokens":`...)
 	b = strconv.AppendInt(b, int64(u.cached), 10)
 	b = append(b, `},"completion_tokens_details":{"reasoning_tokens":`...)

@@ -1,0 +1,100 @@
+package gemini
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/streamgate/streamgate/internal/api"
+	"github.com/streamgate/streamgate/internal/provider"
+	"github.com/streamgate/streamgate/internal/sse"
+)
+
+// checkInfo checks that got, a stream's ChunkInfo after Next returned an
+// event with data, is what api.ScanChunk finds in data, as the relay would
+// have read it; a heartbeat's is zero. Usage details are not compared:
+// api.ScanChunk reads only the three counts.
+func checkInfo(t testing.TB, got api.ChunkInfo, data []byte) {
+	t.Helper()
+	var want api.ChunkInfo
+	if len(data) > 0 {
+		var err error
+		if want, err = api.ScanChunk(data); err != nil {
+			t.Fatalf("api.ScanChunk(%s): %v", data, err)
+		}
+	}
+	if !sameInfo(got, want) {
+		t.Fatalf("ChunkInfo() = %+v, api.ScanChunk finds %+v in %q", got, want, data)
+	}
+}
+
+// streamInfo is st's ChunkInfo; st must implement provider.ChunkInfoer.
+func streamInfo(t testing.TB, st provider.Stream) api.ChunkInfo {
+	t.Helper()
+	ci, ok := st.(provider.ChunkInfoer)
+	if !ok {
+		t.Fatalf("%T does not implement provider.ChunkInfoer", st)
+	}
+	return ci.ChunkInfo()
+}
+
+// sameInfo compares what the relay reads of a ChunkInfo: the four flags
+// and the three counts.
+func sameInfo(a, b api.ChunkInfo) bool {
+	return a.Content == b.Content && a.Finish == b.Finish && a.HasUsage == b.HasUsage && a.Error == b.Error &&
+		a.Usage.PromptTokens == b.Usage.PromptTokens &&
+		a.Usage.CompletionTokens == b.Usage.CompletionTokens &&
+		a.Usage.TotalTokens == b.Usage.TotalTokens
+}
+
+// newTestStream is a stream reading body without HTTP, as Open builds it
+// but for its Client: it must not be closed.
+func newTestStream(body io.Reader) *stream {
+	r := sse.NewReader(body, 4096)
+	r.CommentsOnly, r.NoDone = true, true
+	s := &stream{body: io.NopCloser(body), r: r, ctx: context.Background()}
+	s.t.init("req-model", 1700000000, [8]byte{9, 9, 9, 9, 9, 9, 9, 9})
+	s.hb.Data = heartbeat
+	return s
+}
+
+// TestChunkInfo: each kind of chunk the stream writes, and the heartbeats,
+// get the info api.ScanChunk finds in them, spelled out here so a
+// ChunkInfo that agrees with nothing fails too. The total count sums to
+// more than 1<<40, which api.ScanChunk reads as 0.
+func TestChunkInfo(t *testing.T) {
+	body := strings.Join([]string{
+		`data: {"candidates":[{"content":{"parts":[{"text":"hm","thought":true},{"text":"hi"},{"functionCall":{"name":"f","args":{}}}]}}]}`,
+		`: keep-alive`,
+		`data: {"candidates":[{"content":{"parts":[{"text":"\u0000"}]}}]}`,
+		`data: {"usageMetadata":{"promptTokenCount":1099511627776,"candidatesTokenCount":3,"thoughtsTokenCount":2}}`,
+		`data: {"candidates":[{"content":{"parts":[{"text":""}]},"finishReason":"STOP"}]}`,
+	}, "\n\n") + "\n\n"
+	content := api.ChunkInfo{Content: true}
+	want := []api.ChunkInfo{
+		{},      // role chunk
+		content, // reasoning_content and content
+		content, // the call
+		{},      // comment: heartbeat
+		content, // "\u0000" is not empty
+		{},      // usage only: heartbeat
+		{Finish: true},
+		{HasUsage: true, Usage: api.Usage{PromptTokens: 1 << 40, CompletionTokens: 5, TotalTokens: 0}},
+	}
+	st := newTestStream(strings.NewReader(body))
+	for i, w := range want {
+		ev, err := st.Next()
+		if err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+		got := streamInfo(t, st)
+		if !sameInfo(got, w) {
+			t.Errorf("event %d %q: got ChunkInfo %+v, want %+v", i, ev.Data, got, w)
+		}
+		checkInfo(t, got, ev.Data)
+	}
+	if _, err := st.Next(); err != io.EOF {
+		t.Fatalf("got %v after the usage chunk, want io.EOF", err)
+	}
+}
