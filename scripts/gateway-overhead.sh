@@ -14,7 +14,10 @@
 #      H2=1 (HTTP/2 cleartext, prior knowledge, on every hop: bench --http2 to the
 #      gateway and to the sim, provider http2: true from the gateway to the sim),
 #      FLOOR=tcp|http (scripts/relayfloor in place of the gateway: a bare byte copy,
-#      or net/http's httputil.ReverseProxy; what relaying costs on this machine at all)
+#      or net/http's httputil.ReverseProxy; what relaying costs on this machine at all),
+#      DIALECT=openai|anthropic|gemini (the API the gateway speaks to the sim in: the
+#      client and the direct run speak OpenAI's either way, so the figures include
+#      the adapter's translation)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 levels=("$@"); [ ${#levels[@]} -gt 0 ] || levels=(100 1000)
@@ -32,11 +35,16 @@ simport=$((20000 + RANDOM % 10000)); gwport=$((simport + 1))
 "$sg" sim --addr "127.0.0.1:$simport" --stamp --ttft 50ms --ttft-p99 50ms --itl "$itl" --itl-jitter 0 \
   --tokens "$tokens" >"$work/sim.log" 2>&1 &
 simpid=$!; pids+=("$simpid")
+kind=${DIALECT:-openai}
+case $kind in
+  openai) path=/v1 ;; anthropic) path= ;; gemini) path=/v1beta ;;
+  *) echo "DIALECT: want openai, anthropic or gemini, got $kind" >&2; exit 2 ;;
+esac
 cat >"$work/gw.yaml" <<YAML
 listen: 127.0.0.1:$gwport
 database: sqlite://$work/usage.db
 providers:
-  - {name: sim, kind: openai, base_url: "http://127.0.0.1:$simport/v1"$h2cfg}
+  - {name: sim, kind: $kind, base_url: "http://127.0.0.1:$simport$path"$h2cfg}
 keys:
   - {name: bench, key: sg-bench-0123456789abcdef}
 models:
