@@ -185,10 +185,26 @@ func TestFallbackAcrossDialects(t *testing.T) {
 			t.Errorf("stream: got %q, want it to end with [DONE]", b)
 		}
 	}
-	if n := sumSeries(scrape(t, e.url), "streamgate_fallbacks_total", `reason="status_5xx"`); n != 2 {
-		t.Errorf("got %v fallbacks by status_5xx, want 2", n)
+	// The same through /v1/messages: the fallback is the chat path's.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	client := anthropicClient(e, devKey)
+	params := anthropic.MessageNewParams{Model: "fb-cross", MaxTokens: 4, Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}}
+	stream := client.Messages.NewStreaming(ctx, params)
+	var msg anthropic.Message
+	for stream.Next() {
+		msg.Accumulate(stream.Current())
 	}
-	for _, en := range e.waitEntries(t, 2) {
+	if err := stream.Err(); err != nil || len(msg.Content) == 0 || msg.Usage.OutputTokens != 4 {
+		t.Errorf("/v1/messages stream: got %+v, %v; want the Gemini route's answer", msg, err)
+	}
+	if res, err := client.Messages.New(ctx, params); err != nil || len(res.Content) == 0 {
+		t.Errorf("/v1/messages: got %+v, %v; want the Gemini route's answer", res, err)
+	}
+	if n := sumSeries(scrape(t, e.url), "streamgate_fallbacks_total", `reason="status_5xx"`); n != 4 {
+		t.Errorf("got %v fallbacks by status_5xx, want 4", n)
+	}
+	for _, en := range e.waitEntries(t, 4) {
 		if en.Outcome != usage.OutcomeOK || en.Attempts != 2 {
 			t.Errorf("entry %+v: want ok after 2 attempts", en)
 		}

@@ -11,15 +11,16 @@ import (
 )
 
 // Encoder writes the relayed OpenAI chunks as Anthropic's Messages event
-// stream: message_start and a ping before the first block, a text, thinking
+// stream, in the order Anthropic sends it: message_start, a text, thinking
 // or tool_use content block per run of deltas (content_block_start, _delta,
-// _stop), and at the end message_delta (stop_reason and usage) and
-// message_stop. The relay's session needs IncludeUsage: the usage chunk
+// _stop) with a ping after the first block's start, and at the end
+// message_delta (stop_reason and usage) and message_stop. The relay's session needs IncludeUsage: the usage chunk
 // ends up in message_delta.
 type Encoder struct {
 	model string // the model the client asked for
 
 	started bool   // message_start written
+	pinged  bool   // the ping after the first content_block_start written
 	open    byte   // kind of the open content block: 0 none, 't' text, 'k' thinking, 'u' tool_use
 	index   int    // index of the open block; the next block gets index+1
 	stop    string // stop_reason, from the finish chunk
@@ -129,9 +130,15 @@ func (e *Encoder) start(w *sse.Writer, id string) error {
 	b = appendString(b, e.model)
 	b = append(b, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":0,"output_tokens":0}}}`...)
 	e.buf = b
-	if err := w.Queue([]byte("message_start"), b); err != nil {
-		return err
+	return w.Queue([]byte("message_start"), b)
+}
+
+// ping writes the stream's first ping, once.
+func (e *Encoder) ping(w *sse.Writer) error {
+	if e.pinged {
+		return nil
 	}
+	e.pinged = true
 	return w.Queue([]byte("ping"), pingData)
 }
 
@@ -200,7 +207,10 @@ func (e *Encoder) startBlock(w *sse.Writer, kind byte, id, name string) error {
 		b = append(b, `,"input":{}}}`...)
 	}
 	e.buf = b
-	return w.Queue([]byte("content_block_start"), b)
+	if err := w.Queue([]byte("content_block_start"), b); err != nil {
+		return err
+	}
+	return e.ping(w)
 }
 
 func (e *Encoder) closeBlock(w *sse.Writer) error {
@@ -224,6 +234,9 @@ func (e *Encoder) Done(w *sse.Writer) error {
 		}
 	}
 	if err := e.closeBlock(w); err != nil {
+		return err
+	}
+	if err := e.ping(w); err != nil {
 		return err
 	}
 	stop := e.stop
