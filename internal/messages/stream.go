@@ -125,9 +125,9 @@ func StopReason(finish string) string {
 func (e *Encoder) start(w *sse.Writer, id string) error {
 	e.started = true
 	b := append(e.buf[:0], `{"type":"message_start","message":{"id":`...)
-	b = appendString(b, messageID(id))
+	b = api.AppendString(b, messageID(id))
 	b = append(b, `,"type":"message","role":"assistant","model":`...)
-	b = appendString(b, e.model)
+	b = api.AppendString(b, e.model)
 	b = append(b, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":0,"output_tokens":0}}}`...)
 	e.buf = b
 	return w.Queue([]byte("message_start"), b)
@@ -172,7 +172,7 @@ func (e *Encoder) delta(w *sse.Writer, kind byte, typ, field, text string) error
 	b = append(b, `","`...)
 	b = append(b, field...)
 	b = append(b, `":`...)
-	b = appendString(b, text)
+	b = api.AppendString(b, text)
 	b = append(b, "}}"...)
 	e.buf = b
 	return w.Queue([]byte("content_block_delta"), b)
@@ -201,9 +201,9 @@ func (e *Encoder) startBlock(w *sse.Writer, kind byte, id, name string) error {
 		b = append(b, `,"content_block":{"type":"thinking","thinking":"","signature":""}}`...)
 	case 'u':
 		b = append(b, `,"content_block":{"type":"tool_use","id":`...)
-		b = appendString(b, id)
+		b = api.AppendString(b, id)
 		b = append(b, `,"name":`...)
-		b = appendString(b, name)
+		b = api.AppendString(b, name)
 		b = append(b, `,"input":{}}}`...)
 	}
 	e.buf = b
@@ -244,7 +244,7 @@ func (e *Encoder) Done(w *sse.Writer) error {
 		stop = "end_turn"
 	}
 	b := append(e.buf[:0], `{"type":"message_delta","delta":{"stop_reason":`...)
-	b = appendString(b, stop)
+	b = api.AppendString(b, stop)
 	b = append(b, `,"stop_sequence":null},"usage":{"input_tokens":`...)
 	b = strconv.AppendInt(b, int64(e.usage.input), 10)
 	b = append(b, `,"output_tokens":`...)
@@ -273,16 +273,3 @@ func (e *Encoder) KeepAlive(w *sse.Writer) error {
 
 // ErrorBody implements relay.Encoder.
 func (e *Encoder) ErrorBody(status int, body []byte) []byte { return ErrorBody(status, body) }
-
-// appendString appends s as a JSON string.
-func appendString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
-			q, _ := json.Marshal(s)
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
-}

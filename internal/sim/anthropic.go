@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/streamgate/streamgate/internal/api"
 	"net/http"
 	"strconv"
 	"strings"
@@ -324,9 +325,9 @@ func (e *anthropicEncoder) usage(b []byte, output int) []byte {
 func (e *anthropicEncoder) start(st *streamState, flush bool) error {
 	pl := e.pl
 	b := append(e.buf[:0], `{"type":"message_start","message":{"id":`...)
-	b = appendJSONString(b, pl.id)
+	b = api.AppendString(b, pl.id)
 	b = append(b, `,"type":"message","role":"assistant","model":`...)
-	b = appendJSONString(b, pl.model)
+	b = api.AppendString(b, pl.model)
 	b = append(b, `,"content":[],"stop_reason":null,"stop_sequence":null,`...)
 	b = e.usage(b, 1)
 	b = append(b, `}}`...)
@@ -339,9 +340,9 @@ func (e *anthropicEncoder) start(st *streamState, flush bool) error {
 		b = append(b, `{"type":"text","text":""}}`...)
 	} else {
 		b = append(b, `{"type":"tool_use","id":`...)
-		b = appendJSONString(b, pl.tool.id)
+		b = api.AppendString(b, pl.tool.id)
 		b = append(b, `,"name":`...)
-		b = appendJSONString(b, pl.tool.name)
+		b = api.AppendString(b, pl.tool.name)
 		b = append(b, `,"input":{}}}`...)
 	}
 	e.buf = b
@@ -369,7 +370,7 @@ func (e *anthropicEncoder) text(st *streamState, toks [][]byte, _ int) error {
 
 func (e *anthropicEncoder) toolArgs(st *streamState, i int, _ int) error {
 	b := append(e.buf[:0], `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":`...)
-	b = appendJSONString(b, string(e.pl.tool.frags[i]))
+	b = api.AppendString(b, e.pl.tool.frags[i])
 	b = append(b, `}}`...)
 	e.buf = b
 	return st.emit(evContentBlockDelta, b, true)

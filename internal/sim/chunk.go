@@ -1,8 +1,8 @@
 package sim
 
 import (
+	"github.com/streamgate/streamgate/internal/api"
 	"strconv"
-	"unicode/utf8"
 )
 
 // chunker is the OpenAI dialect's encoder: it builds the JSON of one
@@ -26,11 +26,11 @@ var _ encoder = (*chunker)(nil)
 func newChunker(pl *plan, created int64) *chunker {
 	h := make([]byte, 0, 160+len(pl.model))
 	h = append(h, `{"id":`...)
-	h = appendJSONString(h, pl.id)
+	h = api.AppendString(h, pl.id)
 	h = append(h, `,"object":"chat.completion.chunk","created":`...)
 	h = strconv.AppendInt(h, created, 10)
 	h = append(h, `,"model":`...)
-	h = appendJSONString(h, pl.model)
+	h = api.AppendString(h, pl.model)
 	h = append(h, `,"system_fingerprint":"fp_sim","choices":[`...)
 	tail := "]}"
 	if pl.includeUsage {
@@ -49,9 +49,9 @@ func (c *chunker) start(st *streamState, flush bool) error {
 		b = append(b, `{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}`...)
 	} else {
 		b = append(b, `{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":`...)
-		b = appendJSONString(b, c.tool.id)
+		b = api.AppendString(b, c.tool.id)
 		b = append(b, `,"type":"function","function":{"name":`...)
-		b = appendJSONString(b, c.tool.name)
+		b = api.AppendString(b, c.tool.name)
 		b = append(b, `,"arguments":""}}]},"logprobs":null,"finish_reason":null}`...)
 	}
 	b = append(b, c.tail...)
@@ -76,7 +76,7 @@ func (c *chunker) text(st *streamState, toks [][]byte, _ int) error {
 func (c *chunker) toolArgs(st *streamState, i int, _ int) error {
 	b := append(c.buf[:0], c.head...)
 	b = append(b, `{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":`...)
-	b = appendJSONString(b, string(c.tool.frags[i]))
+	b = api.AppendString(b, c.tool.frags[i])
 	b = append(b, `}}]},"logprobs":null,"finish_reason":null}`...)
 	b = append(b, c.tail...)
 	c.buf = b
@@ -124,40 +124,4 @@ func (c *chunker) malformed(st *streamState) error {
 	b = append(b, `{"index":0,"delta":{"content":"trunc`...)
 	c.buf = b
 	return st.emit(nil, b, true)
-}
-
-// appendJSONString appends s as a JSON string literal. Invalid UTF-8 becomes
-// U+FFFD, as encoding/json does.
-func appendJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\':
-				b = append(b, '\\', c)
-			case c == '\n':
-				b = append(b, '\\', 'n')
-			case c == '\r':
-				b = append(b, '\\', 'r')
-			case c == '\t':
-				b = append(b, '\\', 't')
-			case c < 0x20:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
-			default:
-				b = append(b, c)
-			}
-			i++
-			continue
-		}
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && n == 1 {
-			b = append(b, `\ufffd`...)
-		} else {
-			b = append(b, s[i:i+n]...)
-		}
-		i += n
-	}
-	return append(b, '"')
 }

@@ -3,6 +3,7 @@ package sim
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/streamgate/streamgate/internal/api"
 	"net/http"
 	"strconv"
 	"strings"
@@ -298,9 +299,9 @@ var _ encoder = (*geminiEncoder)(nil)
 func newGeminiEncoder(pl *plan) *geminiEncoder {
 	e := &geminiEncoder{buf: make([]byte, 0, 512), pl: pl}
 	e.suffix = append(e.suffix, `,"modelVersion":`...)
-	e.suffix = appendJSONString(e.suffix, pl.model)
+	e.suffix = api.AppendString(e.suffix, pl.model)
 	e.suffix = append(e.suffix, `,"responseId":`...)
-	e.suffix = appendJSONString(e.suffix, pl.id)
+	e.suffix = api.AppendString(e.suffix, pl.id)
 	e.suffix = append(e.suffix, '}')
 	return e
 }
@@ -339,7 +340,7 @@ func (e *geminiEncoder) text(st *streamState, toks [][]byte, sent int) error {
 
 func (e *geminiEncoder) toolArgs(st *streamState, i int, sent int) error {
 	b := append(e.buf[:0], `{"candidates":[{"content":{"parts":[{"functionCall":{"name":`...)
-	b = appendJSONString(b, e.pl.tool.name)
+	b = api.AppendString(b, e.pl.tool.name)
 	b = append(b, `,"args":`...)
 	b = append(b, e.pl.tool.frags[i]...)
 	b = append(b, `}}`...)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/streamgate/streamgate/internal/api"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -269,7 +270,7 @@ func TestTextGen(t *testing.T) {
 
 func TestAppendJSONString(t *testing.T) {
 	for _, s := range []string{"plain", `q"uote\back`, "new\nline\ttab\r", "\x01ctl", "한국어", "bad\xffutf8"} {
-		b := appendJSONString(nil, s)
+		b := api.AppendString(nil, s)
 		var got string
 		if err := jsonUnmarshalString(b, &got); err != nil {
 			t.Errorf("%q: %s is not JSON: %v", s, b, err)

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"github.com/streamgate/streamgate/internal/api"
 	"math/rand/v2"
 	"strings"
 	"unicode/utf8"
@@ -115,7 +116,7 @@ func hangulClass(w string) int8 {
 
 // jsonEscape returns s as the inside of a JSON string literal.
 func jsonEscape(s string) []byte {
-	b := appendJSONString(nil, s)
+	b := api.AppendString(nil, s)
 	return b[1 : len(b)-1]
 }
 

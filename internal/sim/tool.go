@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/streamgate/streamgate/internal/api"
 	"net/http"
 	"strconv"
 	"strings"
@@ -112,7 +113,7 @@ func toolArgs(schema json.RawMessage) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendJSONString(b, k)
+		b = api.AppendString(b, k)
 		b = append(b, ':')
 		b = append(b, placeholder(vals[i])...)
 	}

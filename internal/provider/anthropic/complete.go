@@ -117,4 +117,4 @@ func completion(body []byte, model string, now time.Time) ([]byte, error) {
 }
 
 // quote is s as a JSON string literal, for the helpers that take literals.
-func quote(s string) []byte { return appendString(nil, s) }
+func quote(s string) []byte { return api.AppendString(nil, s) }

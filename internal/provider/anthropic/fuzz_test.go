@@ -142,23 +142,6 @@ func FuzzScanner(f *testing.F) {
 	})
 }
 
-// FuzzAppendString checks appendString against encoding/json's encoding of
-// the same string, byte for byte.
-func FuzzAppendString(f *testing.F) {
-	for _, s := range []string{"", "plain", "\"\\/\b\f\n\r\t\x00\x1f", "<a href='x'>&amp;</a>", "\u2028\u2029", "é😀", "\xff\xfe", "a\xc3", "\x7f"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		want, err := json.Marshal(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := appendString(nil, s); !bytes.Equal(got, want) {
-			t.Errorf("appendString(%q) = %s, want %s", s, got, want)
-		}
-	})
-}
-
 // The literals the stream copies decode to what the upstream meant: is()
 // and unquote() agree with encoding/json on escaped spellings.
 func TestIsEscaped(t *testing.T) {

@@ -620,7 +620,7 @@ func (s *stream) start() {
 	if f.msgModel != nil {
 		b = append(b, f.msgModel...)
 	} else {
-		b = appendString(b, s.model)
+		b = api.AppendString(b, s.model)
 	}
 	b = append(b, `,"choices":[`...)
 	s.buf, s.head = b, len(b)
@@ -653,7 +653,7 @@ func (s *stream) blockStart() error {
 		// given whole here is sent as the first arguments.
 		args := []byte(`""`)
 		if in := f.cbInput; len(in) > 0 && !emptyObject(in) && string(in) != "null" {
-			args = appendString(nil, string(in))
+			args = api.AppendString(nil, string(in))
 			b.args = true
 		}
 		s.toolStart(b.tool, f.cbID, f.cbName, args)

@@ -344,28 +344,6 @@ func kind(err error) string {
 	return ""
 }
 
-// FuzzAppendString checks the escaping of generated strings against
-// encoding/json: the same decoded string, valid JSON, for any bytes.
-func FuzzAppendString(f *testing.F) {
-	for _, s := range []string{"", "plain", "q\"b\\s/", "\n\r\t\b\f\x00\x1f\x7f", "é😀", "\u2028\u2029", "\xff\xfe\xc3", "<&>", "\xed\xa0\x80"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		for _, out := range [][]byte{appendString(nil, s), appendString(nil, []byte(s))} {
-			if !json.Valid(out) {
-				t.Fatalf("appendString(%q) = %q, not valid JSON", s, out)
-			}
-			var got, want string
-			json.Unmarshal(out, &got)
-			ref, _ := json.Marshal(s)
-			json.Unmarshal(ref, &want)
-			if got != want {
-				t.Fatalf("appendString(%q) decodes to %q, encoding/json's to %q", s, got, want)
-			}
-		}
-	})
-}
-
 // FuzzUnescape checks the decoding of escaped member names and enums
 // against encoding/json's.
 func FuzzUnescape(f *testing.F) {

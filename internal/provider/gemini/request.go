@@ -350,7 +350,7 @@ func toolResponse(text string) json.RawMessage {
 	if isObject(text) {
 		return json.RawMessage(text)
 	}
-	b := appendString([]byte(`{"content":`), text)
+	b := api.AppendString([]byte(`{"content":`), text)
 	return append(b, '}')
 }
 

@@ -190,7 +190,7 @@ func (t *translator) start() {
 		b = append(b, e.model...)
 		b = append(b, '"')
 	} else {
-		b = appendString(b, t.model)
+		b = api.AppendString(b, t.model)
 	}
 	t.prefix = append(b, `,"choices":`...)
 }
@@ -335,7 +335,7 @@ func appendArgs(b, args []byte) []byte {
 	if len(args) == 0 || string(args) == "null" {
 		return append(b, `"{}"`...)
 	}
-	return appendString(b, args)
+	return api.AppendString(b, args)
 }
 
 // finishReason maps Gemini's finishReason to OpenAI's (see the package

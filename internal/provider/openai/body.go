@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/streamgate/streamgate/internal/api"
 
 	"github.com/streamgate/streamgate/internal/provider"
 )
@@ -22,7 +23,7 @@ func Body(req *provider.Request, stream bool) ([]byte, error) {
 
 func appendBody(b []byte, req *provider.Request, stream bool) ([]byte, error) {
 	b = append(b, `{"model":`...)
-	b = appendString(b, req.Model)
+	b = api.AppendString(b, req.Model)
 	var opts []byte // the client's last stream_options value
 	if len(req.Body) > 0 {
 		err := eachMember(req.Body, func(key, member, value []byte) error {
@@ -65,7 +66,7 @@ func appendBody(b []byte, req *provider.Request, stream bool) ([]byte, error) {
 func EmbeddingsBody(req *provider.Request) ([]byte, error) {
 	b := make([]byte, 0, len(req.Body)+len(req.Model)+16)
 	b = append(b, `{"model":`...)
-	b = appendString(b, req.Model)
+	b = api.AppendString(b, req.Model)
 	if len(req.Body) > 0 {
 		err := eachMember(req.Body, func(key, member, _ []byte) error {
 			if string(key) != "model" {
@@ -79,19 +80,6 @@ func EmbeddingsBody(req *provider.Request) ([]byte, error) {
 		}
 	}
 	return append(b, '}'), nil
-}
-
-// appendString appends s as a JSON string; plain ASCII is copied as is.
-func appendString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s) // a string always encodes
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
 }
 
 var errNotObject = errors.New("not a JSON object")
