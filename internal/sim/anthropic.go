@@ -4,10 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/streamgate/streamgate/internal/api"
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/streamgate/streamgate/internal/api"
 )
 
 // anthropicDialect is the Anthropic Messages dialect (POST /v1/messages). Shapes

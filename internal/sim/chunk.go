@@ -1,8 +1,9 @@
 package sim
 
 import (
-	"github.com/streamgate/streamgate/internal/api"
 	"strconv"
+
+	"github.com/streamgate/streamgate/internal/api"
 )
 
 // chunker is the OpenAI dialect's encoder: it builds the JSON of one

@@ -3,10 +3,11 @@ package sim
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/streamgate/streamgate/internal/api"
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/streamgate/streamgate/internal/api"
 )
 
 // geminiDialect is the Gemini API dialect (POST /v1beta/models/{model}:generateContent

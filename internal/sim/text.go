@@ -1,10 +1,11 @@
 package sim
 
 import (
-	"github.com/streamgate/streamgate/internal/api"
 	"math/rand/v2"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/streamgate/streamgate/internal/api"
 )
 
 // Simulated output is drawn from a fixed vocabulary, one word piece per

@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/streamgate/streamgate/internal/api"
 	"net/http"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/streamgate/streamgate/internal/api"
 )
 
 // tool is a function a request offers, whatever the dialect declared it in.
