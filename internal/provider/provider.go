@@ -9,7 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/streamgate/streamgate/internal/api"
@@ -168,4 +170,55 @@ func DrainClose(body io.ReadCloser) error {
 	t.Stop()
 	body.Close()
 	return err
+}
+
+// ReadError is the error of a failed read of an upstream's answer: the
+// context's cause first (a timeout the relay set, the client going away:
+// the transport only says "context canceled"), else the answer cut short,
+// wrapping ErrTruncated.
+func ReadError(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); cause != nil {
+		return cause
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return ErrTruncated
+	}
+	return fmt.Errorf("%w: read: %w", ErrTruncated, err)
+}
+
+// TransportError is the error of a request that got no answer: the
+// context's cause first, else a retryable *Error, wrapping ErrConnect when
+// the upstream could not be reached at all (dial, DNS).
+func TransportError(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); cause != nil {
+		return cause
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return &Error{Retryable: true, Message: "dial upstream", Err: fmt.Errorf("%w: %w", ErrConnect, err)}
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		return &Error{Retryable: true, Message: "resolve upstream", Err: fmt.Errorf("%w: %w", ErrConnect, err)}
+	}
+	// The connection broke before an answer (reset, EOF): nothing reached
+	// the client, so another route may serve it.
+	return &Error{Retryable: true, Message: "upstream request failed", Err: err}
+}
+
+// RetryAfter reads a Retry-After header: seconds or an HTTP date; 0 when
+// absent, unreadable or past.
+func RetryAfter(v string) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(v); err == nil && s >= 0 {
+		return time.Duration(s) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if d := time.Until(t); d > 0 {
+			return d
+		}
+	}
+	return 0
 }

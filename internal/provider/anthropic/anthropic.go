@@ -4,12 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -146,7 +143,7 @@ func (c *Client) Complete(ctx context.Context, req *provider.Request) ([]byte, e
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, openai.MaxCompleteBody+1))
 	if err != nil {
-		return nil, readError(ctx, err)
+		return nil, provider.ReadError(ctx, err)
 	}
 	if len(b) > openai.MaxCompleteBody {
 		return nil, fmt.Errorf("%w: answer larger than %d bytes", provider.ErrMalformed, openai.MaxCompleteBody)
@@ -179,7 +176,7 @@ func (c *Client) post(ctx context.Context, req *provider.Request, body []byte, s
 	}
 	resp, err := c.rt.RoundTrip(hr)
 	if err != nil {
-		return nil, transportError(ctx, err)
+		return nil, provider.TransportError(ctx, err)
 	}
 	if resp.StatusCode/100 != 2 {
 		err := c.statusError(resp)
@@ -194,35 +191,6 @@ var (
 	eventStreamType = []string{"text/event-stream"}
 	versionValue    = []string{Version}
 )
-
-// readError prefers the context's cause (a timeout set by the relay, or the
-// client going away) over the transport's "context canceled".
-func readError(ctx context.Context, err error) error {
-	if cause := context.Cause(ctx); cause != nil {
-		return cause
-	}
-	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-		return provider.ErrTruncated
-	}
-	return fmt.Errorf("%w: read: %w", provider.ErrTruncated, err)
-}
-
-func transportError(ctx context.Context, err error) error {
-	if cause := context.Cause(ctx); cause != nil {
-		return cause
-	}
-	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "dial" {
-		return &provider.Error{Retryable: true, Message: "dial upstream", Err: fmt.Errorf("%w: %w", provider.ErrConnect, err)}
-	}
-	var dnsErr *net.DNSError
-	if errors.As(err, &dnsErr) {
-		return &provider.Error{Retryable: true, Message: "resolve upstream", Err: fmt.Errorf("%w: %w", provider.ErrConnect, err)}
-	}
-	// The connection broke before an answer: nothing reached the client,
-	// so another route may serve it.
-	return &provider.Error{Retryable: true, Message: "upstream request failed", Err: err}
-}
 
 // StatusOverloaded is Anthropic's "overloaded_error" status: not an IANA
 // status, retryable like a 503.
@@ -247,7 +215,7 @@ func (c *Client) statusError(resp *http.Response) error {
 	e := &provider.Error{
 		Status:     resp.StatusCode,
 		Retryable:  provider.RetryableStatus(resp.StatusCode),
-		RetryAfter: retryAfter(resp.Header.Get("Retry-After")),
+		RetryAfter: provider.RetryAfter(resp.Header.Get("Retry-After")),
 	}
 	var body errorBody
 	if json.Unmarshal(b, &body) == nil {
@@ -276,22 +244,6 @@ func (c *Client) redact(msg string) string {
 		return strings.ReplaceAll(msg, c.apiKey, "[redacted]")
 	}
 	return msg
-}
-
-// retryAfter parses a Retry-After header: seconds or an HTTP date.
-func retryAfter(v string) time.Duration {
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.Atoi(v); err == nil && s >= 0 {
-		return time.Duration(s) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		if d := time.Until(t); d > 0 {
-			return d
-		}
-	}
-	return 0
 }
 
 // typeStatus is the HTTP status Anthropic documents for each error type

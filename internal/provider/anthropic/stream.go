@@ -211,7 +211,7 @@ func (s *stream) readErr(err error) error {
 	case errors.As(err, &tooLong):
 		return fmt.Errorf("%w: %w", provider.ErrMalformed, err)
 	}
-	return readError(s.ctx, err)
+	return provider.ReadError(s.ctx, err)
 }
 
 // afterStop returns what follows message_stop: the finish chunk when no

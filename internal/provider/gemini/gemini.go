@@ -154,10 +154,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -309,7 +307,7 @@ func (c *Client) Complete(ctx context.Context, req *provider.Request) ([]byte, e
 	defer provider.DrainClose(resp.Body)
 	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxCompleteBody+1))
 	if err != nil {
-		return nil, readError(ctx, err)
+		return nil, provider.ReadError(ctx, err)
 	}
 	if len(b) > MaxCompleteBody {
 		return nil, fmt.Errorf("%w: answer larger than %d bytes", provider.ErrMalformed, MaxCompleteBody)
@@ -341,7 +339,7 @@ func (c *Client) post(ctx context.Context, req *provider.Request, url string, bo
 	}
 	resp, err := c.rt.RoundTrip(hr)
 	if err != nil {
-		return nil, transportError(ctx, err)
+		return nil, provider.TransportError(ctx, err)
 	}
 	if resp.StatusCode/100 != 2 {
 		err := statusError(resp)
@@ -433,9 +431,9 @@ func (s *stream) end(err error) (*sse.Event, error) {
 	case errors.As(err, &tooLong):
 		err = fmt.Errorf("%w: %w", provider.ErrMalformed, err)
 	case errors.Is(err, sse.ErrTruncated):
-		err = readError(s.ctx, io.ErrUnexpectedEOF)
+		err = provider.ReadError(s.ctx, io.ErrUnexpectedEOF)
 	default:
-		err = readError(s.ctx, err)
+		err = provider.ReadError(s.ctx, err)
 	}
 	s.err = err
 	return nil, err
@@ -471,34 +469,6 @@ const maxPooledReader = 16 << 10
 // BeforeRead implements provider.ReadNotifier.
 func (s *stream) BeforeRead(f func()) { s.r.BeforeRead = f }
 
-// readError prefers the context's cause (a timeout set by the relay, or the
-// client going away) over the transport's "context canceled".
-func readError(ctx context.Context, err error) error {
-	if cause := context.Cause(ctx); cause != nil {
-		return cause
-	}
-	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-		return fmt.Errorf("%w: the gemini stream was cut", provider.ErrTruncated)
-	}
-	return fmt.Errorf("%w: read: %w", provider.ErrTruncated, err)
-}
-
-func transportError(ctx context.Context, err error) error {
-	if cause := context.Cause(ctx); cause != nil {
-		return cause
-	}
-	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "dial" {
-		return &provider.Error{Retryable: true, Message: "dial upstream", Err: fmt.Errorf("%w: %w", provider.ErrConnect, err)}
-	}
-	var dnsErr *net.DNSError
-	if errors.As(err, &dnsErr) {
-		return &provider.Error{Retryable: true, Message: "resolve upstream", Err: fmt.Errorf("%w: %w", provider.ErrConnect, err)}
-	}
-	// The connection broke before an answer: nothing reached the client.
-	return &provider.Error{Retryable: true, Message: "upstream request failed", Err: err}
-}
-
 // maxErrorBody bounds how much of an error answer is read.
 const maxErrorBody = 64 << 10
 
@@ -518,7 +488,7 @@ func statusError(resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	e := &provider.Error{
 		Status:     resp.StatusCode,
-		RetryAfter: retryAfter(resp.Header.Get("Retry-After")),
+		RetryAfter: provider.RetryAfter(resp.Header.Get("Retry-After")),
 	}
 	var ge googleError
 	if parseGoogleError(b, &ge) {
@@ -570,20 +540,4 @@ func parseGoogleError(b []byte, ge *googleError) bool {
 	}
 	*ge = *body.Error
 	return true
-}
-
-// retryAfter parses a Retry-After header: seconds or an HTTP date.
-func retryAfter(v string) time.Duration {
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.Atoi(v); err == nil && s >= 0 {
-		return time.Duration(s) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		if d := time.Until(t); d > 0 {
-			return d
-		}
-	}
-	return 0
 }

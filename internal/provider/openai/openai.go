@@ -13,7 +13,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -209,7 +208,7 @@ func (c *Client) answer(ctx context.Context, req *provider.Request, url string, 
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxCompleteBody+1))
 	if err != nil {
-		return nil, readError(ctx, err)
+		return nil, provider.ReadError(ctx, err)
 	}
 	if len(b) > MaxCompleteBody {
 		return nil, fmt.Errorf("%w: answer larger than %d bytes", provider.ErrMalformed, MaxCompleteBody)
@@ -241,7 +240,7 @@ func (c *Client) post(ctx context.Context, req *provider.Request, url string, bo
 	}
 	resp, err := c.rt.RoundTrip(hr)
 	if err != nil {
-		return nil, transportError(ctx, err)
+		return nil, provider.TransportError(ctx, err)
 	}
 	if resp.StatusCode/100 != 2 {
 		err := statusError(resp)
@@ -282,7 +281,7 @@ func (s *stream) Next() (*sse.Event, error) {
 	case errors.Is(err, sse.ErrTruncated):
 		return nil, provider.ErrTruncated
 	}
-	return nil, readError(s.ctx, err)
+	return nil, provider.ReadError(s.ctx, err)
 }
 
 // Close releases the connection: after "[DONE]" it drains the body's short
@@ -314,35 +313,6 @@ func (s *stream) BeforeRead(f func()) { s.r.BeforeRead = f }
 
 var _ provider.ReadNotifier = (*stream)(nil)
 
-// readError prefers the context's cause (a timeout set by the relay, or the
-// client going away) over the transport's "context canceled".
-func readError(ctx context.Context, err error) error {
-	if cause := context.Cause(ctx); cause != nil {
-		return cause
-	}
-	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-		return provider.ErrTruncated
-	}
-	return fmt.Errorf("%w: read: %w", provider.ErrTruncated, err)
-}
-
-func transportError(ctx context.Context, err error) error {
-	if cause := context.Cause(ctx); cause != nil {
-		return cause
-	}
-	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "dial" {
-		return &provider.Error{Retryable: true, Message: "dial upstream", Err: fmt.Errorf("%w: %w", provider.ErrConnect, err)}
-	}
-	var dnsErr *net.DNSError
-	if errors.As(err, &dnsErr) {
-		return &provider.Error{Retryable: true, Message: "resolve upstream", Err: fmt.Errorf("%w: %w", provider.ErrConnect, err)}
-	}
-	// The connection broke before an answer (reset, EOF): nothing reached the
-	// client, so another route may serve it.
-	return &provider.Error{Retryable: true, Message: "upstream request failed", Err: err}
-}
-
 // maxErrorBody bounds how much of an error answer is read.
 const maxErrorBody = 64 << 10
 
@@ -351,7 +321,7 @@ func statusError(resp *http.Response) error {
 	e := &provider.Error{
 		Status:     resp.StatusCode,
 		Retryable:  provider.RetryableStatus(resp.StatusCode),
-		RetryAfter: retryAfter(resp.Header.Get("Retry-After")),
+		RetryAfter: provider.RetryAfter(resp.Header.Get("Retry-After")),
 	}
 	var body struct {
 		Error json.RawMessage `json:"error"`
@@ -386,20 +356,4 @@ func statusError(resp *http.Response) error {
 		e.Message = http.StatusText(resp.StatusCode)
 	}
 	return e
-}
-
-// retryAfter parses a Retry-After header: seconds or an HTTP date.
-func retryAfter(v string) time.Duration {
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.Atoi(v); err == nil && s >= 0 {
-		return time.Duration(s) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		if d := time.Until(t); d > 0 {
-			return d
-		}
-	}
-	return 0
 }
