@@ -253,3 +253,31 @@ func TestFaultsAcrossDialects(t *testing.T) {
 		}
 	}
 }
+
+// TestUntranslatableRequest: a request an adapter cannot express (n: 2 to
+// Anthropic) never reaches the upstream: alone it is a 400 that names the
+// field and does not blame the upstream; with a route of another kind next,
+// that route serves it, counted as an untranslatable fallback.
+func TestUntranslatableRequest(t *testing.T) {
+	cfg, so := dialectConfig()
+	cfg.Models = append(cfg.Models, config.Model{Name: "fb-n", Routes: []config.Route{{Provider: "sim-anthropic", Model: "sim-fast"}, {Provider: "sim", Model: "sim-fast"}}})
+	e := startWith(t, gateway.Options{Config: cfg, KeepAlive: -1, Sim: so})
+	resp := do(t, "POST", e.url+"/v1/chat/completions", devKey, chatBody("m-anthropic", true, `,"n":2`))
+	er := readError(t, resp)
+	if resp.StatusCode != 400 || er.Error.Code == nil || *er.Error.Code != "unsupported_by_route" ||
+		!strings.Contains(er.Error.Message, "n") || strings.Contains(er.Error.Message, "upstream rejected") {
+		t.Errorf("alone: got %d %+v; want 400 unsupported_by_route naming n", resp.StatusCode, er.Error)
+	}
+	resp = do(t, "POST", e.url+"/v1/chat/completions", devKey, chatBody("fb-n", false, `,"n":2`))
+	io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || resp.Header.Get(gateway.HeaderRoute) != "sim/sim-fast" {
+		t.Errorf("with an OpenAI route next: got %d via %q; want 200 via sim/sim-fast", resp.StatusCode, resp.Header.Get(gateway.HeaderRoute))
+	}
+	if n := sumSeries(scrape(t, e.url), "streamgate_fallbacks_total", `reason="untranslatable"`); n != 1 {
+		t.Errorf("got %v untranslatable fallbacks, want 1", n)
+	}
+	en := e.waitEntries(t, 2)
+	if en[0].TokenSource != "" || en[0].CostUSD != 0 {
+		t.Errorf("the untranslated request was billed: %+v", en[0])
+	}
+}

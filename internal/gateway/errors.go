@@ -108,6 +108,11 @@ func statusOf(err error) httpError {
 		return upstream(http.StatusGatewayTimeout, "timeout_error", "total_timeout", "the request ran past timeouts.total")
 	case errors.Is(err, provider.ErrResponseTimeout):
 		return upstream(http.StatusGatewayTimeout, "timeout_error", "response_timeout", "the upstream did not answer within timeouts.non_stream")
+	case errors.As(err, &perr) && errors.Is(err, provider.ErrUntranslatable):
+		// Nothing reached the upstream: the route's adapter could not
+		// express the request; its message names the field.
+		return httpError{status: http.StatusBadRequest, body: api.NewError("invalid_request_error", "unsupported_by_route", "",
+			"the request cannot be sent to this model's provider: "+redactAddresses(perr.Message))}
 	case errors.As(err, &perr) && perr.Status != 0:
 		return upstreamStatusError(perr)
 	case errors.Is(err, provider.ErrConnect):
@@ -252,6 +257,8 @@ func fallbackReason(err error) string {
 		switch {
 		case !perr.Retryable:
 			return ""
+		case errors.Is(err, provider.ErrUntranslatable):
+			return "untranslatable"
 		case perr.Status == http.StatusTooManyRequests:
 			return "rate_limited"
 		case perr.Status == http.StatusUnauthorized, perr.Status == http.StatusForbidden:

@@ -103,6 +103,12 @@ var (
 	ErrTotalTimeout = errors.New("request total timeout")
 	// ErrTruncated: the upstream stream ended without "[DONE]".
 	ErrTruncated = errors.New("upstream stream ended without [DONE]")
+	// ErrUntranslatable: the adapter cannot express the request in its
+	// provider's API (a field it has no counterpart for, arguments that are
+	// not JSON); nothing was sent upstream. Adapters wrap it in an *Error
+	// with status 400 whose Message names the field, Retryable when a route
+	// of another kind might serve the request.
+	ErrUntranslatable = errors.New("request cannot be translated for this provider")
 	// ErrMalformed: the upstream sent a chunk that is not valid JSON or a
 	// line longer than the reader's limit.
 	ErrMalformed = errors.New("upstream sent a malformed event")

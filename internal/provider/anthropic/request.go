@@ -174,7 +174,7 @@ func invalid(param, format string, a ...any) error {
 	if param != "" {
 		msg = param + ": " + msg
 	}
-	return &provider.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "invalid_request", Message: msg}
+	return &provider.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "invalid_request", Message: msg, Err: provider.ErrUntranslatable}
 }
 
 // unsupported is a request that the Messages API cannot serve but an
@@ -182,7 +182,7 @@ func invalid(param, format string, a ...any) error {
 // tries the model's next route and answers 400 when there is none.
 func unsupported(param, what string) error {
 	return &provider.Error{Status: http.StatusBadRequest, Retryable: true, Type: "invalid_request_error",
-		Code: "unsupported_parameter", Message: param + ": " + what + " is not supported by Anthropic routes"}
+		Code: "unsupported_parameter", Message: param + ": " + what + " is not supported by Anthropic routes", Err: provider.ErrUntranslatable}
 }
 
 func checkUnsupported(x *extra) error {

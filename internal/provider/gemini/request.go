@@ -106,6 +106,7 @@ func invalidError(format string, a ...any) error {
 		Type:    "invalid_request_error",
 		Code:    "invalid_request",
 		Message: "gemini: " + fmt.Sprintf(format, a...),
+		Err:     provider.ErrUntranslatable,
 	}
 }
 
