@@ -50,8 +50,9 @@ On SIGINT or SIGTERM it logs the signal, the drain deadline and the open streams
 (at WARN, so --log-level warn shows it), stops accepting, lets open streams finish
 for --grace, then ends them with an SSE error event, flushes the ledger, closes the
 store and logs "stopped". A second SIGINT or SIGTERM during the drain stops at once:
-open connections are closed (their streams are cut) and the ledger is flushed for
-at most 2s.
+open streams end with an SSE error event (shutting_down) and their usage is
+recorded, connections still open half a second later are closed, and the ledger is
+flushed for at most 2s.
 
 Environment:
   STREAMGATE_LISTEN      listen address; overrides the config's listen (--addr overrides both)
@@ -118,6 +119,7 @@ type serveOptions struct {
 // connections it closed; flushAfterForce bounds its ledger flush.
 const (
 	forceWait       = 5 * time.Second
+	abortWait       = 500 * time.Millisecond // for the aborted requests to write their end
 	flushAfterForce = 2 * time.Second
 )
 
@@ -184,7 +186,7 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 	defer drain()
 	served := make(chan error, 1)
 	go func() { served <- gw.Serve(drainCtx, ln, o.grace) }()
-	sd := &shutdown{logger: o.logger, grace: o.grace, conns: ln, streams: func() int { return gaugeValue(gw.Metrics().Inflight) }}
+	sd := &shutdown{logger: o.logger, grace: o.grace, conns: ln, abort: gw.Abort, streams: func() int { return gaugeValue(gw.Metrics().Inflight) }}
 	serr := sd.wait(ctx, served, drain)
 	forced := sd.forced
 
@@ -228,6 +230,7 @@ type shutdown struct {
 	grace   time.Duration
 	conns   *connListener
 	streams func() int // streams open now
+	abort   func()     // ends every request at once (gateway.Abort)
 
 	begun  time.Time // when the context ended; zero if it did not
 	forced os.Signal // the signal that cut the drain short, if one did
@@ -270,8 +273,16 @@ func (s *shutdown) wait(ctx context.Context, served <-chan error, startDrain fun
 		return err
 	case s.forced = <-again:
 	}
-	s.logger.Warn("stopping at once: closing open connections", slog.String("signal", signalName(s.forced)),
+	s.logger.Warn("stopping at once: ending open streams with an error event", slog.String("signal", signalName(s.forced)),
 		slog.Int("open_streams", s.streams()), slog.Int("open_connections", s.conns.open()))
+	// Each request ends with its error event and usage entry; connections
+	// that still hang on (a client not reading) are closed after a moment.
+	s.abort()
+	select {
+	case err := <-served:
+		return err
+	case <-time.After(abortWait):
+	}
 	s.conns.closeAll()
 	select {
 	case err := <-served:

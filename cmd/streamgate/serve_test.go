@@ -374,8 +374,9 @@ func (p *serveProcess) openStream(t *testing.T, tokens int) *bufio.Reader {
 }
 
 // On SIGINT serve says it is draining (signal, deadline, open streams);
-// a second SIGINT stops it at once, cutting the stream still open, with
-// exit status 130, and the ledger still holds the stream's entry.
+// a second SIGINT stops it at once: the stream still open ends with one
+// error event (shutting_down), the exit status is 130, and the ledger holds
+// the stream's entry with that outcome.
 func TestServeSecondSignalStopsAtOnce(t *testing.T) {
 	p := startServeProcess(t, "--grace", "1h", "--log-level", "warn")
 	body := p.openStream(t, 100000) // about 80 minutes
@@ -392,8 +393,8 @@ func TestServeSecondSignalStopsAtOnce(t *testing.T) {
 		t.Errorf("stderr: got\n%s\nwant a stopped line with exit_status=130", log)
 	}
 	rest, _ := io.ReadAll(body)
-	if strings.Contains(string(rest), "[DONE]") {
-		t.Errorf("the stream got to its end, want it cut by the forced stop")
+	if strings.Contains(string(rest), "[DONE]") || strings.Count(string(rest), `"code":"shutting_down"`) != 1 {
+		t.Errorf("the stream's end: got %q; want one shutting_down error event and no [DONE]", lastBytes(rest, 300))
 	}
 
 	store, err := usage.Open(context.Background(), "sqlite://"+p.db)
@@ -402,9 +403,16 @@ func TestServeSecondSignalStopsAtOnce(t *testing.T) {
 	}
 	defer store.Close()
 	entries, err := store.List(context.Background(), usage.Filter{})
-	if err != nil || len(entries) != 1 {
-		t.Errorf("ledger: got %d entries (%v), want the cut stream's one", len(entries), err)
+	if err != nil || len(entries) != 1 || entries[0].Status != 200 || entries[0].Outcome == usage.OutcomeClientCancelled || entries[0].Outcome == usage.OutcomeOK {
+		t.Errorf("ledger: got %+v (%v), want the stream's one entry, 200, ended by the shutdown", entries, err)
 	}
+}
+
+func lastBytes(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
 }
 
 // On SIGTERM a stream open at the time finishes, then serve exits 0 and

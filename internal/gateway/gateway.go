@@ -97,6 +97,9 @@ type Gateway struct {
 
 	handlers sync.WaitGroup // requests being served
 	sims     []func()       // stop in-process simulators
+
+	abortMu sync.Mutex
+	abort   context.CancelCauseFunc // ends the requests of the running Serve
 }
 
 // target is one route of a model, resolved to its provider.
@@ -284,6 +287,9 @@ var errShutdown = errors.New("server shutting down")
 func (g *Gateway) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
 	base, cancelBase := context.WithCancelCause(context.Background())
 	defer cancelBase(nil)
+	g.abortMu.Lock()
+	g.abort = cancelBase
+	g.abortMu.Unlock()
 	var protos http.Protocols
 	protos.SetHTTP1(true)
 	protos.SetUnencryptedHTTP2(true)
@@ -321,6 +327,19 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener, grace time.Duratio
 		return fmt.Errorf("gateway: serve: %w", err)
 	}
 	return nil
+}
+
+// Abort ends every request of the running Serve at once, as the end of the
+// grace period does: a stream gets its SSE error event (shutting_down) and
+// every request records its usage entry. Serve then returns as soon as
+// their handlers have. Without a running Serve it does nothing.
+func (g *Gateway) Abort() {
+	g.abortMu.Lock()
+	abort := g.abort
+	g.abortMu.Unlock()
+	if abort != nil {
+		abort(errShutdown)
+	}
 }
 
 func onlyGet(g *Gateway, h http.Handler) http.Handler {
