@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/streamgate/streamgate/internal/api"
+	"github.com/streamgate/streamgate/internal/relay"
 	"github.com/streamgate/streamgate/internal/sse"
 )
 
@@ -200,4 +202,72 @@ func compactJSON(t *testing.T, s string) string {
 		t.Fatal(err)
 	}
 	return b.String()
+}
+
+// BenchmarkEncoderTextChunk is the cost of writing one relayed OpenAI text
+// chunk as Anthropic's content_block_delta (the /v1/messages stream path).
+func BenchmarkEncoderTextChunk(b *testing.B) {
+	w := sse.NewWriter(io.Discard)
+	enc := NewEncoder("m")
+	ev := &sse.Event{Data: []byte(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" token"},"finish_reason":null}]}`)}
+	info := &api.ChunkInfo{Content: true}
+	enc.Event(w, ev, info) // message_start, the block's start
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := enc.Event(w, ev, info); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkEncoderPassthrough is the same chunk through the OpenAI
+// encoder, which writes it as it came: the baseline of a translated chunk.
+func BenchmarkEncoderPassthrough(b *testing.B) {
+	w := sse.NewWriter(io.Discard)
+	ev := &sse.Event{Data: []byte(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" token"},"finish_reason":null}]}`)}
+	info := &api.ChunkInfo{Content: true}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := relay.OpenAI.Event(w, ev, info); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// FuzzPlainText: when the fast path takes a valid JSON chunk, its
+// top-level "choices" has one choice whose delta holds only its content,
+// and the raw string decodes to that content.
+func FuzzPlainText(f *testing.F) {
+	for _, s := range []string{
+		`{"id":"c","choices":[{"index":0,"delta":{"content":" token"},"finish_reason":null}]}`,
+		`{"choices":[{"index":0,"delta":{"content":"a\"b\\\\c\u00e9"}}]}`,
+		`{"x":{"delta":{"content":"b"}},"choices":[{"index":0,"delta":{"role":"assistant","content":"a"}}]}`,
+		`{"choices":[{"delta":{"content":"x","reasoning_content":"y"}}]}`,
+		`{"choices":[{"delta":{"content":"x"}},{"delta":{"content":"y"}}]}`,
+		`{"choices":[{"delta":{"content":"x\\"}}]}`,
+		`{"choices":[{"delta":{"content":"x"}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		raw, ok := plainText(data)
+		if !ok || !json.Valid(data) {
+			return // the encoder decodes what the relay accepted (valid JSON) the slow way
+		}
+		var c struct {
+			Choices []struct {
+				Delta map[string]json.RawMessage `json:"delta"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal(data, &c); err != nil {
+			return // not a chunk's shape: the relay would not have called it content
+		}
+		var want, got string
+		if len(c.Choices) != 1 || len(c.Choices[0].Delta) != 1 || json.Unmarshal(c.Choices[0].Delta["content"], &want) != nil {
+			t.Fatalf("plainText took %s (delta %v)", data, c.Choices)
+		}
+		if err := json.Unmarshal(raw, &got); err != nil || got != want {
+			t.Fatalf("plainText(%s) = %s: %q, %v; want %q", data, raw, got, err, want)
+		}
+	})
 }

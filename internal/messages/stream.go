@@ -1,6 +1,7 @@
 package messages
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -41,17 +42,19 @@ type usage struct {
 
 // chunk is the part of an OpenAI chunk the encoder reads.
 type chunk struct {
-	ID      string `json:"id"`
-	Choices []struct {
-		Delta struct {
-			Content          string         `json:"content"`
-			ReasoningContent string         `json:"reasoning_content"`
-			Reasoning        string         `json:"reasoning"`
-			ToolCalls        []api.ToolCall `json:"tool_calls"`
-		} `json:"delta"`
-		FinishReason *string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage json.RawMessage `json:"usage"`
+	ID      string          `json:"id"`
+	Choices []choice        `json:"choices"`
+	Usage   json.RawMessage `json:"usage"`
+}
+
+type choice struct {
+	Delta struct {
+		Content          string         `json:"content"`
+		ReasoningContent string         `json:"reasoning_content"`
+		Reasoning        string         `json:"reasoning"`
+		ToolCalls        []api.ToolCall `json:"tool_calls"`
+	} `json:"delta"`
+	FinishReason *string `json:"finish_reason"`
 }
 
 // Reset implements relay.Encoder.
@@ -60,9 +63,21 @@ func (e *Encoder) Reset() {
 }
 
 // Event implements relay.Encoder.
-func (e *Encoder) Event(w *sse.Writer, ev *sse.Event, _ *api.ChunkInfo) error {
+func (e *Encoder) Event(w *sse.Writer, ev *sse.Event, info *api.ChunkInfo) error {
+	if e.started && e.open == 't' && info != nil && info.Content && !info.Finish && !info.HasUsage && !info.Error {
+		// The usual chunk, more text for the open text block: its content
+		// string is copied as the delta's, still escaped, without a decode.
+		if raw, ok := plainText(ev.Data); ok {
+			return e.rawDelta(w, raw)
+		}
+	}
 	c := &e.chunk
-	*c = chunk{}
+	// Reset but keep the choices' array: the decoder fills it again.
+	c.ID, c.Usage = "", c.Usage[:0]
+	for i := range c.Choices {
+		c.Choices[i] = choice{}
+	}
+	c.Choices = c.Choices[:0]
 	if err := json.Unmarshal(ev.Data, c); err != nil {
 		return nil // the relay scanned it as valid JSON; a shape it does not know carries nothing here
 	}
@@ -177,6 +192,47 @@ func (e *Encoder) delta(w *sse.Writer, kind byte, typ, field, text string) error
 	e.buf = b
 	return w.Queue([]byte("content_block_delta"), b)
 }
+
+// plainText returns the content of a chunk whose one choice's delta holds
+// nothing but its content, written the way OpenAI and the adapters write it
+// ("choices":[{"index":0,"delta":{"content":"…"}), as the raw JSON string
+// (quotes and escapes as sent). "choices" and "delta" must each occur once,
+// so the member found is the top-level one; a raw '"' cannot occur inside a
+// JSON string, so the pattern cannot be found inside one. Anything else is
+// decoded the slow way.
+func plainText(data []byte) ([]byte, bool) {
+	const key = `"choices":[{"index":0,"delta":{"content":"`
+	i := bytes.Index(data, []byte(key))
+	if i < 0 || bytes.Count(data, []byte(`"choices":`)) != 1 || bytes.Count(data, []byte(`"delta":`)) != 1 {
+		return nil, false
+	}
+	start := i + len(key) - 1 // the opening quote
+	for k := start + 1; k < len(data); k++ {
+		switch data[k] {
+		case '\\':
+			k++
+		case '"':
+			if k+1 < len(data) && data[k+1] == '}' {
+				return data[start : k+1], true
+			}
+			return nil, false // the delta holds more
+		}
+	}
+	return nil, false
+}
+
+// rawDelta writes a text_delta whose text is raw, a JSON string as sent.
+func (e *Encoder) rawDelta(w *sse.Writer, raw []byte) error {
+	b := append(e.buf[:0], `{"type":"content_block_delta","index":`...)
+	b = strconv.AppendInt(b, int64(e.index), 10)
+	b = append(b, `,"delta":{"type":"text_delta","text":`...)
+	b = append(b, raw...)
+	b = append(b, "}}"...)
+	e.buf = b
+	return w.Queue(contentBlockDelta, b)
+}
+
+var contentBlockDelta = []byte("content_block_delta")
 
 func (e *Encoder) startTool(w *sse.Writer, tc api.ToolCall) error {
 	if err := e.closeBlock(w); err != nil {
