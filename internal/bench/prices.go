@@ -2,7 +2,6 @@ package bench
 
 import (
 	"fmt"
-	"maps"
 	"math"
 	"os"
 	"reflect"
@@ -18,16 +17,11 @@ import (
 // {model: {input: 2.0, output: 8.0}}. A file is a price map when it parses
 // as plain YAML and has none of the gateway config's top-level fields.
 //
-// A gateway config is read by the gateway's own loader (config.Load, as
-// "streamgate serve --config" does): ${VAR} and ${VAR:-default} expanded
-// with getenv (nil: every variable unset), every problem reported. Prices
-// need no secret, so a file that fails only because getenv leaves some
-// variables unset (the keys' secrets, say) is loaded again twice, with two
-// different stand-ins for the unset variables; its prices are taken when
-// both loads succeed and agree on every model's name and price, so neither
-// can have come from a stand-in. Otherwise the first load's error is
-// returned: also when an unset variable with a default (${VAR:-default})
-// holds a value the loads need, since a stand-in replaces the default too.
+// A gateway config is read by the gateway's own loader, the way
+// "streamgate serve --config" reads it (${VAR} and ${VAR:-default} expanded
+// with getenv, nil: every variable unset; every problem reported), except
+// that key variables left unset do not matter: prices need no secret
+// (config.LoadWithoutSecrets).
 func LoadPrices(path string, getenv func(string) string) (map[string]Price, error) {
 	if getenv == nil {
 		getenv = func(string) string { return "" }
@@ -40,28 +34,11 @@ func LoadPrices(path string, getenv func(string) string) (map[string]Price, erro
 	if yaml.Unmarshal(b, &doc) == nil && !isGatewayConfig(&doc) {
 		return priceMap(path, &doc)
 	}
-	cfg, err := config.Load(path, getenv)
+	cfg, err := config.LoadWithoutSecrets(path, getenv)
 	if err != nil {
-		a, errA := config.Load(path, standIn(getenv, "a"))
-		z, errZ := config.Load(path, standIn(getenv, "z"))
-		if errA != nil || errZ != nil || !maps.Equal(modelPrices(a), modelPrices(z)) {
-			return nil, fmt.Errorf("prices: %w", err)
-		}
-		cfg = a
+		return nil, fmt.Errorf("prices: %w", err)
 	}
 	return modelPrices(cfg), nil
-}
-
-// standIn returns getenv with a value, distinct per tag, for every variable
-// it leaves unset but for the environment overrides the loader reads
-// (STREAMGATE_LISTEN, STREAMGATE_DATABASE), which unset mean "keep the file's".
-func standIn(getenv func(string) string, tag string) func(string) string {
-	return func(k string) string {
-		if v := getenv(k); v != "" || k == config.EnvListen || k == config.EnvDatabase {
-			return v
-		}
-		return "streamgate-bench-unset-" + tag + "-" + k
-	}
 }
 
 func modelPrices(c *config.Config) map[string]Price {

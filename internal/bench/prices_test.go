@@ -70,11 +70,9 @@ func TestLoadPricesGatewayConfig(t *testing.T) {
 			nil, "", Price{}, "MODEL"},
 		{"model name from a default", write("namedef.yaml", head+"models:\n  - {name: \"${MODEL:-mm}\", routes: [{provider: s, model: x}], price: {input: 1, output: 2}}\n"),
 			keys, "mm", Price{1, 2}, ""},
-		// A stand-in for the unset MODEL would replace its default too:
-		// the model names of the two stand-in loads differ, so the first
-		// load's error (the unset keys) is the answer.
+		// Unset keys do not touch the other variables' defaults.
 		{"model name from a default, keys unset", write("namedef2.yaml", head+"models:\n  - {name: \"${MODEL:-mm}\", routes: [{provider: s, model: x}], price: {input: 1, output: 2}}\n"),
-			nil, "", Price{}, "${KEY}"},
+			nil, "mm", Price{1, 2}, ""},
 		{"unknown field", write("typo.yaml", head+"models:\n  - {name: m, routes: [{provider: s, model: x}], prcie: {input: 1, output: 2}}\n"),
 			nil, "", Price{}, "typo.yaml:4: models[0].prcie"},
 		{"bad price", write("neg.yaml", head+"models:\n  - {name: m, routes: [{provider: s, model: x}], price: {input: -1, output: 2}}\n"),

@@ -672,3 +672,29 @@ func TestProviderKeyFromUnsetVariable(t *testing.T) {
 		})
 	}
 }
+
+// LoadWithoutSecrets reads a config whose key variables are unset, as
+// serve would validate it otherwise; Load refuses the same file.
+func TestLoadWithoutSecrets(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gateway.yaml")
+	os.WriteFile(path, []byte(`providers: [{name: up, kind: openai, base_url: "http://127.0.0.1:9/v1", api_key: "${UP_KEY}"}]
+keys: [{name: a, key: "${A_KEY}"}, {name: b, key: "${B_KEY}"}]
+models: [{name: "${M:-m}", routes: [{provider: up, model: x}], price: {input: 1, output: 2}}]
+`), 0o600)
+	if _, err := Load(path, nil); err == nil {
+		t.Fatal("Load: got no error, want the unset keys reported")
+	}
+	cfg, err := LoadWithoutSecrets(path, nil)
+	if err != nil {
+		t.Fatalf("LoadWithoutSecrets: %v", err)
+	}
+	if m, ok := cfg.Model("m"); !ok || m.Price != (Price{1, 2}) {
+		t.Errorf("model m: got %+v, %v; want its price", m, ok)
+	}
+	os.WriteFile(path, []byte(`providers: [{name: up, kind: openai, base_url: "http://127.0.0.1:9/v1"}]
+models: [{name: m, routes: [{provider: upp, model: x}]}]
+`), 0o600)
+	if _, err := LoadWithoutSecrets(path, nil); err == nil || !strings.Contains(err.Error(), `unknown provider "upp"`) {
+		t.Errorf("other problems: got %v, want them reported", err)
+	}
+}
