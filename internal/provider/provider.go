@@ -5,6 +5,7 @@
 package provider
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -227,4 +228,58 @@ func RetryAfter(v string) time.Duration {
 		}
 	}
 	return 0
+}
+
+// Caller sends the requests of one adapter: its transport, the headers it
+// sets on every request (credentials, API version) and how it reads an
+// error answer. The adapters share its Post.
+type Caller struct {
+	RT http.RoundTripper
+	// Header is set on every request after the request's own headers; its
+	// values are shared, never modified, so a request allocates none.
+	Header http.Header
+	// StatusError turns a non-2xx answer into the adapter's *Error.
+	StatusError func(*http.Response) error
+}
+
+var (
+	jsonType        = []string{"application/json"}
+	eventStreamType = []string{"text/event-stream"}
+)
+
+// Post sends body to url as one upstream call of req: req's forwarded
+// headers (X-Sim-*) and request id, a JSON content type, Accept for a
+// stream or an answer, then c.Header. A transport failure is
+// TransportError's, a non-2xx answer is drained and returned as
+// StatusError's error.
+func (c *Caller) Post(ctx context.Context, req *Request, url string, body []byte, stream bool) (*http.Response, error) {
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("provider: build request to %s: %w", url, err)
+	}
+	for k, v := range req.Header {
+		hr.Header[k] = v
+	}
+	if req.RequestID != "" {
+		hr.Header["X-Request-Id"] = []string{req.RequestID}
+	}
+	hr.Header["Content-Type"] = jsonType
+	if stream {
+		hr.Header["Accept"] = eventStreamType
+	} else {
+		hr.Header["Accept"] = jsonType
+	}
+	for k, v := range c.Header {
+		hr.Header[k] = v
+	}
+	resp, err := c.RT.RoundTrip(hr)
+	if err != nil {
+		return nil, TransportError(ctx, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		err := c.StatusError(resp)
+		DrainClose(resp.Body)
+		return nil, err
+	}
+	return resp, nil
 }

@@ -1,7 +1,6 @@
 package anthropic
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -43,9 +42,8 @@ type Options struct {
 
 // Client talks to one Messages API base URL. It is safe for concurrent use.
 type Client struct {
-	url     string            // {base}/v1/messages
-	key     []string          // x-api-key value, nil when no key
-	rt      http.RoundTripper // used directly, as openai.Client does
+	url     string          // {base}/v1/messages
+	call    provider.Caller // its Header: x-api-key (when a key is set) and anthropic-version
 	maxLine int
 	readers sync.Pool        // *sse.Reader, reused across streams
 	now     func() time.Time // the chunks' "created"; tests fix it
@@ -78,12 +76,13 @@ func New(baseURL, apiKey string, opts Options) *Client {
 			HTTP2:               opts.HTTP2,
 		})
 	}
-	c := &Client{url: messagesURL(baseURL), rt: rt, maxLine: opts.MaxEvent, now: time.Now, apiKey: apiKey}
+	c := &Client{url: messagesURL(baseURL), maxLine: opts.MaxEvent, now: time.Now, apiKey: apiKey}
+	c.call = provider.Caller{RT: rt, Header: http.Header{"Anthropic-Version": {Version}}, StatusError: c.statusError}
 	if c.maxLine <= 0 {
 		c.maxLine = openai.DefaultMaxEvent
 	}
 	if apiKey != "" {
-		c.key = []string{apiKey}
+		c.call.Header["X-Api-Key"] = []string{apiKey}
 	}
 	return c
 }
@@ -99,7 +98,7 @@ func messagesURL(base string) string {
 
 // CloseIdleConnections closes the client's idle upstream connections.
 func (c *Client) CloseIdleConnections() {
-	if ci, ok := c.rt.(interface{ CloseIdleConnections() }); ok {
+	if ci, ok := c.call.RT.(interface{ CloseIdleConnections() }); ok {
 		ci.CloseIdleConnections()
 	}
 }
@@ -151,46 +150,12 @@ func (c *Client) Complete(ctx context.Context, req *provider.Request) ([]byte, e
 	return completion(b, req.Model, c.now())
 }
 
-// post sends body with req's headers; a non-2xx answer is an error.
+// post sends body to the Messages endpoint (see provider.Caller.Post).
 func (c *Client) post(ctx context.Context, req *provider.Request, body []byte, stream bool) (*http.Response, error) {
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("anthropic: build request: %w", err)
-	}
-	for k, v := range req.Header {
-		hr.Header[k] = v
-	}
-	if req.RequestID != "" {
-		hr.Header["X-Request-Id"] = []string{req.RequestID}
-	}
-	// Shared, never modified values: no allocation per request.
-	hr.Header["Content-Type"] = jsonType
-	hr.Header["Anthropic-Version"] = versionValue
-	if stream {
-		hr.Header["Accept"] = eventStreamType
-	} else {
-		hr.Header["Accept"] = jsonType
-	}
-	if c.key != nil {
-		hr.Header["X-Api-Key"] = c.key
-	}
-	resp, err := c.rt.RoundTrip(hr)
-	if err != nil {
-		return nil, provider.TransportError(ctx, err)
-	}
-	if resp.StatusCode/100 != 2 {
-		err := c.statusError(resp)
-		provider.DrainClose(resp.Body)
-		return nil, err
-	}
-	return resp, nil
+	return c.call.Post(ctx, req, c.url, body, stream)
 }
 
-var (
-	jsonType        = []string{"application/json"}
-	eventStreamType = []string{"text/event-stream"}
-	versionValue    = []string{Version}
-)
+var ()
 
 // StatusOverloaded is Anthropic's "overloaded_error" status: not an IANA
 // status, retryable like a 503.

@@ -192,9 +192,8 @@ const DefaultVersion = "v1beta"
 
 // Client talks to one Gemini API base URL. It is safe for concurrent use.
 type Client struct {
-	models  string            // base URL + "/models/"
-	key     []string          // the x-goog-api-key header value, nil when no key
-	rt      http.RoundTripper // used directly, as the OpenAI adapter does
+	models  string          // base URL + "/models/"
+	call    provider.Caller // its Header: x-goog-api-key, when a key is set
 	maxLine int
 	readers sync.Pool // *sse.Reader
 
@@ -227,7 +226,7 @@ func New(baseURL, apiKey string, opts Options) *Client {
 	}
 	c := &Client{
 		models:  apiBase(baseURL) + "/models/",
-		rt:      rt,
+		call:    provider.Caller{RT: rt, StatusError: statusError},
 		maxLine: opts.MaxLine,
 		now:     time.Now,
 		rand:    func(b []byte) { rand.Read(b) },
@@ -236,7 +235,7 @@ func New(baseURL, apiKey string, opts Options) *Client {
 		c.maxLine = DefaultMaxEvent
 	}
 	if apiKey != "" {
-		c.key = []string{apiKey}
+		c.call.Header = http.Header{"X-Goog-Api-Key": {apiKey}}
 	}
 	return c
 }
@@ -260,7 +259,7 @@ func modelPath(model string) string {
 
 // CloseIdleConnections closes the client's idle upstream connections.
 func (c *Client) CloseIdleConnections() {
-	if ci, ok := c.rt.(interface{ CloseIdleConnections() }); ok {
+	if ci, ok := c.call.RT.(interface{ CloseIdleConnections() }); ok {
 		ci.CloseIdleConnections()
 	}
 }
@@ -315,44 +314,10 @@ func (c *Client) Complete(ctx context.Context, req *provider.Request) ([]byte, e
 	return completion(b, req.Model, c.now().Unix(), c.seed())
 }
 
-// post sends body to url with req's headers; a non-2xx answer is an error.
+// post sends body to url (see provider.Caller.Post).
 func (c *Client) post(ctx context.Context, req *provider.Request, url string, body []byte, stream bool) (*http.Response, error) {
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("gemini: build request: %w", err)
-	}
-	for k, v := range req.Header {
-		hr.Header[k] = v
-	}
-	if req.RequestID != "" {
-		hr.Header["X-Request-Id"] = []string{req.RequestID}
-	}
-	// Shared, never modified values: no allocation per request.
-	hr.Header["Content-Type"] = jsonType
-	if stream {
-		hr.Header["Accept"] = eventStreamType
-	} else {
-		hr.Header["Accept"] = jsonType
-	}
-	if c.key != nil {
-		hr.Header["X-Goog-Api-Key"] = c.key
-	}
-	resp, err := c.rt.RoundTrip(hr)
-	if err != nil {
-		return nil, provider.TransportError(ctx, err)
-	}
-	if resp.StatusCode/100 != 2 {
-		err := statusError(resp)
-		provider.DrainClose(resp.Body)
-		return nil, err
-	}
-	return resp, nil
+	return c.call.Post(ctx, req, url, body, stream)
 }
-
-var (
-	jsonType        = []string{"application/json"}
-	eventStreamType = []string{"text/event-stream"}
-)
 
 // stream reads the upstream's SSE body and translates it event by event.
 type stream struct {

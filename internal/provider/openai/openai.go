@@ -5,7 +5,6 @@
 package openai
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -55,10 +54,12 @@ const MaxCompleteBody = 32 << 20
 
 // Client talks to one OpenAI-compatible base URL ("https://api.openai.com/v1").
 type Client struct {
-	url     string            // base URL + "/chat/completions"
-	embed   string            // base URL + "/embeddings"
-	auth    string            // "Bearer <key>", "" when no key
-	rt      http.RoundTripper // used directly: an http.Client would copy each request's headers for redirects it never follows
+	url   string // base URL + "/chat/completions"
+	embed string // base URL + "/embeddings"
+	// call sends the requests through the transport directly: an
+	// http.Client would copy each request's headers for redirects it never
+	// follows. Its Header holds "Authorization: Bearer <key>".
+	call    provider.Caller
 	maxLine int
 	readers sync.Pool // *sse.Reader, reused across streams
 }
@@ -88,14 +89,14 @@ func New(baseURL, apiKey string, opts Options) *Client {
 	c := &Client{
 		url:     base + "/chat/completions",
 		embed:   base + "/embeddings",
-		rt:      rt,
+		call:    provider.Caller{RT: rt, StatusError: statusError},
 		maxLine: opts.MaxLine,
 	}
 	if c.maxLine <= 0 {
 		c.maxLine = DefaultMaxEvent
 	}
 	if apiKey != "" {
-		c.auth = "Bearer " + apiKey
+		c.call.Header = http.Header{"Authorization": {"Bearer " + apiKey}}
 	}
 	return c
 }
@@ -152,7 +153,7 @@ func NewTransport(opts Options) *http.Transport {
 
 // CloseIdleConnections closes the client's idle upstream connections.
 func (c *Client) CloseIdleConnections() {
-	if ci, ok := c.rt.(interface{ CloseIdleConnections() }); ok {
+	if ci, ok := c.call.RT.(interface{ CloseIdleConnections() }); ok {
 		ci.CloseIdleConnections()
 	}
 }
@@ -216,44 +217,10 @@ func (c *Client) answer(ctx context.Context, req *provider.Request, url string, 
 	return b, nil
 }
 
-// post sends body to url with req's headers; a non-2xx answer is an error.
+// post sends body to url (see provider.Caller.Post).
 func (c *Client) post(ctx context.Context, req *provider.Request, url string, body []byte, stream bool) (*http.Response, error) {
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("openai: build request to %s: %w", url, err)
-	}
-	for k, v := range req.Header {
-		hr.Header[k] = v
-	}
-	if req.RequestID != "" {
-		hr.Header["X-Request-Id"] = []string{req.RequestID}
-	}
-	// Shared, never modified values: no allocation per request.
-	hr.Header["Content-Type"] = jsonType
-	if stream {
-		hr.Header["Accept"] = eventStreamType
-	} else {
-		hr.Header["Accept"] = jsonType
-	}
-	if c.auth != "" {
-		hr.Header["Authorization"] = []string{c.auth}
-	}
-	resp, err := c.rt.RoundTrip(hr)
-	if err != nil {
-		return nil, provider.TransportError(ctx, err)
-	}
-	if resp.StatusCode/100 != 2 {
-		err := statusError(resp)
-		provider.DrainClose(resp.Body)
-		return nil, err
-	}
-	return resp, nil
+	return c.call.Post(ctx, req, url, body, stream)
 }
-
-var (
-	jsonType        = []string{"application/json"}
-	eventStreamType = []string{"text/event-stream"}
-)
 
 // stream reads the upstream's SSE body.
 type stream struct {

@@ -227,7 +227,7 @@ func TestHTTP2PriorKnowledge(t *testing.T) {
 // h2 is still reached over HTTP/1.1.
 func TestHTTP2IgnoredForHTTPS(t *testing.T) {
 	c := New("https://example.invalid/v1", "", Options{HTTP2: true})
-	tr := c.rt.(*http.Transport)
+	tr := c.call.RT.(*http.Transport)
 	if tr.Protocols != nil {
 		t.Errorf("got protocols %v for an https base URL, want the default (nil)", tr.Protocols)
 	}
