@@ -61,7 +61,7 @@ func TestOpenAIClientAcrossDialects(t *testing.T) {
 	e := startWith(t, gateway.Options{Config: cfg, KeepAlive: -1, Sim: so})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	for _, model := range []string{"m-openai", "m-anthropic", "m-gemini"} {
+	for i, model := range []string{"m-openai", "m-anthropic", "m-gemini"} {
 		t.Run(model, func(t *testing.T) {
 			client := openai.NewClient(option.WithBaseURL(e.url+"/v1/"), option.WithAPIKey(devKey), option.WithMaxRetries(0),
 				option.WithHeader("X-Sim-TTFT", "1ms"), option.WithHeader("X-Sim-ITL", "1ms"))
@@ -115,10 +115,18 @@ func TestOpenAIClientAcrossDialects(t *testing.T) {
 			if err != nil || len(comp.Choices) != 1 || comp.Choices[0].Message.Content == "" {
 				t.Fatalf("after the tool result: got %+v, %v; want an answer", comp, err)
 			}
-			for _, en := range e.rec.all() {
-				if en.Model == model && (en.Outcome != usage.OutcomeOK || en.TokenSource != "usage" || en.InputTokens <= 0) {
+			n := 0
+			for _, en := range e.waitEntries(t, 4*(i+1)) { // entries are recorded once the answer is out
+				if en.Model != model {
+					continue
+				}
+				n++
+				if en.Outcome != usage.OutcomeOK || en.TokenSource != "usage" || en.InputTokens <= 0 {
 					t.Errorf("entry %+v: want ok with the upstream's usage", en)
 				}
+			}
+			if n != 4 { // stream, non-stream, the tool call, the answer to its result
+				t.Errorf("got %d usage entries for %s, want 4", n, model)
 			}
 		})
 	}
