@@ -1,0 +1,316 @@
+// Package route owns a model's targets ("provider/model" routes) and the order
+// one request tries them in. Each Target keeps its live state in atomics:
+// attempts in flight, consecutive failures and a circuit breaker (ejected for
+// a window that doubles while probes fail, then one probe at a time), a
+// peak-EWMA of time to first token and a window of recent TTFTs for
+// quantiles. A Set orders a model's targets under one strategy (fallback,
+// weighted, least-inflight, lowest-latency); Backoff spaces retries. The
+// gateway calls Order once per request, then Begin and End around each
+// attempt; nothing here opens connections or starts goroutines.
+package route
+
+import (
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// Passive health defaults, used where Health leaves a field zero.
+const (
+	DefaultFailures  = 5               // consecutive failures that eject a target
+	DefaultWindow    = 5 * time.Second // first ejection
+	DefaultMaxWindow = 2 * time.Minute // cap of the doubled windows
+)
+
+// Health configures a target's circuit breaker. The zero value means the
+// defaults above.
+type Health struct {
+	// Failures is how many consecutive Failure outcomes eject the target;
+	// 0 means DefaultFailures, negative never ejects.
+	Failures int
+	// Window is how long the first ejection lasts; 0 means DefaultWindow.
+	// Each failed probe doubles it, up to MaxWindow.
+	Window time.Duration
+	// MaxWindow caps the doubled window; 0 means DefaultMaxWindow (and
+	// never less than Window).
+	MaxWindow time.Duration
+}
+
+func (h Health) withDefaults() Health {
+	if h.Failures == 0 {
+		h.Failures = DefaultFailures
+	}
+	if h.Window <= 0 {
+		h.Window = DefaultWindow
+	}
+	if h.MaxWindow <= 0 {
+		h.MaxWindow = DefaultMaxWindow
+	}
+	h.MaxWindow = max(h.MaxWindow, h.Window)
+	return h
+}
+
+// window is the ejection window after level failed probes: Window·2^level,
+// capped at MaxWindow.
+func (h Health) window(level int32) time.Duration {
+	if level >= 62 || h.Window > h.MaxWindow>>level {
+		return h.MaxWindow
+	}
+	return h.Window << level
+}
+
+// Outcome is how an attempt ended, as far as the target's health goes.
+type Outcome uint8
+
+const (
+	// Success: the target served the attempt. It resets the consecutive
+	// failures and heals a probing target.
+	Success Outcome = iota
+	// Failure counts against the target's health: an error of the upstream
+	// (5xx, 429, connection refused, timeouts, a broken stream).
+	Failure
+	// Neutral says nothing about the target: the client went away, the
+	// request's own 4xx, an attempt cancelled as a hedge's loser. It is not
+	// held against the target and does not reset its failures either.
+	Neutral
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Success:
+		return "success"
+	case Failure:
+		return "failure"
+	case Neutral:
+		return "neutral"
+	}
+	return "outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Result is what End learns from one attempt.
+type Result struct {
+	Outcome Outcome
+	// TTFT is the time from the start of the attempt to its first content;
+	// 0 when no content came (not observed). It is observed whatever the
+	// outcome.
+	TTFT time.Duration
+}
+
+// State is a target's breaker state.
+type State uint8
+
+const (
+	Healthy State = iota // takes attempts
+	Ejected              // circuit open: takes none until its window ends, then one probe
+	Probing              // half-open: its one probe is out, takes no other attempt
+)
+
+func (s State) String() string {
+	switch s {
+	case Healthy:
+		return "healthy"
+	case Ejected:
+		return "ejected"
+	case Probing:
+		return "probing"
+	}
+	return "state(" + strconv.Itoa(int(s)) + ")"
+}
+
+// MarshalText makes a State a JSON string.
+func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// Target is one route of a model and its live state. Name and Weight are
+// read-only after NewTarget; the state is safe for concurrent use.
+type Target struct {
+	Name   string // "provider/model"
+	Weight int    // weighted strategy; below 1 counts as 1
+
+	h     Health
+	epoch time.Time // the origin of the target's clock (monotonic)
+
+	inflight atomic.Int64
+	requests atomic.Uint64 // attempts begun
+	failures atomic.Uint64 // Failure outcomes
+	consec   atomic.Int64  // consecutive Failure outcomes
+	// brk is the breaker: 0 healthy; u > 0 ejected until clock u (due for a
+	// probe from then on); -u probing, its probe claimed after clock u.
+	brk         atomic.Int64
+	level       atomic.Int32  // failed probes in this ejection: the window's doublings
+	probeFailed atomic.Bool   // a Failure ended while probing, held until nothing is in flight
+	ejections   atomic.Uint64 // transitions into Ejected
+
+	lat latency
+}
+
+// NewTarget returns a healthy target with no observations. h's zero value
+// means the default breaker. In tests on synctest's clock, create targets
+// inside the bubble: the target's clock starts at NewTarget.
+func NewTarget(name string, weight int, h Health) *Target {
+	return &Target{Name: name, Weight: weight, h: h.withDefaults(), epoch: time.Now()}
+}
+
+// weight is Weight with its floor of 1.
+func (t *Target) weight() int { return max(t.Weight, 1) }
+
+// clock is the target's monotonic time: nanoseconds since NewTarget, plus 1
+// so that it is never 0 (0 is brk's "healthy").
+func (t *Target) clock(now time.Time) int64 {
+	return max(int64(now.Sub(t.epoch))+1, 1)
+}
+
+// at is the wall time of clock value c.
+func (t *Target) at(c int64) time.Time { return t.epoch.Add(time.Duration(c - 1)) }
+
+// Begin claims the target for one attempt. It returns false when the target
+// is ejected and its window has not ended, or the window ended but another
+// attempt holds its one probe; a true return on an ejected target claims the
+// probe (State turns Probing). Each true return must be paired with exactly
+// one End; a false one needs none.
+func (t *Target) Begin() bool {
+	if b := t.brk.Load(); b != 0 {
+		if b < 0 || t.clock(time.Now()) < b {
+			return false
+		}
+		// Counted in flight before the claim: while the probe is out,
+		// in-flight never drops to 0, which is how done knows it ended.
+		t.inflight.Add(1)
+		if !t.brk.CompareAndSwap(b, -b) {
+			t.done()
+			return false
+		}
+		t.probeFailed.Store(false)
+	} else {
+		t.inflight.Add(1)
+	}
+	t.requests.Add(1)
+	return true
+}
+
+// End ends an attempt begun with Begin: it takes the attempt out of flight,
+// observes its TTFT and updates the breaker.
+//
+// End cannot tell the probe from an attempt begun before the ejection and
+// still running (a straggler). So while Probing, a Success, whoever's, heals
+// the target at once; a Failure or Neutral is held until no attempt is in
+// flight, then any Failure ejects it again for a doubled window, otherwise
+// the target is due for another probe. A second probe thus never goes out
+// while the first may still run. While Ejected, outcomes are counted but do
+// not change the state: the window runs out and a probe decides.
+func (t *Target) End(r Result) {
+	var now time.Time
+	if r.TTFT > 0 {
+		now = time.Now()
+		t.lat.observe(t, r.TTFT, now)
+	}
+	switch r.Outcome {
+	case Success:
+		if t.consec.Load() != 0 {
+			t.consec.Store(0)
+		}
+		if b := t.brk.Load(); b < 0 {
+			t.brk.CompareAndSwap(b, 0)
+		}
+	case Failure:
+		t.failures.Add(1)
+		n := t.consec.Add(1)
+		switch b := t.brk.Load(); {
+		case b == 0 && t.h.Failures > 0 && n >= int64(t.h.Failures):
+			if now.IsZero() {
+				now = time.Now()
+			}
+			if t.brk.CompareAndSwap(0, t.clock(now)+int64(t.h.Window)) {
+				t.level.Store(0)
+				t.ejections.Add(1)
+			}
+		case b < 0:
+			t.probeFailed.Store(true) // before done: whoever settles sees it
+		}
+	}
+	t.done()
+}
+
+// done takes one attempt out of flight; the last one out of a probing target
+// settles it (see End).
+func (t *Target) done() {
+	if t.inflight.Add(-1) != 0 {
+		return
+	}
+	b := t.brk.Load()
+	if b >= 0 {
+		return
+	}
+	if !t.probeFailed.Swap(false) {
+		t.brk.CompareAndSwap(b, -b) // due again: -b is in the past
+		return
+	}
+	lv := t.level.Load()
+	if t.h.window(lv) < t.h.MaxWindow {
+		lv = t.level.Add(1)
+	}
+	if t.brk.CompareAndSwap(b, t.clock(time.Now())+int64(t.h.window(lv))) {
+		t.ejections.Add(1)
+	}
+}
+
+// Inflight is the number of attempts begun and not yet ended.
+func (t *Target) Inflight() int { return int(t.inflight.Load()) }
+
+// State is the breaker's state. An Ejected target whose window has ended
+// (due for a probe) is still Ejected until a Begin claims the probe.
+func (t *Target) State() State {
+	switch b := t.brk.Load(); {
+	case b == 0:
+		return Healthy
+	case b < 0:
+		return Probing
+	}
+	return Ejected
+}
+
+// Snapshot is a target's state for /status pages and logs. Its fields are
+// read one by one, not as one consistent cut.
+type Snapshot struct {
+	Name                string  `json:"name"`
+	State               State   `json:"state"`
+	Weight              int     `json:"weight"`
+	Inflight            int     `json:"inflight"`
+	Requests            uint64  `json:"requests"` // attempts begun
+	Failures            uint64  `json:"failures"`
+	ConsecutiveFailures int64   `json:"consecutive_failures"`
+	EjectedUntil        string  `json:"ejected_until"` // RFC 3339 (ms); "" when healthy; past: due for a probe
+	Ejections           uint64  `json:"ejections"`
+	TTFTEWMAms          float64 `json:"ttft_ewma_ms"` // the decayed peak-EWMA; 0 before any observation
+	TTFTP95ms           float64 `json:"ttft_p95_ms"`  // 0 with too few observations
+}
+
+// Snapshot returns the target's state now.
+func (t *Target) Snapshot() Snapshot {
+	now := time.Now()
+	s := Snapshot{
+		Name:                t.Name,
+		Weight:              t.weight(),
+		Inflight:            t.Inflight(),
+		Requests:            t.requests.Load(),
+		Failures:            t.failures.Load(),
+		ConsecutiveFailures: t.consec.Load(),
+		Ejections:           t.ejections.Load(),
+		TTFTEWMAms:          t.lat.cost(t, now) / 1e6,
+	}
+	b := t.brk.Load()
+	switch {
+	case b == 0:
+		s.State = Healthy
+	case b < 0:
+		s.State, b = Probing, -b
+	default:
+		s.State = Ejected
+	}
+	if b > 0 {
+		s.EjectedUntil = t.at(b).UTC().Truncate(time.Millisecond).Format(time.RFC3339Nano)
+	}
+	if p, ok := t.TTFTQuantile(0.95); ok {
+		s.TTFTP95ms = float64(p) / 1e6
+	}
+	return s
+}
