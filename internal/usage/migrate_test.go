@@ -1,8 +1,12 @@
 package usage
 
 import (
+	"context"
 	"database/sql"
 	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,55 +14,124 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
+// latestVersion is the schema version this binary writes. A change to it
+// needs a migration test from the version before.
+const latestVersion = 3
+
+func TestSchemaLatestVersion(t *testing.T) {
+	for _, d := range []*dialect{sqliteDialect, postgresDialect} {
+		if got := len(d.migrations); got != latestVersion {
+			t.Errorf("%s: got %d migrations, want %d", d.name, got, latestVersion)
+		}
+	}
+	if got := len(strings.Split(columns, ",")); got != numColumns {
+		t.Errorf("columns: got %d names, want numColumns = %d", got, numColumns)
+	}
+}
+
+// migrationCase opens a raw connection to an empty database of one kind,
+// closed when the test ends, and the DSN that Open takes for it.
+type migrationCase struct {
+	name string
+	d    *dialect
+	open func(t *testing.T) (dsn string, db *sql.DB)
+}
+
+var migrationCases = []migrationCase{
+	{"sqlite", sqliteDialect, func(t *testing.T) (string, *sql.DB) {
+		path := filepath.Join(t.TempDir(), "old.db")
+		db, err := sql.Open("sqlite", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return "sqlite://" + path, db
+	}},
+	{"postgres", postgresDialect, func(t *testing.T) (string, *sql.DB) {
+		dsn := testPostgresDSN(t)
+		cfg, err := pgx.ParseConfig(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		db := stdlib.OpenDB(*cfg)
+		t.Cleanup(func() { db.Close() })
+		return dsn, db
+	}},
+}
+
+// oldLedger creates the schema of version (1 or 2) as a binary of that
+// version left it, migrations[:version], and stores entries through the
+// columns it had.
+func oldLedger(ctx context.Context, t *testing.T, db *sql.DB, d *dialect, version int, entries []Entry) {
+	t.Helper()
+	stmts := []string{
+		`CREATE TABLE streamgate_schema (component TEXT PRIMARY KEY, version INTEGER NOT NULL)`,
+		`INSERT INTO streamgate_schema (component, version) VALUES ('usage', ` + strconv.Itoa(version) + `)`,
+	}
+	for _, m := range d.migrations[:version] {
+		stmts = append(stmts, m...)
+	}
+	for _, stmt := range stmts {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			t.Fatalf("version-%d schema: %s: %v", version, stmt, err)
+		}
+	}
+	for _, e := range entries {
+		if _, err := db.ExecContext(ctx, insertV2SQL(), oldArgs(d, version, e)...); err != nil {
+			t.Fatalf("version-%d row %s: %v", version, e.ID, err)
+		}
+	}
+}
+
+// insertV2SQL is the single-row INSERT of schema versions 1 and 2.
+func insertV2SQL() string {
+	var b strings.Builder
+	b.WriteString("INSERT INTO usage_entries (" + columnsV2 + ") VALUES (")
+	for i := range 17 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("$" + strconv.Itoa(i+1))
+	}
+	b.WriteByte(')')
+	return b.String()
+}
+
+// oldArgs are e's values for insertV2SQL as a binary of version wrote them:
+// version 1 stored a missing TTFT as 0.
+func oldArgs(d *dialect, version int, e Entry) []any {
+	ttft := ttftArg(e.TTFT)
+	if version == 1 {
+		ttft = int64(e.TTFT)
+	}
+	return []any{e.ID, e.RequestID, d.timeArg(e.Time), e.KeyID, e.Model, e.Route, int64(e.Attempts), e.Stream,
+		int64(e.Status), e.Outcome, int64(e.InputTokens), int64(e.OutputTokens), e.TokenSource, e.CostUSD,
+		ttft, int64(e.Duration), e.Error}
+}
+
+func schemaVersion(ctx context.Context, t *testing.T, db *sql.DB) int {
+	t.Helper()
+	var version int
+	if err := db.QueryRowContext(ctx, `SELECT version FROM streamgate_schema WHERE component = 'usage'`).Scan(&version); err != nil {
+		t.Fatalf("schema version: %v", err)
+	}
+	return version
+}
+
 // TestMigrateTTFTNullable: a version-1 ledger (ttft_ns NOT NULL, 0 for a
-// non-stream) opened by this version becomes version 2: the zero TTFTs are
+// non-stream) opened by this version becomes the latest: the zero TTFTs are
 // NULL (no first token), the others kept, every row and index still there,
 // and a new non-stream entry is stored with a NULL TTFT.
 func TestMigrateTTFTNullable(t *testing.T) {
-	for _, tt := range []struct {
-		name string
-		d    *dialect
-		dsn  func(t *testing.T) (dsn string, db *sql.DB)
-	}{
-		{"sqlite", sqliteDialect, func(t *testing.T) (string, *sql.DB) {
-			path := filepath.Join(t.TempDir(), "v1.db")
-			db, err := sql.Open("sqlite", path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return "sqlite://" + path, db
-		}},
-		{"postgres", postgresDialect, func(t *testing.T) (string, *sql.DB) {
-			dsn := testPostgresDSN(t)
-			cfg, err := pgx.ParseConfig(dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return dsn, stdlib.OpenDB(*cfg)
-		}},
-	} {
+	for _, tt := range migrationCases {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := testCtx(t)
-			dsn, db := tt.dsn(t)
-			defer db.Close()
-			// The version-1 schema and two rows, as a version-1 binary left them.
-			v1 := append([]string{`CREATE TABLE streamgate_schema (component TEXT PRIMARY KEY, version INTEGER NOT NULL)`,
-				`INSERT INTO streamgate_schema (component, version) VALUES ('usage', 1)`}, tt.d.migrations[0]...)
-			for _, stmt := range v1 {
-				if _, err := db.ExecContext(ctx, stmt); err != nil {
-					t.Fatalf("v1 schema: %s: %v", stmt, err)
-				}
-			}
+			dsn, db := tt.open(t)
 			at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-			for _, e := range []Entry{
+			oldLedger(ctx, t, db, tt.d, 1, []Entry{
 				{ID: "non-stream", Time: at, Status: 200, Outcome: OutcomeOK},
 				{ID: "stream", Time: at, Stream: true, Status: 200, Outcome: OutcomeOK, TTFT: 5 * time.Millisecond},
-			} {
-				args := []any{e.ID, "", tt.d.timeArg(e.Time), "", "", "", 0, e.Stream, e.Status, e.Outcome, 0, 0, "", 0.0, int64(e.TTFT), 0, ""}
-				if _, err := db.ExecContext(ctx, tt.d.insertSQL(1), args...); err != nil {
-					t.Fatalf("v1 row: %v", err)
-				}
-			}
+			})
 
 			s, err := Open(ctx, dsn)
 			if err != nil {
@@ -68,10 +141,10 @@ func TestMigrateTTFTNullable(t *testing.T) {
 			if err := s.Insert(ctx, []Entry{{ID: "new-non-stream", Time: at, Status: 200, Outcome: OutcomeOK}}); err != nil {
 				t.Fatal(err)
 			}
-			var version, nulls, rows int
-			if err := db.QueryRowContext(ctx, `SELECT version FROM streamgate_schema WHERE component = 'usage'`).Scan(&version); err != nil || version != 2 {
-				t.Errorf("version: got %d, %v; want 2", version, err)
+			if v := schemaVersion(ctx, t, db); v != latestVersion {
+				t.Errorf("version: got %d, want %d", v, latestVersion)
 			}
+			var nulls, rows int
 			if err := db.QueryRowContext(ctx, `SELECT COUNT(*), COUNT(*) - COUNT(ttft_ns) FROM usage_entries`).Scan(&rows, &nulls); err != nil || rows != 3 || nulls != 2 {
 				t.Errorf("rows, NULL TTFTs: got %d, %d, %v; want 3, 2", rows, nulls, err)
 			}
@@ -82,12 +155,67 @@ func TestMigrateTTFTNullable(t *testing.T) {
 			ttft := map[string]time.Duration{}
 			for _, e := range got {
 				ttft[e.ID] = e.TTFT
+				if e.Hedged || e.Continuations != 0 {
+					t.Errorf("entry %s: got Hedged %v, Continuations %d; want false, 0", e.ID, e.Hedged, e.Continuations)
+				}
 			}
 			if ttft["stream"] != 5*time.Millisecond || ttft["non-stream"] != 0 || ttft["new-non-stream"] != 0 || len(ttft) != 3 {
 				t.Errorf("TTFTs after migration: got %v", ttft)
 			}
 			if n, err := s.Count(ctx, Filter{KeyID: ""}); err != nil || n != 3 {
 				t.Errorf("Count: got %d, %v; want 3", n, err)
+			}
+		})
+	}
+}
+
+// TestMigrateHedgedContinuations: a version-2 ledger with rows opened by this
+// version becomes version 3: every row kept as it was, neither hedged nor
+// continued; new entries keep Hedged and Continuations; and a version-2
+// binary still running during a rolling upgrade (its INSERT names the
+// version-2 columns only) can still write, its rows read back as neither.
+func TestMigrateHedgedContinuations(t *testing.T) {
+	for _, tt := range migrationCases {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			dsn, db := tt.open(t)
+			at := time.Date(2026, 2, 3, 4, 5, 6, 789000, time.UTC)
+			failed := fullEntry("v2-failed", at.Add(time.Second))
+			failed.Status, failed.Outcome, failed.Error, failed.TTFT = 502, OutcomeUpstreamError, "upstream local-sim: 503", 0
+			old := []Entry{fullEntry("v2-ok", at), failed}
+			for i := range old {
+				old[i].Hedged, old[i].Continuations = false, 0 // a version-2 binary had neither
+			}
+			oldLedger(ctx, t, db, tt.d, 2, old)
+
+			s, err := Open(ctx, dsn)
+			if err != nil {
+				t.Fatalf("Open of a version-2 ledger: %v", err)
+			}
+			defer s.Close()
+			if v := schemaVersion(ctx, t, db); v != latestVersion {
+				t.Errorf("version: got %d, want %d", v, latestVersion)
+			}
+			hedged := fullEntry("v3-hedged", at.Add(2*time.Second))
+			hedged.Hedged, hedged.Continuations = true, 2
+			if err := s.Insert(ctx, []Entry{hedged}); err != nil {
+				t.Fatalf("Insert after migration: %v", err)
+			}
+			fromV2 := Entry{ID: "v2-binary", Time: at.Add(3 * time.Second), Status: 200, Outcome: OutcomeOK}
+			if _, err := db.ExecContext(ctx, insertV2SQL(), oldArgs(tt.d, 2, fromV2)...); err != nil {
+				t.Fatalf("version-2 INSERT into a version-3 ledger: %v", err)
+			}
+
+			got, err := s.List(ctx, Filter{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := append(old, hedged, fromV2)
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("List after migration:\ngot  %+v\nwant %+v", got, want)
+			}
+			if n, err := s.Count(ctx, Filter{}); err != nil || n != 4 {
+				t.Errorf("Count: got %d, %v; want 4", n, err)
 			}
 		})
 	}

@@ -132,23 +132,25 @@ func testCtx(t *testing.T) context.Context {
 // fullEntry has every field set to a value distinct from its zero value.
 func fullEntry(id string, at time.Time) Entry {
 	return Entry{
-		ID:           id,
-		RequestID:    "req-" + id,
-		Time:         at,
-		KeyID:        "team-a",
-		Model:        "gpt-4.1",
-		Route:        "local-sim/sim-fast",
-		Attempts:     2,
-		Stream:       true,
-		Status:       200,
-		Outcome:      OutcomeOK,
-		InputTokens:  1234,
-		OutputTokens: 987654,
-		TokenSource:  "usage",
-		CostUSD:      0.0123456789012345,
-		TTFT:         123456789 * time.Nanosecond,
-		Duration:     9*time.Second + 87654321*time.Nanosecond,
-		Error:        "",
+		ID:            id,
+		RequestID:     "req-" + id,
+		Time:          at,
+		KeyID:         "team-a",
+		Model:         "gpt-4.1",
+		Route:         "local-sim/sim-fast",
+		Attempts:      4, // two for the first token (hedged), one per continuation
+		Continuations: 2,
+		Hedged:        true,
+		Stream:        true,
+		Status:        200,
+		Outcome:       OutcomeOK,
+		InputTokens:   1234,
+		OutputTokens:  987654,
+		TokenSource:   "usage",
+		CostUSD:       0.0123456789012345,
+		TTFT:          123456789 * time.Nanosecond,
+		Duration:      9*time.Second + 87654321*time.Nanosecond,
+		Error:         "",
 	}
 }
 
@@ -163,6 +165,8 @@ func TestStoreRoundTrip(t *testing.T) {
 		failed.Outcome = OutcomeUpstreamError
 		failed.Error = "upstream local-sim: 503 Service Unavailable — 재시도"
 		failed.TokenSource = "count"
+		failed.Hedged = false
+		failed.Continuations = 0
 		want := []Entry{fullEntry("a", at), failed, {ID: "c", Time: at.Add(2 * time.Second)}}
 		in := append([]Entry(nil), want...)
 		if err := s.Insert(ctx, in); err != nil {

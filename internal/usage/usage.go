@@ -22,23 +22,25 @@ const (
 // so a retried batch can never land twice. A zero Time is set to the time of
 // Record by the Writer. Stores keep Time to the microsecond, in UTC.
 type Entry struct {
-	ID           string
-	RequestID    string
-	Time         time.Time // when the request arrived
-	KeyID        string    // the key's name, never the secret; "" when unauthenticated
-	Model        string    // the model the client asked for
-	Route        string    // "provider/model" that served it, "" when none did
-	Attempts     int       // upstream attempts made
-	Stream       bool
-	Status       int    // HTTP status sent (499 for a client that went away)
-	Outcome      string // one of the Outcome constants
-	InputTokens  int
-	OutputTokens int
-	TokenSource  string        // "usage" when every billed attempt reported usage, "estimated" when a prompt was estimated and output counted, "" when nothing was billed
-	CostUSD      float64       // from the model's configured prices
-	TTFT         time.Duration // 0: no first token (a non-stream, a stream that failed before content), stored as NULL
-	Duration     time.Duration
-	Error        string // the error message when Outcome is not ok
+	ID            string
+	RequestID     string
+	Time          time.Time // when the request arrived
+	KeyID         string    // the key's name, never the secret; "" when unauthenticated
+	Model         string    // the model the client asked for
+	Route         string    // "provider/model" that served it, "" when none did
+	Attempts      int       // upstream attempts made
+	Continuations int       // times a stream cut mid-answer was continued by another attempt (0: none); the tokens are the sum of the attempts'
+	Hedged        bool      // a second (hedged) upstream attempt was started for the first token: both attempts are billed and in Attempts, Route names the winner
+	Stream        bool
+	Status        int    // HTTP status sent (499 for a client that went away)
+	Outcome       string // one of the Outcome constants
+	InputTokens   int
+	OutputTokens  int
+	TokenSource   string        // "usage" when every billed attempt reported usage, "estimated" when a prompt was estimated and output counted, "" when nothing was billed
+	CostUSD       float64       // from the model's configured prices
+	TTFT          time.Duration // 0: no first token (a non-stream, a stream that failed before content), stored as NULL
+	Duration      time.Duration
+	Error         string // the error message when Outcome is not ok
 }
 
 // Recorder accepts ledger entries. Record must not block the request path.

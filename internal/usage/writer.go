@@ -72,7 +72,7 @@ type Stats struct {
 // so memory, not the ledger, absorbs a burst or a database outage (watch
 // Stats().Pending). Close flushes whatever is still queued.
 //
-// That memory is about 320 bytes an entry (BenchmarkWriterBacklog: 216 for
+// That memory is about 320 bytes an entry (BenchmarkWriterBacklog: 224 for
 // the Entry, a request ID and a model name of its own, up to a quarter more
 // for the list's growth; an error message adds its length), so the default
 // cap of a million entries holds about 320 MB at most. The backlog's arrays
