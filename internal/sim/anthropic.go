@@ -41,32 +41,50 @@ type anthropicTool struct {
 	InputSchema json.RawMessage `json:"input_schema"`
 }
 
-// anthropicText returns the text of a content value: a string, or the
-// text of an array of blocks (text blocks, and tool_result blocks whose
-// content is text).
-func anthropicText(raw json.RawMessage) (string, error) {
+// anthropicContent is a content value (a string, or an array of blocks) as
+// the engine reads it.
+type anthropicContent struct {
+	// all is every text, tool_result blocks' included: the token estimate.
+	all string
+	// texts are the string or the text blocks: what the prompt hash and a
+	// prefill take.
+	texts []string
+	// textOnly is true for a string or an array of text blocks only.
+	textOnly bool
+}
+
+// anthropicRead reads a content value.
+func anthropicRead(raw json.RawMessage) (anthropicContent, error) {
 	if len(raw) == 0 || string(raw) == "null" {
-		return "", nil
+		return anthropicContent{}, nil
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		return s, nil
+		return anthropicContent{all: s, texts: []string{s}, textOnly: true}, nil
 	}
 	var blocks []struct {
+		Type    string          `json:"type"`
 		Text    string          `json:"text"`
 		Content json.RawMessage `json:"content"`
 	}
 	if err := json.Unmarshal(raw, &blocks); err != nil {
-		return "", errors.New("must be a string or an array of content blocks")
+		return anthropicContent{}, errors.New("must be a string or an array of content blocks")
 	}
+	c := anthropicContent{textOnly: true}
 	var b strings.Builder
 	for _, bl := range blocks {
 		b.WriteString(bl.Text)
-		if t, err := anthropicText(bl.Content); err == nil {
-			b.WriteString(t)
+		if bl.Type == "text" {
+			c.texts = append(c.texts, bl.Text)
+		} else {
+			c.textOnly = false
+		}
+		if t, err := anthropicRead(bl.Content); err == nil {
+			b.WriteString(t.all)
 		}
 	}
-	return b.String(), nil
+	c.all = b.String()
+	return c, nil
 }
 
 // anthropicParse validates a Messages request as the API does (model,
@@ -87,20 +105,42 @@ func anthropicParse(body *anthropicRequest, count bool) (*request, error) {
 	if body.MaxTokens != nil {
 		req.limit = *body.MaxTokens
 	}
-	sys, err := anthropicText(body.System)
+	sys, err := anthropicRead(body.System)
 	if err != nil {
 		return nil, paramError{"system", "system: " + err.Error()}
 	}
-	if sys != "" {
-		req.promptTokens += 3 + estimateTokens(sys)
+	if sys.all != "" {
+		req.promptTokens += 3 + estimateTokens(sys.all)
 	}
+	h := newPromptHash()
+	for _, t := range sys.texts {
+		h.add(t)
+	}
+	last := len(body.Messages) - 1
 	for i, m := range body.Messages {
-		text, err := anthropicText(m.Content)
+		c, err := anthropicRead(m.Content)
 		if err != nil {
 			return nil, paramError{"messages", fmt.Sprintf("messages.%d.content: %v", i, err)}
 		}
-		req.promptTokens += 3 + estimateTokens(text)
+		req.promptTokens += 3 + estimateTokens(c.all)
+		if i == last && m.Role == "assistant" {
+			text := strings.Join(c.texts, "")
+			// The API refuses a prefill ending in white space; a gateway
+			// continuing a cut stream must trim it (and the sim then
+			// continues from inside the token the space began).
+			if endsInSpace(text) && !count {
+				return nil, paramError{"messages", "messages: final assistant content cannot end with trailing whitespace"}
+			}
+			if c.textOnly {
+				req.prefix = text
+				break
+			}
+		}
+		for _, t := range c.texts {
+			h.add(t)
+		}
 	}
+	req.prompt = h
 	for _, t := range body.Tools {
 		if t.Name != "" {
 			req.tools = append(req.tools, tool{name: t.Name, schema: t.InputSchema})

@@ -33,10 +33,15 @@ type geminiRequest struct {
 }
 
 type geminiContent struct {
-	Role  string `json:"role"`
-	Parts []struct {
-		Text string `json:"text"`
-	} `json:"parts"`
+	Role  string       `json:"role"`
+	Parts []geminiPart `json:"parts"`
+}
+
+// geminiPart is a part of a content; only text parts are read. Text is nil
+// in other parts (functionCall, functionResponse, inlineData...).
+type geminiPart struct {
+	Text    *string `json:"text"`
+	Thought bool    `json:"thought"`
 }
 
 func (c *geminiContent) text() string {
@@ -45,9 +50,37 @@ func (c *geminiContent) text() string {
 	}
 	var b strings.Builder
 	for _, p := range c.Parts {
-		b.WriteString(p.Text)
+		if p.Text != nil {
+			b.WriteString(*p.Text)
+		}
 	}
 	return b.String()
+}
+
+// hash adds the text parts to h; thoughts are not hashed.
+func (c *geminiContent) hash(h *promptHash) {
+	if c == nil {
+		return
+	}
+	for _, p := range c.Parts {
+		if p.Text != nil && !p.Thought {
+			h.add(*p.Text)
+		}
+	}
+}
+
+// prefix returns the text of a model turn of text parts only, which the
+// answer continues; ok is false for any other content.
+func (c *geminiContent) prefix() (text string, ok bool) {
+	if c.Role != "model" || len(c.Parts) == 0 {
+		return "", false
+	}
+	for _, p := range c.Parts {
+		if p.Text == nil || p.Thought {
+			return "", false
+		}
+	}
+	return c.text(), true
 }
 
 type geminiConfig struct {
@@ -84,6 +117,16 @@ func geminiParse(body *geminiRequest, model string, stream bool) (*request, erro
 	for i := range body.Contents {
 		req.promptTokens += 3 + estimateTokens(body.Contents[i].text())
 	}
+	h := newPromptHash()
+	sys.hash(&h)
+	contents := body.Contents
+	if p, ok := contents[len(contents)-1].prefix(); ok {
+		req.prefix, contents = p, contents[:len(contents)-1]
+	}
+	for i := range contents {
+		contents[i].hash(&h)
+	}
+	req.prompt = h
 	if cfg := cmpOr(body.GenerationConfig, body.GenerationConfig2); cfg != nil {
 		if n := cmpOr(cfg.MaxOutputTokens, cfg.MaxOutputTokens2); n != nil {
 			if *n < 0 {

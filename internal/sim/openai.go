@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/streamgate/streamgate/internal/api"
@@ -58,15 +59,75 @@ func openAIRequest(body *api.ChatRequest) (*request, error) {
 		includeUsage: body.IncludeUsage(),
 		promptTokens: 3,
 	}
-	for _, m := range body.Messages {
-		req.promptTokens += 3 + estimateTokens(m.Text())
+	msgs := body.Messages
+	texts := make([]string, len(msgs)) // Text of each message, decoded once
+	for i, m := range msgs {
+		texts[i] = m.Text()
+		req.promptTokens += 3 + estimateTokens(texts[i])
 	}
+	if last := msgs[len(msgs)-1]; last.Role == "assistant" && len(last.ToolCalls) == 0 {
+		var b strings.Builder
+		if openAIPieces(last, texts[len(msgs)-1], func(p string) { b.WriteString(p) }) {
+			req.prefix = b.String()
+			msgs = msgs[:len(msgs)-1]
+		}
+	}
+	req.prompt = openAIPrompt(msgs, texts)
 	for _, t := range body.Tools {
 		if t.Function.Name != "" {
 			req.tools = append(req.tools, tool{name: t.Function.Name, schema: t.Function.Parameters})
 		}
 	}
 	return req, nil
+}
+
+// openAIPrompt hashes the conversation (texts holds each message's Text):
+// system and developer messages first, as the other dialects carry them
+// apart, then the text of user and assistant messages in order. Tool and
+// function messages are results, not hashed.
+func openAIPrompt(msgs []api.Message, texts []string) promptHash {
+	h := newPromptHash()
+	for _, system := range []bool{true, false} {
+		for i, m := range msgs {
+			switch m.Role {
+			case "tool", "function":
+				continue
+			case "system", "developer":
+				if !system {
+					continue
+				}
+			default:
+				if system {
+					continue
+				}
+			}
+			openAIPieces(m, texts[i], h.add)
+		}
+	}
+	return h
+}
+
+// openAIPieces calls add with each text piece of m's content, a string
+// (text, already decoded) or its text parts, and reports whether the
+// content is text only (not null, no image part).
+func openAIPieces(m api.Message, text string, add func(string)) bool {
+	if len(m.Content) > 0 && m.Content[0] == '"' {
+		add(text)
+		return true
+	}
+	parts, err := m.Parts()
+	if err != nil || parts == nil {
+		return false
+	}
+	only := true
+	for _, p := range parts {
+		if p.Type != "text" {
+			only = false
+			continue
+		}
+		add(p.Text)
+	}
+	return only
 }
 
 func (openAIDialect) idPrefix() string    { return "chatcmpl-sim" }

@@ -50,10 +50,39 @@
 // In every dialect the first events leave together with the first content
 // chunk, and the usage's completion tokens are exactly the tokens sent.
 // Queue waits (Options.MaxConcurrency) come before the TTFT, so a client sees
-// them as part of its TTFT. Randomness (text, timing, faults) comes from the
-// per-request seed: X-Sim-Seed if given, else the request's seed field
-// (OpenAI "seed", Gemini generationConfig.seed) mixed with Options.Seed,
-// else Options.Seed mixed with a request counter.
+// them as part of its TTFT.
+//
+// Randomness has a seed part: X-Sim-Seed if given, else the request's seed
+// field (OpenAI "seed", Gemini generationConfig.seed) mixed with
+// Options.Seed, else Options.Seed alone. The text is a pure function of the
+// seed part, the prompt and the language: its generator is seeded by the
+// seed part mixed with an FNV-1a hash of the conversation's text (the
+// system text, then each message's text pieces in order; roles, tool
+// calls, tool results and a trailing assistant prefix left out), so one
+// conversation gets one text on every request and in every dialect.
+// Timing and faults come from the per-request key: the seed part when a
+// seed is given, else Options.Seed mixed with a request counter, so fault
+// rates hit different requests and timings vary.
+//
+// Continuation: a trailing assistant message (OpenAI: role assistant with
+// text content and no tool_calls; Anthropic: the prefill; Gemini: a last
+// model turn of text parts) is a prefix P that the answer continues, as
+// a gateway sends the text a cut stream delivered to another target. When P
+// is a beginning of the text T = t0 t1 ... the conversation without P gets
+// (the most whole tokens t0..t(k-1) it holds, then possibly a proper
+// beginning r of t_k), the answer is the rest of T: t_k, or its rest after
+// r in the first content chunk, then t(k+1)..., so P followed by the answer
+// is the uninterrupted text byte for byte. The answer has at most Tokens-k
+// tokens and at most the request's max_tokens (stop reason length /
+// max_tokens / MAX_TOKENS when that cut it short); the prompt tokens count
+// P, the completion tokens what is sent, and chunks count from the
+// continuation's start. The sim cannot continue text it did not write: any
+// other P is ignored for matching and the answer starts from the beginning
+// of T, which a client sees as repeated text. As Anthropic's API does, the
+// Anthropic dialect answers a final assistant message ending in white space
+// with 400 invalid_request_error ("final assistant content cannot end with
+// trailing whitespace"). Tool calls ignore P; faults hit continuations as
+// any request.
 //
 // Tool calls: when the request offers tools (OpenAI tools[].function,
 // Anthropic tools[], Gemini tools[].functionDeclarations) and X-Sim-Tool-Call
@@ -79,7 +108,7 @@
 //	X-Sim-Tokens             output length when max_tokens allows
 //	X-Sim-Tokens-Per-Chunk   tokens per content chunk (>= 1)
 //	X-Sim-Lang               en | ko
-//	X-Sim-Seed               int64 seed of this request's randomness
+//	X-Sim-Seed               int64 seed part of this request's randomness
 //	X-Sim-Tool-Call          answer with one call of this offered tool
 //	X-Sim-Fail-Status        answer this status (400-599) before the stream
 //	X-Sim-Stall-First        stall before the first event (no role chunk)
@@ -136,8 +165,9 @@ type Options struct {
 	// does not (it reports "invalid stream chunk"): a Gemini client on
 	// go-genai needs a sim without Stamp.
 	Stamp bool
-	// Seed is the root of all randomness; the same seed and the same
-	// sequence of requests give the same text, timings and faults.
+	// Seed is the root of all randomness: with the same seed one
+	// conversation gets the same text on every request, and the same
+	// sequence of requests the same timings and faults.
 	Seed int64
 	// MaxConcurrency bounds requests served at once; more wait in a FIFO
 	// queue. 0 = unlimited.

@@ -51,7 +51,8 @@ type reqOpts struct {
 	model        string
 	headers      map[string]string
 	ctx          context.Context
-	extra        string // more body fields, `,"name":value...`
+	extra        string        // more body fields, `,"name":value...`
+	messages     []api.Message // nil: one user message
 }
 
 func post(t *testing.T, ts *httptest.Server, o reqOpts) *http.Response {
@@ -68,7 +69,11 @@ func tryPost(ts *httptest.Server, o reqOpts) (*http.Response, error) {
 	if model == "" {
 		model = "some-model"
 	}
-	req := api.ChatRequest{Model: model, Messages: []api.Message{api.TextMessage("user", "Tell me about streaming latency.")}, Stream: o.stream, Seed: o.seed}
+	msgs := o.messages
+	if msgs == nil {
+		msgs = []api.Message{api.TextMessage("user", "Tell me about streaming latency.")}
+	}
+	req := api.ChatRequest{Model: model, Messages: msgs, Stream: o.stream, Seed: o.seed}
 	if o.includeUsage {
 		req.StreamOptions = &api.StreamOptions{IncludeUsage: true}
 	}
@@ -341,9 +346,15 @@ func TestSeedReproducible(t *testing.T) {
 	if ta == tc {
 		t.Errorf("seeds 1 and 2: got the same text %q", ta)
 	}
-	// The second request of a server differs from its first (request counter).
-	if t2 := streamText(t, a, reqOpts{}); t2 == ta {
-		t.Errorf("second request: got the first request's text again")
+	// Text depends on the seed and the prompt, not on the request counter:
+	// the second request of a server gets the first one's text, another
+	// prompt another text.
+	if t2 := streamText(t, a, reqOpts{}); t2 != ta {
+		t.Errorf("second request: got %q, want the first request's %q", t2, ta)
+	}
+	other := []api.Message{api.TextMessage("user", "Tell me about something else.")}
+	if t3 := streamText(t, a, reqOpts{messages: other}); t3 == ta {
+		t.Errorf("another prompt: got the same text %q", t3)
 	}
 	seed := int64(42)
 	if x, y := streamText(t, a, reqOpts{seed: &seed}), streamText(t, a, reqOpts{seed: &seed}); x != y {

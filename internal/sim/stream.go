@@ -18,7 +18,12 @@ import (
 type request struct {
 	model        string
 	stream       bool
-	promptTokens int
+	promptTokens int        // estimate of every message, a prefix included
+	prompt       promptHash // the conversation's text without the prefix
+	// prefix is the text of a trailing assistant message (OpenAI assistant
+	// without tool_calls, Anthropic prefill, Gemini model turn): the answer
+	// continues it. "" = none.
+	prefix       string
 	limit        int    // output token limit; 0 = none given
 	seed         *int64 // the body's seed, nil when none
 	includeUsage bool   // OpenAI stream_options.include_usage
@@ -58,7 +63,7 @@ type plan struct {
 	errorAt     int
 	malformedAt int
 
-	text   *rand.Rand
+	text   textGen // seeded by the text key, past the prefix it continues
 	timing *rand.Rand
 }
 
@@ -198,17 +203,26 @@ func (s *Server) plan(r *http.Request, req *request, d dialect) (*plan, error) {
 		return nil, err
 	}
 
+	// Text depends on the seed part and the prompt only, so a continuation
+	// request can find where the text it continues stands. Timing and
+	// faults depend on the request key, which counts requests when no seed
+	// is given, so fault rates hit different requests.
 	n := s.counter.Add(1)
 	root := splitmix64(uint64(s.opts.Seed))
-	var key uint64
+	var part, key uint64
 	switch {
 	case hdrSeedSet:
-		key = splitmix64(uint64(hdrSeed) ^ 0x6865616465727365) // independent of Options.Seed
+		part = splitmix64(uint64(hdrSeed) ^ 0x6865616465727365) // independent of Options.Seed
+		key = part
 	case req.seed != nil:
-		key = splitmix64(root ^ splitmix64(uint64(*req.seed)^0x626f647973656564))
+		part = splitmix64(root ^ splitmix64(uint64(*req.seed)^0x626f647973656564))
+		key = part
 	default:
+		part = root
 		key = splitmix64(root + n)
 	}
+	textKey := splitmix64(part ^ splitmix64(uint64(req.prompt)^0x70726f6d7074))
+	src := rand.NewPCG(textKey, 1)
 	pl := &plan{
 		id:           d.idPrefix() + strconv.FormatUint(key, 36),
 		key:          key,
@@ -218,8 +232,18 @@ func (s *Server) plan(r *http.Request, req *request, d dialect) (*plan, error) {
 		promptTokens: req.promptTokens,
 		tokens:       p.Tokens,
 		stop:         stopEnd,
-		text:         rand.New(rand.NewPCG(key, 1)),
+		text:         newTextGen(p.Lang, rand.New(src)),
 		timing:       rand.New(rand.NewPCG(key, 2)),
+	}
+	if req.prefix != "" && forced == nil {
+		k, ok := pl.text.continueFrom(req.prefix)
+		if !ok {
+			// The sim cannot continue text it did not write: it answers
+			// from the start, which a client sees as repeated text.
+			src.Seed(textKey, 1)
+			pl.text, k = newTextGen(p.Lang, pl.text.rng), 0
+		}
+		pl.tokens = max(0, p.Tokens-k)
 	}
 	if req.limit > 0 && req.limit < pl.tokens {
 		pl.tokens, pl.stop = req.limit, stopLength
@@ -345,7 +369,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, pl *plan, enc en
 	p := &pl.profile
 	pc := newPacer(ctx)
 	defer pc.stop()
-	gen := newTextGen(p.Lang, pl.text)
+	gen := &pl.text
 	toks := make([][]byte, 0, min(p.TokensPerChunk, maxBatch))
 	var sent, chunks int
 	defer func() {
@@ -465,16 +489,11 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, pl *plan, d di
 	}
 	var content string
 	if pl.tool == nil {
-		gen := newTextGen(p.Lang, pl.text)
 		var text strings.Builder
 		for range pl.tokens {
-			text.Write(gen.next())
+			text.WriteString(pl.text.token().text)
 		}
-		// The tokens are stored JSON-escaped; unquote them back to text.
-		if err := json.Unmarshal([]byte(`"`+text.String()+`"`), &content); err != nil {
-			d.requestError(w, http.StatusInternalServerError, fmt.Errorf("sim: building the text failed: %w", err))
-			return
-		}
+		content = text.String()
 	}
 	s.m.tokens.Add(float64(pl.tokens))
 	d.complete(w, pl, content)

@@ -9,9 +9,10 @@ import (
 )
 
 // Simulated output is drawn from a fixed vocabulary, one word piece per
-// simulated token. Pieces are whole strings, so a chunk never splits a rune,
-// and each is stored JSON-escaped (without quotes) so a chunk is built by
-// appending bytes.
+// simulated token. Pieces are whole strings, so a chunk never splits a rune.
+// Each is kept twice: JSON-escaped (without quotes), so a chunk is built by
+// appending bytes, and as text, so a continuation can match a prefix
+// against it.
 
 var enWords = strings.Fields(`the a an of to in for on with by from as at that this these
 stream streams token tokens latency gateway upstream model models request requests response answer
@@ -44,33 +45,41 @@ const (
 	classFinal        // ko noun ending in a consonant
 )
 
-// vocab is one language's pre-escaped token table.
+// token is one vocabulary entry: its text and the same JSON-escaped.
+type token struct {
+	esc  []byte
+	text string
+}
+
+func newToken(s string) token { return token{esc: jsonEscape(s), text: s} }
+
+// vocab is one language's token table.
 type vocab struct {
-	start   [][]byte // sentence openers, no leading space (start of text, after a paragraph)
-	startSp [][]byte // the same with a leading space
-	words   [][]byte // " word"
-	class   []int8   // class of start[i]/startSp[i] and of words[i] (same lists)
-	mid     int      // words[:mid] may appear mid-sentence (ko conjunctions only open one)
-	verbs   [][]byte // ko: sentence-final verbs; nil for en
-	parts   [2][][]byte
-	period  []byte
-	comma   []byte
-	para    []byte // paragraph break "\n\n", escaped
+	start   []token // sentence openers, no leading space (start of text, after a paragraph)
+	startSp []token // the same with a leading space
+	words   []token // " word"
+	class   []int8  // class of start[i]/startSp[i] and of words[i] (same lists)
+	mid     int     // words[:mid] may appear mid-sentence (ko conjunctions only open one)
+	verbs   []token // ko: sentence-final verbs; nil for en
+	parts   [2][]token
+	period  token
+	comma   token
+	para    token // paragraph break "\n\n"
 }
 
 var vocabs = map[string]*vocab{"en": newEnVocab(), "ko": newKoVocab()}
 
 func baseVocab() *vocab {
-	return &vocab{period: jsonEscape("."), comma: jsonEscape(","), para: jsonEscape("\n\n")}
+	return &vocab{period: newToken("."), comma: newToken(","), para: newToken("\n\n")}
 }
 
 func newEnVocab() *vocab {
 	v := baseVocab()
 	for _, w := range enWords {
 		c := strings.ToUpper(w[:1]) + w[1:]
-		v.start = append(v.start, jsonEscape(c))
-		v.startSp = append(v.startSp, jsonEscape(" "+c))
-		v.words = append(v.words, jsonEscape(" "+w))
+		v.start = append(v.start, newToken(c))
+		v.startSp = append(v.startSp, newToken(" "+c))
+		v.words = append(v.words, newToken(" "+w))
 		v.class = append(v.class, classWord)
 	}
 	v.mid = len(v.words)
@@ -80,9 +89,9 @@ func newEnVocab() *vocab {
 func newKoVocab() *vocab {
 	v := baseVocab()
 	add := func(w string, class int8) {
-		v.start = append(v.start, jsonEscape(w))
-		v.startSp = append(v.startSp, jsonEscape(" "+w))
-		v.words = append(v.words, jsonEscape(" "+w))
+		v.start = append(v.start, newToken(w))
+		v.startSp = append(v.startSp, newToken(" "+w))
+		v.words = append(v.words, newToken(" "+w))
 		v.class = append(v.class, class)
 	}
 	for _, w := range koNouns {
@@ -96,11 +105,11 @@ func newKoVocab() *vocab {
 		add(w, classWord)
 	}
 	for _, w := range koVerbs {
-		v.verbs = append(v.verbs, jsonEscape(" "+w))
+		v.verbs = append(v.verbs, newToken(" "+w))
 	}
 	for i := range koParticles {
 		for _, p := range koParticles[i] {
-			v.parts[i] = append(v.parts[i], jsonEscape(p))
+			v.parts[i] = append(v.parts[i], newToken(p))
 		}
 	}
 	return v
@@ -122,14 +131,18 @@ func jsonEscape(s string) []byte {
 }
 
 // textGen draws the tokens of one answer. Its state is a position in a
-// sentence, so the same random source yields the same text.
+// sentence, so the same random source yields the same text. After
+// continueFrom it may hold the rest of a token the prefix ended in, which
+// next returns before drawing again.
 type textGen struct {
 	v     *vocab
 	rng   *rand.Rand
-	left  int  // tokens left in the sentence; 0 = start a new one
-	fresh bool // the next sentence starts the text or a paragraph
-	last  int8 // class of the last word (for ko particles)
-	since int  // sentences since the last paragraph break
+	held  *token // returned by the next call before any draw; nil = none
+	rest  token  // the partial token held points to
+	left  int    // tokens left in the sentence; 0 = start a new one
+	fresh bool   // the next sentence starts the text or a paragraph
+	last  int8   // class of the last word (for ko particles)
+	since int    // sentences since the last paragraph break
 }
 
 func newTextGen(lang string, rng *rand.Rand) textGen {
@@ -141,13 +154,57 @@ func newTextGen(lang string, rng *rand.Rand) textGen {
 }
 
 // next returns the next token, JSON-escaped.
-func (g *textGen) next() []byte {
+func (g *textGen) next() []byte { return g.token().esc }
+
+// token returns the next token: the held one, else a new draw. The result
+// is only valid until the next call.
+func (g *textGen) token() *token {
+	if t := g.held; t != nil {
+		g.held = nil
+		return t
+	}
+	return g.draw()
+}
+
+// continueFrom moves g past prefix, when prefix is a beginning of the text
+// g would write: it draws the k whole tokens prefix covers (the largest
+// such k) and, when prefix ends inside token k, holds that token's rest
+// for next, so that prefix followed by g's tokens is the uninterrupted
+// text. It reports k and true, or false when prefix is not a beginning of
+// g's text (g is then spent: the caller starts a new one). The cost is
+// one draw per covered token, at most len(prefix) draws since no token is
+// empty.
+func (g *textGen) continueFrom(prefix string) (int, bool) {
+	k := 0
+	for prefix != "" {
+		t := g.draw()
+		if rest, ok := strings.CutPrefix(prefix, t.text); ok {
+			prefix = rest
+			k++
+			continue
+		}
+		rest, ok := strings.CutPrefix(t.text, prefix)
+		if !ok {
+			return k, false
+		}
+		// prefix is valid UTF-8 (it was decoded from JSON) and a proper
+		// beginning of the token, so it ends on a rune boundary and the
+		// rest is whole runes.
+		g.rest = newToken(rest)
+		g.held = &g.rest
+		return k, true
+	}
+	return k, true
+}
+
+// draw draws a new token from the generator's random source.
+func (g *textGen) draw() *token {
 	v := g.v
 	switch {
 	case g.left == 0:
 		if !g.fresh && g.since >= 4 && g.rng.IntN(3) == 0 {
 			g.since, g.fresh = 0, true
-			return v.para
+			return &v.para
 		}
 		g.left = 6 + g.rng.IntN(10)
 		g.since++
@@ -157,27 +214,27 @@ func (g *textGen) next() []byte {
 		}
 		i := g.rng.IntN(len(list))
 		g.last = v.class[i]
-		return list[i]
+		return &list[i]
 	case g.left == 1:
 		g.left = 0
-		return v.period
+		return &v.period
 	case g.left == 2 && v.verbs != nil:
 		g.left--
 		g.last = classWord
-		return v.verbs[g.rng.IntN(len(v.verbs))]
+		return &v.verbs[g.rng.IntN(len(v.verbs))]
 	}
 	g.left--
 	if g.last != classWord && g.rng.IntN(4) != 0 {
 		parts := v.parts[g.last-classVowel]
 		g.last = classWord
-		return parts[g.rng.IntN(len(parts))]
+		return &parts[g.rng.IntN(len(parts))]
 	}
 	if v.verbs == nil && g.left > 3 && g.rng.IntN(12) == 0 {
-		return v.comma
+		return &v.comma
 	}
 	i := g.rng.IntN(v.mid)
 	g.last = v.class[i]
-	return v.words[i]
+	return &v.words[i]
 }
 
 // estimateTokens approximates the tokens of text: about 4 ASCII characters a
