@@ -102,7 +102,7 @@ separate listener for profiling the gateway; keep it on loopback.`,
 	f.StringVar(&cfgPath, "config", "", "YAML config file (default: the embedded default with simulated upstreams)")
 	f.StringVar(&addr, "addr", "", "listen address HOST:PORT, port 0 picks a free one (default: the config's listen, 127.0.0.1:8080)")
 	f.DurationVar(&grace, "grace", 30*time.Second, "on shutdown, how long open streams may finish before they are cancelled")
-	f.DurationVar(&keepAlive, "keepalive", gateway.DefaultKeepAlive, "interval of SSE keep-alive comments while a stream waits for its first token (negative: none)")
+	f.DurationVar(&keepAlive, "keepalive", 0, "interval of SSE keep-alive comments while a stream waits for its first token or in a long gap (overrides the config's keepalive, default 15s; negative: none)")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info (one line per request), warn or error")
 	f.IntVar(&gcPercent, "gc-percent", 400, "GC target percentage (as GOGC) used when neither GOGC nor GOMEMLIMIT is set; fewer GC cycles mean fewer pauses in streams")
 	f.StringVar(&pprofAddr, "pprof", "", "debug: serve /debug/pprof/ on this HOST:PORT, a separate listener (default: off)")
@@ -134,9 +134,6 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 	cfg, devKey, err := loadConfig(o.cfgPath, e.getenv)
 	if err != nil {
 		return configError{err}
-	}
-	for _, path := range cfg.NotActedOn() {
-		o.logger.Warn("config field accepted but not acted on by this version: the model uses ordered fallback", slog.String("field", path))
 	}
 	addr := o.addr
 	if addr == "" {

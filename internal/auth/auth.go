@@ -26,8 +26,9 @@ var (
 
 // Principal is who a request acts for.
 type Principal struct {
-	KeyID  string   // the key's name, safe to log
-	Models []string // models the key may use; empty means all
+	KeyID      string   // the key's name, safe to log
+	Models     []string // models the key may use; empty means all
+	MaxStreams int      // the key's concurrent request limit; 0: the gateway's per-key default
 }
 
 // Allowed reports whether the principal may use model, by the key's rule
@@ -56,7 +57,7 @@ func NewKeys(keys []config.Key) *Keys {
 		if c.Key == "" {
 			continue
 		}
-		k.entries = append(k.entries, entry{sum: sha256.Sum256([]byte(c.Key)), p: &Principal{KeyID: c.Name, Models: c.Models}})
+		k.entries = append(k.entries, entry{sum: sha256.Sum256([]byte(c.Key)), p: &Principal{KeyID: c.Name, Models: c.Models, MaxStreams: c.MaxStreams}})
 	}
 	return k
 }
@@ -136,4 +137,32 @@ func WithPrincipal(ctx context.Context, p *Principal) context.Context {
 func FromContext(ctx context.Context) *Principal {
 	p, _ := ctx.Value(ctxKey{}).(*Principal)
 	return p
+}
+
+// ErrAdminOff: the admin API was asked for and no admin_key is configured.
+var ErrAdminOff = errors.New("the admin API is off: set admin_key in the config to use /admin/")
+
+// ErrAdminKey: a request to the admin API without the admin key.
+var ErrAdminKey = errors.New("invalid admin key: send \"Authorization: Bearer <admin_key>\"")
+
+// Admin guards the admin API with adminKey, compared in constant time
+// (hashed first, so its length does not show either). An empty adminKey
+// turns the admin API off: every request gets ErrAdminOff.
+func Admin(adminKey string, onError func(http.ResponseWriter, *http.Request, error)) func(http.Handler) http.Handler {
+	sum := sha256.Sum256([]byte(adminKey))
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if adminKey == "" {
+				onError(w, r, ErrAdminOff)
+				return
+			}
+			secret, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			got := sha256.Sum256([]byte(strings.TrimSpace(secret)))
+			if !ok || subtle.ConstantTimeCompare(got[:], sum[:]) != 1 {
+				onError(w, r, ErrAdminKey)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
 }

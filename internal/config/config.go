@@ -4,16 +4,23 @@
 package config
 
 import (
-	"fmt"
 	"time"
 )
 
 // Config is the whole gateway configuration (SPEC.md, "Config file").
 type Config struct {
-	Listen    string     `yaml:"listen"`
-	Database  string     `yaml:"database"` // sqlite://PATH or postgres://...
-	Timeouts  Timeouts   `yaml:"timeouts"`
-	MaxBody   int64      `yaml:"max_body_bytes"` // request body limit; default 10 MiB
+	Listen   string   `yaml:"listen"`
+	Database string   `yaml:"database"` // sqlite://PATH or postgres://...
+	Timeouts Timeouts `yaml:"timeouts"`
+	MaxBody  int64    `yaml:"max_body_bytes"` // request body limit; default 10 MiB
+	// KeepAlive is the interval of SSE keep-alive comments while a stream
+	// waits: for its first token, and in a long gap mid-stream (a thinking
+	// model), so that idle timeouts of load balancers do not end it.
+	// Default 15s; 0s sends none.
+	KeepAlive Duration `yaml:"keepalive"`
+	// AdminKey guards /admin/*; empty means the admin API is off.
+	AdminKey  string     `yaml:"admin_key"`
+	Limits    Limits     `yaml:"limits"`
 	Providers []Provider `yaml:"providers"`
 	Keys      []Key      `yaml:"keys"`
 	Models    []Model    `yaml:"models"`
@@ -28,6 +35,16 @@ type Timeouts struct {
 	Idle       Duration `yaml:"idle"`        // between upstream events; default 30s
 	Total      Duration `yaml:"total"`       // whole request; default 0 (off) for streams
 	NonStream  Duration `yaml:"non_stream"`  // a non-streaming answer, per attempt; default 10m
+}
+
+// Limits is admission control: concurrent requests (streaming or not) the
+// gateway serves at once, in all and per key. A request over a limit waits
+// up to QueueWait for a slot, then gets 503 (gateway) or 429 (key) with
+// Retry-After. Zero means no limit.
+type Limits struct {
+	MaxStreams       int      `yaml:"max_streams"`         // for the whole gateway
+	MaxStreamsPerKey int      `yaml:"max_streams_per_key"` // for each key, unless the key sets its own
+	QueueWait        Duration `yaml:"queue_wait"`          // longest wait for a slot; default 0 (refuse at once)
 }
 
 // Duration is a time.Duration written as "5s", "250ms" in YAML.
@@ -49,6 +66,14 @@ type Provider struct {
 	// negotiates HTTP/2 by ALPN already), so it is an error with https://.
 	// false (the default) speaks HTTP/1.1, one connection per open stream.
 	HTTP2 bool `yaml:"http2"`
+	// Continuation is how a stream cut mid-answer is continued by this
+	// provider (a model's continue_on_cut): "prefill" sends the text so
+	// far as a final assistant message the model continues (Anthropic's
+	// prefill, the simulator), "continue_final_message" does the same with
+	// vLLM's continue_final_message flag, "prompt" asks in a user message
+	// to continue and removes any text the answer repeats. Empty means the
+	// kind's: prefill for anthropic and sim, prompt for openai and gemini.
+	Continuation string `yaml:"continuation"`
 }
 
 // Key is a static API key of the gateway.
@@ -56,6 +81,9 @@ type Key struct {
 	Name   string   `yaml:"name"`
 	Key    string   `yaml:"key"`
 	Models []string `yaml:"models"` // models this key may use; empty = all
+	// MaxStreams bounds the key's concurrent requests; 0 means
+	// limits.max_streams_per_key.
+	MaxStreams int `yaml:"max_streams"`
 }
 
 // Model is a name clients ask for and the routes that serve it.
@@ -68,7 +96,10 @@ type Model struct {
 	Hedge         *Hedge  `yaml:"hedge"`
 	ContinueOnCut bool    `yaml:"continue_on_cut"`
 	ContextWindow int     `yaml:"context_window"`
-	ContextPolicy string  `yaml:"context_policy"` // reject | trim
+	// MaxOutputTokens is the most output tokens the model gives per answer:
+	// a larger max_tokens is lowered to it. 0 means unknown.
+	MaxOutputTokens int    `yaml:"max_output_tokens"`
+	ContextPolicy   string `yaml:"context_policy"` // reject | trim
 }
 
 // Route is one provider/model pair that can serve a Model.
@@ -88,40 +119,4 @@ type Price struct {
 type Hedge struct {
 	After  string  `yaml:"after"` // a duration or "p95"
 	Budget float64 `yaml:"budget"`
-}
-
-// NotActedOn lists the fields set in c that this version accepts and
-// validates but does not act on yet (routing strategies other than ordered
-// fallback, retries, hedging, continuation, context windows, route
-// weights), as "models[i].field" paths, so that serve can warn about each
-// at start instead of silently ignoring it.
-func (c *Config) NotActedOn() []string {
-	var out []string
-	for i, m := range c.Models {
-		p := fmt.Sprintf("models[%d]", i)
-		if m.Strategy != "" && m.Strategy != DefaultStrategy {
-			out = append(out, p+".strategy")
-		}
-		if m.Retries != 0 {
-			out = append(out, p+".retries")
-		}
-		if m.Hedge != nil {
-			out = append(out, p+".hedge")
-		}
-		if m.ContinueOnCut {
-			out = append(out, p+".continue_on_cut")
-		}
-		if m.ContextWindow != 0 {
-			out = append(out, p+".context_window")
-		}
-		if m.ContextPolicy != "" && m.ContextPolicy != DefaultContextPolicy {
-			out = append(out, p+".context_policy")
-		}
-		for j, r := range m.Routes {
-			if r.Weight != 0 {
-				out = append(out, fmt.Sprintf("%s.routes[%d].weight", p, j))
-			}
-		}
-	}
-	return out
 }

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -24,6 +25,7 @@ const (
 	DefaultMaxBody       = 10 << 20 // 10 MiB
 	DefaultStrategy      = "fallback"
 	DefaultContextPolicy = "reject"
+	DefaultKeepAlive     = 15 * time.Second
 )
 
 // New returns a Config holding only the built-in defaults: listen
@@ -40,7 +42,8 @@ func New() *Config {
 			Idle:       Duration(30e9),
 			NonStream:  Duration(600e9),
 		},
-		MaxBody: DefaultMaxBody,
+		MaxBody:   DefaultMaxBody,
+		KeepAlive: Duration(DefaultKeepAlive),
 	}
 }
 

@@ -49,10 +49,11 @@ func TestLoadSpecExample(t *testing.T) {
 		t.Fatalf("Load: %v", err)
 	}
 	want := &Config{
-		Listen:   "127.0.0.1:8080",
-		Database: "sqlite://streamgate.db",
-		Timeouts: Timeouts{Connect: Duration(5 * time.Second), FirstToken: Duration(30 * time.Second), Idle: Duration(30 * time.Second), NonStream: Duration(10 * time.Minute)},
-		MaxBody:  10 << 20,
+		Listen:    "127.0.0.1:8080",
+		Database:  "sqlite://streamgate.db",
+		Timeouts:  Timeouts{Connect: Duration(5 * time.Second), FirstToken: Duration(30 * time.Second), Idle: Duration(30 * time.Second), NonStream: Duration(10 * time.Minute)},
+		MaxBody:   10 << 20,
+		KeepAlive: Duration(15 * time.Second),
 		Providers: []Provider{
 			{Name: "openai", Kind: "openai", BaseURL: "https://api.openai.com/v1", APIKey: "sk-proj-0123456789abcdef"},
 			{Name: "local-sim", Kind: "sim"},
@@ -168,7 +169,7 @@ func TestParseShapeErrors(t *testing.T) {
 		{
 			name: "unknown top-level field",
 			yaml: base + "listn: 127.0.0.1:1\n",
-			want: []string{`t.yaml:3: listn: unknown field "listn" (known fields: database, keys, listen, max_body_bytes, models, providers, timeouts)`},
+			want: []string{`t.yaml:3: listn: unknown field "listn" (known fields: admin_key, database, keepalive, keys, limits, listen, max_body_bytes, models, providers, timeouts)`},
 		},
 		{
 			name: "integer field given text",
@@ -214,7 +215,7 @@ func TestParseShapeErrors(t *testing.T) {
 			name: "several shape problems together",
 			yaml: "providers:\n  - {name: sim, kind: sim, colour: blue}\nmodels:\n  - {name: m, retries: x, routes: [{provider: sim, model: m, wieght: 2}]}\ntimeouts: {connect: 3}\n",
 			want: []string{
-				`t.yaml:2: providers[0].colour: unknown field "colour" (known fields: api_key, base_url, dialect, http2, kind, name)`,
+				`t.yaml:2: providers[0].colour: unknown field "colour" (known fields: api_key, base_url, continuation, dialect, http2, kind, name)`,
 				`t.yaml:4: models[0].retries: want an integer, got "x"`,
 				`t.yaml:4: models[0].routes[0].wieght: unknown field "wieght" (known fields: model, provider, weight)`,
 				`t.yaml:5: timeouts.connect: 3 has no unit; write a duration such as "5s" or "250ms"`,
@@ -282,8 +283,8 @@ func TestParseShapeErrors(t *testing.T) {
 func TestUnknownFieldFile(t *testing.T) {
 	_, err := Load(filepath.Join("testdata", "unknown_field.yaml"), nil)
 	want := []string{
-		`testdata/unknown_field.yaml:3: providers[0].baseurl: unknown field "baseurl" (known fields: api_key, base_url, dialect, http2, kind, name)`,
-		`testdata/unknown_field.yaml:7: models[0].prices: unknown field "prices" (known fields: context_policy, context_window, continue_on_cut, hedge, name, price, retries, routes, strategy)`,
+		`testdata/unknown_field.yaml:3: providers[0].baseurl: unknown field "baseurl" (known fields: api_key, base_url, continuation, dialect, http2, kind, name)`,
+		`testdata/unknown_field.yaml:7: models[0].prices: unknown field "prices" (known fields: context_policy, context_window, continue_on_cut, hedge, max_output_tokens, name, price, retries, routes, strategy)`,
 	}
 	if err == nil || err.Error() != strings.Join(want, "\n") {
 		t.Fatalf("got %v\nwant\n%s", err, strings.Join(want, "\n"))

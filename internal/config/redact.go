@@ -86,6 +86,7 @@ func (c Config) Redacted() Config {
 	if out.Database != "" {
 		out.Database = redactURL(out.Database)
 	}
+	out.AdminKey = Redact(out.AdminKey)
 	return *out
 }
 

@@ -17,6 +17,7 @@ var (
 	simDialects    = []string{"openai", "anthropic", "gemini"}
 	strategies     = []string{"fallback", "weighted", "least-inflight", "lowest-latency"}
 	contextPolicys = []string{"reject", "trim"}
+	continuations  = []string{"prefill", "continue_final_message", "prompt"}
 )
 
 // Validate checks c and returns every problem at once, joined with
@@ -48,6 +49,14 @@ func (c *Config) Validate() error {
 	if c.MaxBody < 0 {
 		v.add("max_body_bytes", "must not be negative, got %d", c.MaxBody)
 	}
+	v.nonNegative("keepalive", c.KeepAlive)
+	if c.Limits.MaxStreams < 0 {
+		v.add("limits.max_streams", "must not be negative, got %d", c.Limits.MaxStreams)
+	}
+	if c.Limits.MaxStreamsPerKey < 0 {
+		v.add("limits.max_streams_per_key", "must not be negative, got %d", c.Limits.MaxStreamsPerKey)
+	}
+	v.nonNegative("limits.queue_wait", c.Limits.QueueWait)
 
 	providers := make(map[string]int, len(c.Providers))
 	if len(c.Providers) == 0 {
@@ -174,6 +183,9 @@ func (v *problems) provider(path string, p Provider) {
 			v.add(path+".dialect", "unknown dialect %q (want one of %s)", p.Dialect, strings.Join(simDialects, ", "))
 		}
 	}
+	if p.Continuation != "" && !oneOf(p.Continuation, continuations) {
+		v.add(path+".continuation", "unknown continuation %q (want one of %s)", p.Continuation, strings.Join(continuations, ", "))
+	}
 	if p.BaseURL == "" {
 		if p.Kind != "sim" && oneOf(p.Kind, kinds) {
 			v.add(path+".base_url", "required for kind %s", p.Kind)
@@ -232,6 +244,9 @@ func (v *problems) model(path string, m Model, providers map[string]int, list []
 	}
 	if m.ContextWindow < 0 {
 		v.add(path+".context_window", "must not be negative, got %d", m.ContextWindow)
+	}
+	if m.MaxOutputTokens < 0 {
+		v.add(path+".max_output_tokens", "must not be negative, got %d", m.MaxOutputTokens)
 	}
 	if !oneOf(m.ContextPolicy, contextPolicys) {
 		v.add(path+".context_policy", "unknown policy %q (want one of %s)", m.ContextPolicy, strings.Join(contextPolicys, ", "))

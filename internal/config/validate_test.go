@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -251,28 +250,4 @@ func TestCheckCoversAllFieldKinds(t *testing.T) {
 		}
 	}
 	walk("config", reflect.TypeFor[Config]())
-}
-
-func TestNotActedOn(t *testing.T) {
-	cfg, err := Parse("gateway.yaml", []byte(`
-providers: [{name: up, kind: openai, base_url: "http://127.0.0.1:9/v1"}]
-models:
-  - {name: plain, routes: [{provider: up, model: m}], strategy: fallback, context_policy: reject}
-  - name: routed
-    strategy: weighted
-    retries: 2
-    hedge: {after: p95, budget: 0.1}
-    continue_on_cut: true
-    context_window: 8000
-    context_policy: trim
-    routes: [{provider: up, model: m, weight: 3}, {provider: up, model: n}]
-`), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []string{"models[1].strategy", "models[1].retries", "models[1].hedge", "models[1].continue_on_cut",
-		"models[1].context_window", "models[1].context_policy", "models[1].routes[0].weight"}
-	if got := cfg.NotActedOn(); !slices.Equal(got, want) {
-		t.Errorf("NotActedOn:\ngot  %q\nwant %q", got, want)
-	}
 }

@@ -69,6 +69,10 @@ var costModels = []string{"sim-gpt-4.1", "sim-claude-sonnet-4.5", "sim-gemini-2.
 // monthlyTokens is the output volume table 2 prices.
 const monthlyTokens = 10_000_000
 
+// resilientModel is table 3's flaky model with continue_on_cut and a
+// hedged first token (after the route's p95, at most 10 % more requests).
+const resilientModel = "sim-flaky-resilient"
+
 // steadyProfile is sim-flaky without its faults: the flaky model's second
 // route in table 3, so fallback changes reliability, not speed.
 const steadyProfile = "sim-steady"
@@ -196,12 +200,13 @@ func Run(ctx context.Context, o Options) (*bench.Result, error) {
 
 	fmt.Fprintf(o.Log, "demo: [3/3] flaky upstream: direct and through the gateway, %d requests each\n", flakyLoad.requests)
 	var flakyRows []bench.RunResult
-	for _, t := range []struct{ label, url, key string }{
-		{"direct to sim-flaky", simURL + "/v1", ""},
-		{"through the gateway", gw.url + "/v1", key},
+	for _, t := range []struct{ label, url, key, model string }{
+		{"direct to sim-flaky", simURL + "/v1", "", "sim-flaky"},
+		{"gateway: fallback", gw.url + "/v1", key, "sim-flaky"},
+		{"gateway: + continuation, hedging", gw.url + "/v1", key, resilientModel},
 	} {
 		res, err := runBench(ctx, bench.Config{
-			BaseURL: t.url, APIKey: t.key, Model: "sim-flaky", Label: t.label,
+			BaseURL: t.url, APIKey: t.key, Model: t.model, Label: t.label,
 			Concurrency: flakyLoad.concurrency, Requests: flakyLoad.requests, MaxTokens: flakyLoad.maxTokens,
 			Seed: o.Seed, KeepRequests: true,
 		})
@@ -329,6 +334,7 @@ func gatewayConfig(d *config.Config, simURL, dir string) []byte {
 		}
 	}
 	fmt.Fprintf(&b, "  - name: sim-flaky\n    routes:\n      - {provider: sim, model: sim-flaky}\n      - {provider: sim, model: %s}\n", steadyProfile)
+	fmt.Fprintf(&b, "  - name: %s\n    continue_on_cut: true\n    hedge: {after: p95, budget: 0.1}\n    routes:\n      - {provider: sim, model: sim-flaky}\n      - {provider: sim, model: %s}\n", resilientModel, steadyProfile)
 	return []byte(b.String())
 }
 
@@ -350,8 +356,8 @@ func newSections(gc load) []section {
 			"Published output prices of the models the simulated profiles are named after; the latency is the simulator's."}},
 			heading: "2. Model × cost (published output prices; simulated latency profiles)"},
 		{Section: bench.Section{Title: "3. Direct vs through the gateway on a flaky upstream", Notes: []string{
-			"sim-flaky: 10% 503 before the stream, 10% cut mid-stream. The gateway falls back to a steady route before content is sent; a cut after content cannot be undone."}},
-			heading: "3. Direct vs through the gateway on a flaky upstream (sim-flaky: 10% 503 before the stream, 10% cut mid-stream;\n   the gateway falls back to a steady route before content is sent, a cut after content cannot be undone)"},
+			"sim-flaky: 10% 503 before the stream, 10% cut mid-stream, a heavy first-token tail. With fallback alone the gateway moves a request to a steady route before content is sent, and a cut after content reaches the client; with continue_on_cut the steady route continues a cut answer from where it stopped, and a hedge starts it when the first token is later than the route's p95 (at most 10% more upstream requests)."}},
+			heading: "3. Direct vs through the gateway on a flaky upstream (sim-flaky: 10% 503 before the stream, 10% cut mid-stream;\n   fallback moves a request to a steady route before content is sent; continuation repairs a cut after content,\n   hedging starts the steady route when the first token is later than the route's p95)"},
 	}
 }
 

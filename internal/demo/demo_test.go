@@ -93,12 +93,12 @@ func TestDemoEndToEnd(t *testing.T) {
 		t.Fatalf("demo: %v\nlog:\n%s", err, log.String())
 	}
 	text := out.String()
-	for _, want := range []string{"SIMULATED", "GOGC=100", "GOGC=400", "GOGC=off,GOMEMLIMIT=1GiB", "sim-claude-sonnet-4.5", "150.00", "through the gateway"} {
+	for _, want := range []string{"SIMULATED", "GOGC=100", "GOGC=400", "GOGC=off,GOMEMLIMIT=1GiB", "sim-claude-sonnet-4.5", "150.00", "gateway: fallback", "continuation"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("output lacks %q:\n%s", want, text)
 		}
 	}
-	if got, want := len(res.Runs), len(gcSettings)+len(costModels)+2; got != want {
+	if got, want := len(res.Runs), len(gcSettings)+len(costModels)+3; got != want {
 		t.Fatalf("runs: got %d, want %d", got, want)
 	}
 	for i, r := range res.Runs[:len(gcSettings)] {
@@ -109,14 +109,20 @@ func TestDemoEndToEnd(t *testing.T) {
 			t.Errorf("run %d %s: got %d requests, %d succeeded, want 8 and 8", i, r.Label, r.Requests, r.Succeeded)
 		}
 	}
-	gw := res.Runs[len(res.Runs)-1]
-	if gw.Label != "through the gateway" || gw.Requests != 20 {
-		t.Fatalf("last run: got %q with %d requests, want the gateway run with 20", gw.Label, gw.Requests)
+	for _, gw := range res.Runs[len(res.Runs)-2:] {
+		if !strings.HasPrefix(gw.Label, "gateway: ") || gw.Requests != 20 {
+			t.Fatalf("gateway run: got %q with %d requests, want a gateway run with 20", gw.Label, gw.Requests)
+		}
+		// sim-flaky's 503s come before the stream: the gateway falls back to
+		// the steady route, so none of them reach the client.
+		if n := gw.Failed - gw.Interrupted; n != 0 {
+			t.Errorf("%s: %d requests failed before the stream, want 0 (errors %v)", gw.Label, n, gw.Errors)
+		}
 	}
-	// sim-flaky's 503s come before the stream: the gateway falls back to the
-	// steady route, so none of them reach the client.
-	if n := gw.Failed - gw.Interrupted; n != 0 {
-		t.Errorf("through the gateway: %d requests failed before the stream, want 0 (errors %v)", n, gw.Errors)
+	// With continuation a cut answer is continued on the steady route:
+	// nothing is interrupted.
+	if r := res.Runs[len(res.Runs)-1]; r.Interrupted != 0 || r.Succeeded != r.Requests {
+		t.Errorf("%s: %d of %d interrupted, %d succeeded; want every request served in full (errors %v)", r.Label, r.Interrupted, r.Requests, r.Succeeded, r.Errors)
 	}
 	saved, err := bench.ReadJSON(o.JSONPath)
 	if err != nil {
@@ -132,7 +138,7 @@ func TestDemoEndToEnd(t *testing.T) {
 	// The report is the demo's three tables, in order, each with its four plots.
 	page := string(html)
 	titles := []string{"1. Gateway GC setting × latency", "2. Model × cost", "3. Direct vs through the gateway on a flaky upstream", "Client self-check"}
-	wants := [][]string{{"gateway GC pause max", "GOGC=off,GOMEMLIMIT=1GiB"}, {"$/month at 10M output tok", "150.00"}, {"interruption rate", "through the gateway"}}
+	wants := [][]string{{"gateway GC pause max", "GOGC=off,GOMEMLIMIT=1GiB"}, {"$/month at 10M output tok", "150.00"}, {"interruption rate", "gateway: fallback"}}
 	if !strings.Contains(page, "SIMULATED") {
 		t.Error("HTML report does not say the upstreams are simulated")
 	}

@@ -4,9 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"unicode/utf8"
 
 	"github.com/streamgate/streamgate/internal/api"
+	"github.com/streamgate/streamgate/internal/fit"
 	"github.com/streamgate/streamgate/internal/provider"
 	"github.com/streamgate/streamgate/internal/relay"
 )
@@ -65,7 +65,7 @@ func (b *bill) answer(req *provider.Request, body []byte) {
 	}
 	out := 0
 	for _, c := range resp.Choices {
-		out += estimateTokens(c.Message.Content)
+		out += fit.EstimateTokens(c.Message.Content)
 	}
 	b.attempt(req, true, nil, nil, out)
 }
@@ -83,7 +83,7 @@ func (b *bill) source() string {
 
 func (b *bill) promptTokens(req *provider.Request) int {
 	if b.prompt == 0 && req != nil {
-		b.prompt = max(1, estimateTokens(req.Body))
+		b.prompt = max(1, fit.EstimateTokens(req.Body))
 	}
 	return b.prompt
 }
@@ -94,24 +94,5 @@ func (b *bill) promptTokens(req *provider.Request) int {
 func abandonedInFlight(err error) bool {
 	return errors.Is(err, provider.ErrFirstTokenTimeout) || errors.Is(err, provider.ErrResponseTimeout) ||
 		errors.Is(err, provider.ErrTotalTimeout) || errors.Is(err, context.Canceled) ||
-		errors.Is(err, relay.ErrClientGone) || errors.Is(err, errShutdown)
-}
-
-// estimateTokens errs on the high side, so that a ledger never under-counts
-// what was not reported: a token per four ASCII bytes (English text and JSON
-// run at 3.5-4.5 bytes per token) and one per other character (Korean,
-// Chinese and Japanese run at 0.7-1.5 characters per token). The estimate of
-// a prompt is taken over the whole request body, so tools and system
-// prompts count too.
-func estimateTokens[T string | []byte](s T) int {
-	ascii, other := 0, 0
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c < utf8.RuneSelf:
-			ascii++
-		case c >= 0xC0: // the first byte of a multi-byte character
-			other++
-		}
-	}
-	return (ascii+3)/4 + other
+		errors.Is(err, relay.ErrClientGone) || errors.Is(err, errShutdown) || errors.Is(err, relay.ErrHedgeLost)
 }

@@ -14,10 +14,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/streamgate/streamgate/internal/admit"
 	"github.com/streamgate/streamgate/internal/api"
 	"github.com/streamgate/streamgate/internal/config"
+	"github.com/streamgate/streamgate/internal/fit"
 	"github.com/streamgate/streamgate/internal/provider"
 	"github.com/streamgate/streamgate/internal/relay"
+	"github.com/streamgate/streamgate/internal/route"
 	"github.com/streamgate/streamgate/internal/usage"
 )
 
@@ -34,6 +37,7 @@ type call struct {
 	// reshape turns a non-streaming answer (a chat completion) into the
 	// client's dialect; nil leaves it as it is.
 	reshape func([]byte) ([]byte, error)
+	release func() // gives back the admission slot; nil when none was taken
 }
 
 // newCall returns a call on the heap: kept out of the handler's frame, which
@@ -100,7 +104,7 @@ type parseFunc func(w http.ResponseWriter, r *http.Request) (req *provider.Reque
 // request.
 //
 //go:noinline
-func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, c *call, parse parseFunc, table map[string][]target) (*provider.Request, []target) {
+func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, c *call, parse parseFunc, table map[string]*routeSet) (*provider.Request, *routeSet) {
 	if r.Method != http.MethodPost {
 		g.reject(w, r, c, &methodError{allow: "POST"})
 		return nil, nil
@@ -132,10 +136,37 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, c *call, parse p
 		return nil, nil
 	}
 
-	// Plan routes: the model's routes in order (routing strategies come later).
+	// Context guard: a prompt and max_tokens that do not fit the model's
+	// context_window are refused (or trimmed), a max_tokens above its
+	// max_output_tokens is lowered.
+	if req.Chat != nil && (model.ContextWindow > 0 || model.MaxOutputTokens > 0) {
+		body, _, err := fit.Apply(req.Body, req.Chat, fit.Limits{Window: model.ContextWindow, MaxOutput: model.MaxOutputTokens, Policy: model.ContextPolicy})
+		if err != nil {
+			g.reject(w, r, c, err)
+			return nil, nil
+		}
+		req.Body = body
+	}
+
+	// Admission: a slot of the gateway's and the key's concurrent requests
+	// (limits), waited for up to limits.queue_wait; given back in finish.
+	if g.limiter != nil {
+		release, err := g.limiter.Acquire(r.Context(), principal.KeyID, principal.MaxStreams)
+		if err != nil {
+			var full *admit.Full
+			if errors.As(err, &full) {
+				g.m.Rejected(full.Scope)
+			}
+			g.reject(w, r, c, err)
+			return nil, nil
+		}
+		c.release = release
+	}
+
+	// The model's routes for this endpoint; run orders them per request.
 	routes := table[model.Name]
-	if len(routes) == 0 {
-		if len(g.routes[model.Name]) > 0 { // routes, but none serves this endpoint
+	if routes == nil {
+		if g.routes[model.Name] != nil { // routes, but none serves this endpoint
 			g.reject(w, r, c, invalid("model", "model %q has no route that serves %s (it needs an OpenAI-dialect provider)", model.Name, r.URL.Path))
 			return nil, nil
 		}
@@ -146,25 +177,22 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, c *call, parse p
 	return req, routes
 }
 
-// stream relays a streaming answer. Attempts run in route order until one
-// ends with "[DONE]", content reached the client (no fallback after it), or
-// the error is not one another route can fix.
-func (g *Gateway) stream(w http.ResponseWriter, r *http.Request, c *call, routes []target, req *provider.Request) {
+// stream relays a streaming answer. The route loop (run) makes attempts
+// until one ends with "[DONE]"; after content reached the client only a
+// continuation may follow (continue_on_cut), judged as a stream is.
+func (g *Gateway) stream(w http.ResponseWriter, r *http.Request, c *call, rs *routeSet, req *provider.Request) {
 	g.m.Inflight.Inc()
 	defer g.m.Inflight.Dec()
-	ka := g.keepAlive
-	if ka < 0 {
-		ka = 0
-	}
 	to := g.cfg.Timeouts
 	sess := relay.NewSession(w, relay.Options{
 		FirstToken:   to.FirstToken.D(),
 		Idle:         to.Idle.D(),
-		KeepAlive:    ka,
+		KeepAlive:    g.keepAlive,
 		IncludeUsage: req.Chat.IncludeUsage(),
 		Start:        c.info.start,
 		LateHeaders:  lateHeaders,
 		Encoder:      c.info.enc,
+		Continuable:  c.model.ContinueOnCut,
 	})
 	defer sess.Close()
 	ctx := r.Context()
@@ -173,37 +201,27 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request, c *call, routes
 		ctx, cancel = context.WithTimeoutCause(ctx, total, provider.ErrTotalTimeout)
 		defer cancel()
 	}
-
-	var err error
-	for i, t := range routes {
-		c.entry.Attempts, c.entry.Route = i+1, t.name
-		sess.SetHeader(HeaderRoute, t.name)
-		sess.SetHeader(HeaderAttempts, strconv.Itoa(i+1))
-		if i == 0 {
-			t.obs.RequestOverhead(time.Since(c.info.start))
+	try := func(ctx context.Context, p *plan, t *target) error {
+		return g.streamAttempt(ctx, p, t, sess, req)
+	}
+	goOn := func(err error) bool {
+		if !sess.ContentSent() {
+			return true
 		}
-		preq := *req
-		preq.Model = t.model
-		obs := t.obs
-		opened, chunks := false, c.stats.ContentChunks
-		err = sess.Attempt(ctx, obs, func(ctx context.Context) (provider.Stream, error) {
-			st, err := t.provider.Open(ctx, &preq)
-			opened = err == nil
-			return st, err
-		})
-		c.stats = sess.Stats()
-		c.bill.attempt(req, opened, err, c.stats.UsageOrNil(), c.stats.ContentChunks-chunks)
-		if c.stats.ContentChunks > 0 {
-			obs.End(c.stats.MaxGap, tokensPerSecond(&c.stats))
+		_, ok := sess.Prefix() // continue_on_cut, plain text so far, no finish
+		if !ok {
+			return false
 		}
-		if err == nil || sess.ContentSent() || i == len(routes)-1 {
-			break
+		var cerr *continueError
+		return fallbackReason(err) != "" && !errors.As(err, &cerr)
+	}
+	err := g.run(ctx, c, rs, try, goOn)
+	if c.entry.Continuations > 0 {
+		outcome := "ok"
+		if err != nil {
+			outcome = "failed"
 		}
-		reason := fallbackReason(err)
-		if reason == "" {
-			break
-		}
-		g.fallback(ctx, c, t.name, reason, err)
+		g.m.Continuation(c.model.Name, outcome)
 	}
 	if err == nil {
 		c.status = http.StatusOK
@@ -212,8 +230,134 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request, c *call, routes
 	g.streamFailed(sess, c, err)
 }
 
+// streamAttempt is one attempt of a stream on t: a plain one, a hedged
+// race of t and the plan's next target, or the continuation of a stream
+// whose content already reached the client.
+func (g *Gateway) streamAttempt(ctx context.Context, p *plan, t *target, sess *relay.Session, req *provider.Request) error {
+	c := p.c
+	preq := *req
+	preq.Model = t.model
+	cont := sess.ContentSent()
+	if cont {
+		prefix, _ := sess.Prefix()
+		sess.SetUsageBase(api.Usage{PromptTokens: c.bill.in, CompletionTokens: c.bill.out})
+		ws, err := continueRequest(&preq, prefix, t.cont, c.stats.ContentChunks)
+		if errors.Is(err, errLimitReached) {
+			// The cut came after the last token the client allowed: the
+			// answer is whole, it only lacked its finish.
+			p.res = route.Result{Outcome: route.Neutral}
+			return sess.Finish("length")
+		}
+		if err != nil {
+			return err
+		}
+		sess.Skip(ws)
+		c.entry.Continuations++
+	}
+	c.entry.Attempts++
+	c.entry.Route = t.name
+	sess.SetHeader(HeaderRoute, t.name)
+	if c.entry.Attempts == 1 {
+		t.obs.RequestOverhead(time.Since(c.info.start))
+	}
+	opened := false
+	open := func(ctx context.Context) (provider.Stream, error) {
+		st, err := t.provider.Open(ctx, &preq)
+		opened = err == nil
+		return st, err
+	}
+	var (
+		race   relay.Race
+		backup *target
+		bpos   int
+		after  time.Duration
+		ok     bool
+	)
+	if !cont && p.rs.hedge != nil {
+		if after, ok = p.rs.hedge.delay(t.rt); ok {
+			backup, bpos = p.peek()
+		}
+		if backup != nil {
+			bq := *req
+			bq.Model = backup.model
+			h := p.rs.hedge
+			open = relay.Hedge(after, open, func(ctx context.Context) (provider.Stream, error) {
+				if !h.allow() {
+					return nil, relay.ErrNoHedge
+				}
+				if !backup.rt.Begin() {
+					h.undo()
+					return nil, relay.ErrNoHedge
+				}
+				p.used |= 1 << bpos
+				return backup.provider.Open(ctx, &bq)
+			}, &race)
+		}
+	}
+	sess.SetHeader(HeaderAttempts, strconv.Itoa(c.entry.Attempts))
+	chunks := c.stats.ContentChunks
+	begin := time.Now()
+	err := sess.Attempt(ctx, t.obs, open)
+	c.stats = sess.Stats()
+	if race.Hedged {
+		return g.hedged(p, sess, t, backup, &race, req, err, chunks)
+	}
+	c.bill.attempt(req, opened, err, c.stats.UsageOrNil(), c.stats.ContentChunks-chunks)
+	p.res = route.Result{Outcome: outcomeFor(err)}
+	if c.stats.ContentChunks > chunks {
+		if !cont {
+			p.res.TTFT = c.stats.FirstContent.Sub(begin)
+		}
+		t.obs.End(c.stats.MaxGap, tokensPerSecond(&c.stats))
+	}
+	return err
+}
+
+// hedged accounts for an attempt that raced two targets: both are billed
+// and counted, the winner is named (route, X-Streamgate-Route), and each
+// target's health hears its own outcome (the cancelled loser's is neutral).
+func (g *Gateway) hedged(p *plan, sess *relay.Session, t, backup *target, race *relay.Race, req *provider.Request, err error, chunks int) error {
+	c := p.c
+	c.entry.Attempts++
+	c.entry.Hedged = true
+	win := t
+	if race.Winner == 1 {
+		win = backup
+	}
+	c.entry.Route = win.name
+	sess.SetHeader(HeaderRoute, win.name)
+	sess.SetHeader(HeaderAttempts, strconv.Itoa(c.entry.Attempts))
+	l := 1 - race.Winner
+	c.bill.attempt(req, race.Opened[race.Winner], err, c.stats.UsageOrNil(), c.stats.ContentChunks-chunks)
+	c.bill.attempt(req, race.Opened[l], race.Err[l], nil, 0)
+	wres := route.Result{Outcome: outcomeFor(err)}
+	if c.stats.ContentChunks > chunks {
+		wres.TTFT = c.stats.FirstContent.Sub(race.Start[race.Winner])
+		win.obs.End(c.stats.MaxGap, tokensPerSecond(&c.stats))
+	}
+	lres := route.Result{Outcome: outcomeFor(race.Err[l])}
+	outcome := "none"
+	switch {
+	case err == nil && race.Winner == 1:
+		outcome = "won"
+	case err == nil:
+		outcome = "lost"
+	}
+	g.m.Hedge(c.model.Name, outcome)
+	// The loop ends t's attempt with p.res; the backup's is ended here.
+	if race.Winner == 1 {
+		p.res = lres
+		backup.rt.End(wres)
+	} else {
+		p.res = wres
+		backup.rt.End(lres)
+	}
+	return err
+}
+
 // streamFailed ends a stream that failed: an HTTP error before the commit
-// point, one SSE error event after it. Out of line, like admit.
+// point, one SSE error event after it (the upstream's own error event when
+// that is what ended it). Out of line, like admit.
 //
 //go:noinline
 func (g *Gateway) streamFailed(sess *relay.Session, c *call, err error) {
@@ -221,7 +365,12 @@ func (g *Gateway) streamFailed(sess *relay.Session, c *call, err error) {
 	if h.retryAfter > 0 {
 		sess.SetHeader("Retry-After", strconv.Itoa(int((h.retryAfter+time.Second-1)/time.Second)))
 	}
-	c.status = sess.Fail(h.status, errorJSON(h.body))
+	body := errorJSON(h.body)
+	var uerr *relay.UpstreamError
+	if errors.As(err, &uerr) && sess.ContentSent() {
+		body = []byte(uerr.Data) // held back for a continuation that did not come
+	}
+	c.status = sess.Fail(h.status, body)
 	if h.status == StatusClientClosed {
 		c.status = StatusClientClosed
 	}
@@ -247,44 +396,47 @@ var lateHeaders = []string{HeaderRoute, HeaderAttempts}
 // timeouts do not apply: each attempt is bounded by timeouts.non_stream (and
 // timeouts.total when shorter). That limit ends the request with 504 instead
 // of trying the next route, which would send (and bill) the request twice.
-func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, c *call, routes []target, req *provider.Request,
+func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, c *call, rs *routeSet, req *provider.Request,
 	send func(context.Context, provider.Provider, *provider.Request) ([]byte, error)) {
 	limit, cause := g.cfg.Timeouts.NonStream.D(), provider.ErrResponseTimeout
 	if total := g.cfg.Timeouts.Total.D(); total > 0 && (limit <= 0 || total < limit) {
 		limit, cause = total, provider.ErrTotalTimeout
 	}
-	var (
-		body []byte
-		err  error
-	)
-	for i, t := range routes {
-		c.entry.Attempts, c.entry.Route = i+1, t.name
-		if i == 0 {
+	var body []byte
+	try := func(ctx context.Context, p *plan, t *target) error {
+		c.entry.Attempts++
+		c.entry.Route = t.name
+		if c.entry.Attempts == 1 {
 			t.obs.RequestOverhead(time.Since(c.info.start))
 		}
 		preq := *req
 		preq.Model = t.model
-		ctx, cancel := r.Context(), context.CancelFunc(func() {})
+		actx, cancel := ctx, context.CancelFunc(func() {})
 		if limit > 0 {
-			ctx, cancel = context.WithTimeoutCause(ctx, limit, cause)
+			actx, cancel = context.WithTimeoutCause(ctx, limit, cause)
 		}
-		body, err = send(ctx, t.provider, &preq)
+		begin := time.Now()
+		var err error
+		body, err = send(actx, t.provider, &preq)
 		cancel()
+		if err == nil && !json.Valid(body) {
+			err = fmt.Errorf("%w: the upstream's answer is not JSON", provider.ErrMalformed)
+			c.bill.attempt(req, true, nil, nil, 0) // it answered: it bills
+			p.res = route.Result{Outcome: route.Failure}
+			return err
+		}
+		p.res = route.Result{Outcome: outcomeFor(err)}
 		if err != nil {
 			c.bill.attempt(req, false, err, nil, 0)
+			return err
 		}
-		if err == nil || i == len(routes)-1 {
-			break
-		}
-		if r.Context().Err() != nil {
-			err = context.Cause(r.Context())
-			break
-		}
-		reason := fallbackReason(err)
-		if reason == "" {
-			break
-		}
-		g.fallback(r.Context(), c, t.name, reason, err)
+		p.res.TTFT = time.Since(begin)
+		return nil
+	}
+	goOn := func(error) bool { return r.Context().Err() == nil }
+	err := g.run(r.Context(), c, rs, try, goOn)
+	if err != nil && r.Context().Err() != nil {
+		err = context.Cause(r.Context())
 	}
 	if err != nil {
 		h := statusOf(err)
@@ -495,6 +647,9 @@ func (g *Gateway) reject(w http.ResponseWriter, r *http.Request, c *call, err er
 
 // finish records the request: one usage entry, the metrics, the access line's fields.
 func (g *Gateway) finish(c *call) {
+	if c.release != nil {
+		c.release()
+	}
 	in, out, source := c.bill.in, c.bill.out, c.bill.source()
 	cost := 0.0
 	label := "" // only configured model names become label values

@@ -10,8 +10,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/streamgate/streamgate/internal/admit"
 	"github.com/streamgate/streamgate/internal/api"
 	"github.com/streamgate/streamgate/internal/auth"
+	"github.com/streamgate/streamgate/internal/fit"
 	"github.com/streamgate/streamgate/internal/metrics"
 	"github.com/streamgate/streamgate/internal/provider"
 	"github.com/streamgate/streamgate/internal/relay"
@@ -75,8 +77,12 @@ func statusOf(err error) httpError {
 		method   *methodError
 		perr     *provider.Error
 		uerr     *relay.UpstreamError
+		full     *admit.Full
+		long     *fit.TooLong
 	)
 	switch {
+	case errors.As(err, &long):
+		return e(http.StatusBadRequest, "invalid_request_error", "context_length_exceeded", "messages")
 	case errors.As(err, &inv):
 		return e(http.StatusBadRequest, "invalid_request_error", "invalid_request", inv.param)
 	case errors.As(err, &tooLarge):
@@ -88,6 +94,10 @@ func statusOf(err error) httpError {
 		return h
 	case errors.Is(err, auth.ErrMissingKey), errors.Is(err, auth.ErrUnknownKey), errors.Is(err, auth.ErrNotBearer):
 		return e(http.StatusUnauthorized, "authentication_error", "invalid_api_key", "")
+	case errors.Is(err, auth.ErrAdminKey):
+		return e(http.StatusUnauthorized, "authentication_error", "invalid_admin_key", "")
+	case errors.Is(err, auth.ErrAdminOff):
+		return e(http.StatusNotFound, "invalid_request_error", "admin_api_off", "")
 	case errors.Is(err, errModelNotAllowed):
 		return e(http.StatusForbidden, "permission_error", "model_not_allowed", "model")
 	case errors.Is(err, errUnknownModel):
@@ -95,7 +105,20 @@ func statusOf(err error) httpError {
 	case errors.Is(err, errUnknownPath):
 		return e(http.StatusNotFound, "invalid_request_error", "unknown_url", "")
 	case errors.Is(err, errNoRoute):
-		return e(http.StatusServiceUnavailable, "server_error", "no_healthy_route", "")
+		h := e(http.StatusServiceUnavailable, "server_error", "no_healthy_route", "")
+		var un *unavailableError
+		if errors.As(err, &un) {
+			h.retryAfter = un.retryAfter
+		}
+		return h
+	case errors.As(err, &full):
+		status, code := http.StatusTooManyRequests, "too_many_concurrent_requests"
+		if full.Scope != "key" {
+			status, code = http.StatusServiceUnavailable, "gateway_busy"
+		}
+		h := e(status, "rate_limit_error", code, "")
+		h.retryAfter = full.RetryAfter
+		return h
 	case errors.Is(err, errShutdown):
 		return e(http.StatusServiceUnavailable, "server_error", "shutting_down", "")
 	case errors.Is(err, context.Canceled), errors.Is(err, relay.ErrClientGone):
@@ -196,6 +219,8 @@ func outcomeOf(err error, status int) string {
 		return usage.OutcomeOK
 	case status == StatusClientClosed:
 		return usage.OutcomeClientCancelled
+	case isAdmission(err):
+		return usage.OutcomeRejected
 	case errors.Is(err, provider.ErrFirstTokenTimeout), errors.Is(err, provider.ErrIdleTimeout),
 		errors.Is(err, provider.ErrTotalTimeout), errors.Is(err, provider.ErrResponseTimeout), errors.Is(err, errShutdown):
 		return usage.OutcomeTimeout
@@ -219,6 +244,8 @@ func requestOutcome(err error, status int) string {
 		return metrics.OutcomeOK
 	case status == StatusClientClosed:
 		return metrics.OutcomeClientGone
+	case isAdmission(err):
+		return metrics.OutcomeRejected
 	case status == http.StatusOK:
 		return metrics.OutcomeErrorEvent
 	case status == http.StatusGatewayTimeout:
@@ -313,4 +340,10 @@ func setRetryAfter(h http.Header, d time.Duration) {
 	if d > 0 {
 		h.Set("Retry-After", strconv.Itoa(int((d+time.Second-1)/time.Second)))
 	}
+}
+
+// isAdmission reports an admission control refusal.
+func isAdmission(err error) bool {
+	var full *admit.Full
+	return errors.As(err, &full)
 }

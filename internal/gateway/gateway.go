@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/streamgate/streamgate/internal/admit"
 	"github.com/streamgate/streamgate/internal/auth"
 	"github.com/streamgate/streamgate/internal/config"
 	"github.com/streamgate/streamgate/internal/metrics"
@@ -25,6 +26,7 @@ import (
 	_ "github.com/streamgate/streamgate/internal/provider/anthropic" // registers kind anthropic
 	_ "github.com/streamgate/streamgate/internal/provider/gemini"    // registers kind gemini
 	_ "github.com/streamgate/streamgate/internal/provider/openai"    // registers kind openai
+	"github.com/streamgate/streamgate/internal/route"
 	"github.com/streamgate/streamgate/internal/sim"
 	"github.com/streamgate/streamgate/internal/usage"
 )
@@ -35,10 +37,6 @@ const (
 	HeaderRoute     = "X-Streamgate-Route"    // "provider/model" that served the request
 	HeaderAttempts  = "X-Streamgate-Attempts" // upstream attempts made
 )
-
-// DefaultKeepAlive is the interval of ": keep-alive" comments while a stream
-// waits for its first token, when Options.KeepAlive is 0.
-const DefaultKeepAlive = 15 * time.Second
 
 // DefaultIdleTimeout closes client keep-alive connections idle this long,
 // so idle clients do not hold connections (and their buffers) forever.
@@ -64,7 +62,8 @@ type Options struct {
 	// provider named here is not built from the config.
 	Providers map[string]provider.Provider
 	// KeepAlive is the interval of keep-alive comments while waiting for a
-	// first token; 0 means DefaultKeepAlive, negative sends none.
+	// first token and in long gaps mid-stream; 0 means the config's keepalive,
+	// negative sends none.
 	KeepAlive time.Duration
 	// IdleTimeout closes client keep-alive connections idle for longer; 0
 	// means DefaultIdleTimeout.
@@ -85,11 +84,13 @@ type Gateway struct {
 	log       *slog.Logger
 	ping      func(context.Context) error
 	providers map[string]provider.Provider
-	routes    map[string][]target // model name → routes in order
+	routes    map[string]*routeSet // model name → its routes under its strategy
 	// embedRoutes are the routes of g.routes whose provider serves
 	// embeddings (provider.Embedder).
-	embedRoutes map[string][]target
-	keepAlive   time.Duration
+	embedRoutes map[string]*routeSet
+	backoff     route.Backoff
+	limiter     *admit.Limiter // nil: no limits
+	keepAlive   time.Duration  // 0: none
 	idle        time.Duration
 	maxBody     int64
 	mux         *http.ServeMux
@@ -100,14 +101,6 @@ type Gateway struct {
 
 	abortMu sync.Mutex
 	abort   context.CancelCauseFunc // ends the requests of the running Serve
-}
-
-// target is one route of a model, resolved to its provider.
-type target struct {
-	name     string // "provider/model", the route label and X-Streamgate-Route
-	model    string // the upstream model
-	provider provider.Provider
-	obs      *metrics.Stream // the route's latency observers, resolved once
 }
 
 var _ http.Handler = (*Gateway)(nil)
@@ -132,8 +125,8 @@ func New(opts Options) (*Gateway, error) {
 		log:         opts.Logger,
 		ping:        opts.Ping,
 		providers:   map[string]provider.Provider{},
-		routes:      map[string][]target{},
-		embedRoutes: map[string][]target{},
+		routes:      map[string]*routeSet{},
+		embedRoutes: map[string]*routeSet{},
 		keepAlive:   opts.KeepAlive,
 		idle:        opts.IdleTimeout,
 		maxBody:     cfg.MaxBody,
@@ -148,8 +141,11 @@ func New(opts Options) (*Gateway, error) {
 	if g.log == nil {
 		g.log = slog.Default()
 	}
-	if g.keepAlive == 0 {
-		g.keepAlive = DefaultKeepAlive
+	switch {
+	case g.keepAlive < 0:
+		g.keepAlive = 0
+	case g.keepAlive == 0:
+		g.keepAlive = cfg.KeepAlive.D()
 	}
 	if g.maxBody <= 0 {
 		g.maxBody = DefaultMaxBody
@@ -158,6 +154,9 @@ func New(opts Options) (*Gateway, error) {
 		g.idle = DefaultIdleTimeout
 	}
 	g.m = metrics.New(g.reg)
+	if l := cfg.Limits; l.MaxStreams > 0 || l.MaxStreamsPerKey > 0 || hasKeyLimit(cfg.Keys) {
+		g.limiter = admit.New(admit.Options{Global: l.MaxStreams, PerKey: l.MaxStreamsPerKey, Wait: l.QueueWait.D()})
+	}
 	if l, ok := g.rec.(interface{ Stats() usage.Stats }); ok {
 		metrics.RegisterLedger(g.reg, l.Stats) // the ledger writer's backlog and losses
 	}
@@ -193,7 +192,9 @@ func New(opts Options) (*Gateway, error) {
 		}
 		g.providers[p.Name] = pv
 	}
-	for _, m := range cfg.Models {
+	for i := range cfg.Models {
+		m := &cfg.Models[i]
+		var all, embed []target
 		for _, r := range m.Routes {
 			p, ok := g.providers[r.Provider]
 			if !ok {
@@ -201,15 +202,79 @@ func New(opts Options) (*Gateway, error) {
 				return nil, fmt.Errorf("gateway: model %s: unknown provider %q", m.Name, r.Provider)
 			}
 			name := r.Provider + "/" + r.Model
-			t := target{name: name, model: r.Model, provider: p, obs: g.m.Stream(m.Name, name)}
-			g.routes[m.Name] = append(g.routes[m.Name], t)
+			t := target{name: name, model: r.Model, provider: p, obs: g.m.Stream(m.Name, name),
+				rt: route.NewTarget(name, r.Weight, route.Health{}), cont: continuationOf(cfg, r.Provider)}
+			all = append(all, t)
 			if _, ok := p.(provider.Embedder); ok {
-				g.embedRoutes[m.Name] = append(g.embedRoutes[m.Name], t)
+				embed = append(embed, t)
 			}
 		}
+		var err error
+		if g.routes[m.Name], err = newRouteSet(m, all); err == nil && len(embed) > 0 {
+			g.embedRoutes[m.Name], err = newRouteSet(m, embed)
+		}
+		if err != nil {
+			g.Close()
+			return nil, fmt.Errorf("gateway: model %s: %w", m.Name, err)
+		}
 	}
+	metrics.RegisterRouteState(g.reg, g.routeStates)
 	g.mux = g.routesTable()
 	return g, nil
+}
+
+func hasKeyLimit(keys []config.Key) bool {
+	for _, k := range keys {
+		if k.MaxStreams > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// newRouteSet is the model's targets under its strategy.
+func newRouteSet(m *config.Model, targets []target) (*routeSet, error) {
+	rts := make([]*route.Target, len(targets))
+	for i := range targets {
+		rts[i] = targets[i].rt
+	}
+	set, err := route.NewSet(m.Strategy, rts)
+	if err != nil {
+		return nil, err
+	}
+	return &routeSet{model: m, set: set, targets: targets, hedge: newHedger(m.Hedge)}, nil
+}
+
+// continuationOf is the continuation mode of the provider named name.
+func continuationOf(cfg *config.Config, name string) string {
+	for _, p := range cfg.Providers {
+		if p.Name == name {
+			return continuationMode(p.Continuation, p.Kind)
+		}
+	}
+	return continuationMode("", "")
+}
+
+// routeStates is streamgate_route_state's reading: every model's routes.
+func (g *Gateway) routeStates() []metrics.RouteState {
+	var out []metrics.RouteState
+	for _, m := range g.cfg.Models {
+		rs := g.routes[m.Name]
+		if rs == nil {
+			continue
+		}
+		for _, t := range rs.targets {
+			v := 0.0
+			switch t.rt.State() {
+			case route.Probing:
+				v = 1
+			case route.Ejected:
+				v = 2
+			}
+			out = append(out, metrics.RouteState{Model: m.Name, Route: t.name, State: v})
+		}
+	}
+	return out
 }
 
 // routesTable is every endpoint of the gateway.
@@ -223,6 +288,7 @@ func (g *Gateway) routesTable() *http.ServeMux {
 	mux.Handle("/v1/models/{id...}", g.keys.Middleware(g.writeError)(http.HandlerFunc(g.model)))
 	mux.HandleFunc("/healthz", g.healthz)
 	mux.HandleFunc("/readyz", g.readyz)
+	mux.Handle("/admin/routes", auth.Admin(g.cfg.AdminKey, g.writeError)(onlyGet(g, http.HandlerFunc(g.adminRoutes))))
 	mux.Handle("/metrics", onlyGet(g, promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{})))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		g.writeError(w, r, fmt.Errorf("%w: %s %s", errUnknownPath, r.Method, r.URL.Path))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/streamgate/streamgate/internal/fit"
 	"github.com/streamgate/streamgate/internal/messages"
 	"github.com/streamgate/streamgate/internal/provider"
 )
@@ -101,5 +102,5 @@ func (g *Gateway) countTokens(w http.ResponseWriter, r *http.Request) {
 		g.writeError(w, r, unknownModel(m.Model))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]int{"input_tokens": max(1, estimateTokens(body))})
+	writeJSON(w, http.StatusOK, map[string]int{"input_tokens": max(1, fit.EstimateTokens(body))})
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/streamgate/streamgate/internal/api"
 	"github.com/streamgate/streamgate/internal/auth"
 	"github.com/streamgate/streamgate/internal/relay"
+	"github.com/streamgate/streamgate/internal/route"
 	"github.com/streamgate/streamgate/internal/usage"
 )
 
@@ -218,7 +219,51 @@ func (g *Gateway) readyz(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	// Routes are detail, not readiness: every replica shares the upstreams,
+	// so taking this one out of a load balancer would not help. A model
+	// whose routes all have their circuit open makes the status "degraded".
+	status := "ready"
+	routes := map[string]map[string]string{}
+	for _, m := range g.cfg.Models {
+		rs := g.routes[m.Name]
+		if rs == nil {
+			continue
+		}
+		states := map[string]string{}
+		for _, t := range rs.targets {
+			states[t.name] = t.rt.State().String()
+		}
+		routes[m.Name] = states
+		if !rs.set.Ready() {
+			status = "degraded"
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": status, "routes": routes})
+}
+
+// adminRoutes serves GET /admin/routes: each model's strategy and each
+// route's live state (circuit, in flight, failures, first-token latency).
+func (g *Gateway) adminRoutes(w http.ResponseWriter, r *http.Request) {
+	type model struct {
+		Name     string           `json:"name"`
+		Strategy string           `json:"strategy"`
+		Routes   []route.Snapshot `json:"routes"`
+	}
+	out := struct {
+		Models []model `json:"models"`
+	}{Models: []model{}}
+	for _, m := range g.cfg.Models {
+		rs := g.routes[m.Name]
+		if rs == nil {
+			continue
+		}
+		mm := model{Name: m.Name, Strategy: rs.set.Strategy()}
+		for _, t := range rs.targets {
+			mm.Routes = append(mm.Routes, t.rt.Snapshot())
+		}
+		out.Models = append(out.Models, mm)
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

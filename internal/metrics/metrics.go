@@ -44,6 +44,18 @@ type Metrics struct {
 	Cost      *prometheus.CounterVec   // model
 	Fallbacks *prometheus.CounterVec   // model, reason
 	Inflight  prometheus.Gauge
+	// Hedges counts hedged first-token races by outcome: won (the hedge
+	// served), lost (the first attempt served), none (neither served).
+	Hedges *prometheus.CounterVec // model, outcome
+	// Continuations counts attempts to continue a stream cut mid-answer by
+	// outcome: ok (the next attempt went on), failed (it could not).
+	Continuations *prometheus.CounterVec // model, outcome
+	// Retries counts attempts on a route already tried for the request,
+	// after a backoff.
+	Retries *prometheus.CounterVec // model
+	// Admission counts requests refused by admission control, by scope
+	// (gateway, key).
+	Admission *prometheus.CounterVec // scope
 }
 
 // New creates the collectors and registers them, with the Go runtime
@@ -88,9 +100,22 @@ func New(reg prometheus.Registerer) *Metrics {
 		Inflight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "streamgate_inflight_streams", Help: "Chat completion requests being served.",
 		}),
+		Hedges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "streamgate_hedges_total", Help: "Hedged first-token races (a second route started when the first was slow), by outcome: won (the hedge served), lost (the first route served), none (neither).",
+		}, []string{"model", "outcome"}),
+		Continuations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "streamgate_continuations_total", Help: "Streams cut mid-answer that the gateway tried to continue on another attempt, by outcome (ok, failed).",
+		}, []string{"model", "outcome"}),
+		Retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "streamgate_retries_total", Help: "Attempts on a route already tried for the same request, after a backoff.",
+		}, []string{"model"}),
+		Admission: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "streamgate_admission_rejected_total", Help: "Requests refused by admission control (limits.max_streams, a key's max_streams), by scope (gateway, key).",
+		}, []string{"scope"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.TTFT, m.ITL, m.MaxGap, m.TPS, m.Overhead, m.Requests, m.Tokens, m.Cost, m.Fallbacks, m.Inflight,
+			m.Hedges, m.Continuations, m.Retries, m.Admission,
 			collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsGC, collectors.MetricsScheduler)),
 			NewGCPauseCollector(),
 			collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -190,5 +215,65 @@ func (m *Metrics) Usage(model string, input, output int, costUSD float64) {
 func (m *Metrics) Fallback(model, reason string) {
 	if m != nil {
 		m.Fallbacks.WithLabelValues(model, reason).Inc()
+	}
+}
+
+// Hedge counts one hedged race (outcome won, lost or none).
+func (m *Metrics) Hedge(model, outcome string) {
+	if m != nil {
+		m.Hedges.WithLabelValues(model, outcome).Inc()
+	}
+}
+
+// Continuation counts one attempt to continue a cut stream (ok, failed).
+func (m *Metrics) Continuation(model, outcome string) {
+	if m != nil {
+		m.Continuations.WithLabelValues(model, outcome).Inc()
+	}
+}
+
+// Retry counts one retry of a route after a backoff.
+func (m *Metrics) Retry(model string) {
+	if m != nil {
+		m.Retries.WithLabelValues(model).Inc()
+	}
+}
+
+// Rejected counts one request refused by admission control.
+func (m *Metrics) Rejected(scope string) {
+	if m != nil {
+		m.Admission.WithLabelValues(scope).Inc()
+	}
+}
+
+// RouteState is one route's circuit state for streamgate_route_state.
+type RouteState struct {
+	Model, Route string
+	State        float64 // 0 healthy, 1 probing, 2 ejected
+}
+
+// RegisterRouteState adds streamgate_route_state{model,route} (0 healthy,
+// 1 probing: one probe out after an ejection, 2 ejected), read from states
+// at each scrape.
+func RegisterRouteState(reg prometheus.Registerer, states func() []RouteState) {
+	if reg == nil {
+		return
+	}
+	reg.MustRegister(&routeStateCollector{
+		desc:   prometheus.NewDesc("streamgate_route_state", "Circuit state of each route: 0 healthy, 1 probing (one trial request out after an ejection), 2 ejected (consecutive failures).", []string{"model", "route"}, nil),
+		states: states,
+	})
+}
+
+type routeStateCollector struct {
+	desc   *prometheus.Desc
+	states func() []RouteState
+}
+
+func (c *routeStateCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *routeStateCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, s := range c.states() {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, s.State, s.Model, s.Route)
 	}
 }

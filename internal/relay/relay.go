@@ -9,10 +9,12 @@ package relay
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -66,6 +68,13 @@ type Options struct {
 	// through). An Encoder that needs the usage (to end its stream) needs
 	// IncludeUsage too; it decides itself what reaches the client.
 	Encoder Encoder
+	// Continuable makes a cut stream continuable by a later Attempt: the
+	// text of the content sent is kept (Prefix), and an upstream error event
+	// after content is returned as an *UpstreamError without being written,
+	// so that the caller either continues the stream or passes the error on
+	// with Fail. Off, the text is not kept (no cost per chunk) and such an
+	// error event is relayed at once.
+	Continuable bool
 }
 
 // Stats is what a Session measured. Times are zero until the event happened.
@@ -104,13 +113,38 @@ type Session struct {
 	info    api.ChunkInfo        // the latest event's scan
 	infoer  provider.ChunkInfoer // the attempt's stream, when it tells its chunks' info
 
+	// Continuation (Options.Continuable): the content text sent so far,
+	// whether all of it was plain text (no tool call, reasoning or refusal),
+	// and whether a finish chunk went out.
+	text     []byte
+	plain    bool
+	finished bool
+	skip     string // see Skip
+	// ident is the first attempt's "id", "model" and "created": a
+	// continuing attempt's chunks carry them too, so that a client
+	// (the OpenAI SDKs' accumulators) sees one completion.
+	ident map[string]json.RawMessage
+	// usageBase is added to the usage the client sees after a
+	// continuation: what the earlier attempts of the answer used.
+	usageBase api.Usage
+
 	mu          sync.Mutex // guards w and the flags below until contentSent
 	committed   bool       // status and headers written
 	trailers    bool       // LateHeaders were declared as trailers at the commit
-	contentSent bool       // first content written: no more fallback, no keep-alives
+	contentSent bool       // first content written: no more fallback
 	errSent     bool       // the stream's one error event was written
 	closed      bool
 	ka          *time.Timer
+
+	// Once content flows the relay loop writes without s.mu; wmu serialises
+	// its writes with the keep-alive timer's, which writes a comment only
+	// when nothing was written for Options.KeepAlive (a long gap, a
+	// thinking model). lastWrite is the time of the latest write, as
+	// time.Since(t0); ended is set when the stream was ended or closed.
+	wmu       sync.Mutex
+	t0        time.Time
+	lastWrite atomic.Int64
+	ended     atomic.Bool
 }
 
 // NewSession returns a Session writing to w. Call Close when done.
@@ -118,7 +152,7 @@ func NewSession(w http.ResponseWriter, opts Options) *Session {
 	if opts.Start.IsZero() {
 		opts.Start = time.Now()
 	}
-	s := &Session{w: w, sw: sse.NewWriter(w), enc: opts.Encoder, opts: opts}
+	s := &Session{w: w, sw: sse.NewWriter(w), enc: opts.Encoder, opts: opts, t0: time.Now(), plain: true}
 	if s.enc == nil {
 		s.enc = OpenAI
 	}
@@ -171,7 +205,8 @@ func (s *Session) ContentSent() bool {
 // Stats returns the measurements so far.
 func (s *Session) Stats() Stats { return s.stats }
 
-// Close stops the keep-alive timer; the Session writes nothing afterwards.
+// Close stops the keep-alive timer; the Session writes nothing afterwards
+// (a keep-alive being written when Close is called is finished first).
 func (s *Session) Close() {
 	s.mu.Lock()
 	s.closed = true
@@ -179,12 +214,35 @@ func (s *Session) Close() {
 		s.ka.Stop()
 	}
 	s.mu.Unlock()
+	s.wmu.Lock()
+	s.ended.Store(true)
+	s.wmu.Unlock()
 }
+
+// Prefix returns the content text sent to the client so far, and whether a
+// later Attempt may continue the stream from it: Options.Continuable is
+// set, content was sent, all of it plain text (a tool call's arguments or
+// reasoning are never continued), no finish chunk and no error event went
+// out.
+func (s *Session) Prefix() (string, bool) {
+	ok := s.opts.Continuable && s.contentSent && s.plain && !s.finished && !s.errSent && len(s.text) > 0
+	return string(s.text), ok
+}
+
+// SetUsageBase sets the usage of the answer's earlier attempts, added to
+// the usage a continuing attempt reports before the client sees it: the
+// client's usage is the sum of the attempts.
+func (s *Session) SetUsageBase(u api.Usage) { s.usageBase = u }
 
 func (s *Session) keepAlive() {
 	s.mu.Lock()
-	if s.contentSent || s.closed || s.errSent {
+	if s.closed || s.errSent {
 		s.mu.Unlock()
+		return
+	}
+	if s.contentSent {
+		s.mu.Unlock()
+		s.keepAliveStreaming()
 		return
 	}
 	if !s.committed && len(s.opts.LateHeaders) > 0 {
@@ -202,6 +260,26 @@ func (s *Session) keepAlive() {
 		s.ka.Reset(s.opts.KeepAlive)
 	}
 	s.mu.Unlock()
+}
+
+// keepAliveStreaming writes a keep-alive comment mid-stream when nothing
+// was written for Options.KeepAlive, and re-arms the timer for what is left
+// of the interval otherwise.
+func (s *Session) keepAliveStreaming() {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.ended.Load() {
+		return
+	}
+	since := time.Since(s.t0) - time.Duration(s.lastWrite.Load())
+	if rest := s.opts.KeepAlive - since; rest > 0 {
+		s.ka.Reset(rest)
+		return
+	}
+	if s.enc.KeepAlive(s.sw) == nil {
+		s.lastWrite.Store(int64(time.Since(s.t0)))
+		s.ka.Reset(s.opts.KeepAlive)
+	}
 }
 
 func (s *Session) commitLocked() {
@@ -239,7 +317,10 @@ func (s *Session) Fail(status int, body []byte) int {
 		s.w.Write(s.enc.ErrorBody(status, body))
 		return status
 	}
+	s.wmu.Lock()
 	s.enc.Error(s.sw, body)
+	s.ended.Store(true)
+	s.wmu.Unlock()
 	return http.StatusOK
 }
 
@@ -279,11 +360,18 @@ func (s *Session) Attempt(ctx context.Context, obs *metrics.Stream, open func(co
 		cancel(provider.ErrIdleTimeout)
 	})
 	defer t.Stop()
-	arm(t, s.opts.FirstToken)
-	s.pendBuf.Reset()
-	if !s.contentSent {
+	// A continuation: content of this answer already reached the client, so
+	// the attempt is judged as a stream is (the idle window), not by the
+	// first-token deadline, and its own role chunk is dropped.
+	cont := s.contentSent
+	if cont {
+		state.Store(streaming)
+		arm(t, idle)
+	} else {
+		arm(t, s.opts.FirstToken)
 		s.enc.Reset()
 	}
+	s.pendBuf.Reset()
 	s.stats.Usage, s.stats.HasUsage = api.Usage{}, false
 
 	st, err := open(actx)
@@ -294,7 +382,7 @@ func (s *Session) Attempt(ctx context.Context, obs *metrics.Stream, open func(co
 	// A stream that says when it is about to read from the upstream gets its
 	// events written without a flush each, and flushed together there: the
 	// events of one upstream read leave in one write, and none waits.
-	s.batch = batch{sw: s.sw, obs: obs}
+	s.batch = batch{sw: s.sw, obs: obs, mu: &s.wmu}
 	enc := s.enc
 	s.infoer, _ = st.(provider.ChunkInfoer) // in the Session: the loop's frame stays small
 	queued := false
@@ -363,15 +451,33 @@ func (s *Session) Attempt(ctx context.Context, obs *metrics.Stream, open func(co
 				return err
 			}
 			arm(t, idle)
-		} else if err := writeEvent(s.sw, enc, ev, info, !queued); err != nil {
-			return wrap(ErrClientGone, err)
-		} else if queued {
-			s.batch.dirty = true
+		} else {
+			if cont {
+				if !info.Content && !info.Finish && !info.HasUsage {
+					continue // the continuation's role chunk: the client has had one
+				}
+				if ev = s.continued(ev, info); ev == nil {
+					continue // it held only text the client has
+				}
+			}
+			if err := s.write(ev, info, !queued); err != nil {
+				return wrap(ErrClientGone, err)
+			}
+			if queued {
+				s.batch.dirty = true
+			}
 		}
 		now := time.Now()
 		last.Store(int64(now.Sub(begin)))
+		s.lastWrite.Store(int64(now.Sub(s.t0)))
+		if info.Finish {
+			s.finished = true
+		}
 		if info.Content {
 			s.content(obs, now)
+			if s.opts.Continuable {
+				s.collect(ev.Data)
+			}
 		}
 		if n++; sampled {
 			if s.batch.dirty {
@@ -428,9 +534,188 @@ func writeEvent(w *sse.Writer, enc Encoder, ev *sse.Event, info *api.ChunkInfo, 
 	return w.Flush()
 }
 
+// write writes ev once content flows, serialised with mid-stream
+// keep-alives.
+func (s *Session) write(ev *sse.Event, info *api.ChunkInfo, flush bool) error {
+	s.wmu.Lock()
+	err := writeEvent(s.sw, s.enc, ev, info, flush)
+	s.wmu.Unlock()
+	return err
+}
+
+// Finish ends a stream whose content reached the client as complete
+// although its last attempt did not say so (a max_tokens the text already
+// sent used up): a finish chunk with reason, the usage chunk (the usage
+// base) when the client asked for it, and the terminal event.
+func (s *Session) Finish(reason string) error {
+	if !s.contentSent {
+		return errors.New("relay: Finish before content")
+	}
+	chunk := map[string]any{"object": "chat.completion.chunk",
+		"choices": []any{map[string]any{"index": 0, "delta": map[string]any{}, "finish_reason": reason}}}
+	for k, v := range s.ident {
+		chunk[k] = v
+	}
+	data, err := json.Marshal(chunk)
+	if err != nil {
+		return err
+	}
+	info := api.ChunkInfo{Finish: true}
+	s.finished = true
+	if err := s.write(&sse.Event{Data: data}, &info, false); err != nil {
+		return wrap(ErrClientGone, err)
+	}
+	if s.opts.IncludeUsage {
+		u := s.usageBase
+		u.TotalTokens = u.PromptTokens + u.CompletionTokens
+		delete(chunk, "choices")
+		chunk["choices"], chunk["usage"] = []any{}, u
+		if data, err = json.Marshal(chunk); err != nil {
+			return err
+		}
+		info = api.ChunkInfo{HasUsage: true, Usage: u}
+		if err := s.write(&sse.Event{Data: data}, &info, false); err != nil {
+			return wrap(ErrClientGone, err)
+		}
+	}
+	return s.done()
+}
+
+// Skip sets text the next attempt's answer will begin with although the
+// client has it already (the whitespace a continuation request left out):
+// it is removed from that attempt's first content.
+func (s *Session) Skip(text string) { s.skip = text }
+
+// continued returns a continuing attempt's event as the client must see
+// it: its first content without the text set by Skip (nil when nothing
+// is left of the chunk), its usage with the earlier attempts' added (in
+// info too, for Encoders that read it).
+//
+//go:noinline
+func (s *Session) continued(ev *sse.Event, info *api.ChunkInfo) *sse.Event {
+	if s.skip != "" && info.Content {
+		var drop bool
+		if ev, drop = s.skipText(ev, info); drop {
+			return nil
+		}
+	}
+	set := make(map[string]json.RawMessage, len(s.ident)+1)
+	for k, v := range s.ident {
+		set[k] = v
+	}
+	if b := s.usageBase; info.HasUsage && b != (api.Usage{}) {
+		u := &info.Usage
+		u.PromptTokens += b.PromptTokens
+		u.CompletionTokens += b.CompletionTokens
+		u.TotalTokens = u.PromptTokens + u.CompletionTokens
+		if raw, err := json.Marshal(u); err == nil {
+			set["usage"] = raw
+		}
+	}
+	if len(set) == 0 {
+		return ev
+	}
+	data, err := api.SetMembers(ev.Data, set)
+	if err != nil {
+		return ev
+	}
+	out := *ev
+	out.Data = data
+	return &out
+}
+
+// skipText removes s.skip from the start of the chunk's content. It
+// reports drop when nothing is left to send (no text, no finish, no usage).
+// Text that does not start with s.skip is left alone, and s.skip cleared.
+func (s *Session) skipText(ev *sse.Event, info *api.ChunkInfo) (*sse.Event, bool) {
+	var chunk map[string]json.RawMessage
+	var choices []map[string]json.RawMessage
+	var delta map[string]json.RawMessage
+	var content string
+	if json.Unmarshal(ev.Data, &chunk) != nil || json.Unmarshal(chunk["choices"], &choices) != nil || len(choices) != 1 ||
+		json.Unmarshal(choices[0]["delta"], &delta) != nil || json.Unmarshal(delta["content"], &content) != nil {
+		s.skip = ""
+		return ev, false
+	}
+	switch {
+	case strings.HasPrefix(content, s.skip):
+		content, s.skip = content[len(s.skip):], ""
+	case strings.HasPrefix(s.skip, content):
+		content, s.skip = "", s.skip[len(content):]
+	default:
+		s.skip = ""
+		return ev, false
+	}
+	if content == "" && !info.Finish && !info.HasUsage {
+		return nil, true
+	}
+	var err error
+	if delta["content"], err = json.Marshal(content); err == nil {
+		if choices[0]["delta"], err = json.Marshal(delta); err == nil {
+			if chunk["choices"], err = json.Marshal(choices); err == nil {
+				var data []byte
+				if data, err = json.Marshal(chunk); err == nil {
+					out := *ev
+					out.Data = data
+					return &out, false
+				}
+			}
+		}
+	}
+	return ev, false
+}
+
+// collect appends the content text of the OpenAI chunk data to s.text and
+// clears s.plain when the chunk carries anything but plain text (a tool
+// call, reasoning, a refusal), which is never continued. Only with
+// Options.Continuable: it decodes the chunk.
+//
+//go:noinline
+func (s *Session) collect(data []byte) {
+	var c struct {
+		ID      json.RawMessage `json:"id"`
+		Model   json.RawMessage `json:"model"`
+		Created json.RawMessage `json:"created"`
+		Choices []struct {
+			Delta struct {
+				Content      *string         `json:"content"`
+				ToolCalls    json.RawMessage `json:"tool_calls"`
+				Reasoning    *string         `json:"reasoning_content"`
+				ReasoningAlt *string         `json:"reasoning"`
+				Refusal      *string         `json:"refusal"`
+				FunctionCall json.RawMessage `json:"function_call"`
+			} `json:"delta"`
+		} `json:"choices"`
+	}
+	if json.Unmarshal(data, &c) != nil || len(c.Choices) != 1 {
+		s.plain = false
+		return
+	}
+	if s.ident == nil {
+		s.ident = map[string]json.RawMessage{}
+		for k, v := range map[string]json.RawMessage{"id": c.ID, "model": c.Model, "created": c.Created} {
+			if len(v) > 0 {
+				s.ident[k] = v
+			}
+		}
+	}
+	d := &c.Choices[0].Delta
+	if !isNull(d.ToolCalls) || !isNull(d.FunctionCall) || nonEmpty(d.Reasoning) || nonEmpty(d.ReasoningAlt) || nonEmpty(d.Refusal) {
+		s.plain = false
+	}
+	if d.Content != nil {
+		s.text = append(s.text, *d.Content...)
+	}
+}
+
+func isNull(raw json.RawMessage) bool { return len(raw) == 0 || string(raw) == "null" }
+
+func nonEmpty(p *string) bool { return p != nil && *p != "" }
+
 // batch holds what an attempt wrote to the client without flushing: the
 // stream's reader calls flush before it reads from the upstream again.
 type batch struct {
+	mu    *sync.Mutex // the Session's wmu
 	sw    *sse.Writer
 	obs   *metrics.Stream
 	dirty bool      // events written since the last flush
@@ -443,7 +728,10 @@ func (b *batch) flush() {
 		return
 	}
 	b.dirty = false
-	if err := b.sw.Flush(); err != nil && b.err == nil {
+	b.mu.Lock()
+	err := b.sw.Flush()
+	b.mu.Unlock()
+	if err != nil && b.err == nil {
 		b.err = err
 	}
 	if !b.read.IsZero() {
@@ -498,8 +786,9 @@ func (s *Session) commitContent(ev *sse.Event) error {
 	s.commitLocked()
 	s.contentSent = true
 	if s.ka != nil {
-		s.ka.Stop()
+		s.ka.Reset(s.opts.KeepAlive) // from now on, for long gaps
 	}
+	s.lastWrite.Store(int64(time.Since(s.t0)))
 	// The held events and ev go out in one write and one flush: both are
 	// written unflushed into net/http's buffer, then flushed from this
 	// frame, not from inside the SSE writer: the first flush writes the
@@ -541,6 +830,9 @@ func (s *Session) done() error {
 			s.pendBuf.Reset()
 		}
 	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.ended.Store(true)
 	if err := s.enc.Done(s.sw); err != nil {
 		return fmt.Errorf("%w: %w", ErrClientGone, err)
 	}
@@ -554,10 +846,13 @@ func (s *Session) upstreamError(data []byte) error {
 	e := &UpstreamError{Data: string(data)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.contentSent || s.closed {
-		return e
+	if !s.contentSent || s.closed || s.opts.Continuable {
+		return e // Continuable: the caller continues or passes it on with Fail
 	}
 	s.errSent = true
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.ended.Store(true)
 	if err := s.enc.Error(s.sw, data); err != nil {
 		return fmt.Errorf("%w: %w", ErrClientGone, err)
 	}

@@ -1,0 +1,245 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/streamgate/streamgate/internal/config"
+	"github.com/streamgate/streamgate/internal/metrics"
+	"github.com/streamgate/streamgate/internal/provider"
+	"github.com/streamgate/streamgate/internal/relay"
+	"github.com/streamgate/streamgate/internal/route"
+)
+
+// DefaultRetryBudget bounds the time a request spends waiting to retry
+// (from its arrival) when timeouts.total is off: a retry whose backoff would
+// end later is not made.
+const DefaultRetryBudget = 30 * time.Second
+
+// target is one route of a model, resolved to its provider.
+type target struct {
+	name     string // "provider/model", the route label and X-Streamgate-Route
+	model    string // the upstream model
+	provider provider.Provider
+	obs      *metrics.Stream // the route's latency observers, resolved once
+	rt       *route.Target   // live state: in flight, health, latency
+	cont     string          // how this provider continues a cut stream (config.Provider.Continuation)
+}
+
+// routeSet is a model's routes for one endpoint under the model's
+// strategy. Its targets share their route.Target (health, latency) with the
+// model's other endpoints.
+type routeSet struct {
+	model   *config.Model
+	set     *route.Set
+	targets []target // in config order
+	hedge   *hedger  // nil: no hedging
+}
+
+// target returns the target of rt.
+func (rs *routeSet) target(rt *route.Target) *target {
+	for i := range rs.targets {
+		if rs.targets[i].rt == rt {
+			return &rs.targets[i]
+		}
+	}
+	return nil
+}
+
+// hedger is a model's hedge policy and budget.
+type hedger struct {
+	after  time.Duration // fixed delay, or 0 for a percentile
+	pct    float64       // percentile of the primary target's TTFT (after == 0)
+	budget float64       // hedges ≤ budget × requests
+	reqs   atomic.Int64
+	hedges atomic.Int64
+}
+
+func newHedger(h *config.Hedge) *hedger {
+	if h == nil {
+		return nil
+	}
+	d, pct, err := h.Delay()
+	if err != nil { // validated at load
+		return nil
+	}
+	return &hedger{after: d, pct: pct, budget: h.Budget}
+}
+
+// delay is how long to wait for t's first token before hedging; false
+// while a percentile delay has too few observations to be known.
+func (h *hedger) delay(t *route.Target) (time.Duration, bool) {
+	if h.after > 0 {
+		return h.after, true
+	}
+	return t.TTFTQuantile(h.pct / 100)
+}
+
+// allow takes one hedge from the budget: at most budget × requests
+// hedges over the model's life.
+func (h *hedger) allow() bool {
+	n := h.hedges.Add(1)
+	if float64(n) > math.Ceil(h.budget*float64(h.reqs.Load())) {
+		h.hedges.Add(-1)
+		return false
+	}
+	return true
+}
+
+// undo gives back a hedge allow took but did not use.
+func (h *hedger) undo() { h.hedges.Add(-1) }
+
+// plan is one request's walk over its routes: the order its strategy
+// chose, what was tried.
+type plan struct {
+	c     *call
+	rs    *routeSet
+	order []*route.Target
+	buf   [8]*route.Target
+	pos   int          // position in order of the current attempt
+	used  uint64       // first-pass positions a hedge already tried
+	res   route.Result // how the current attempt went, for its target's health
+}
+
+// peek returns the next target of the first pass after the current one
+// that may take an attempt now (not ejected, not used), and its position;
+// nil when there is none. It claims nothing.
+func (p *plan) peek() (*target, int) {
+	for i := p.pos + 1; i < len(p.order) && i < 64; i++ {
+		if p.used&(1<<i) == 0 && p.order[i].State() != route.Ejected {
+			return p.rs.target(p.order[i]), i
+		}
+	}
+	return nil, 0
+}
+
+// tryFunc makes one attempt on t; it sets p.res.
+type tryFunc func(ctx context.Context, p *plan, t *target) error
+
+// run is the route loop of every endpoint, stream or not: the targets in
+// the order the model's strategy gives (ejected ones last, skipped while
+// their circuit is open), then up to model.retries more attempts cycling
+// over them again, each after a backoff with jitter (at least the
+// upstream's Retry-After) unless it would end past the request's retry
+// budget. It stops at the first success, when goOn says no more attempt
+// may follow (the client left; content reached it and cannot be
+// continued), or at an error no other attempt can fix (fallbackReason).
+// Each attempt's outcome goes to its target's health and latency.
+func (g *Gateway) run(ctx context.Context, c *call, rs *routeSet, try tryFunc, goOn func(error) bool) error {
+	p := &plan{c: c, rs: rs}
+	p.order = rs.set.Order(p.buf[:0])
+	if rs.hedge != nil {
+		rs.hedge.reqs.Add(1)
+	}
+	n := len(p.order)
+	limit := n + c.model.Retries // attempts, a hedge counting as one
+	deadline := c.info.start.Add(DefaultRetryBudget)
+	if total := g.cfg.Timeouts.Total.D(); total > 0 {
+		deadline = c.info.start.Add(total)
+	}
+	var err error
+	made, retry := 0, 0
+	for pos := 0; made < limit && pos < n+limit; pos++ {
+		i := pos % n
+		if pos < n && p.used&(1<<i) != 0 {
+			continue // a hedge tried it already
+		}
+		rt := p.order[i]
+		if pos >= n { // a retry: back off first
+			retry++
+			if werr := g.backoff.Wait(ctx, retry, retryAfterOf(err), deadline); werr != nil {
+				if errors.Is(werr, route.ErrBudget) {
+					break
+				}
+				err = werr
+				break
+			}
+			g.m.Retry(c.model.Name)
+		}
+		if !rt.Begin() {
+			continue // circuit open, or its one probe is out
+		}
+		made++
+		p.pos, p.res = i, route.Result{}
+		err = try(ctx, p, rs.target(rt))
+		rt.End(p.res)
+		if err == nil || !goOn(err) {
+			return err
+		}
+		reason := fallbackReason(err)
+		if reason == "" {
+			return err
+		}
+		if made < limit {
+			g.fallback(ctx, c, rs.target(rt).name, reason, err)
+		}
+	}
+	if made == 0 {
+		return unavailable(c.model.Name, rs)
+	}
+	return err
+}
+
+// retryAfterOf is the upstream's Retry-After in err, 0 when none.
+func retryAfterOf(err error) time.Duration {
+	var perr *provider.Error
+	if errors.As(err, &perr) {
+		return perr.RetryAfter
+	}
+	return 0
+}
+
+// outcomeFor is how an attempt that ended with err counts for its
+// target's health: the client leaving, a hedge cancelled, the request's own
+// fault or the request's time running out say nothing about the target.
+func outcomeFor(err error) route.Outcome {
+	var perr *provider.Error
+	switch {
+	case err == nil:
+		return route.Success
+	case errors.Is(err, context.Canceled), errors.Is(err, relay.ErrClientGone), errors.Is(err, relay.ErrHedgeLost),
+		errors.Is(err, errShutdown), errors.Is(err, provider.ErrTotalTimeout), errors.Is(err, provider.ErrUntranslatable):
+		return route.Neutral
+	case errors.As(err, &perr) && !perr.Retryable && perr.Status >= 400 && perr.Status < 500 &&
+		perr.Status != http.StatusUnauthorized && perr.Status != http.StatusForbidden && perr.Status != http.StatusNotFound:
+		return route.Neutral // 400, 413, 422: the request, not the route
+	}
+	var cerr *continueError
+	if errors.As(err, &cerr) {
+		return route.Neutral
+	}
+	return route.Failure
+}
+
+// unavailableError: every route of the model has its circuit open.
+type unavailableError struct {
+	model      string
+	retryAfter time.Duration
+}
+
+func (e *unavailableError) Error() string {
+	return fmt.Sprintf("%v: every route of model %q failed repeatedly and is paused; retry after %s", errNoRoute, e.model, e.retryAfter)
+}
+
+func (e *unavailableError) Unwrap() error { return errNoRoute }
+
+func unavailable(model string, rs *routeSet) error {
+	wait := time.Duration(0)
+	now := time.Now()
+	for _, t := range rs.set.Targets() {
+		until, err := time.Parse(time.RFC3339Nano, t.Snapshot().EjectedUntil)
+		if err != nil {
+			continue // not ejected
+		}
+		if d := until.Sub(now); wait == 0 || d < wait {
+			wait = d
+		}
+	}
+	wait = max(time.Second, wait.Round(time.Second))
+	return &unavailableError{model: model, retryAfter: wait}
+}
