@@ -356,8 +356,8 @@ func newSections(gc load) []section {
 			"Published output prices of the models the simulated profiles are named after; the latency is the simulator's."}},
 			heading: "2. Model × cost (published output prices; simulated latency profiles)"},
 		{Section: bench.Section{Title: "3. Direct vs through the gateway on a flaky upstream", Notes: []string{
-			"sim-flaky: 10% 503 before the stream, 10% cut mid-stream, a heavy first-token tail. With fallback alone the gateway moves a request to a steady route before content is sent, and a cut after content reaches the client; with continue_on_cut the steady route continues a cut answer from where it stopped, and a hedge starts it when the first token is later than the route's p95 (at most 10% more upstream requests)."}},
-			heading: "3. Direct vs through the gateway on a flaky upstream (sim-flaky: 10% 503 before the stream, 10% cut mid-stream;\n   fallback moves a request to a steady route before content is sent; continuation repairs a cut after content,\n   hedging starts the steady route when the first token is later than the route's p95)"},
+			"sim-flaky: 10% 503 before the stream, 10% cut mid-stream, a heavy first-token tail. With fallback alone the gateway moves a request to a steady route before content is sent, and a cut after content reaches the client; with continue_on_cut the steady route continues a cut answer from where it stopped, and a hedge starts it when the first token is later than the route's p95 (at most 10% more upstream requests). In both gateway rows passive health also ejects sim-flaky for a while after 5 consecutive failures, so it serves fewer of their requests than it would alone."}},
+			heading: "3. Direct vs through the gateway on a flaky upstream (sim-flaky: 10% 503 before the stream, 10% cut mid-stream;\n   fallback moves a request to a steady route before content is sent; continuation repairs a cut after content,\n   hedging starts the steady route when the first token is later than the route's p95; passive health\n   ejects sim-flaky for a while after 5 consecutive failures)"},
 	}
 }
 

@@ -183,20 +183,10 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, c *call, parse p
 func (g *Gateway) stream(w http.ResponseWriter, r *http.Request, c *call, rs *routeSet, req *provider.Request) {
 	g.m.Inflight.Inc()
 	defer g.m.Inflight.Dec()
-	to := g.cfg.Timeouts
-	sess := relay.NewSession(w, relay.Options{
-		FirstToken:   to.FirstToken.D(),
-		Idle:         to.Idle.D(),
-		KeepAlive:    g.keepAlive,
-		IncludeUsage: req.Chat.IncludeUsage(),
-		Start:        c.info.start,
-		LateHeaders:  lateHeaders,
-		Encoder:      c.info.enc,
-		Continuable:  c.model.ContinueOnCut,
-	})
+	sess := g.newSession(w, c, req)
 	defer sess.Close()
 	ctx := r.Context()
-	if total := to.Total.D(); total > 0 {
+	if total := g.cfg.Timeouts.Total.D(); total > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, total, provider.ErrTotalTimeout)
 		defer cancel()
@@ -232,24 +222,78 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request, c *call, rs *ro
 
 // streamAttempt is one attempt of a stream on t: a plain one, a hedged
 // race of t and the plan's next target, or the continuation of a stream
-// whose content already reached the client.
+// whose content already reached the client. It lives as long as the
+// stream, so its frame is lean: the attempt's state is on the heap, its
+// preparation and accounting run in frames of their own.
 func (g *Gateway) streamAttempt(ctx context.Context, p *plan, t *target, sess *relay.Session, req *provider.Request) error {
+	a, err := g.prepareStream(p, t, sess, req)
+	if a == nil {
+		return err
+	}
+	err = sess.Attempt(ctx, t.obs, a.openFn)
+	return g.streamDone(a, sess, req, err)
+}
+
+// streamTry is one stream attempt's state.
+type streamTry struct {
+	p      *plan
+	t      *target
+	preq   provider.Request
+	opened bool
+	cont   bool // a continuation
+	chunks int  // content chunks sent before it
+	begin  time.Time
+	openFn func(context.Context) (provider.Stream, error)
+	// A hedged first token: the race, its backup target, the backup's
+	// request and its position in the plan.
+	race   relay.Race
+	backup *target
+	bq     provider.Request
+	bpos   int
+}
+
+func (a *streamTry) open(ctx context.Context) (provider.Stream, error) {
+	st, err := a.t.provider.Open(ctx, &a.preq)
+	a.opened = err == nil
+	return st, err
+}
+
+// openBackup starts the hedge, unless the budget is spent or the backup's
+// circuit is open.
+func (a *streamTry) openBackup(ctx context.Context) (provider.Stream, error) {
+	h := a.p.rs.hedge
+	if !h.allow() {
+		return nil, relay.ErrNoHedge
+	}
+	if !a.backup.rt.Begin() {
+		h.undo()
+		return nil, relay.ErrNoHedge
+	}
+	a.p.used |= 1 << a.bpos
+	return a.backup.provider.Open(ctx, &a.bq)
+}
+
+// prepareStream builds the attempt: its request (a continuation's with
+// the text so far), its hedge, the counters and headers. A nil attempt
+// means it ended here: err is its outcome.
+//
+//go:noinline
+func (g *Gateway) prepareStream(p *plan, t *target, sess *relay.Session, req *provider.Request) (*streamTry, error) {
 	c := p.c
-	preq := *req
-	preq.Model = t.model
-	cont := sess.ContentSent()
-	if cont {
+	a := &streamTry{p: p, t: t, preq: *req, cont: sess.ContentSent(), chunks: c.stats.ContentChunks}
+	a.preq.Model = t.model
+	if a.cont {
 		prefix, _ := sess.Prefix()
 		sess.SetUsageBase(api.Usage{PromptTokens: c.bill.in, CompletionTokens: c.bill.out})
-		ws, err := continueRequest(&preq, prefix, t.cont, c.stats.ContentChunks)
+		ws, err := continueRequest(&a.preq, prefix, t.cont, c.stats.ContentChunks)
 		if errors.Is(err, errLimitReached) {
 			// The cut came after the last token the client allowed: the
 			// answer is whole, it only lacked its finish.
 			p.res = route.Result{Outcome: route.Neutral}
-			return sess.Finish("length")
+			return nil, sess.Finish("length")
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
 		sess.Skip(ws)
 		c.entry.Continuations++
@@ -260,53 +304,36 @@ func (g *Gateway) streamAttempt(ctx context.Context, p *plan, t *target, sess *r
 	if c.entry.Attempts == 1 {
 		t.obs.RequestOverhead(time.Since(c.info.start))
 	}
-	opened := false
-	open := func(ctx context.Context) (provider.Stream, error) {
-		st, err := t.provider.Open(ctx, &preq)
-		opened = err == nil
-		return st, err
-	}
-	var (
-		race   relay.Race
-		backup *target
-		bpos   int
-		after  time.Duration
-		ok     bool
-	)
-	if !cont && p.rs.hedge != nil {
-		if after, ok = p.rs.hedge.delay(t.rt); ok {
-			backup, bpos = p.peek()
-		}
-		if backup != nil {
-			bq := *req
-			bq.Model = backup.model
-			h := p.rs.hedge
-			open = relay.Hedge(after, open, func(ctx context.Context) (provider.Stream, error) {
-				if !h.allow() {
-					return nil, relay.ErrNoHedge
-				}
-				if !backup.rt.Begin() {
-					h.undo()
-					return nil, relay.ErrNoHedge
-				}
-				p.used |= 1 << bpos
-				return backup.provider.Open(ctx, &bq)
-			}, &race)
+	a.openFn = a.open
+	if !a.cont && p.rs.hedge != nil {
+		if after, ok := p.rs.hedge.delay(t.rt); ok {
+			if a.backup, a.bpos = p.peek(); a.backup != nil {
+				a.bq = *req
+				a.bq.Model = a.backup.model
+				a.openFn = relay.Hedge(after, a.open, a.openBackup, &a.race)
+			}
 		}
 	}
 	sess.SetHeader(HeaderAttempts, strconv.Itoa(c.entry.Attempts))
-	chunks := c.stats.ContentChunks
-	begin := time.Now()
-	err := sess.Attempt(ctx, t.obs, open)
+	a.begin = time.Now()
+	return a, nil
+}
+
+// streamDone accounts for an attempt that ran: its bill, its target's
+// health and latency, the stream's metrics.
+//
+//go:noinline
+func (g *Gateway) streamDone(a *streamTry, sess *relay.Session, req *provider.Request, err error) error {
+	p, t, c := a.p, a.t, a.p.c
 	c.stats = sess.Stats()
-	if race.Hedged {
-		return g.hedged(p, sess, t, backup, &race, req, err, chunks)
+	if a.race.Hedged {
+		return g.hedged(p, sess, t, a.backup, &a.race, req, err, a.chunks)
 	}
-	c.bill.attempt(req, opened, err, c.stats.UsageOrNil(), c.stats.ContentChunks-chunks)
+	c.bill.attempt(req, a.opened, err, c.stats.UsageOrNil(), c.stats.ContentChunks-a.chunks)
 	p.res = route.Result{Outcome: outcomeFor(err)}
-	if c.stats.ContentChunks > chunks {
-		if !cont {
-			p.res.TTFT = c.stats.FirstContent.Sub(begin)
+	if c.stats.ContentChunks > a.chunks {
+		if !a.cont {
+			p.res.TTFT = c.stats.FirstContent.Sub(a.begin)
 		}
 		t.obs.End(c.stats.MaxGap, tokensPerSecond(&c.stats))
 	}
@@ -353,6 +380,24 @@ func (g *Gateway) hedged(p *plan, sess *relay.Session, t, backup *target, race *
 		backup.rt.End(lres)
 	}
 	return err
+}
+
+// newSession starts the stream's relay session. Out of line: its options
+// stay out of the stream's frame.
+//
+//go:noinline
+func (g *Gateway) newSession(w http.ResponseWriter, c *call, req *provider.Request) *relay.Session {
+	to := g.cfg.Timeouts
+	return relay.NewSession(w, relay.Options{
+		FirstToken:   to.FirstToken.D(),
+		Idle:         to.Idle.D(),
+		KeepAlive:    g.keepAlive,
+		IncludeUsage: req.Chat.IncludeUsage(),
+		Start:        c.info.start,
+		LateHeaders:  lateHeaders,
+		Encoder:      c.info.enc,
+		Continuable:  c.model.ContinueOnCut,
+	})
 }
 
 // streamFailed ends a stream that failed: an HTTP error before the commit
