@@ -719,6 +719,7 @@ func (g *Gateway) finish(c *call) {
 	g.rec.Record(*e)
 	i := c.info
 	i.keyID, i.model, i.route, i.attempts, i.stream = e.KeyID, e.Model, e.Route, e.Attempts, e.Stream
+	i.hedged, i.continuations = e.Hedged, e.Continuations
 	i.status, i.ttft, i.in, i.out, i.err, i.outcome = c.status, e.TTFT, in, out, e.Error, e.Outcome
 }
 

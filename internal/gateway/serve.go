@@ -24,13 +24,16 @@ type reqInfo struct {
 	model    string
 	route    string
 	attempts int
-	stream   bool
-	outcome  string        // the usage entry's outcome
-	status   int           // overrides the written status (499)
-	ttft     time.Duration // 0: no first token (a non-stream, or a stream that failed before it)
-	enc      relay.Encoder // the client's dialect when not OpenAI's (errors are written in it)
-	in, out  int
-	err      string
+	hedged   bool
+	// continuations of a stream cut mid-answer
+	continuations int
+	stream        bool
+	outcome       string        // the usage entry's outcome
+	status        int           // overrides the written status (499)
+	ttft          time.Duration // 0: no first token (a non-stream, or a stream that failed before it)
+	enc           relay.Encoder // the client's dialect when not OpenAI's (errors are written in it)
+	in, out       int
+	err           string
 }
 
 type infoKey struct{}
@@ -108,6 +111,12 @@ func (g *Gateway) access(r *http.Request, info *reqInfo, written int) {
 		attrs = append(attrs, slog.String("model", info.model), slog.Bool("stream", info.stream),
 			slog.String("route", info.route), slog.Int("attempts", info.attempts), ttft,
 			slog.Int("tokens_in", info.in), slog.Int("tokens_out", info.out))
+	}
+	if info.hedged {
+		attrs = append(attrs, slog.Bool("hedged", true))
+	}
+	if info.continuations > 0 {
+		attrs = append(attrs, slog.Int("continuations", info.continuations))
 	}
 	if info.outcome != "" && info.outcome != usage.OutcomeOK {
 		attrs = append(attrs, slog.String("outcome", info.outcome))
