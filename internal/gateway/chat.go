@@ -310,7 +310,14 @@ func (g *Gateway) prepareStream(p *plan, t *target, sess *relay.Session, req *pr
 			if a.backup, a.bpos = p.peek(); a.backup != nil {
 				a.bq = *req
 				a.bq.Model = a.backup.model
-				a.openFn = relay.Hedge(after, a.open, a.openBackup, &a.race)
+				race := relay.Hedge(after, a.open, a.openBackup, &a.race)
+				a.openFn = func(ctx context.Context) (provider.Stream, error) {
+					st, err := race(ctx)
+					if a.race.Winner == 1 {
+						sess.Observe(a.backup.obs) // the winner's latency, under its route
+					}
+					return st, err
+				}
 			}
 		}
 	}

@@ -280,6 +280,10 @@ func TestHedge(t *testing.T) {
 	if got := sumSeries(m, "streamgate_hedges_total", `outcome="won"`); got != 1 {
 		t.Errorf("streamgate_hedges_total{outcome=won}: got %v, want 1", got)
 	}
+	// The winner's latency is observed under its own route.
+	if got := sumSeries(m, "streamgate_time_to_first_token_seconds_count", `model="m",route="sim/healthy"`); got != 1 {
+		t.Errorf("TTFT observations of m on sim/healthy: got %v, want 1 (the hedge that won)", got)
+	}
 	// Budget 0.5 of 2 requests (the reference went elsewhere): one hedge
 	// used; a second request on a budget of ceil(0.5×2) = 1 gets none and
 	// waits for the stalled first route.

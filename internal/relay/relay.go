@@ -119,7 +119,8 @@ type Session struct {
 	text     []byte
 	plain    bool
 	finished bool
-	skip     string // see Skip
+	skip     string          // see Skip
+	obs      *metrics.Stream // see Observe
 	// ident is the first attempt's "id", "model" and "created": a
 	// continuing attempt's chunks carry them too, so that a client
 	// (the OpenAI SDKs' accumulators) sees one completion.
@@ -228,6 +229,11 @@ func (s *Session) Prefix() (string, bool) {
 	ok := s.opts.Continuable && s.contentSent && s.plain && !s.finished && !s.errSent && len(s.text) > 0
 	return string(s.text), ok
 }
+
+// Observe makes the current attempt's measurements go to obs instead of
+// the observer Attempt was given. Called from Attempt's open function,
+// once it knows which upstream serves (a hedged race's winner).
+func (s *Session) Observe(obs *metrics.Stream) { s.obs = obs }
 
 // SetUsageBase sets the usage of the answer's earlier attempts, added to
 // the usage a continuing attempt reports before the client sees it: the
@@ -375,6 +381,9 @@ func (s *Session) Attempt(ctx context.Context, obs *metrics.Stream, open func(co
 	s.stats.Usage, s.stats.HasUsage = api.Usage{}, false
 
 	st, err := open(actx)
+	if s.obs != nil { // the stream open chose (a hedge's winner)
+		obs, s.obs = s.obs, nil
+	}
 	if err != nil {
 		return cause(actx, err)
 	}
