@@ -9,8 +9,10 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
+	"unicode"
 
 	"github.com/streamgate/streamgate/internal/config"
 )
@@ -48,7 +50,10 @@ type entry struct {
 
 // Keys is an immutable set of static keys, safe for concurrent use. The zero
 // value knows no key.
-type Keys struct{ entries []entry }
+type Keys struct {
+	entries []entry
+	source  Source // nil: static keys only
+}
 
 // NewKeys returns the set of the config's keys. Keys with an empty secret are skipped.
 func NewKeys(keys []config.Key) *Keys {
@@ -85,7 +90,7 @@ func (k *Keys) Authenticate(r *http.Request) (*Principal, error) {
 	h := strings.TrimSpace(r.Header.Get("Authorization"))
 	if h == "" {
 		if key := strings.TrimSpace(r.Header.Get("X-Api-Key")); key != "" {
-			return k.principal(key)
+			return k.principal(r.Context(), key)
 		}
 		return nil, ErrMissingKey
 	}
@@ -100,15 +105,59 @@ func (k *Keys) Authenticate(r *http.Request) (*Principal, error) {
 	if secret == "" {
 		return nil, ErrMissingKey
 	}
-	return k.principal(secret)
+	return k.principal(r.Context(), secret)
 }
 
-func (k *Keys) principal(secret string) (*Principal, error) {
-	p, ok := k.Lookup(secret)
-	if !ok {
-		return nil, ErrUnknownKey
+func (k *Keys) principal(ctx context.Context, secret string) (*Principal, error) {
+	if p, ok := k.Lookup(secret); ok {
+		return p, nil
 	}
-	return p, nil
+	if k.source != nil {
+		p, err := k.source.Lookup(ctx, secret)
+		if err == nil || !errors.Is(err, ErrUnknownKey) {
+			return p, err // found, revoked, expired, or the store failed
+		}
+	}
+	return nil, diagnose(secret)
+}
+
+// Errors of keys found but not usable; both are 401s.
+var (
+	ErrRevokedKey = errors.New("API key revoked: ask for a new one")
+	ErrExpiredKey = errors.New("API key expired")
+)
+
+// diagnose says why secret, which matches no key, is wrong when its form
+// shows it: quotes, whitespace, another vendor's key. The message depends
+// on the secret's form only, never on whether some key exists.
+func diagnose(secret string) error {
+	switch {
+	case strings.HasPrefix(secret, `"`) || strings.HasSuffix(secret, `"`) || strings.HasPrefix(secret, "'") || strings.HasSuffix(secret, "'"):
+		return fmt.Errorf("%w: it is wrapped in quotes; send the key alone", ErrUnknownKey)
+	case strings.ContainsFunc(secret, unicode.IsSpace):
+		return fmt.Errorf("%w: it contains whitespace; send the key alone, on one line", ErrUnknownKey)
+	case strings.HasPrefix(secret, "sk-ant-"):
+		return fmt.Errorf("%w: this is an Anthropic API key; send a key of this gateway instead (the provider keys stay in the gateway's config)", ErrUnknownKey)
+	case strings.HasPrefix(secret, "AIza"):
+		return fmt.Errorf("%w: this is a Google API key; send a key of this gateway instead (the provider keys stay in the gateway's config)", ErrUnknownKey)
+	case strings.HasPrefix(secret, "sk-"):
+		return fmt.Errorf("%w: this looks like an OpenAI API key; send a key of this gateway instead (the provider keys stay in the gateway's config)", ErrUnknownKey)
+	}
+	return ErrUnknownKey
+}
+
+// Source finds keys kept outside the config: the database's virtual keys.
+// Lookup returns ErrUnknownKey when secret is none of them, ErrRevokedKey
+// or ErrExpiredKey (wrapped) for one that may no longer be used.
+type Source interface {
+	Lookup(ctx context.Context, secret string) (*Principal, error)
+}
+
+// WithSource returns k with src consulted for secrets that are not static keys.
+func (k *Keys) WithSource(src Source) *Keys {
+	out := *k
+	out.source = src
+	return &out
 }
 
 // Middleware authenticates every request before next; a failure goes to

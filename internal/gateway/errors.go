@@ -92,7 +92,10 @@ func statusOf(err error) httpError {
 		h := e(http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed", "")
 		h.allow = method.allow
 		return h
-	case errors.Is(err, auth.ErrMissingKey), errors.Is(err, auth.ErrUnknownKey), errors.Is(err, auth.ErrNotBearer):
+	case errors.Is(err, auth.ErrKeyStore):
+		return upstream(http.StatusServiceUnavailable, "server_error", "key_store_unreachable", "the gateway cannot check API keys right now (its key store is unreachable)")
+	case errors.Is(err, auth.ErrMissingKey), errors.Is(err, auth.ErrUnknownKey), errors.Is(err, auth.ErrNotBearer),
+		errors.Is(err, auth.ErrRevokedKey), errors.Is(err, auth.ErrExpiredKey):
 		return e(http.StatusUnauthorized, "authentication_error", "invalid_api_key", "")
 	case errors.Is(err, auth.ErrAdminKey):
 		return e(http.StatusUnauthorized, "authentication_error", "invalid_admin_key", "")
