@@ -3,18 +3,14 @@ package usage
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"math"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
-	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	"github.com/streamgate/streamgate/internal/sqldb"
 )
 
 // schemaComponent is this package's row in streamgate_schema, the version table
@@ -41,9 +37,6 @@ type dialect struct {
 	name string
 	// migrations[i] brings the schema from version i to i+1.
 	migrations [][]string
-	// lock, when set, runs first in the migration transaction so that two
-	// processes starting together do not race on CREATE TABLE.
-	lock string
 	// maxRows bounds the rows of one INSERT statement (PostgreSQL allows
 	// 65535 parameters); 1 means one prepared statement executed per row.
 	maxRows int
@@ -158,11 +151,16 @@ var postgresDialect = &dialect{
 			ADD COLUMN hedged BOOLEAN NOT NULL DEFAULT false,
 			ADD COLUMN continuations INTEGER NOT NULL DEFAULT 0`,
 	}},
-	// An arbitrary constant shared by every streamgate process: serialises
-	// schema migrations across processes (transaction-scoped).
-	lock:    `SELECT pg_advisory_xact_lock(7355608001)`,
 	maxRows: 500,
 	timeArg: func(t time.Time) any { return t.UTC() },
+}
+
+// dialectOf returns the dialect of an open database.
+func dialectOf(db *sqldb.DB) *dialect {
+	if db.Dialect == sqldb.Postgres {
+		return postgresDialect
+	}
+	return sqliteDialect
 }
 
 // sqlStore is the Store over database/sql for both dialects.
@@ -172,130 +170,6 @@ type sqlStore struct {
 }
 
 var _ Store = (*sqlStore)(nil)
-
-func openSQLite(ctx context.Context, rest string) (Store, error) {
-	path, rawQuery, _ := strings.Cut(rest, "?")
-	if path == "" {
-		return nil, errors.New("usage: open sqlite: empty path in DSN (want sqlite://PATH)")
-	}
-	q, err := url.ParseQuery(rawQuery)
-	if err != nil {
-		return nil, fmt.Errorf("usage: open sqlite %q: query parameters: %w", path, err)
-	}
-	// Defaults, each unless the DSN sets that pragma itself: modernc runs
-	// _pragma values sorted, so a duplicate would not simply override.
-	defaults := []struct{ name, value string }{
-		{"busy_timeout", "busy_timeout(5000)"},
-		{"journal_mode", "journal_mode(WAL)"},
-		// NORMAL is durable across process crashes in WAL mode; only an OS
-		// crash can lose the last transactions.
-		{"synchronous", "synchronous(NORMAL)"},
-	}
-	for _, def := range defaults {
-		set := false
-		for _, p := range q["_pragma"] {
-			if strings.HasPrefix(strings.ToLower(strings.TrimSpace(p)), def.name) {
-				set = true
-			}
-		}
-		if !set {
-			q.Add("_pragma", def.value)
-		}
-	}
-	if q.Get("_txlock") == "" {
-		// Take the write lock at BEGIN: a deferred transaction that upgrades
-		// later can fail with SQLITE_BUSY without waiting for busy_timeout.
-		q.Set("_txlock", "immediate")
-	}
-	db, err := sql.Open("sqlite", path+"?"+q.Encode())
-	if err != nil {
-		return nil, fmt.Errorf("usage: open sqlite %q: %w", path, err)
-	}
-	// One connection: SQLite has one writer anyway, and :memory: is private to
-	// its connection.
-	db.SetMaxOpenConns(1)
-	db.SetConnMaxIdleTime(0)
-	s := &sqlStore{db: db, d: sqliteDialect}
-	if err := s.init(ctx); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("usage: open sqlite %q: %w", path, err)
-	}
-	return s, nil
-}
-
-func openPostgres(ctx context.Context, dsn string) (Store, error) {
-	cfg, err := pgx.ParseConfig(dsn) // its errors redact the password
-	if err != nil {
-		return nil, fmt.Errorf("usage: open postgres: %w", err)
-	}
-	db := stdlib.OpenDB(*cfg)
-	db.SetMaxOpenConns(4)
-	db.SetMaxIdleConns(4)
-	db.SetConnMaxIdleTime(5 * time.Minute)
-	s := &sqlStore{db: db, d: postgresDialect}
-	if err := s.init(ctx); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("usage: open postgres %s@%s/%s: %w", cfg.User, cfg.Host, cfg.Database, err)
-	}
-	return s, nil
-}
-
-// init pings the database and brings the schema to the latest version.
-func (s *sqlStore) init(ctx context.Context) error {
-	if err := s.db.PingContext(ctx); err != nil {
-		return fmt.Errorf("ping: %w", err)
-	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("schema: begin: %w", err)
-	}
-	defer tx.Rollback()
-	if s.d.lock != "" {
-		if _, err := tx.ExecContext(ctx, s.d.lock); err != nil {
-			return fmt.Errorf("schema: lock: %w", err)
-		}
-	}
-	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS streamgate_schema (
-		component TEXT PRIMARY KEY,
-		version   INTEGER NOT NULL
-	)`); err != nil {
-		return fmt.Errorf("schema: create streamgate_schema: %w", err)
-	}
-	var version int
-	err = tx.QueryRowContext(ctx, `SELECT version FROM streamgate_schema WHERE component = $1`, schemaComponent).Scan(&version)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		version = 0
-	case err != nil:
-		return fmt.Errorf("schema: read version: %w", err)
-	}
-	latest := len(s.d.migrations)
-	if version > latest {
-		return fmt.Errorf("schema: ledger schema version %d is newer than this binary's %d: upgrade streamgate", version, latest)
-	}
-	if version == latest {
-		return nil // nothing to write; the deferred rollback ends the read
-	}
-	for v := version; v < latest; v++ {
-		for _, stmt := range s.d.migrations[v] {
-			if _, err := tx.ExecContext(ctx, stmt); err != nil {
-				return fmt.Errorf("schema: migrate to version %d: %w", v+1, err)
-			}
-		}
-	}
-	if version == 0 {
-		_, err = tx.ExecContext(ctx, `INSERT INTO streamgate_schema (component, version) VALUES ($1, $2)`, schemaComponent, latest)
-	} else {
-		_, err = tx.ExecContext(ctx, `UPDATE streamgate_schema SET version = $2 WHERE component = $1`, schemaComponent, latest)
-	}
-	if err != nil {
-		return fmt.Errorf("schema: record version %d: %w", latest, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("schema: commit: %w", err)
-	}
-	return nil
-}
 
 // Insert implements Inserter: one transaction, multi-row INSERTs of at most
 // maxRows rows, entries whose ID is already stored skipped.

@@ -4,12 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/streamgate/streamgate/internal/sqldb"
 )
 
 // Inserter writes a batch of entries. It is all the Writer needs from a Store.
@@ -73,18 +73,16 @@ type Summary struct {
 // the DSN. Open connects and pings within ctx, which should carry a deadline:
 // an unreachable PostgreSQL host otherwise waits for the TCP timeout.
 func Open(ctx context.Context, dsn string) (Store, error) {
-	scheme, rest, ok := strings.Cut(dsn, "://")
-	if !ok {
-		return nil, errors.New("usage: open database: no scheme in DSN (want sqlite://PATH or postgres://...)")
+	db, err := sqldb.Open(ctx, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("usage: %w", err)
 	}
-	switch strings.ToLower(scheme) {
-	case "sqlite":
-		return openSQLite(ctx, rest)
-	case "postgres", "postgresql":
-		return openPostgres(ctx, dsn)
-	default:
-		return nil, fmt.Errorf("usage: open database: unknown scheme %q (want sqlite or postgres)", scheme)
+	d := dialectOf(db)
+	if err := db.Migrate(ctx, schemaComponent, d.migrations); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("usage: open %s: %w", db.Name, err)
 	}
+	return &sqlStore{db: db.DB, d: d}, nil
 }
 
 // idPrefix makes IDs unique across processes; idSeq within one.
