@@ -19,6 +19,7 @@ import (
 
 	"github.com/streamgate/streamgate/internal/config"
 	"github.com/streamgate/streamgate/internal/gateway"
+	"github.com/streamgate/streamgate/internal/keys"
 	"github.com/streamgate/streamgate/internal/usage"
 )
 
@@ -162,7 +163,17 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 		return err
 	}
 	defer led.close()
-	gw, err := gateway.New(gateway.Options{Config: cfg, Recorder: led.rec, Ping: led.ping, Logger: o.logger, KeepAlive: o.keepAlive})
+	var keyStore *keys.Store // the database's keys, beside the config's
+	if cfg.Database != "" {
+		octx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		keyStore, err = keys.Open(octx, cfg.Database)
+		cancel()
+		if err != nil {
+			return err
+		}
+		defer keyStore.Close()
+	}
+	gw, err := gateway.New(gateway.Options{Config: cfg, Recorder: led.rec, Ping: led.ping, Logger: o.logger, KeepAlive: o.keepAlive, KeyStore: keyStore})
 	if err != nil {
 		return err
 	}

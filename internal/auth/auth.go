@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/streamgate/streamgate/internal/config"
@@ -31,6 +32,9 @@ type Principal struct {
 	KeyID      string   // the key's name, safe to log
 	Models     []string // models the key may use; empty means all
 	MaxStreams int      // the key's concurrent request limit; 0: the gateway's per-key default
+	// ExpiresAt is when the key stops working; zero: never. Checked at each
+	// use, so a cached key expires on time.
+	ExpiresAt time.Time
 }
 
 // Allowed reports whether the principal may use model, by the key's rule
@@ -114,8 +118,11 @@ func (k *Keys) principal(ctx context.Context, secret string) (*Principal, error)
 	}
 	if k.source != nil {
 		p, err := k.source.Lookup(ctx, secret)
+		if err == nil && !p.ExpiresAt.IsZero() && !time.Now().Before(p.ExpiresAt) {
+			return nil, fmt.Errorf("%w on %s", ErrExpiredKey, p.ExpiresAt.UTC().Format(time.RFC3339))
+		}
 		if err == nil || !errors.Is(err, ErrUnknownKey) {
-			return p, err // found, revoked, expired, or the store failed
+			return p, err // found, revoked, or the store failed
 		}
 	}
 	return nil, diagnose(secret)

@@ -105,6 +105,10 @@ func statusOf(err error) httpError {
 		return e(http.StatusForbidden, "permission_error", "model_not_allowed", "model")
 	case errors.Is(err, errUnknownModel):
 		return e(http.StatusNotFound, "invalid_request_error", "model_not_found", "model")
+	case errors.Is(err, errKeyNotFound):
+		return e(http.StatusNotFound, "invalid_request_error", "key_not_found", "")
+	case errors.Is(err, errKeysOff):
+		return e(http.StatusNotFound, "invalid_request_error", "key_store_off", "")
 	case errors.Is(err, errUnknownPath):
 		return e(http.StatusNotFound, "invalid_request_error", "unknown_url", "")
 	case errors.Is(err, errNoRoute):

@@ -21,6 +21,7 @@ import (
 	"github.com/streamgate/streamgate/internal/admit"
 	"github.com/streamgate/streamgate/internal/auth"
 	"github.com/streamgate/streamgate/internal/config"
+	"github.com/streamgate/streamgate/internal/keys"
 	"github.com/streamgate/streamgate/internal/metrics"
 	"github.com/streamgate/streamgate/internal/provider"
 	_ "github.com/streamgate/streamgate/internal/provider/anthropic" // registers kind anthropic
@@ -71,6 +72,11 @@ type Options struct {
 	// Sim configures the in-process upstream of "kind: sim" providers; the
 	// zero value is the simulator's defaults.
 	Sim sim.Options
+	// KeyStore holds the API keys kept in the database (`streamgate keys`,
+	// /admin/keys): looked up, through a one-second cache, for a secret that
+	// is none of the config's keys. Nil: the config's keys only, and
+	// /admin/keys answers 404.
+	KeyStore *keys.Store
 }
 
 // Gateway serves the HTTP API. Create it with New, serve it with Serve (or
@@ -89,6 +95,7 @@ type Gateway struct {
 	// embeddings (provider.Embedder).
 	embedRoutes map[string]*routeSet
 	backoff     route.Backoff
+	keyStore    *keys.Store    // nil: none
 	limiter     *admit.Limiter // nil: no limits
 	keepAlive   time.Duration  // 0: none
 	idle        time.Duration
@@ -134,6 +141,10 @@ func New(opts Options) (*Gateway, error) {
 	}
 	if g.rec == nil {
 		g.rec = discard{}
+	}
+	if opts.KeyStore != nil {
+		g.keyStore = opts.KeyStore
+		g.keys = g.keys.WithSource(auth.NewCache(keySource{opts.KeyStore}, auth.DefaultCacheTTL))
 	}
 	if g.reg == nil {
 		g.reg = prometheus.NewRegistry()
@@ -289,6 +300,8 @@ func (g *Gateway) routesTable() *http.ServeMux {
 	mux.HandleFunc("/healthz", g.healthz)
 	mux.HandleFunc("/readyz", g.readyz)
 	mux.Handle("/admin/routes", auth.Admin(g.cfg.AdminKey, g.writeError)(onlyGet(g, http.HandlerFunc(g.adminRoutes))))
+	mux.Handle("/admin/keys", auth.Admin(g.cfg.AdminKey, g.writeError)(http.HandlerFunc(g.adminKeys)))
+	mux.Handle("/admin/keys/", auth.Admin(g.cfg.AdminKey, g.writeError)(http.HandlerFunc(g.adminKeys)))
 	mux.Handle("/metrics", onlyGet(g, promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{})))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		g.writeError(w, r, fmt.Errorf("%w: %s %s", errUnknownPath, r.Method, r.URL.Path))

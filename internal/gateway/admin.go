@@ -1,0 +1,165 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/streamgate/streamgate/internal/auth"
+	"github.com/streamgate/streamgate/internal/keys"
+)
+
+// errKeysOff: the key API was asked for and the gateway has no key store.
+var errKeysOff = errors.New("no key store: the gateway was started without its database's keys")
+
+// createKeyRequest is the body of POST /admin/keys.
+type createKeyRequest struct {
+	Name       string   `json:"name"`
+	Models     []string `json:"models"`
+	MaxStreams int      `json:"max_streams"`
+	// Expires is a duration from now ("30d", "12h") or an RFC 3339 time; "" never.
+	Expires string `json:"expires"`
+}
+
+// keyWithSecret is a created or rotated key: the secret is shown this once.
+type keyWithSecret struct {
+	keys.Key
+	Secret string `json:"secret"`
+}
+
+// adminKeys serves /admin/keys (GET list, POST create) and
+// /admin/keys/{ref} (GET, DELETE revokes) and /admin/keys/{ref}/rotate
+// (POST). ref is a key's id or name. Secrets appear only in the answers to
+// create and rotate.
+func (g *Gateway) adminKeys(w http.ResponseWriter, r *http.Request) {
+	if g.keyStore == nil {
+		g.writeError(w, r, errKeysOff)
+		return
+	}
+	ctx := r.Context()
+	rest := strings.Trim(strings.TrimPrefix(r.URL.Path, "/admin/keys"), "/")
+	ref, action, _ := strings.Cut(rest, "/")
+	switch {
+	case ref == "" && r.Method == http.MethodGet:
+		list, err := g.keyStore.List(ctx)
+		if err != nil {
+			g.writeError(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"keys": list})
+	case ref == "" && r.Method == http.MethodPost:
+		var req createKeyRequest
+		body, err := g.readBody(w, r)
+		if err == nil {
+			err = decodeObject(body, &req)
+		}
+		if err != nil {
+			g.writeError(w, r, err)
+			return
+		}
+		k := keys.Key{Name: req.Name, Models: req.Models, MaxStreams: req.MaxStreams}
+		if req.Expires != "" {
+			if k.ExpiresAt, err = ParseExpires(req.Expires, time.Now()); err != nil {
+				g.writeError(w, r, invalid("expires", "%v", err))
+				return
+			}
+		}
+		created, secret, err := g.keyStore.Create(ctx, k)
+		if err != nil {
+			g.writeError(w, r, keyError(err))
+			return
+		}
+		writeJSON(w, http.StatusCreated, keyWithSecret{created, secret})
+	case ref == "":
+		g.writeError(w, r, &methodError{allow: "GET, POST"})
+	case action == "" && r.Method == http.MethodGet:
+		k, err := g.keyStore.Get(ctx, ref)
+		g.keyAnswer(w, r, k, "", err)
+	case action == "" && r.Method == http.MethodDelete:
+		k, err := g.keyStore.Revoke(ctx, ref)
+		g.keyAnswer(w, r, k, "", err)
+	case action == "":
+		g.writeError(w, r, &methodError{allow: "GET, DELETE"})
+	case action == "rotate" && r.Method == http.MethodPost:
+		k, secret, err := g.keyStore.Rotate(ctx, ref)
+		g.keyAnswer(w, r, k, secret, err)
+	case action == "rotate":
+		g.writeError(w, r, &methodError{allow: "POST"})
+	default:
+		g.writeError(w, r, fmt.Errorf("%w: %s %s", errUnknownPath, r.Method, r.URL.Path))
+	}
+}
+
+func (g *Gateway) keyAnswer(w http.ResponseWriter, r *http.Request, k keys.Key, secret string, err error) {
+	switch {
+	case err != nil:
+		g.writeError(w, r, keyError(err))
+	case secret != "":
+		writeJSON(w, http.StatusOK, keyWithSecret{k, secret})
+	default:
+		writeJSON(w, http.StatusOK, k)
+	}
+}
+
+// keyError maps the key store's errors: not found 404, a name in use 409
+// (as a 400 with its field), invalid input 400.
+func keyError(err error) error {
+	switch {
+	case errors.Is(err, keys.ErrNotFound):
+		return fmt.Errorf("%w: %v", errKeyNotFound, err)
+	case errors.Is(err, keys.ErrNameTaken):
+		return invalid("name", "%v", err)
+	case errors.Is(err, keys.ErrInvalid):
+		return invalid("", "%v", err)
+	}
+	return err
+}
+
+var errKeyNotFound = errors.New("key not found")
+
+// ParseExpires reads an expiry: a duration from now ("30d", "12h", "90m")
+// or an RFC 3339 time; it must be in the future.
+func ParseExpires(s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		if !t.After(now) {
+			return time.Time{}, fmt.Errorf("expiry %s is not in the future", s)
+		}
+		return t, nil
+	}
+	d, err := parseDays(s)
+	if err != nil || d <= 0 {
+		return time.Time{}, fmt.Errorf("expiry %q: want a positive duration such as 30d or 12h, or an RFC 3339 time", s)
+	}
+	return now.Add(d), nil
+}
+
+// parseDays is time.ParseDuration with a "d" (24 h) unit.
+func parseDays(s string) (time.Duration, error) {
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		var days int
+		if _, err := fmt.Sscanf(n, "%d", &days); err != nil || fmt.Sprint(days) != n {
+			return 0, fmt.Errorf("bad number of days %q", n)
+		}
+		return time.Duration(days) * 24 * time.Hour, nil
+	}
+	return time.ParseDuration(s)
+}
+
+// keySource is the key store as the authenticator's Source.
+type keySource struct{ s *keys.Store }
+
+func (k keySource) Lookup(ctx context.Context, secret string) (*auth.Principal, error) {
+	key, err := k.s.Lookup(ctx, secret)
+	switch {
+	case errors.Is(err, keys.ErrNotFound):
+		return nil, auth.ErrUnknownKey
+	case err != nil:
+		return nil, fmt.Errorf("%w: %v", auth.ErrKeyStore, err)
+	case key.Revoked():
+		return nil, auth.ErrRevokedKey
+	}
+	return &auth.Principal{KeyID: key.Name, Models: key.Models, MaxStreams: key.MaxStreams, ExpiresAt: key.ExpiresAt}, nil
+}

@@ -1,0 +1,124 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/streamgate/streamgate/internal/gateway"
+	"github.com/streamgate/streamgate/internal/keys"
+)
+
+// adminDo sends an admin API request with the admin key.
+func adminDo(t *testing.T, e *env, method, path, body string) (int, []byte) {
+	t.Helper()
+	resp := do(t, method, e.url+path, "admin-secret", body)
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// eventually retries check for up to 5 s: a change of the key store reaches
+// the gateway within its cache TTL (1 s).
+func eventually(t *testing.T, what string, check func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !check(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 5 s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Keys kept in the database: created through the admin API (the secret
+// shown once), used at once, listed without secrets, rotated and revoked,
+// each change seen by the gateway within its cache TTL; a revoked or
+// expired key's 401 says so.
+func TestDatabaseKeys(t *testing.T) {
+	ctx := context.Background()
+	store, err := keys.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "keys.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	cfg := baseConfig()
+	cfg.AdminKey = "admin-secret"
+	e := startWith(t, gateway.Options{Config: cfg, KeepAlive: -1, KeyStore: store})
+
+	status, body := adminDo(t, e, "POST", "/admin/keys", `{"name":"app","models":["m-sim"],"max_streams":2}`)
+	var created struct {
+		ID     string `json:"id"`
+		Name   string `json:"name"`
+		Secret string `json:"secret"`
+	}
+	if err := json.Unmarshal(body, &created); status != 201 || err != nil || created.Secret == "" || created.Name != "app" {
+		t.Fatalf("create: got %d %s, want 201 with the secret", status, body)
+	}
+	chat := func(secret, model string) int {
+		resp := do(t, "POST", e.url+"/v1/chat/completions", secret, chatBody(model, false, ""))
+		io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode
+	}
+	if got := chat(created.Secret, "m-sim"); got != 200 {
+		t.Fatalf("a new key: got %d, want 200", got)
+	}
+	if got := chat(created.Secret, "m-other"); got != 403 {
+		t.Errorf("a model the key may not use: got %d, want 403", got)
+	}
+	if en := e.waitEntries(t, 2)[0]; en.KeyID != "app" {
+		t.Errorf("usage entry key: got %q, want the key's name", en.KeyID)
+	}
+	if status, body := adminDo(t, e, "GET", "/admin/keys", ""); status != 200 || !strings.Contains(string(body), `"app"`) || strings.Contains(string(body), created.Secret) || strings.Contains(string(body), created.Secret[3:]) {
+		t.Errorf("list: got %d %s, want the key without its secret", status, body)
+	}
+	if status, _ := adminDo(t, e, "GET", "/admin/keys/nope", ""); status != 404 {
+		t.Errorf("unknown key: got %d, want 404", status)
+	}
+	if status, body := adminDo(t, e, "POST", "/admin/keys", `{"name":"app"}`); status != 400 || !strings.Contains(string(body), "name") {
+		t.Errorf("a taken name: got %d %s, want 400 naming the name", status, body)
+	}
+
+	// Rotate: the old secret stops working, the new one works.
+	status, body = adminDo(t, e, "POST", "/admin/keys/app/rotate", "")
+	var rotated struct{ Secret string }
+	if json.Unmarshal(body, &rotated); status != 200 || rotated.Secret == "" || rotated.Secret == created.Secret {
+		t.Fatalf("rotate: got %d %s", status, body)
+	}
+	eventually(t, "the old secret refused after rotation", func() bool { return chat(created.Secret, "m-sim") == 401 })
+	if got := chat(rotated.Secret, "m-sim"); got != 200 {
+		t.Errorf("the rotated secret: got %d, want 200", got)
+	}
+
+	// Revoke: refused within the cache TTL, with a message that says so.
+	if status, _ := adminDo(t, e, "DELETE", "/admin/keys/"+created.ID, ""); status != 200 {
+		t.Fatalf("revoke: got %d", status)
+	}
+	eventually(t, "the revoked key refused", func() bool { return chat(rotated.Secret, "m-sim") == 401 })
+	resp := do(t, "POST", e.url+"/v1/chat/completions", rotated.Secret, chatBody("m-sim", false, ""))
+	if er := readError(t, resp); !strings.Contains(er.Error.Message, "revoked") {
+		t.Errorf("revoked key: got %q, want the message to say revoked", er.Error.Message)
+	}
+
+	// Expired.
+	k, secret, err := store.Create(ctx, keys.Key{Name: "short", ExpiresAt: time.Now().Add(time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the expired key refused", func() bool { return time.Now().After(k.ExpiresAt) && chat(secret, "m-sim") == 401 })
+	resp = do(t, "POST", e.url+"/v1/chat/completions", secret, chatBody("m-sim", false, ""))
+	if er := readError(t, resp); !strings.Contains(er.Error.Message, "expired") {
+		t.Errorf("expired key: got %q, want the message to say expired", er.Error.Message)
+	}
+
+	// The admin API needs the admin key, and the key API a store.
+	if resp := do(t, "GET", e.url+"/admin/keys", rotated.Secret, ""); resp.StatusCode != 401 {
+		t.Errorf("/admin/keys with a client key: got %d, want 401", resp.StatusCode)
+	}
+	e2 := start(t, cfg)
+	if status, _ := adminDo(t, e2, "GET", "/admin/keys", ""); status != 404 {
+		t.Errorf("/admin/keys without a key store: got %d, want 404", status)
+	}
+}
