@@ -124,7 +124,7 @@ func newRoot(e *env) *cobra.Command {
 }
 
 // subcommands is filled by the init functions of the files that define
-// each subcommand (serve.go, sim.go, bench.go, demo.go).
+// each subcommand (serve.go, sim.go, bench.go, demo.go, keys.go, usage.go).
 var subcommands []func(*env) *cobra.Command
 
 func newVersionCmd(e *env) *cobra.Command {

@@ -1,0 +1,219 @@
+package main
+
+import (
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"maps"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/streamgate/streamgate/internal/usage"
+)
+
+// usageLedger creates a SQLite ledger with entries of the last hours and one
+// from 40 days ago (outside the default window), and returns its DSN.
+func usageLedger(t *testing.T) string {
+	t.Helper()
+	dsn := "sqlite://" + filepath.Join(t.TempDir(), "ledger.db")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := usage.Open(ctx, dsn)
+	if err != nil {
+		t.Fatalf("usage.Open: %v", err)
+	}
+	defer s.Close()
+	now := time.Now()
+	entries := []usage.Entry{
+		{Time: now.Add(-time.Hour), KeyID: "app", Model: "m1", Route: "p/a", Attempts: 1, Outcome: usage.OutcomeOK, InputTokens: 100, OutputTokens: 1000, CostUSD: 1.5},
+		{Time: now.Add(-2 * time.Hour), KeyID: "app", Model: "m1", Route: "p/b", Attempts: 2, Outcome: usage.OutcomeOK, InputTokens: 100, OutputTokens: 500, CostUSD: 0.5},
+		{Time: now.Add(-3 * time.Hour), KeyID: "dev", Model: "m2", Route: "p/a", Attempts: 2, Hedged: true, Continuations: 1, Outcome: usage.OutcomeOK, InputTokens: 10, OutputTokens: 20, CostUSD: 1},
+		{Time: now.Add(-4 * time.Hour), KeyID: "dev", Model: "m2", Attempts: 1, Outcome: usage.OutcomeUpstreamError},
+		{Time: now.Add(-40 * 24 * time.Hour), KeyID: "old", Model: "m1", Route: "p/a", Attempts: 1, Outcome: usage.OutcomeOK, InputTokens: 5, OutputTokens: 5, CostUSD: 100},
+	}
+	if err := s.Insert(ctx, entries); err != nil {
+		t.Fatalf("Insert: %v", err)
+	}
+	return dsn
+}
+
+// The JSON shape end to end: groups, total, projection and window.
+func TestUsageCLIJSON(t *testing.T) {
+	db := usageLedger(t)
+	code, out, errs := runCLI(t, nil, "usage", "--database", db, "--json")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %s", code, errs)
+	}
+	var rep map[string]any
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("decode %q: %v", out, err)
+	}
+	keys := slices.Sorted(maps.Keys(rep))
+	wantKeys := []string{"by", "groups", "projected_monthly_usd", "projection_days", "since", "total", "until"}
+	if !slices.Equal(keys, wantKeys) {
+		t.Errorf("keys: got %v, want %v", keys, wantKeys)
+	}
+	var got usageReport
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("decode %q: %v", out, err)
+	}
+	wantGroups := []usageGroup{
+		{"m1", usageTotals{Requests: 2, Fallbacks: 1, InputTokens: 200, OutputTokens: 1500, CostUSD: 2}},
+		{"m2", usageTotals{Requests: 2, Failed: 1, ErrorRate: 0.5, Hedged: 1, Continued: 1, InputTokens: 10, OutputTokens: 20, CostUSD: 1}},
+	}
+	if got.By != "model" || !reflect.DeepEqual(got.Groups, wantGroups) {
+		t.Errorf("by %q, groups %+v; want model, %+v", got.By, got.Groups, wantGroups)
+	}
+	wantTotal := usageTotals{Requests: 4, Failed: 1, ErrorRate: 0.25, Fallbacks: 1, Hedged: 1, Continued: 1, InputTokens: 210, OutputTokens: 1520, CostUSD: 3}
+	if got.Total != wantTotal {
+		t.Errorf("total: got %+v, want %+v", got.Total, wantTotal)
+	}
+	since, err1 := time.Parse(time.RFC3339, got.Since)
+	until, err2 := time.Parse(time.RFC3339, got.Until)
+	if err1 != nil || err2 != nil || until.Sub(since).Round(time.Second) != 30*24*time.Hour {
+		t.Errorf("window %s to %s (%v, %v); want 30 days", got.Since, got.Until, err1, err2)
+	}
+	if math.Abs(got.ProjectionDays-30) > 0.001 || math.Abs(got.ProjectedMonthlyUSD-3) > 0.001 {
+		t.Errorf("projection: got $%v over %v days, want $3 over 30", got.ProjectedMonthlyUSD, got.ProjectionDays)
+	}
+
+	// A window of one day scales its cost by 30; --until bounds it.
+	code, out, errs = runCLI(t, nil, "usage", "--database", db, "--json", "--since", "1d", "--by", "key")
+	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil {
+		t.Fatalf("--since 1d: exit %d, %v, stderr %s", code, err, errs)
+	}
+	if len(got.Groups) != 2 || got.Groups[0].Group != "app" || got.Groups[1].Group != "dev" || math.Abs(got.ProjectedMonthlyUSD-90) > 0.01 {
+		t.Errorf("--since 1d --by key: groups %+v, projected %v; want app, dev and $90", got.Groups, got.ProjectedMonthlyUSD)
+	}
+	code, out, _ = runCLI(t, nil, "usage", "--database", db, "--json", "--since", "60d", "--until", "30d")
+	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil || got.Total.Requests != 1 || got.Total.CostUSD != 100 {
+		t.Errorf("--since 60d --until 30d: exit %d, %v, total %+v; want the old entry alone", code, err, got.Total)
+	}
+	code, out, _ = runCLI(t, nil, "usage", "--database", db, "--json", "--since", "2001-01-01", "--until", "2001-02-01T00:00:00Z")
+	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil || got.Groups == nil || len(got.Groups) != 0 || got.ProjectedMonthlyUSD != 0 {
+		t.Errorf("empty window: exit %d, %v, %+v; want [] groups and $0", code, err, got)
+	}
+}
+
+func TestUsageCLITable(t *testing.T) {
+	db := usageLedger(t)
+	code, out, errs := runCLI(t, nil, "usage", "--database", db, "--by", "route")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %s", code, errs)
+	}
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if len(lines) != 6 {
+		t.Fatalf("got %d lines, want header, (none), p/a, p/b, total and the projection:\n%s", len(lines), out)
+	}
+	for i, want := range [][]string{
+		{"route", "requests", "failed", "error", "rate", "fallbacks", "hedged", "continued", "input", "tok", "output", "tok", "cost", "USD"},
+		{"(none)", "1", "1", "100.00%", "0", "0", "0", "0", "0", "0.0000"},
+		{"p/a", "2", "0", "0.00%", "0", "1", "1", "110", "1020", "2.5000"},
+		{"p/b", "1", "0", "0.00%", "1", "0", "0", "100", "500", "0.5000"},
+		{"total", "4", "1", "25.00%", "1", "1", "1", "210", "1520", "3.0000"},
+	} {
+		if got := strings.Fields(lines[i]); !reflect.DeepEqual(got, want) {
+			t.Errorf("line %d: got %q, want fields %q", i, lines[i], want)
+		}
+		// Aligned: every row as wide as the header.
+		if len(lines[i]) != len(lines[0]) {
+			t.Errorf("line %d: width %d, want %d (aligned):\n%s", i, len(lines[i]), len(lines[0]), out)
+		}
+	}
+	if !strings.Contains(lines[5], "projected monthly cost $3.00") || !strings.Contains(lines[5], "30 days") {
+		t.Errorf("projection line: got %q, want $3.00 over 30 days", lines[5])
+	}
+}
+
+func TestUsageCLICSV(t *testing.T) {
+	db := usageLedger(t)
+	code, out, errs := runCLI(t, nil, "usage", "--database", db, "--by", "day", "--csv")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %s", code, errs)
+	}
+	records, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+	if err != nil {
+		t.Fatalf("parse %q: %v", out, err)
+	}
+	wantHeader := []string{"day", "requests", "failed", "error_rate", "fallbacks", "hedged", "continued", "input_tokens", "output_tokens", "cost_usd"}
+	if len(records) < 2 || !reflect.DeepEqual(records[0], wantHeader) {
+		t.Fatalf("got %q, want header %q and rows", records, wantHeader)
+	}
+	// The entries of the last 4 hours fall on one or two UTC days.
+	var requests int
+	for _, r := range records[1:] {
+		if _, err := time.Parse(time.DateOnly, r[0]); err != nil {
+			t.Errorf("row %q: day not a date", r)
+		}
+		n, err := strconv.Atoi(r[1])
+		if err != nil {
+			t.Errorf("row %q: requests not a number", r)
+		}
+		requests += n
+	}
+	if requests != 4 || len(records) > 3 {
+		t.Errorf("got %d rows with %d requests, want 1 or 2 days with 4:\n%s", len(records)-1, requests, out)
+	}
+}
+
+// The database comes from --config (secrets unset), or from the embedded
+// default with STREAMGATE_DATABASE; a missing SQLite file is not created.
+func TestUsageCLIDatabaseFromConfig(t *testing.T) {
+	db := usageLedger(t)
+	cfg := filepath.Join(t.TempDir(), "gateway.yaml")
+	yaml := "database: " + db + `
+providers:
+  - {name: openai, kind: openai, base_url: https://api.openai.com/v1, api_key: ${OPENAI_API_KEY}}
+keys:
+  - {name: app, key: ${APP_KEY}}
+models:
+  - {name: m1, routes: [{provider: openai, model: gpt-4.1}]}
+`
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errs := runCLI(t, nil, "usage", "--config", cfg, "--csv"); code != 0 || !strings.Contains(out, "m1,2,") {
+		t.Errorf("--config: exit %d, out %q, stderr %s; want m1's row", code, out, errs)
+	}
+	if code, out, errs := runCLI(t, map[string]string{"STREAMGATE_DATABASE": db}, "usage", "--csv"); code != 0 || !strings.Contains(out, "m2,2,") {
+		t.Errorf("default config with STREAMGATE_DATABASE: exit %d, out %q, stderr %s; want m2's row", code, out, errs)
+	}
+	missing := filepath.Join(t.TempDir(), "none.db")
+	code, _, errs := runCLI(t, nil, "usage", "--database", "sqlite://"+missing)
+	if code != 1 || !strings.Contains(errs, "no usage ledger") {
+		t.Errorf("missing ledger: exit %d, stderr %q; want 1 and no usage ledger", code, errs)
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Errorf("missing ledger: %s was created", missing)
+	}
+}
+
+func TestUsageCLIBadFlags(t *testing.T) {
+	db := usageLedger(t)
+	for _, tt := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown by", []string{"--by", "user"}, "key, model, day, route"},
+		{"bad since", []string{"--since", "last week"}, "30d, 720h"},
+		{"negative since", []string{"--since", "-3d"}, "a date (2026-11-01)"},
+		{"bad until", []string{"--until", "2026-13-01"}, "--until"},
+		{"since after until", []string{"--since", "1d", "--until", "2d"}, "is not before --until"},
+		{"json and csv", []string{"--json", "--csv"}, "exclude each other"},
+		{"unknown flag", []string{"--format", "xml"}, "unknown flag"},
+		{"argument", []string{"extra"}, "extra"},
+	} {
+		code, out, errs := runCLI(t, nil, append([]string{"usage", "--database", db}, tt.args...)...)
+		if code != 2 || out != "" || !strings.Contains(errs, tt.want) || strings.Count(strings.TrimSpace(errs), "\n") != 0 {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want 2 and one line naming %q", tt.name, code, out, errs, tt.want)
+		}
+	}
+}

@@ -1,0 +1,130 @@
+package usage
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// reportDimensions are the values of ReportQuery.By, in the order messages
+// list them.
+var reportDimensions = []string{"key", "model", "day", "route"}
+
+// ReportQuery selects the entries of a report and how they are grouped.
+type ReportQuery struct {
+	Since time.Time // entries with Time >= Since; zero means no lower bound
+	Until time.Time // entries with Time < Until; zero means no upper bound
+	// By is the dimension of the groups: "key" (the key's name), "model"
+	// (the model the client asked for), "route" (the provider/model that
+	// served it, "" when none did) or "day" (the UTC date of arrival,
+	// YYYY-MM-DD). "" means "model".
+	By string
+}
+
+// Validate reports a By that is not one of the dimensions, naming them.
+func (q ReportQuery) Validate() error {
+	if q.By == "" {
+		return nil
+	}
+	for _, d := range reportDimensions {
+		if q.By == d {
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown dimension %q (want one of %s)", q.By, strings.Join(reportDimensions, ", "))
+}
+
+// ReportRow is the total of the entries of one group.
+type ReportRow struct {
+	Group        string  // the value of the dimension; "" for entries without one (no key, no route)
+	Requests     int64   // entries
+	Failed       int64   // entries whose Outcome is not OutcomeOK
+	Fallbacks    int64   // entries with more than one attempt that were not hedged
+	Hedged       int64   // entries with a hedged attempt
+	Continued    int64   // entries with at least one continuation
+	InputTokens  int64   // sum of InputTokens
+	OutputTokens int64   // sum of OutputTokens
+	CostUSD      float64 // sum of CostUSD
+}
+
+// reporter is the optional capability of a Store that Report needs.
+type reporter interface {
+	report(ctx context.Context, q ReportQuery) ([]ReportRow, error)
+}
+
+var _ reporter = (*sqlStore)(nil)
+
+// Report totals the entries in q's window per group of q.By, ordered by
+// group (days chronologically). No matching entry gives an empty slice. An
+// unknown q.By is an error naming the dimensions, as is a Store that cannot
+// report (one not opened by Open).
+func Report(ctx context.Context, s Store, q ReportQuery) ([]ReportRow, error) {
+	if err := q.Validate(); err != nil {
+		return nil, fmt.Errorf("usage: report: %w", err)
+	}
+	if q.By == "" {
+		q.By = "model"
+	}
+	r, ok := s.(reporter)
+	if !ok {
+		return nil, fmt.Errorf("usage: report: store %T cannot report", s)
+	}
+	return r.report(ctx, q)
+}
+
+// groupExpr maps a validated dimension to a fixed column expression: the
+// dimension's name never reaches the SQL text.
+func (d *dialect) groupExpr(by string) string {
+	switch by {
+	case "key":
+		return "key_id"
+	case "route":
+		return "route"
+	case "day":
+		if d == postgresDialect {
+			return "to_char(arrived_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
+		}
+		// arrived_at is Unix microseconds on SQLite.
+		return "date(arrived_at / 1000000, 'unixepoch')"
+	default:
+		return "model"
+	}
+}
+
+// report implements reporter: one GROUP BY over the window. hedged is an
+// INTEGER on SQLite and a BOOLEAN on PostgreSQL; both read it as a truth
+// value in CASE.
+func (s *sqlStore) report(ctx context.Context, q ReportQuery) ([]ReportRow, error) {
+	var b query
+	ok := b.arg(OutcomeOK)
+	g := s.d.groupExpr(q.By)
+	// CAST: PostgreSQL's SUM(bigint) is numeric.
+	b.b.WriteString("SELECT " + g + ", COUNT(*), " +
+		"CAST(SUM(CASE WHEN outcome <> " + ok + " THEN 1 ELSE 0 END) AS BIGINT), " +
+		"CAST(SUM(CASE WHEN attempts > 1 AND NOT hedged THEN 1 ELSE 0 END) AS BIGINT), " +
+		"CAST(SUM(CASE WHEN hedged THEN 1 ELSE 0 END) AS BIGINT), " +
+		"CAST(SUM(CASE WHEN continuations > 0 THEN 1 ELSE 0 END) AS BIGINT), " +
+		"CAST(SUM(input_tokens) AS BIGINT), CAST(SUM(output_tokens) AS BIGINT), SUM(cost_usd) " +
+		"FROM usage_entries")
+	b.where(s.d, Filter{Since: q.Since, Until: q.Until})
+	b.b.WriteString(" GROUP BY 1 ORDER BY 1")
+	rows, err := s.db.QueryContext(ctx, b.b.String(), b.args...)
+	if err != nil {
+		return nil, fmt.Errorf("usage: report by %s from %s: %w", q.By, s.d.name, err)
+	}
+	defer rows.Close()
+	out := []ReportRow{}
+	for rows.Next() {
+		var r ReportRow
+		if err := rows.Scan(&r.Group, &r.Requests, &r.Failed, &r.Fallbacks, &r.Hedged, &r.Continued,
+			&r.InputTokens, &r.OutputTokens, &r.CostUSD); err != nil {
+			return nil, fmt.Errorf("usage: report by %s from %s: %w", q.By, s.d.name, err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("usage: report by %s from %s: %w", q.By, s.d.name, err)
+	}
+	return out, nil
+}
