@@ -85,13 +85,13 @@ second. The static keys of the config file keep working beside them.`,
 	}
 
 	var name, models, expires string
-	var maxStreams int
+	var maxStreams, rpm, tpm int
 	create := &cobra.Command{
 		Use:   "create --name NAME",
 		Short: "Create a key and print its secret once",
 		Args:  cobra.NoArgs,
 		RunE: withStore(func(ctx context.Context, s *keys.Store) error {
-			k := keys.Key{Name: name, MaxStreams: maxStreams}
+			k := keys.Key{Name: name, MaxStreams: maxStreams, RPM: rpm, TPM: tpm}
 			if models != "" {
 				for m := range strings.SplitSeq(models, ",") {
 					k.Models = append(k.Models, strings.TrimSpace(m))
@@ -114,6 +114,8 @@ second. The static keys of the config file keep working beside them.`,
 	create.Flags().StringVar(&name, "name", "", "the key's name (shown in logs and usage records; unique among active keys)")
 	create.Flags().StringVar(&models, "models", "", "models the key may use, comma-separated (default: all)")
 	create.Flags().IntVar(&maxStreams, "max-streams", 0, "concurrent requests of the key (0: limits.max_streams_per_key)")
+	create.Flags().IntVar(&rpm, "rpm", 0, "requests per minute (a sliding minute, shared by every replica through redis; 0: no limit)")
+	create.Flags().IntVar(&tpm, "tpm", 0, "tokens (input + output) per minute (0: no limit)")
 	create.Flags().StringVar(&expires, "expires", "", "expiry: a duration such as 30d or 12h, or an RFC 3339 time (default: never)")
 	create.MarkFlagRequired("name")
 
@@ -181,7 +183,7 @@ func printJSON(w io.Writer, v any) error {
 // printKeys prints keys as a table.
 func printKeys(w io.Writer, list []keys.Key) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tPREFIX\tMODELS\tMAX STREAMS\tCREATED\tEXPIRES\tSTATUS")
+	fmt.Fprintln(tw, "ID\tNAME\tPREFIX\tMODELS\tMAX STREAMS\tRPM\tTPM\tCREATED\tEXPIRES\tSTATUS")
 	for _, k := range list {
 		models := strings.Join(k.Models, ",")
 		if models == "" {
@@ -197,7 +199,7 @@ func printKeys(w io.Writer, list []keys.Key) {
 		if !k.RevokedAt.IsZero() {
 			status = "revoked " + k.RevokedAt.UTC().Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s…\t%s\t%d\t%s\t%s\t%s\n", k.ID, k.Name, k.Prefix, models, k.MaxStreams,
+		fmt.Fprintf(tw, "%s\t%s\t%s…\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", k.ID, k.Name, k.Prefix, models, k.MaxStreams, k.RPM, k.TPM,
 			k.CreatedAt.UTC().Format(time.RFC3339), expiresAt, status)
 	}
 	tw.Flush()

@@ -32,6 +32,7 @@ type Principal struct {
 	KeyID      string   // the key's name, safe to log
 	Models     []string // models the key may use; empty means all
 	MaxStreams int      // the key's concurrent request limit; 0: the gateway's per-key default
+	RPM, TPM   int      // requests and tokens per minute; 0: no limit
 	// ExpiresAt is when the key stops working; zero: never. Checked at each
 	// use, so a cached key expires on time.
 	ExpiresAt time.Time
@@ -66,7 +67,7 @@ func NewKeys(keys []config.Key) *Keys {
 		if c.Key == "" {
 			continue
 		}
-		k.entries = append(k.entries, entry{sum: sha256.Sum256([]byte(c.Key)), p: &Principal{KeyID: c.Name, Models: c.Models, MaxStreams: c.MaxStreams}})
+		k.entries = append(k.entries, entry{sum: sha256.Sum256([]byte(c.Key)), p: &Principal{KeyID: c.Name, Models: c.Models, MaxStreams: c.MaxStreams, RPM: c.RPM, TPM: c.TPM}})
 	}
 	return k
 }

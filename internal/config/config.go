@@ -18,6 +18,9 @@ type Config struct {
 	// model), so that idle timeouts of load balancers do not end it.
 	// Default 15s; 0s sends none.
 	KeepAlive Duration `yaml:"keepalive"`
+	// Redis is a redis:// (or rediss://) URL: the keys' rate limits are
+	// then shared by every replica using it. Empty: limits per replica.
+	Redis string `yaml:"redis"`
 	// AdminKey guards /admin/*; empty means the admin API is off.
 	AdminKey  string     `yaml:"admin_key"`
 	Limits    Limits     `yaml:"limits"`
@@ -84,6 +87,10 @@ type Key struct {
 	// MaxStreams bounds the key's concurrent requests; 0 means
 	// limits.max_streams_per_key.
 	MaxStreams int `yaml:"max_streams"`
+	// RPM and TPM bound the key's requests and tokens per minute (a
+	// sliding minute; shared by every replica through redis); 0: none.
+	RPM int `yaml:"rpm"`
+	TPM int `yaml:"tpm"`
 }
 
 // Model is a name clients ask for and the routes that serve it.

@@ -169,7 +169,7 @@ func TestParseShapeErrors(t *testing.T) {
 		{
 			name: "unknown top-level field",
 			yaml: base + "listn: 127.0.0.1:1\n",
-			want: []string{`t.yaml:3: listn: unknown field "listn" (known fields: admin_key, database, keepalive, keys, limits, listen, max_body_bytes, models, providers, timeouts)`},
+			want: []string{`t.yaml:3: listn: unknown field "listn" (known fields: admin_key, database, keepalive, keys, limits, listen, max_body_bytes, models, providers, redis, timeouts)`},
 		},
 		{
 			name: "integer field given text",

@@ -87,6 +87,9 @@ func (c Config) Redacted() Config {
 		out.Database = redactURL(out.Database)
 	}
 	out.AdminKey = Redact(out.AdminKey)
+	if out.Redis != "" {
+		out.Redis = redactURL(out.Redis)
+	}
 	return *out
 }
 

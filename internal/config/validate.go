@@ -57,6 +57,11 @@ func (c *Config) Validate() error {
 		v.add("limits.max_streams_per_key", "must not be negative, got %d", c.Limits.MaxStreamsPerKey)
 	}
 	v.nonNegative("limits.queue_wait", c.Limits.QueueWait)
+	if c.Redis != "" {
+		if u, err := url.Parse(c.Redis); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
+			v.add("redis", "%s is not a redis:// or rediss:// URL (e.g. redis://127.0.0.1:6379/0)", redactURL(c.Redis))
+		}
+	}
 
 	providers := make(map[string]int, len(c.Providers))
 	if len(c.Providers) == 0 {
@@ -89,6 +94,14 @@ func (c *Config) Validate() error {
 			v.add(path+".key", "same secret as keys[%d]; each key needs its own", first)
 		} else {
 			secrets[k.Key] = i
+		}
+		for _, n := range []struct {
+			field string
+			v     int
+		}{{"max_streams", k.MaxStreams}, {"rpm", k.RPM}, {"tpm", k.TPM}} {
+			if n.v < 0 {
+				v.add(path+"."+n.field, "must not be negative, got %d", n.v)
+			}
 		}
 		for j, name := range k.Models {
 			if _, ok := models[name]; !ok {

@@ -20,6 +20,8 @@ type createKeyRequest struct {
 	Name       string   `json:"name"`
 	Models     []string `json:"models"`
 	MaxStreams int      `json:"max_streams"`
+	RPM        int      `json:"rpm"`
+	TPM        int      `json:"tpm"`
 	// Expires is a duration from now ("30d", "12h") or an RFC 3339 time; "" never.
 	Expires string `json:"expires"`
 }
@@ -60,7 +62,7 @@ func (g *Gateway) adminKeys(w http.ResponseWriter, r *http.Request) {
 			g.writeError(w, r, err)
 			return
 		}
-		k := keys.Key{Name: req.Name, Models: req.Models, MaxStreams: req.MaxStreams}
+		k := keys.Key{Name: req.Name, Models: req.Models, MaxStreams: req.MaxStreams, RPM: req.RPM, TPM: req.TPM}
 		if req.Expires != "" {
 			if k.ExpiresAt, err = ParseExpires(req.Expires, time.Now()); err != nil {
 				g.writeError(w, r, invalid("expires", "%v", err))
@@ -161,5 +163,5 @@ func (k keySource) Lookup(ctx context.Context, secret string) (*auth.Principal, 
 	case key.Revoked():
 		return nil, auth.ErrRevokedKey
 	}
-	return &auth.Principal{KeyID: key.Name, Models: key.Models, MaxStreams: key.MaxStreams, ExpiresAt: key.ExpiresAt}, nil
+	return &auth.Principal{KeyID: key.Name, Models: key.Models, MaxStreams: key.MaxStreams, RPM: key.RPM, TPM: key.TPM, ExpiresAt: key.ExpiresAt}, nil
 }

@@ -38,6 +38,7 @@ type call struct {
 	// client's dialect; nil leaves it as it is.
 	reshape func([]byte) ([]byte, error)
 	release func() // gives back the admission slot; nil when none was taken
+	tpmKey  string // the key whose tokens count against its TPM; "" none
 }
 
 // newCall returns a call on the heap: kept out of the handler's frame, which
@@ -146,6 +147,18 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, c *call, parse p
 			return nil, nil
 		}
 		req.Body = body
+	}
+
+	// Rate limits of the key: requests and tokens per minute, shared by
+	// every replica through Redis when configured.
+	if principal.RPM > 0 || principal.TPM > 0 {
+		if err := g.rateLimit(r, principal); err != nil {
+			g.reject(w, r, c, err)
+			return nil, nil
+		}
+		if principal.TPM > 0 {
+			c.tpmKey = principal.KeyID
+		}
 	}
 
 	// Admission: a slot of the gateway's and the key's concurrent requests
@@ -724,6 +737,9 @@ func (g *Gateway) finish(c *call) {
 		g.m.Usage(label, in, out, cost)
 	}
 	g.rec.Record(*e)
+	if c.tpmKey != "" && in+out > 0 {
+		g.rl.Record(context.Background(), c.tpmKey, in+out)
+	}
 	i := c.info
 	i.keyID, i.model, i.route, i.attempts, i.stream = e.KeyID, e.Model, e.Route, e.Attempts, e.Stream
 	i.hedged, i.continuations = e.Hedged, e.Continuations

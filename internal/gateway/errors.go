@@ -79,6 +79,7 @@ func statusOf(err error) httpError {
 		uerr     *relay.UpstreamError
 		full     *admit.Full
 		long     *fit.TooLong
+		rle      *rateLimitError
 	)
 	switch {
 	case errors.As(err, &long):
@@ -117,6 +118,10 @@ func statusOf(err error) httpError {
 		if errors.As(err, &un) {
 			h.retryAfter = un.retryAfter
 		}
+		return h
+	case errors.As(err, &rle):
+		h := e(http.StatusTooManyRequests, "rate_limit_error", "rate_limit_exceeded", "")
+		h.retryAfter = rle.retryAfter
 		return h
 	case errors.As(err, &full):
 		status, code := http.StatusTooManyRequests, "too_many_concurrent_requests"
@@ -349,8 +354,9 @@ func setRetryAfter(h http.Header, d time.Duration) {
 	}
 }
 
-// isAdmission reports an admission control refusal.
+// isAdmission reports an admission control or rate limit refusal.
 func isAdmission(err error) bool {
 	var full *admit.Full
-	return errors.As(err, &full)
+	var rle *rateLimitError
+	return errors.As(err, &full) || errors.As(err, &rle)
 }

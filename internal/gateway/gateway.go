@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/streamgate/streamgate/internal/admit"
 	"github.com/streamgate/streamgate/internal/auth"
@@ -27,6 +28,7 @@ import (
 	_ "github.com/streamgate/streamgate/internal/provider/anthropic" // registers kind anthropic
 	_ "github.com/streamgate/streamgate/internal/provider/gemini"    // registers kind gemini
 	_ "github.com/streamgate/streamgate/internal/provider/openai"    // registers kind openai
+	"github.com/streamgate/streamgate/internal/ratelimit"
 	"github.com/streamgate/streamgate/internal/route"
 	"github.com/streamgate/streamgate/internal/sim"
 	"github.com/streamgate/streamgate/internal/usage"
@@ -95,7 +97,9 @@ type Gateway struct {
 	// embeddings (provider.Embedder).
 	embedRoutes map[string]*routeSet
 	backoff     route.Backoff
-	keyStore    *keys.Store    // nil: none
+	keyStore    *keys.Store // nil: none
+	rl          ratelimit.Limiter
+	redis       *redis.Client  // nil: no redis: configured
 	limiter     *admit.Limiter // nil: no limits
 	keepAlive   time.Duration  // 0: none
 	idle        time.Duration
@@ -151,6 +155,19 @@ func New(opts Options) (*Gateway, error) {
 	}
 	if g.log == nil {
 		g.log = slog.Default()
+	}
+	local := ratelimit.NewLocal()
+	g.rl = local
+	if cfg.Redis != "" {
+		ro, err := redis.ParseURL(cfg.Redis)
+		if err != nil { // validated at load
+			return nil, fmt.Errorf("gateway: redis: %w", err)
+		}
+		// The limiter's 50 ms per call must reach the socket, and a
+		// refused connection must fail at once (it then counts locally).
+		ro.ContextTimeoutEnabled, ro.MaxRetries, ro.DialerRetries = true, -1, 1
+		g.redis = redis.NewClient(ro)
+		g.rl = ratelimit.NewRedis(g.redis, local, g.log)
 	}
 	switch {
 	case g.keepAlive < 0:
@@ -346,6 +363,10 @@ func (g *Gateway) Close() error {
 		stop()
 	}
 	g.sims = nil
+	if g.redis != nil {
+		g.redis.Close()
+		g.redis = nil
+	}
 	return nil
 }
 

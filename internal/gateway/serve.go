@@ -247,7 +247,17 @@ func (g *Gateway) readyz(w http.ResponseWriter, r *http.Request) {
 			status = "degraded"
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": status, "routes": routes})
+	// Rate limits: shared through Redis, or counted by this replica alone
+	// (no redis: configured, or Redis unreachable: the gateway keeps
+	// serving with local limits).
+	limits := "local"
+	if rl, ok := g.rl.(interface{ Degraded() (bool, string) }); ok {
+		limits = "redis"
+		if down, why := rl.Degraded(); down {
+			limits = "local (redis unreachable: " + why + ")"
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": status, "routes": routes, "rate_limits": limits})
 }
 
 // adminRoutes serves GET /admin/routes: each model's strategy and each

@@ -48,6 +48,8 @@ type Key struct {
 	// Key the Store returns.
 	Models     []string  `json:"models"`
 	MaxStreams int       `json:"max_streams"` // concurrent requests; 0 = the gateway's default
+	RPM        int       `json:"rpm"`         // requests per minute; 0 = no limit
+	TPM        int       `json:"tpm"`         // tokens per minute; 0 = no limit
 	CreatedAt  time.Time `json:"created_at"`
 	ExpiresAt  time.Time `json:"expires_at,omitzero"` // zero: never
 	RevokedAt  time.Time `json:"revoked_at,omitzero"` // zero: active
@@ -89,6 +91,8 @@ var migrations = map[string][][]string{
 			secret_sha256 TEXT NOT NULL UNIQUE,
 			models        TEXT NOT NULL,
 			max_streams   INTEGER NOT NULL,
+			rpm           INTEGER NOT NULL DEFAULT 0,
+			tpm           INTEGER NOT NULL DEFAULT 0,
 			created_at    INTEGER NOT NULL,
 			expires_at    INTEGER,
 			revoked_at    INTEGER
@@ -103,6 +107,8 @@ var migrations = map[string][][]string{
 			secret_sha256 TEXT NOT NULL UNIQUE,
 			models        TEXT NOT NULL,
 			max_streams   INTEGER NOT NULL,
+			rpm           INTEGER NOT NULL DEFAULT 0,
+			tpm           INTEGER NOT NULL DEFAULT 0,
 			created_at    TIMESTAMPTZ NOT NULL,
 			expires_at    TIMESTAMPTZ,
 			revoked_at    TIMESTAMPTZ
@@ -150,7 +156,7 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Create stores a new key with k's Name, Models, MaxStreams and ExpiresAt;
+// Create stores a new key with k's Name, Models, MaxStreams, RPM, TPM and ExpiresAt;
 // it sets ID, Prefix and CreatedAt and ignores what k has in them and in
 // RevokedAt. It returns the key as stored and its secret, "sg-" and 40
 // base62 characters from crypto/rand, which is not kept: show it once.
@@ -180,9 +186,9 @@ func (s *Store) Create(ctx context.Context, k Key) (Key, string, error) {
 		return Key{}, "", fmt.Errorf("keys: create %q: models: %w", k.Name, err)
 	}
 	_, err = s.db.ExecContext(ctx, `INSERT INTO api_keys
-		(id, name, prefix, secret_sha256, models, max_streams, created_at, expires_at, revoked_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, NULL)`,
-		k.ID, k.Name, k.Prefix, hash(secret), string(models), int64(k.MaxStreams),
+		(id, name, prefix, secret_sha256, models, max_streams, rpm, tpm, created_at, expires_at, revoked_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULL)`,
+		k.ID, k.Name, k.Prefix, hash(secret), string(models), int64(k.MaxStreams), int64(k.RPM), int64(k.TPM),
 		s.timeArg(k.CreatedAt), s.timeArg(k.ExpiresAt))
 	if err != nil {
 		if sqldb.IsUniqueViolation(err) {
@@ -227,6 +233,12 @@ func validate(k Key, now time.Time) error {
 	if k.MaxStreams < 0 {
 		problems = append(problems, fmt.Sprintf("max_streams: %d is negative", k.MaxStreams))
 	}
+	if k.RPM < 0 {
+		problems = append(problems, fmt.Sprintf("rpm: %d is negative", k.RPM))
+	}
+	if k.TPM < 0 {
+		problems = append(problems, fmt.Sprintf("tpm: %d is negative", k.TPM))
+	}
 	if !k.ExpiresAt.IsZero() && !k.ExpiresAt.After(now) {
 		problems = append(problems, fmt.Sprintf("expires_at: %s is not in the future", k.ExpiresAt.UTC().Format(time.RFC3339)))
 	}
@@ -237,7 +249,7 @@ func validate(k Key, now time.Time) error {
 }
 
 // columns of api_keys in the order scan reads them.
-const columns = "id, name, prefix, models, max_streams, created_at, expires_at, revoked_at"
+const columns = "id, name, prefix, models, max_streams, rpm, tpm, created_at, expires_at, revoked_at"
 
 // List returns every key, revoked and expired ones included, oldest first
 // (ties by ID). No key gives an empty slice.
@@ -402,13 +414,13 @@ func scan(row interface{ Scan(...any) error }) (Key, error) {
 	var (
 		k                         Key
 		models                    string
-		maxStreams                int64
+		maxStreams, rpm, tpm      int64
 		created, expires, revoked any
 	)
-	if err := row.Scan(&k.ID, &k.Name, &k.Prefix, &models, &maxStreams, &created, &expires, &revoked); err != nil {
+	if err := row.Scan(&k.ID, &k.Name, &k.Prefix, &models, &maxStreams, &rpm, &tpm, &created, &expires, &revoked); err != nil {
 		return Key{}, err
 	}
-	k.MaxStreams = int(maxStreams)
+	k.MaxStreams, k.RPM, k.TPM = int(maxStreams), int(rpm), int(tpm)
 	if err := json.Unmarshal([]byte(models), &k.Models); err != nil {
 		return Key{}, fmt.Errorf("models of key %s: %w", k.ID, err)
 	}

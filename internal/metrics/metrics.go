@@ -53,8 +53,8 @@ type Metrics struct {
 	// Retries counts attempts on a route already tried for the request,
 	// after a backoff.
 	Retries *prometheus.CounterVec // model
-	// Admission counts requests refused by admission control, by scope
-	// (gateway, key).
+	// Admission counts requests refused by admission control or a rate
+	// limit, by scope (gateway, key, rpm, tpm).
 	Admission *prometheus.CounterVec // scope
 }
 
@@ -110,7 +110,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "streamgate_retries_total", Help: "Attempts on a route already tried for the same request, after a backoff.",
 		}, []string{"model"}),
 		Admission: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "streamgate_admission_rejected_total", Help: "Requests refused by admission control (limits.max_streams, a key's max_streams), by scope (gateway, key).",
+			Name: "streamgate_admission_rejected_total", Help: "Requests refused by admission control or a key's rate limit, by scope: gateway (limits.max_streams), key (a key's concurrent requests), rpm, tpm (a key's requests or tokens per minute).",
 		}, []string{"scope"}),
 	}
 	if reg != nil {
