@@ -1,14 +1,19 @@
 package gateway_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"log/slog"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/streamgate/streamgate/internal/config"
 	"github.com/streamgate/streamgate/internal/gateway"
 	"github.com/streamgate/streamgate/internal/keys"
 )
@@ -120,5 +125,78 @@ func TestDatabaseKeys(t *testing.T) {
 	e2 := start(t, cfg)
 	if status, _ := adminDo(t, e2, "GET", "/admin/keys", ""); status != 404 {
 		t.Errorf("/admin/keys without a key store: got %d, want 404", status)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// No secret, right or wrong, ever appears in a log line (at debug level),
+// a metric, an error answer or the admin API's lists.
+func TestSecretsNeverLeak(t *testing.T) {
+	ctx := context.Background()
+	store, err := keys.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "keys.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	_, dbSecret, err := store.Create(ctx, keys.Key{Name: "db-key", RPM: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := baseConfig()
+	cfg.AdminKey = "admin-secret-0123456789"
+	cfg.Keys = append(cfg.Keys, config.Key{Name: "static", Key: "sk-static-secret-0123456789", RPM: 1})
+	logs := &syncBuffer{}
+	e := startWith(t, gateway.Options{Config: cfg, KeepAlive: -1, KeyStore: store,
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	wrong := []string{"sg-wrong-secret-0123456789", `"sk-static-secret-0123456789"`, "sk-ant-api03-secret-0123456789"}
+	secrets := append([]string{dbSecret, "sk-static-secret-0123456789", "admin-secret-0123456789"}, wrong...)
+	var answers strings.Builder
+	for _, key := range append([]string{dbSecret, dbSecret, dbSecret, "sk-static-secret-0123456789", "sk-static-secret-0123456789"}, wrong...) {
+		for _, stream := range []bool{false, true} {
+			resp := do(t, "POST", e.url+"/v1/chat/completions", key, chatBody("m-sim", stream, ""))
+			b, _ := io.ReadAll(resp.Body)
+			answers.Write(b)
+			for k, v := range resp.Header {
+				fmt.Fprintf(&answers, "%s: %s\n", k, v)
+			}
+		}
+	}
+	for _, path := range []string{"/admin/keys", "/admin/routes"} {
+		_, b := adminDo(t, e, "GET", path, "")
+		answers.Write(b)
+	}
+	resp := do(t, "GET", e.url+"/admin/keys", "sg-wrong-secret-0123456789", "")
+	b, _ := io.ReadAll(resp.Body)
+	answers.Write(b)
+	e.waitEntries(t, 2*(5+len(wrong)))
+	for what, text := range map[string]string{"logs": logs.String(), "metrics": scrape(t, e.url), "answers": answers.String()} {
+		for _, s := range secrets {
+			if strings.Contains(text, s) || strings.Contains(text, strings.Trim(s, `"`)[4:]) {
+				t.Errorf("%s contain a secret (%.6s…)", what, s)
+			}
+		}
+	}
+	if l := logs.String(); !strings.Contains(l, "key=db-key") || !strings.Contains(l, "key=static") {
+		t.Errorf("the access lines should name the keys (by name): %.300s", l)
+	}
+	if !strings.Contains(answers.String(), "rate limit reached") || !strings.Contains(answers.String(), "Anthropic API key") {
+		t.Errorf("answers lack the expected refusals: %.300s", answers.String())
 	}
 }
