@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Three gateway replicas sharing PostgreSQL (ledger and API keys) and Redis
+# (rate limits), under load from three streamgate bench processes, one per
+# replica, on loopback:
+#   - one database key with rpm RPM: its combined served requests over the
+#     run against the sliding-minute bound (at most RPM per calendar minute);
+#   - the ledger holds exactly one record per request that reached a replica;
+#   - a revoked key: how long until every replica answers 401.
+# Needs PostgreSQL on 127.0.0.1:5432 (trust auth, database test) and Redis on
+# 127.0.0.1:6379, as .ci/run starts them.
+# Usage: scripts/replicas.sh   Env: RPM (120), RATE (2 req/s per replica), DURATION (60s)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rpm=${RPM:-120}; rate=${RATE:-2}; duration=${DURATION:-60s}
+work=$(mktemp -d)
+schema="sg_replicas_$RANDOM$RANDOM"
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true
+  psql -q -h 127.0.0.1 -U postgres -d test -c "DROP SCHEMA IF EXISTS $schema CASCADE" >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+psql -q -h 127.0.0.1 -U postgres -d test -c "CREATE SCHEMA $schema" >/dev/null
+dsn="postgres://postgres@127.0.0.1:5432/test?sslmode=disable&search_path=$schema"
+go build -o "$work/streamgate" ./cmd/streamgate
+sg="$work/streamgate"
+base=$((20000 + RANDOM % 10000))
+"$sg" sim --addr "127.0.0.1:$base" --ttft 20ms --ttft-p99 60ms --itl 5ms --tokens 20 >"$work/sim.log" 2>&1 & pids+=($!)
+cat >"$work/gw.yaml" <<YAML
+database: "$dsn"
+redis: redis://127.0.0.1:6379/0
+providers: [{name: sim, kind: openai, base_url: "http://127.0.0.1:$base/v1"}]
+keys: [{name: probe, key: sg-probe-0123456789abcdef}]
+models: [{name: m, routes: [{provider: sim, model: sim-model}]}]
+YAML
+out=$("$sg" keys create --database "$dsn" --name "load-$RANDOM" --rpm "$rpm")
+secret=$(sed -n 's/^secret: //p' <<<"$out")
+ports=()
+for i in 1 2 3; do
+  port=$((base + i)); ports+=("$port")
+  "$sg" serve --config "$work/gw.yaml" --addr "127.0.0.1:$port" --log-level warn >"$work/gw$i.log" 2>&1 & pids+=($!)
+done
+for port in "${ports[@]}"; do
+  for _ in $(seq 100); do curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
+done
+echo "3 replicas, key rpm $rpm, ${rate} req/s offered per replica for $duration"
+start=$(date +%s)
+for i in 1 2 3; do
+  "$sg" bench --base-url "http://127.0.0.1:${ports[$((i-1))]}/v1" --api-key "$secret" --model m --rate "$rate" \
+    --duration "$duration" --max-tokens 20 --json "$work/b$i.json" >/dev/null 2>"$work/b$i.err" &
+  bpids+=($!)
+done
+wait "${bpids[@]}" || true
+end=$(date +%s)
+served=0; sent=0; limited=0
+for i in 1 2 3; do
+  s=$(jq '.runs[0].succeeded' "$work/b$i.json"); n=$(jq '.runs[0].requests' "$work/b$i.json")
+  l=$(jq '[.runs[0].errors // {} | to_entries[] | select(.key | test("429")) | .value] | add // 0' "$work/b$i.json")
+  served=$((served + s)); sent=$((sent + n)); limited=$((limited + l))
+done
+minutes=$(( (end - start + 59) / 60 + 1 ))
+echo "sent $sent, served $served, refused with 429: $limited; bound: at most $rpm per calendar minute, $((rpm * minutes)) over the $minutes calendar minutes the run touched"
+sleep 2 # the ledger writers flush
+rows=$(psql -qtA -h 127.0.0.1 -U postgres -d test -c "SELECT count(*) FROM $schema.usage_entries WHERE key_id LIKE 'load-%'")
+echo "ledger rows for the key: $rows (requests sent: $sent)"
+# Revocation: revoke, then poll every replica until each answers 401.
+"$sg" keys revoke --database "$dsn" "$(jq -r '.keys[0].name' <("$sg" keys list --database "$dsn" --json))" >/dev/null
+t0=$(date +%s%N)
+for port in "${ports[@]}"; do
+  until [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/v1/models" -H "Authorization: Bearer $secret")" = 401 ]; do sleep 0.02; done
+done
+echo "revoked key refused by all 3 replicas after $(( ($(date +%s%N) - t0) / 1000000 )) ms"
