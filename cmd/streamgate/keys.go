@@ -84,14 +84,15 @@ second. The static keys of the config file keep working beside them.`,
 		return nil
 	}
 
-	var name, models, expires string
+	var name, models, expires, period string
+	var budgetUSD float64
 	var maxStreams, rpm, tpm int
 	create := &cobra.Command{
 		Use:   "create --name NAME",
 		Short: "Create a key and print its secret once",
 		Args:  cobra.NoArgs,
 		RunE: withStore(func(ctx context.Context, s *keys.Store) error {
-			k := keys.Key{Name: name, MaxStreams: maxStreams, RPM: rpm, TPM: tpm}
+			k := keys.Key{Name: name, MaxStreams: maxStreams, RPM: rpm, TPM: tpm, BudgetUSD: budgetUSD, BudgetPeriod: period}
 			if models != "" {
 				for m := range strings.SplitSeq(models, ",") {
 					k.Models = append(k.Models, strings.TrimSpace(m))
@@ -116,6 +117,8 @@ second. The static keys of the config file keep working beside them.`,
 	create.Flags().IntVar(&maxStreams, "max-streams", 0, "concurrent requests of the key (0: limits.max_streams_per_key)")
 	create.Flags().IntVar(&rpm, "rpm", 0, "requests per minute (a sliding minute, shared by every replica through redis; 0: no limit)")
 	create.Flags().IntVar(&tpm, "tpm", 0, "tokens (input + output) per minute (0: no limit)")
+	create.Flags().Float64Var(&budgetUSD, "budget-usd", 0, "what the key may spend per --budget-period, in USD from the models' prices (0: no budget)")
+	create.Flags().StringVar(&period, "budget-period", "month", "the budget's period: month, day (calendar UTC) or total")
 	create.Flags().StringVar(&expires, "expires", "", "expiry: a duration such as 30d or 12h, or an RFC 3339 time (default: never)")
 	create.MarkFlagRequired("name")
 

@@ -173,7 +173,7 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 		}
 		defer keyStore.Close()
 	}
-	gw, err := gateway.New(gateway.Options{Config: cfg, Recorder: led.rec, Ping: led.ping, Logger: o.logger, KeepAlive: o.keepAlive, KeyStore: keyStore})
+	gw, err := gateway.New(gateway.Options{Config: cfg, Recorder: led.rec, Ping: led.ping, Logger: o.logger, KeepAlive: o.keepAlive, KeyStore: keyStore, Spent: led.spent})
 	if err != nil {
 		return err
 	}
@@ -433,6 +433,9 @@ type ledger struct {
 	run   func(context.Context) error
 	flush func(context.Context) error
 	close func() error
+	// spent is what a key spent since a time, from the stored records;
+	// nil without a ledger.
+	spent func(ctx context.Context, key string, since time.Time) (float64, error)
 }
 
 // openLedger opens the store named by dsn with its batching writer; an
@@ -453,7 +456,15 @@ func openLedger(ctx context.Context, dsn string, logger *slog.Logger) (*ledger, 
 		return nil, err
 	}
 	w := usage.NewWriter(store, usage.WriterOptions{Logger: logger})
-	return &ledger{rec: w, ping: store.Ping, run: w.Run, flush: w.Close, close: store.Close}, nil
+	spent := func(ctx context.Context, key string, since time.Time) (float64, error) {
+		rows, err := store.Summarize(ctx, usage.Filter{KeyID: key, Since: since})
+		sum := 0.0
+		for _, r := range rows {
+			sum += r.CostUSD
+		}
+		return sum, err
+	}
+	return &ledger{rec: w, ping: store.Ping, run: w.Run, flush: w.Close, close: store.Close, spent: spent}, nil
 }
 
 type nopRecorder struct{}

@@ -5,6 +5,7 @@
 package auth
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -33,6 +34,9 @@ type Principal struct {
 	Models     []string // models the key may use; empty means all
 	MaxStreams int      // the key's concurrent request limit; 0: the gateway's per-key default
 	RPM, TPM   int      // requests and tokens per minute; 0: no limit
+	// BudgetUSD per BudgetPeriod (month, day, total); 0: no budget.
+	BudgetUSD    float64
+	BudgetPeriod string
 	// ExpiresAt is when the key stops working; zero: never. Checked at each
 	// use, so a cached key expires on time.
 	ExpiresAt time.Time
@@ -67,7 +71,8 @@ func NewKeys(keys []config.Key) *Keys {
 		if c.Key == "" {
 			continue
 		}
-		k.entries = append(k.entries, entry{sum: sha256.Sum256([]byte(c.Key)), p: &Principal{KeyID: c.Name, Models: c.Models, MaxStreams: c.MaxStreams, RPM: c.RPM, TPM: c.TPM}})
+		k.entries = append(k.entries, entry{sum: sha256.Sum256([]byte(c.Key)), p: &Principal{KeyID: c.Name, Models: c.Models, MaxStreams: c.MaxStreams, RPM: c.RPM, TPM: c.TPM,
+			BudgetUSD: c.BudgetUSD, BudgetPeriod: cmp.Or(c.BudgetPeriod, "month")}})
 	}
 	return k
 }

@@ -91,6 +91,10 @@ type Key struct {
 	// sliding minute; shared by every replica through redis); 0: none.
 	RPM int `yaml:"rpm"`
 	TPM int `yaml:"tpm"`
+	// BudgetUSD is what the key may spend per BudgetPeriod (month, the
+	// default, day or total), from the models' prices; 0: no budget.
+	BudgetUSD    float64 `yaml:"budget_usd"`
+	BudgetPeriod string  `yaml:"budget_period"`
 }
 
 // Model is a name clients ask for and the routes that serve it.

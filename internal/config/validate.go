@@ -18,6 +18,7 @@ var (
 	strategies     = []string{"fallback", "weighted", "least-inflight", "lowest-latency"}
 	contextPolicys = []string{"reject", "trim"}
 	continuations  = []string{"prefill", "continue_final_message", "prompt"}
+	budgetPeriods  = []string{"month", "day", "total"}
 )
 
 // Validate checks c and returns every problem at once, joined with
@@ -102,6 +103,12 @@ func (c *Config) Validate() error {
 			if n.v < 0 {
 				v.add(path+"."+n.field, "must not be negative, got %d", n.v)
 			}
+		}
+		if b := k.BudgetUSD; math.IsNaN(b) || math.IsInf(b, 0) || b < 0 {
+			v.add(path+".budget_usd", "must be a non-negative number of USD, got %v", b)
+		}
+		if k.BudgetPeriod != "" && !oneOf(k.BudgetPeriod, budgetPeriods) {
+			v.add(path+".budget_period", "unknown period %q (want one of %s)", k.BudgetPeriod, strings.Join(budgetPeriods, ", "))
 		}
 		for j, name := range k.Models {
 			if _, ok := models[name]; !ok {

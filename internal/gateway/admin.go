@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +23,9 @@ type createKeyRequest struct {
 	MaxStreams int      `json:"max_streams"`
 	RPM        int      `json:"rpm"`
 	TPM        int      `json:"tpm"`
+	// BudgetUSD per BudgetPeriod (month, day, total; "" month); 0 none.
+	BudgetUSD    float64 `json:"budget_usd"`
+	BudgetPeriod string  `json:"budget_period"`
 	// Expires is a duration from now ("30d", "12h") or an RFC 3339 time; "" never.
 	Expires string `json:"expires"`
 }
@@ -62,7 +66,8 @@ func (g *Gateway) adminKeys(w http.ResponseWriter, r *http.Request) {
 			g.writeError(w, r, err)
 			return
 		}
-		k := keys.Key{Name: req.Name, Models: req.Models, MaxStreams: req.MaxStreams, RPM: req.RPM, TPM: req.TPM}
+		k := keys.Key{Name: req.Name, Models: req.Models, MaxStreams: req.MaxStreams, RPM: req.RPM, TPM: req.TPM,
+			BudgetUSD: req.BudgetUSD, BudgetPeriod: req.BudgetPeriod}
 		if req.Expires != "" {
 			if k.ExpiresAt, err = ParseExpires(req.Expires, time.Now()); err != nil {
 				g.writeError(w, r, invalid("expires", "%v", err))
@@ -163,5 +168,6 @@ func (k keySource) Lookup(ctx context.Context, secret string) (*auth.Principal, 
 	case key.Revoked():
 		return nil, auth.ErrRevokedKey
 	}
-	return &auth.Principal{KeyID: key.Name, Models: key.Models, MaxStreams: key.MaxStreams, RPM: key.RPM, TPM: key.TPM, ExpiresAt: key.ExpiresAt}, nil
+	return &auth.Principal{KeyID: key.Name, Models: key.Models, MaxStreams: key.MaxStreams, RPM: key.RPM, TPM: key.TPM,
+		BudgetUSD: key.BudgetUSD, BudgetPeriod: cmp.Or(key.BudgetPeriod, "month"), ExpiresAt: key.ExpiresAt}, nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/streamgate/streamgate/internal/admit"
 	"github.com/streamgate/streamgate/internal/api"
+	"github.com/streamgate/streamgate/internal/budget"
 	"github.com/streamgate/streamgate/internal/config"
 	"github.com/streamgate/streamgate/internal/fit"
 	"github.com/streamgate/streamgate/internal/provider"
@@ -39,6 +40,9 @@ type call struct {
 	reshape func([]byte) ([]byte, error)
 	release func() // gives back the admission slot; nil when none was taken
 	tpmKey  string // the key whose tokens count against its TPM; "" none
+	// reservation holds the request's estimated cost against its key's
+	// budget until finish settles it; nil without a budget.
+	reservation *budget.Reservation
 }
 
 // newCall returns a call on the heap: kept out of the handler's frame, which
@@ -158,6 +162,15 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, c *call, parse p
 		}
 		if principal.TPM > 0 {
 			c.tpmKey = principal.KeyID
+		}
+	}
+
+	// Budget: the request's estimated cost reserved against the key's
+	// budget, settled with its cost in finish.
+	if principal.BudgetUSD > 0 {
+		if err := g.reserveBudget(r, c, principal, model, req); err != nil {
+			g.reject(w, r, c, err)
+			return nil, nil
 		}
 	}
 
@@ -736,6 +749,7 @@ func (g *Gateway) finish(c *call) {
 	if label != "" {
 		g.m.Usage(label, in, out, cost)
 	}
+	settleBudget(c, cost)
 	g.rec.Record(*e)
 	if c.tpmKey != "" && in+out > 0 {
 		g.rl.Record(context.Background(), c.tpmKey, in+out)

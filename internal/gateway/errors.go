@@ -13,6 +13,7 @@ import (
 	"github.com/streamgate/streamgate/internal/admit"
 	"github.com/streamgate/streamgate/internal/api"
 	"github.com/streamgate/streamgate/internal/auth"
+	"github.com/streamgate/streamgate/internal/budget"
 	"github.com/streamgate/streamgate/internal/fit"
 	"github.com/streamgate/streamgate/internal/metrics"
 	"github.com/streamgate/streamgate/internal/provider"
@@ -80,6 +81,7 @@ func statusOf(err error) httpError {
 		full     *admit.Full
 		long     *fit.TooLong
 		rle      *rateLimitError
+		exceeded *budget.Exceeded
 	)
 	switch {
 	case errors.As(err, &long):
@@ -117,6 +119,12 @@ func statusOf(err error) httpError {
 		var un *unavailableError
 		if errors.As(err, &un) {
 			h.retryAfter = un.retryAfter
+		}
+		return h
+	case errors.As(err, &exceeded):
+		h := e(http.StatusTooManyRequests, "insufficient_quota", "insufficient_quota", "")
+		if !exceeded.Reset.IsZero() {
+			h.retryAfter = time.Until(exceeded.Reset)
 		}
 		return h
 	case errors.As(err, &rle):
@@ -358,5 +366,6 @@ func setRetryAfter(h http.Header, d time.Duration) {
 func isAdmission(err error) bool {
 	var full *admit.Full
 	var rle *rateLimitError
-	return errors.As(err, &full) || errors.As(err, &rle)
+	var ex *budget.Exceeded
+	return errors.As(err, &full) || errors.As(err, &rle) || errors.As(err, &ex)
 }

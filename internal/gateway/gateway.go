@@ -21,6 +21,7 @@ import (
 
 	"github.com/streamgate/streamgate/internal/admit"
 	"github.com/streamgate/streamgate/internal/auth"
+	"github.com/streamgate/streamgate/internal/budget"
 	"github.com/streamgate/streamgate/internal/config"
 	"github.com/streamgate/streamgate/internal/keys"
 	"github.com/streamgate/streamgate/internal/metrics"
@@ -74,6 +75,9 @@ type Options struct {
 	// Sim configures the in-process upstream of "kind: sim" providers; the
 	// zero value is the simulator's defaults.
 	Sim sim.Options
+	// Spent is what a key spent since a time, from the usage ledger: a
+	// key's budget starts each period from it. Nil: from zero.
+	Spent budget.SpentFunc
 	// KeyStore holds the API keys kept in the database (`streamgate keys`,
 	// /admin/keys): looked up, through a one-second cache, for a secret that
 	// is none of the config's keys. Nil: the config's keys only, and
@@ -99,6 +103,7 @@ type Gateway struct {
 	backoff     route.Backoff
 	keyStore    *keys.Store // nil: none
 	rl          ratelimit.Limiter
+	budget      budget.Ledger
 	redis       *redis.Client  // nil: no redis: configured
 	limiter     *admit.Limiter // nil: no limits
 	keepAlive   time.Duration  // 0: none
@@ -156,6 +161,12 @@ func New(opts Options) (*Gateway, error) {
 	if g.log == nil {
 		g.log = slog.Default()
 	}
+	spent := opts.Spent
+	if spent == nil {
+		spent = func(context.Context, string, time.Time) (float64, error) { return 0, nil }
+	}
+	localBudget := budget.NewLocal(spent)
+	g.budget = localBudget
 	local := ratelimit.NewLocal()
 	g.rl = local
 	if cfg.Redis != "" {
@@ -168,6 +179,7 @@ func New(opts Options) (*Gateway, error) {
 		ro.ContextTimeoutEnabled, ro.MaxRetries, ro.DialerRetries = true, -1, 1
 		g.redis = redis.NewClient(ro)
 		g.rl = ratelimit.NewRedis(g.redis, local, g.log)
+		g.budget = budget.NewRedis(g.redis, localBudget, spent, g.log)
 	}
 	switch {
 	case g.keepAlive < 0:

@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -46,13 +47,17 @@ type Key struct {
 	Prefix string `json:"prefix"`
 	// Models are the models the key may use; empty means all. Never nil in a
 	// Key the Store returns.
-	Models     []string  `json:"models"`
-	MaxStreams int       `json:"max_streams"` // concurrent requests; 0 = the gateway's default
-	RPM        int       `json:"rpm"`         // requests per minute; 0 = no limit
-	TPM        int       `json:"tpm"`         // tokens per minute; 0 = no limit
-	CreatedAt  time.Time `json:"created_at"`
-	ExpiresAt  time.Time `json:"expires_at,omitzero"` // zero: never
-	RevokedAt  time.Time `json:"revoked_at,omitzero"` // zero: active
+	Models     []string `json:"models"`
+	MaxStreams int      `json:"max_streams"` // concurrent requests; 0 = the gateway's default
+	RPM        int      `json:"rpm"`         // requests per minute; 0 = no limit
+	TPM        int      `json:"tpm"`         // tokens per minute; 0 = no limit
+	// BudgetUSD is what the key may spend per BudgetPeriod ("month", "day"
+	// or "total"; "" means month); 0 = no budget.
+	BudgetUSD    float64   `json:"budget_usd"`
+	BudgetPeriod string    `json:"budget_period"`
+	CreatedAt    time.Time `json:"created_at"`
+	ExpiresAt    time.Time `json:"expires_at,omitzero"` // zero: never
+	RevokedAt    time.Time `json:"revoked_at,omitzero"` // zero: active
 }
 
 // Revoked reports whether the key was revoked.
@@ -93,6 +98,8 @@ var migrations = map[string][][]string{
 			max_streams   INTEGER NOT NULL,
 			rpm           INTEGER NOT NULL DEFAULT 0,
 			tpm           INTEGER NOT NULL DEFAULT 0,
+			budget_usd    REAL NOT NULL DEFAULT 0,
+			budget_period TEXT NOT NULL DEFAULT 'month',
 			created_at    INTEGER NOT NULL,
 			expires_at    INTEGER,
 			revoked_at    INTEGER
@@ -109,6 +116,8 @@ var migrations = map[string][][]string{
 			max_streams   INTEGER NOT NULL,
 			rpm           INTEGER NOT NULL DEFAULT 0,
 			tpm           INTEGER NOT NULL DEFAULT 0,
+			budget_usd    DOUBLE PRECISION NOT NULL DEFAULT 0,
+			budget_period TEXT NOT NULL DEFAULT 'month',
 			created_at    TIMESTAMPTZ NOT NULL,
 			expires_at    TIMESTAMPTZ,
 			revoked_at    TIMESTAMPTZ
@@ -178,6 +187,9 @@ func (s *Store) Create(ctx context.Context, k Key) (Key, string, error) {
 	k.ID = idPrefix + id
 	k.Prefix = displayPrefix(secret)
 	k.Models = append([]string{}, k.Models...)
+	if k.BudgetPeriod == "" {
+		k.BudgetPeriod = "month"
+	}
 	k.CreatedAt = storedTime(now)
 	k.ExpiresAt = storedTime(k.ExpiresAt)
 	k.RevokedAt = time.Time{}
@@ -186,9 +198,9 @@ func (s *Store) Create(ctx context.Context, k Key) (Key, string, error) {
 		return Key{}, "", fmt.Errorf("keys: create %q: models: %w", k.Name, err)
 	}
 	_, err = s.db.ExecContext(ctx, `INSERT INTO api_keys
-		(id, name, prefix, secret_sha256, models, max_streams, rpm, tpm, created_at, expires_at, revoked_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULL)`,
-		k.ID, k.Name, k.Prefix, hash(secret), string(models), int64(k.MaxStreams), int64(k.RPM), int64(k.TPM),
+		(id, name, prefix, secret_sha256, models, max_streams, rpm, tpm, budget_usd, budget_period, created_at, expires_at, revoked_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, NULL)`,
+		k.ID, k.Name, k.Prefix, hash(secret), string(models), int64(k.MaxStreams), int64(k.RPM), int64(k.TPM), k.BudgetUSD, k.BudgetPeriod,
 		s.timeArg(k.CreatedAt), s.timeArg(k.ExpiresAt))
 	if err != nil {
 		if sqldb.IsUniqueViolation(err) {
@@ -239,6 +251,14 @@ func validate(k Key, now time.Time) error {
 	if k.TPM < 0 {
 		problems = append(problems, fmt.Sprintf("tpm: %d is negative", k.TPM))
 	}
+	if b := k.BudgetUSD; math.IsNaN(b) || math.IsInf(b, 0) || b < 0 {
+		problems = append(problems, fmt.Sprintf("budget_usd: %v is not a non-negative number", b))
+	}
+	switch k.BudgetPeriod {
+	case "", "month", "day", "total":
+	default:
+		problems = append(problems, fmt.Sprintf("budget_period: %q is not month, day or total", k.BudgetPeriod))
+	}
 	if !k.ExpiresAt.IsZero() && !k.ExpiresAt.After(now) {
 		problems = append(problems, fmt.Sprintf("expires_at: %s is not in the future", k.ExpiresAt.UTC().Format(time.RFC3339)))
 	}
@@ -249,7 +269,7 @@ func validate(k Key, now time.Time) error {
 }
 
 // columns of api_keys in the order scan reads them.
-const columns = "id, name, prefix, models, max_streams, rpm, tpm, created_at, expires_at, revoked_at"
+const columns = "id, name, prefix, models, max_streams, rpm, tpm, budget_usd, budget_period, created_at, expires_at, revoked_at"
 
 // List returns every key, revoked and expired ones included, oldest first
 // (ties by ID). No key gives an empty slice.
@@ -417,7 +437,7 @@ func scan(row interface{ Scan(...any) error }) (Key, error) {
 		maxStreams, rpm, tpm      int64
 		created, expires, revoked any
 	)
-	if err := row.Scan(&k.ID, &k.Name, &k.Prefix, &models, &maxStreams, &rpm, &tpm, &created, &expires, &revoked); err != nil {
+	if err := row.Scan(&k.ID, &k.Name, &k.Prefix, &models, &maxStreams, &rpm, &tpm, &k.BudgetUSD, &k.BudgetPeriod, &created, &expires, &revoked); err != nil {
 		return Key{}, err
 	}
 	k.MaxStreams, k.RPM, k.TPM = int(maxStreams), int(rpm), int(tpm)

@@ -110,7 +110,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "streamgate_retries_total", Help: "Attempts on a route already tried for the same request, after a backoff.",
 		}, []string{"model"}),
 		Admission: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "streamgate_admission_rejected_total", Help: "Requests refused by admission control or a key's rate limit, by scope: gateway (limits.max_streams), key (a key's concurrent requests), rpm, tpm (a key's requests or tokens per minute).",
+			Name: "streamgate_admission_rejected_total", Help: "Requests refused by admission control or a key's rate limit, by scope: gateway (limits.max_streams), key (a key's concurrent requests), rpm, tpm (a key's requests or tokens per minute), budget (a key's budget spent).",
 		}, []string{"scope"}),
 	}
 	if reg != nil {

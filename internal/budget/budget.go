@@ -1,0 +1,173 @@
+// Package budget enforces each key's spending budget in USD per calendar
+// month, per day or in total. The gateway calls Reserve once per request,
+// after auth and before any upstream, with the request's estimated cost, and
+// Settle once its actual cost is known. Local keeps the spend in process for
+// one replica; Redis shares it between replicas and falls back to a Local
+// while Redis is unreachable. Neither needs a database: the spend already
+// recorded in a window comes from a SpentFunc (the gateway's SUM over the
+// usage ledger), read once per key and window.
+//
+// # Admission rule and overspend bound
+//
+// A key's committed spend in a window is settled (actual costs) plus reserved
+// (estimates of requests in flight), counted in integer micro-dollars. A
+// request is allowed while committed < budget; it then reserves its estimate,
+// and Settle replaces the estimate by the actual cost. The estimate does not
+// take part in the check, so a large estimate alone never refuses a key that
+// has budget left; it only holds that much budget while the request runs.
+//
+// Bound: let L be the last request allowed in a window, F the requests in
+// flight when L was allowed (L excluded). Then the window's final spend is
+//
+//	spend < budget + actual(L) + Σ_{i∈F} (actual(i) − est(i))
+//
+// since committed = settled + Σ_F est(i) < budget when L was allowed. So
+// concurrent requests overspend by less than the actual cost of what was in
+// flight at the last admission (Σ over F and L of actual, as est ≥ 0), and
+// with exact estimates by less than one request's cost. Sequential requests
+// (F empty) overspend by less than the last request's cost. Across replicas
+// sharing Redis the same bound holds (one atomic check-and-reserve per
+// request); while Redis is unreachable each replica decides alone (see Redis).
+package budget
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync/atomic"
+	"time"
+)
+
+// Period of a budget: calendar months or days in UTC, or no period at all.
+const (
+	Month = "month"
+	Day   = "day"
+	Total = "total"
+)
+
+// Limit of one key: USD per Period. USD 0 (or less, or NaN) means no budget:
+// Reserve allows at once and tracks nothing.
+type Limit struct {
+	USD    float64
+	Period string // Month, Day or Total; anything else is an error of Reserve
+}
+
+func (l Limit) none() bool { return !(l.USD > 0) }
+
+func validPeriod(p string) bool { return p == Month || p == Day || p == Total }
+
+// Window returns the period containing now: its start and its end, the reset
+// time, both in UTC. Months and days are calendar months and days in UTC. For
+// Total, and for an unknown period, both are zero: a Total window starts at
+// the zero time (all spend ever) and never resets.
+func Window(period string, now time.Time) (start, end time.Time) {
+	now = now.UTC()
+	y, m, d := now.Date()
+	switch period {
+	case Month:
+		start = time.Date(y, m, 1, 0, 0, 0, 0, time.UTC)
+		return start, start.AddDate(0, 1, 0)
+	case Day:
+		start = time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
+		return start, start.AddDate(0, 0, 1)
+	}
+	return time.Time{}, time.Time{}
+}
+
+// Exceeded is Reserve's refusal: the key's budget of the current window is
+// spent. It holds the key's name (never its secret: callers pass a name).
+type Exceeded struct {
+	Key   string
+	Limit Limit
+	// Spent is the key's committed spend: settled plus reserved by its
+	// requests in flight, at least Limit.USD.
+	Spent float64
+	// Reset is the end of the window, when the budget is available again;
+	// zero for Total.
+	Reset time.Time
+}
+
+// Error reads "budget of $50.00 per month spent ($50.13 used); it resets at
+// 2026-12-01T00:00:00Z", or "budget of $50.00 in total spent ($50.13 used)".
+func (e *Exceeded) Error() string {
+	if e.Limit.Period == Total || e.Reset.IsZero() {
+		return fmt.Sprintf("budget of $%.2f in total spent ($%.2f used)", e.Limit.USD, e.Spent)
+	}
+	return fmt.Sprintf("budget of $%.2f per %s spent ($%.2f used); it resets at %s",
+		e.Limit.USD, e.Limit.Period, e.Spent, e.Reset.UTC().Format(time.RFC3339))
+}
+
+// Reservation is the budget held by one allowed request until Settle. A nil
+// *Reservation (Reserve's answer when the key has no budget) is valid: Settle
+// on it does nothing.
+type Reservation struct {
+	done atomic.Bool
+	est  int64 // micro-dollars reserved
+
+	// Local: the entry and its load generation when reserved.
+	e   *entry
+	gen uint64
+
+	// Redis: the ledger and the window's counter.
+	r       *Redis
+	counter string
+}
+
+// Settle replaces the reservation by the request's actual cost in USD
+// (negative or NaN counts as 0). Only the first call counts; later calls, and
+// calls on nil, do nothing. Call it also for a request that failed, with the
+// cost it incurred (often 0), so that its estimate is released. A request
+// reserved in a window that has ended since is not counted in the new one.
+func (r *Reservation) Settle(ctx context.Context, actual float64) {
+	if r == nil || !r.done.CompareAndSwap(false, true) {
+		return
+	}
+	a := micro(actual)
+	if r.r != nil {
+		r.r.settle(ctx, r, a)
+		return
+	}
+	r.e.settle(r.gen, r.est, a)
+}
+
+const (
+	microPerUSD = 1_000_000
+	// maxMicro caps budgets and costs ($1e9) so that sums stay exact in the
+	// Redis script's float64 (2^53 ≈ 9.007e15 micro-dollars).
+	maxMicro = 1_000_000_000 * microPerUSD
+)
+
+// micro converts USD to integer micro-dollars, rounded, in [0, maxMicro].
+func micro(usd float64) int64 {
+	if !(usd > 0) {
+		return 0
+	}
+	return int64(math.Round(min(usd, maxMicro/microPerUSD) * microPerUSD))
+}
+
+func usd(micro int64) float64 { return float64(micro) / microPerUSD }
+
+// SpentFunc returns what key already spent since a window's start (the zero
+// time for Total), in USD, from the usage ledger: the gateway passes a SUM
+// over usage_entries, so this package needs no database. It is called once
+// per key and window per replica (Local), or once per key and window for all
+// replicas (Redis, bar a race of first uses). Spend still queued in an
+// asynchronous ledger writer is not in it.
+type SpentFunc func(ctx context.Context, key string, since time.Time) (float64, error)
+
+// Ledger tracks spend per key and period: what is settled plus what is
+// reserved by requests in flight. Safe for concurrent use.
+type Ledger interface {
+	// Reserve allows the request while the key's settled spend plus its
+	// reservations stays below l.USD, and then reserves est (the request's
+	// estimated cost in USD; negative or NaN counts as 0). It returns the
+	// Reservation to settle, nil and no error when l has no budget, or an
+	// *Exceeded when the budget of the current window is spent. Other errors:
+	// an unknown period, a failed SpentFunc, or ctx ended.
+	Reserve(ctx context.Context, key string, l Limit, est float64) (*Reservation, error)
+}
+
+var (
+	_ Ledger = (*Local)(nil)
+	_ Ledger = (*Redis)(nil)
+)

@@ -1,0 +1,355 @@
+package budget
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+const (
+	// callTimeout bounds one Redis call, as in ratelimit.
+	callTimeout = 50 * time.Millisecond
+	// probeEvery is how often, while degraded, one request tries Redis again.
+	probeEvery = time.Second
+	// pastEnd keeps a window's counter this long after the window's end, so
+	// that requests still in flight at the end settle into it.
+	pastEnd = time.Hour
+	// totalTTL is the idle life of a Total counter (it has no end): each
+	// Reserve renews it; an idle key's counter expires and is loaded again
+	// from the ledger, which then holds all of its spend.
+	totalTTL = 24 * time.Hour
+)
+
+// reserveScript checks and reserves in one round trip; all values are
+// integers < 2^53, exact in Lua.
+//
+//	KEYS: the window's counter (micro-dollars settled + reserved)
+//	ARGV: budget, estimate (micro-dollars), ttl s to renew (0: none)
+//	returns {-1, 0} when the counter is missing (load it, then call again),
+//	{0, committed} when refused, {1, committed after reserving} when allowed
+var reserveScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if not v then return {-1, 0} end
+v = tonumber(v)
+if v >= tonumber(ARGV[1]) then return {0, v} end
+v = redis.call('INCRBY', KEYS[1], ARGV[2])
+if ARGV[3] ~= '0' then redis.call('EXPIRE', KEYS[1], ARGV[3]) end
+return {1, v}
+`)
+
+// settleScript is INCRBY of (actual − est), only on a counter that exists: a
+// plain INCRBY on a counter gone (Redis restarted, or expired) would make one
+// with no TTL holding only this delta, which Reserve would then take as the
+// window's whole spend.
+var settleScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('INCRBY', KEYS[1], ARGV[1])
+return 1
+`)
+
+// Redis is the Ledger shared by every replica: one counter per key and window
+// in micro-dollars (settled + reserved), under sg:budget:{h}:<period>:<start>
+// where h is the first 16 hex digits of the key name's SHA-256 and start the
+// window's start in Unix seconds ("total" for Total), expiring an hour after
+// the window's end (Total: after 24 h without a Reserve). The first Reserve of
+// a window finds the counter missing, loads the spend from the SpentFunc and
+// creates the counter with SET NX (so when replicas race, one value wins and
+// the others' loads are dropped; within a replica concurrent first requests
+// share one load), then asks again. Every other Reserve is one
+// round trip: EVALSHA of a script that checks committed < budget and
+// reserves the estimate with INCRBY. Settle is one round trip: INCRBY of
+// (actual − est) on the counter, if it still exists (a script).
+//
+// Replicas compute windows from their own clocks: keep them synced.
+//
+// When a Redis call fails (down, or slower than 50 ms), the request is decided
+// by the Local fallback and Redis counts as degraded, as in ratelimit: one
+// WARN, Degraded reports it, requests use the fallback without waiting on
+// Redis, one request per second probes Redis, and when a probe succeeds one
+// INFO is logged and Redis decides again. The fallback is emptied when an
+// outage starts, so each key loads its spend again from the ledger (all
+// replicas' settled spend, as far as written). While degraded each replica
+// spends alone, so N replicas may each overspend by the bound of the package
+// comment, and the spend settled meanwhile does not reach the Redis counters:
+// after the outage they under-count it until their window ends.
+type Redis struct {
+	client *redis.Client
+	local  *Local
+	spent  SpentFunc
+	logger *slog.Logger
+
+	// Fixed after NewRedis; tests change them.
+	prefix     string
+	timeout    time.Duration
+	probeEvery time.Duration
+	now        func() time.Time
+
+	degraded  atomic.Bool
+	nextProbe atomic.Int64 // unix ns; while degraded, the first request after it probes Redis
+
+	mu     sync.Mutex
+	reason string    // of the last failure while degraded
+	since  time.Time // start of the outage
+
+	lmu     sync.Mutex
+	loading map[string]*flight // by counter: loads in progress
+}
+
+// NewRedis returns a Ledger whose counters client shares with every replica
+// using the same Redis. fallback decides while Redis is unreachable; nil
+// makes NewLocal(spent). spent loads a window's spend (nil: nothing spent
+// before). logger nil discards the two state-change logs. Build client with
+// ContextTimeoutEnabled, MaxRetries -1 and DialerRetries 1, as for ratelimit.
+func NewRedis(client *redis.Client, fallback *Local, spent SpentFunc, logger *slog.Logger) *Redis {
+	if fallback == nil {
+		fallback = NewLocal(spent)
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Redis{
+		client:     client,
+		local:      fallback,
+		spent:      spent,
+		logger:     logger,
+		prefix:     "sg:budget:",
+		timeout:    callTimeout,
+		probeEvery: probeEvery,
+		now:        time.Now,
+	}
+}
+
+// Degraded reports whether Redis is unreachable and the local fallback
+// decides, and the error that made it so ("" when not degraded).
+func (r *Redis) Degraded() (bool, string) {
+	if !r.degraded.Load() {
+		return false, ""
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return true, r.reason
+}
+
+// errLoad marks a failed SpentFunc: the ledger's fault, not Redis's.
+type errLoad struct{ err error }
+
+func (e errLoad) Error() string { return e.err.Error() }
+func (e errLoad) Unwrap() error { return e.err }
+
+// Reserve implements Ledger. A Redis failure is answered by the fallback;
+// errors are an unknown period, a failed SpentFunc or ctx ended.
+func (r *Redis) Reserve(ctx context.Context, key string, lim Limit, est float64) (*Reservation, error) {
+	if lim.none() {
+		return nil, nil
+	}
+	if !validPeriod(lim.Period) {
+		return nil, fmt.Errorf("budget: key %q: unknown period %q (want %q, %q or %q)", key, lim.Period, Month, Day, Total)
+	}
+	e, now := micro(est), r.now()
+	if !r.useRedis(now) {
+		return r.local.reserveAt(ctx, key, lim, e, now)
+	}
+	res, err := r.reserve(ctx, key, lim, e, now)
+	var ex *Exceeded
+	var le errLoad
+	switch {
+	case err == nil, errors.As(err, &ex):
+		r.recovered(now)
+		return res, err
+	case errors.As(err, &le):
+		return nil, le.err
+	case ctx.Err() != nil:
+		// The caller left (client disconnect): not Redis's fault.
+		return nil, fmt.Errorf("budget: reserve for key %q: %w", key, context.Cause(ctx))
+	}
+	r.fail(err, now)
+	return r.local.reserveAt(ctx, key, lim, e, now)
+}
+
+func (r *Redis) reserve(ctx context.Context, key string, lim Limit, est int64, now time.Time) (*Reservation, error) {
+	start, end := Window(lim.Period, now)
+	k := r.counter(key, lim.Period, start)
+	renew := 0
+	if lim.Period == Total {
+		renew = int(totalTTL / time.Second)
+	}
+	for range 3 {
+		v, err := r.run(ctx, k, micro(lim.USD), est, renew)
+		if err != nil {
+			return nil, err
+		}
+		switch v[0] {
+		case 1:
+			return &Reservation{est: est, r: r, counter: k}, nil
+		case 0:
+			return nil, &Exceeded{Key: key, Limit: lim, Spent: usd(v[1]), Reset: end}
+		}
+		if err := r.loadOnce(ctx, k, key, start, end, now); err != nil {
+			return nil, err
+		}
+	}
+	// Gone again right after each load (expired at once, or deleted): not
+	// expected.
+	return nil, fmt.Errorf("budget: counter of key %q missing right after its load", key)
+}
+
+// flight is one load of a counter by this process: in progress, or done at
+// end (a successful load, kept recentLoad for the requests whose script call
+// saw the counter missing just before it was made).
+type flight struct {
+	done chan struct{}
+	end  time.Time // zero while in progress
+}
+
+// recentLoad is how long a finished load answers later first requests.
+const recentLoad = time.Second
+
+// loadOnce loads k unless this process is loading it or just did, in which
+// case it waits for that load: concurrent first requests of a key in a
+// replica call the SpentFunc once. A waiter returns nil whatever the load's
+// outcome; its next script call sees whether the counter exists.
+func (r *Redis) loadOnce(ctx context.Context, k, key string, start, end, now time.Time) error {
+	r.lmu.Lock()
+	if f := r.loading[k]; f != nil && (f.end.IsZero() || time.Since(f.end) < recentLoad) {
+		r.lmu.Unlock()
+		select {
+		case <-f.done:
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	if r.loading == nil {
+		r.loading = make(map[string]*flight)
+	}
+	if len(r.loading) >= 256 { // amortised sweep of finished loads
+		for c, f := range r.loading {
+			if !f.end.IsZero() && time.Since(f.end) >= recentLoad {
+				delete(r.loading, c)
+			}
+		}
+	}
+	f := &flight{done: make(chan struct{})}
+	r.loading[k] = f
+	r.lmu.Unlock()
+	err := r.load(ctx, k, key, start, end, now)
+	r.lmu.Lock()
+	if err != nil {
+		delete(r.loading, k) // the next request tries again
+	} else {
+		f.end = time.Now()
+	}
+	r.lmu.Unlock()
+	close(f.done)
+	return err
+}
+
+func (r *Redis) run(ctx context.Context, k string, budget, est int64, renew int) ([]int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	v, err := reserveScript.Run(ctx, r.client, []string{k}, budget, est, renew).Int64Slice()
+	if err == nil && len(v) != 2 {
+		err = fmt.Errorf("budget: script answered %d values, want 2", len(v))
+	}
+	return v, err
+}
+
+// load creates the window's counter from the SpentFunc, unless another
+// replica did first (SET NX).
+func (r *Redis) load(ctx context.Context, k, key string, start, end, now time.Time) error {
+	var spent float64
+	if r.spent != nil {
+		var err error
+		if spent, err = r.spent(ctx, key, start); err != nil {
+			return errLoad{fmt.Errorf("budget: load spend of key %q since %s: %w", key, start.Format(time.RFC3339), err)}
+		}
+	}
+	ttl := totalTTL
+	if !end.IsZero() {
+		ttl = end.Add(pastEnd).Sub(now)
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	return r.client.SetNX(ctx, k, micro(spent), ttl).Err()
+}
+
+// settle is Reservation.Settle of a Redis reservation: bounded by 50 ms and
+// detached from ctx's cancellation, since it runs as the request ends. A
+// failure is logged through fail and the delta lost (the ledger still has the
+// cost, for the next window's load).
+func (r *Redis) settle(ctx context.Context, res *Reservation, actual int64) {
+	delta := actual - res.est
+	if delta == 0 || r.degraded.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.timeout)
+	defer cancel()
+	if err := settleScript.Run(ctx, r.client, []string{res.counter}, delta).Err(); err != nil {
+		r.fail(err, r.now())
+	}
+}
+
+// useRedis reports whether this request asks Redis: always while healthy,
+// one request per probeEvery while degraded.
+func (r *Redis) useRedis(now time.Time) bool {
+	if !r.degraded.Load() {
+		return true
+	}
+	next := r.nextProbe.Load()
+	return now.UnixNano() >= next && r.nextProbe.CompareAndSwap(next, now.Add(r.probeEvery).UnixNano())
+}
+
+// fail records a Redis failure; the first one of an outage logs a WARN and
+// empties the fallback, so that it loads current spend from the ledger.
+func (r *Redis) fail(err error, now time.Time) {
+	r.mu.Lock()
+	r.reason = err.Error()
+	first := r.degraded.CompareAndSwap(false, true)
+	if first {
+		r.since = now
+		r.nextProbe.Store(now.Add(r.probeEvery).UnixNano())
+	}
+	r.mu.Unlock()
+	if first {
+		r.local.reset()
+		r.logger.Warn("budget: redis unreachable, each replica enforces budgets alone until it is back",
+			"err", err)
+	}
+}
+
+// recovered ends an outage after a successful call, with one INFO.
+func (r *Redis) recovered(now time.Time) {
+	if !r.degraded.Load() {
+		return
+	}
+	r.mu.Lock()
+	last := r.degraded.CompareAndSwap(true, false)
+	since := r.since
+	r.reason = ""
+	r.mu.Unlock()
+	if last {
+		r.logger.Info("budget: redis reachable again, budgets shared again",
+			"down_for", now.Sub(since).Round(time.Millisecond))
+	}
+}
+
+// counter is the Redis key of key's counter in the window starting at start:
+// the name is hashed so that neither its characters nor its length reach
+// Redis, as in ratelimit.
+func (r *Redis) counter(key, period string, start time.Time) string {
+	sum := sha256.Sum256([]byte(key))
+	w := "total"
+	if period != Total {
+		w = strconv.FormatInt(start.Unix(), 10)
+	}
+	return r.prefix + "{" + hex.EncodeToString(sum[:8]) + "}:" + period + ":" + w
+}
