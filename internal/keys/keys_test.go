@@ -2,12 +2,9 @@ package keys
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -15,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/streamgate/streamgate/internal/sqldb/sqldbtest"
 	"go.uber.org/goleak"
 )
 
@@ -29,46 +26,8 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// testPostgresDSN returns the DSN of STREAMGATE_TEST_POSTGRES with a fresh
-// schema as its search_path, dropped when the test ends; it skips the test
-// when the variable is unset.
-func testPostgresDSN(t *testing.T) string {
-	t.Helper()
-	dsn := os.Getenv("STREAMGATE_TEST_POSTGRES")
-	if dsn == "" {
-		t.Skip("STREAMGATE_TEST_POSTGRES not set: skipping PostgreSQL test")
-	}
-	ctx := testCtx(t)
-	var b [6]byte
-	rand.Read(b[:])
-	schema := "sg_test_" + hex.EncodeToString(b[:])
-	admin, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatalf("connect to STREAMGATE_TEST_POSTGRES: %v", err)
-	}
-	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatalf("create schema %s: %v", schema, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		admin, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Errorf("connect to drop schema %s: %v", schema, err)
-			return
-		}
-		defer admin.Close(ctx)
-		if _, err := admin.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	sep := "?"
-	if strings.Contains(dsn, "?") {
-		sep = "&"
-	}
-	return dsn + sep + "search_path=" + schema
-}
+// testPostgresDSN: see sqldbtest.PostgresDSN.
+func testPostgresDSN(t *testing.T) string { return sqldbtest.PostgresDSN(t) }
 
 // dsnCases give the DSN of a fresh, empty database of each kind.
 var dsnCases = []struct {
