@@ -295,7 +295,6 @@ func (a *streamTry) openBackup(ctx context.Context) (provider.Stream, error) {
 		h.undo()
 		return nil, relay.ErrNoHedge
 	}
-	a.p.used |= 1 << a.bpos
 	return a.backup.provider.Open(ctx, &a.bq)
 }
 
@@ -360,7 +359,7 @@ func (g *Gateway) streamDone(a *streamTry, sess *relay.Session, req *provider.Re
 	p, t, c := a.p, a.t, a.p.c
 	c.stats = sess.Stats()
 	if a.race.Hedged {
-		return g.hedged(p, sess, t, a.backup, &a.race, req, err, a.chunks)
+		return g.hedged(p, sess, t, a.backup, a.bpos, &a.race, req, err, a.chunks)
 	}
 	c.bill.attempt(req, a.opened, err, c.stats.UsageOrNil(), c.stats.ContentChunks-a.chunks)
 	p.res = route.Result{Outcome: outcomeFor(err)}
@@ -376,8 +375,10 @@ func (g *Gateway) streamDone(a *streamTry, sess *relay.Session, req *provider.Re
 // hedged accounts for an attempt that raced two targets: both are billed
 // and counted, the winner is named (route, X-Streamgate-Route), and each
 // target's health hears its own outcome (the cancelled loser's is neutral).
-func (g *Gateway) hedged(p *plan, sess *relay.Session, t, backup *target, race *relay.Race, req *provider.Request, err error, chunks int) error {
+func (g *Gateway) hedged(p *plan, sess *relay.Session, t, backup *target, bpos int, race *relay.Race, req *provider.Request, err error, chunks int) error {
 	c := p.c
+	race.Wait() // the loser's goroutine is done: its Opened can be read
+	p.used |= 1 << bpos
 	c.entry.Attempts++
 	c.entry.Hedged = true
 	win := t

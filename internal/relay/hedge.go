@@ -31,6 +31,19 @@ type Race struct {
 	Opened [2]bool  // the upstream accepted the attempt (it bills it)
 	Err    [2]error // how each attempt ended in the race: nil for the returned one, ErrHedgeLost for a cancelled loser
 	Start  [2]time.Time
+
+	done [2]chan struct{} // closed when each started attempt's goroutine is done
+}
+
+// Wait returns once both attempts' goroutines are done (the loser ends as
+// soon as it sees its cancellation). Call it before reading Opened: the
+// loser's goroutine writes it.
+func (r *Race) Wait() {
+	for _, d := range r.done {
+		if d != nil {
+			<-d
+		}
+	}
 }
 
 // Hedge returns an open function for Session.Attempt that races two
@@ -73,6 +86,7 @@ func race(ctx context.Context, after time.Duration, open [2]Opener, r *Race) (pr
 		rctx, cancel := context.WithCancelCause(ctx)
 		ru := &runner{cancel: cancel, done: make(chan struct{})}
 		runners[i] = ru
+		r.done[i] = ru.done
 		r.Start[i] = time.Now()
 		go func() {
 			defer close(ru.done)

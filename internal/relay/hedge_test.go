@@ -140,6 +140,10 @@ func TestHedgeRace(t *testing.T) {
 					t.Errorf("read %d events then %v, want 3 then EOF", n, err)
 				}
 				st.Close()
+				r.Wait()
+				if tt.wantHedged && (!r.Opened[0] || !r.Opened[1]) {
+					t.Errorf("after Wait: opened %v, want both attempts opened", r.Opened)
+				}
 				synctest.Wait()
 				if tt.wantHedged {
 					loser := p
