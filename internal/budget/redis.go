@@ -9,10 +9,11 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/streamgate/streamgate/internal/redisguard"
 )
 
 const (
@@ -88,17 +89,11 @@ type Redis struct {
 	logger *slog.Logger
 
 	// Fixed after NewRedis; tests change them.
-	prefix     string
-	timeout    time.Duration
-	probeEvery time.Duration
-	now        func() time.Time
+	prefix  string
+	timeout time.Duration
+	now     func() time.Time
 
-	degraded  atomic.Bool
-	nextProbe atomic.Int64 // unix ns; while degraded, the first request after it probes Redis
-
-	mu     sync.Mutex
-	reason string    // of the last failure while degraded
-	since  time.Time // start of the outage
+	guard redisguard.Guard // Redis's health
 
 	lmu     sync.Mutex
 	loading map[string]*flight // by counter: loads in progress
@@ -117,27 +112,22 @@ func NewRedis(client *redis.Client, fallback *Local, spent SpentFunc, logger *sl
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &Redis{
-		client:     client,
-		local:      fallback,
-		spent:      spent,
-		logger:     logger,
-		prefix:     "sg:budget:",
-		timeout:    callTimeout,
-		probeEvery: probeEvery,
-		now:        time.Now,
+		client:  client,
+		local:   fallback,
+		spent:   spent,
+		logger:  logger,
+		prefix:  "sg:budget:",
+		timeout: callTimeout,
+		now:     time.Now,
+		guard: redisguard.Guard{Logger: logger, ProbeEvery: probeEvery,
+			Down: "budget: redis unreachable, each replica enforces budgets alone until it is back",
+			Up:   "budget: redis reachable again, budgets shared again"},
 	}
 }
 
 // Degraded reports whether Redis is unreachable and the local fallback
 // decides, and the error that made it so ("" when not degraded).
-func (r *Redis) Degraded() (bool, string) {
-	if !r.degraded.Load() {
-		return false, ""
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return true, r.reason
-}
+func (r *Redis) Degraded() (bool, string) { return r.guard.Degraded() }
 
 // errLoad marks a failed SpentFunc: the ledger's fault, not Redis's.
 type errLoad struct{ err error }
@@ -155,7 +145,7 @@ func (r *Redis) Reserve(ctx context.Context, key string, lim Limit, est float64)
 		return nil, fmt.Errorf("budget: key %q: unknown period %q (want %q, %q or %q)", key, lim.Period, Month, Day, Total)
 	}
 	e, now := micro(est), r.now()
-	if !r.useRedis(now) {
+	if !r.guard.Use(now) {
 		return r.local.reserveAt(ctx, key, lim, e, now)
 	}
 	res, err := r.reserve(ctx, key, lim, e, now)
@@ -163,7 +153,7 @@ func (r *Redis) Reserve(ctx context.Context, key string, lim Limit, est float64)
 	var le errLoad
 	switch {
 	case err == nil, errors.As(err, &ex):
-		r.recovered(now)
+		r.guard.Recovered(now)
 		return res, err
 	case errors.As(err, &le):
 		return nil, le.err
@@ -171,7 +161,9 @@ func (r *Redis) Reserve(ctx context.Context, key string, lim Limit, est float64)
 		// The caller left (client disconnect): not Redis's fault.
 		return nil, fmt.Errorf("budget: reserve for key %q: %w", key, context.Cause(ctx))
 	}
-	r.fail(err, now)
+	if r.guard.Fail(err, now) {
+		r.local.reset() // the fallback reloads current spend from the ledger
+	}
 	return r.local.reserveAt(ctx, key, lim, e, now)
 }
 
@@ -288,57 +280,15 @@ func (r *Redis) load(ctx context.Context, k, key string, start, end, now time.Ti
 // cost, for the next window's load).
 func (r *Redis) settle(ctx context.Context, res *Reservation, actual int64) {
 	delta := actual - res.est
-	if delta == 0 || r.degraded.Load() {
+	if delta == 0 || r.guard.IsDown() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.timeout)
 	defer cancel()
 	if err := settleScript.Run(ctx, r.client, []string{res.counter}, delta).Err(); err != nil {
-		r.fail(err, r.now())
-	}
-}
-
-// useRedis reports whether this request asks Redis: always while healthy,
-// one request per probeEvery while degraded.
-func (r *Redis) useRedis(now time.Time) bool {
-	if !r.degraded.Load() {
-		return true
-	}
-	next := r.nextProbe.Load()
-	return now.UnixNano() >= next && r.nextProbe.CompareAndSwap(next, now.Add(r.probeEvery).UnixNano())
-}
-
-// fail records a Redis failure; the first one of an outage logs a WARN and
-// empties the fallback, so that it loads current spend from the ledger.
-func (r *Redis) fail(err error, now time.Time) {
-	r.mu.Lock()
-	r.reason = err.Error()
-	first := r.degraded.CompareAndSwap(false, true)
-	if first {
-		r.since = now
-		r.nextProbe.Store(now.Add(r.probeEvery).UnixNano())
-	}
-	r.mu.Unlock()
-	if first {
-		r.local.reset()
-		r.logger.Warn("budget: redis unreachable, each replica enforces budgets alone until it is back",
-			"err", err)
-	}
-}
-
-// recovered ends an outage after a successful call, with one INFO.
-func (r *Redis) recovered(now time.Time) {
-	if !r.degraded.Load() {
-		return
-	}
-	r.mu.Lock()
-	last := r.degraded.CompareAndSwap(true, false)
-	since := r.since
-	r.reason = ""
-	r.mu.Unlock()
-	if last {
-		r.logger.Info("budget: redis reachable again, budgets shared again",
-			"down_for", now.Sub(since).Round(time.Millisecond))
+		if r.guard.Fail(err, r.now()) {
+			r.local.reset()
+		}
 	}
 }
 

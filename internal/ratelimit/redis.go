@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/streamgate/streamgate/internal/redisguard"
 )
 
 const (
@@ -87,17 +87,11 @@ type Redis struct {
 	logger *slog.Logger
 
 	// Fixed after NewRedis; tests change them.
-	prefix     string
-	timeout    time.Duration
-	probeEvery time.Duration
-	now        func() time.Time
+	prefix  string
+	timeout time.Duration
+	now     func() time.Time
 
-	degraded  atomic.Bool
-	nextProbe atomic.Int64 // unix ns; while degraded, the first request after it probes Redis
-
-	mu     sync.Mutex
-	reason string    // of the last failure while degraded
-	since  time.Time // start of the outage
+	guard redisguard.Guard // Redis's health
 }
 
 // NewRedis returns a Limiter whose counts client shares with every replica
@@ -111,26 +105,21 @@ func NewRedis(client *redis.Client, fallback *Local, logger *slog.Logger) *Redis
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &Redis{
-		client:     client,
-		local:      fallback,
-		logger:     logger,
-		prefix:     "sg:rl:",
-		timeout:    callTimeout,
-		probeEvery: probeEvery,
-		now:        time.Now,
+		client:  client,
+		local:   fallback,
+		logger:  logger,
+		prefix:  "sg:rl:",
+		timeout: callTimeout,
+		now:     time.Now,
+		guard: redisguard.Guard{Logger: logger, ProbeEvery: probeEvery,
+			Down: "ratelimit: redis unreachable, each replica limits alone until it is back",
+			Up:   "ratelimit: redis reachable again, limits shared again"},
 	}
 }
 
 // Degraded reports whether Redis is unreachable and the local fallback
 // decides, and the error that made it so ("" when not degraded).
-func (r *Redis) Degraded() (bool, string) {
-	if !r.degraded.Load() {
-		return false, ""
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return true, r.reason
-}
+func (r *Redis) Degraded() (bool, string) { return r.guard.Degraded() }
 
 // Allow implements Limiter. It returns an error only when ctx ended before
 // Redis answered; a Redis failure is answered by the fallback instead.
@@ -140,7 +129,7 @@ func (r *Redis) Allow(ctx context.Context, key string, lim Limits) (Decision, er
 		return Decision{Allowed: true}, nil
 	}
 	now := r.now()
-	if !r.useRedis(now) {
+	if !r.guard.Use(now) {
 		return r.local.allowAt(key, lim, now), nil
 	}
 	d, err := r.allow(ctx, key, lim, now)
@@ -149,10 +138,10 @@ func (r *Redis) Allow(ctx context.Context, key string, lim Limits) (Decision, er
 			// The caller left (client disconnect): not Redis's fault.
 			return Decision{}, fmt.Errorf("ratelimit: allow %q: %w", key, context.Cause(ctx))
 		}
-		r.fail(err, now)
+		r.guard.Fail(err, now)
 		return r.local.allowAt(key, lim, now), nil
 	}
-	r.recovered(now)
+	r.guard.Recovered(now)
 	if d.Allowed {
 		r.local.countAt(key, now)
 	}
@@ -195,7 +184,7 @@ func (r *Redis) Record(ctx context.Context, key string, tokens int) {
 	tokens = min(tokens, maxLimit)
 	now := r.now()
 	r.local.recordAt(key, tokens, now)
-	if r.degraded.Load() {
+	if r.guard.IsDown() {
 		return
 	}
 	minute, _ := slot(now)
@@ -208,49 +197,7 @@ func (r *Redis) Record(ctx context.Context, key string, tokens int) {
 		return nil
 	})
 	if err != nil {
-		r.fail(err, now)
-	}
-}
-
-// useRedis reports whether this request asks Redis: always while healthy,
-// one request per probeEvery while degraded.
-func (r *Redis) useRedis(now time.Time) bool {
-	if !r.degraded.Load() {
-		return true
-	}
-	next := r.nextProbe.Load()
-	return now.UnixNano() >= next && r.nextProbe.CompareAndSwap(next, now.Add(r.probeEvery).UnixNano())
-}
-
-// fail records a Redis failure; the first one of an outage logs a WARN.
-func (r *Redis) fail(err error, now time.Time) {
-	r.mu.Lock()
-	r.reason = err.Error()
-	first := r.degraded.CompareAndSwap(false, true)
-	if first {
-		r.since = now
-		r.nextProbe.Store(now.Add(r.probeEvery).UnixNano())
-	}
-	r.mu.Unlock()
-	if first {
-		r.logger.Warn("ratelimit: redis unreachable, each replica limits alone until it is back",
-			"err", err)
-	}
-}
-
-// recovered ends an outage after a successful call, with one INFO.
-func (r *Redis) recovered(now time.Time) {
-	if !r.degraded.Load() {
-		return
-	}
-	r.mu.Lock()
-	last := r.degraded.CompareAndSwap(true, false)
-	since := r.since
-	r.reason = ""
-	r.mu.Unlock()
-	if last {
-		r.logger.Info("ratelimit: redis reachable again, limits shared again",
-			"down_for", now.Sub(since).Round(time.Millisecond))
+		r.guard.Fail(err, now)
 	}
 }
 

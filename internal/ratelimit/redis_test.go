@@ -342,7 +342,7 @@ func TestRedisOutage(t *testing.T) {
 	r.prefix = testPrefix(t, testRedis(t, nil))
 	at := fixedTime()
 	r.now = func() time.Time { return at }
-	r.probeEvery = time.Second
+	r.guard.ProbeEvery = time.Second
 	lim := Limits{RPM: 10}
 
 	if got, _ := allowN(t, r, "k", lim, 4); got != 4 {
