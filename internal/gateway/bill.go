@@ -48,8 +48,10 @@ func (b *bill) attempt(req *provider.Request, opened bool, err error, u *api.Usa
 }
 
 // answer adds a non-streaming answer: its usage, else estimates of the
-// prompt and of the answer's text.
-func (b *bill) answer(req *provider.Request, body []byte) {
+// prompt and of the answer's text. An answer that is not JSON is billed as
+// answered without usage and returns the syntax error: the one decode of
+// the body is also its check.
+func (b *bill) answer(req *provider.Request, body []byte) error {
 	var resp struct {
 		Usage   *api.Usage `json:"usage"`
 		Choices []struct {
@@ -58,16 +60,21 @@ func (b *bill) answer(req *provider.Request, body []byte) {
 			} `json:"message"`
 		} `json:"choices"`
 	}
-	json.Unmarshal(body, &resp)
-	if resp.Usage != nil {
+	err := json.Unmarshal(body, &resp)
+	if err == nil && resp.Usage != nil {
 		b.attempt(req, true, nil, resp.Usage, 0)
-		return
+		return nil
 	}
 	out := 0
 	for _, c := range resp.Choices {
 		out += fit.EstimateTokens(c.Message.Content)
 	}
 	b.attempt(req, true, nil, nil, out)
+	var syntax *json.SyntaxError
+	if errors.As(err, &syntax) {
+		return err // not JSON; a JSON value of unexpected shape is only unbilled detail
+	}
+	return nil
 }
 
 // source is the entry's token source: "" when no attempt was billed.

@@ -498,11 +498,12 @@ func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, c *call, rs *
 		var err error
 		body, err = send(actx, t.provider, &preq)
 		cancel()
-		if err == nil && !json.Valid(body) {
-			err = fmt.Errorf("%w: the upstream's answer is not JSON", provider.ErrMalformed)
-			c.bill.attempt(req, true, nil, nil, 0) // it answered: it bills
-			p.res = route.Result{Outcome: route.Failure}
-			return err
+		if err == nil {
+			if aerr := c.bill.answer(req, body); aerr != nil { // it answered: it bills
+				err = fmt.Errorf("%w: the upstream's answer is not JSON: %v", provider.ErrMalformed, aerr)
+				p.res = route.Result{Outcome: route.Failure}
+				return err
+			}
 		}
 		p.res = route.Result{Outcome: outcomeFor(err)}
 		if err != nil {
@@ -523,7 +524,6 @@ func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, c *call, rs *
 		c.status, c.err = h.status, err
 		return
 	}
-	c.bill.answer(req, body)
 	if c.reshape != nil {
 		var rerr error
 		if body, rerr = c.reshape(body); rerr != nil {

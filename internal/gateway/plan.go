@@ -232,9 +232,9 @@ func unavailable(model string, rs *routeSet) error {
 	wait := time.Duration(0)
 	now := time.Now()
 	for _, t := range rs.set.Targets() {
-		until, err := time.Parse(time.RFC3339Nano, t.Snapshot().EjectedUntil)
-		if err != nil {
-			continue // not ejected
+		until, ok := t.EjectedUntil()
+		if !ok {
+			continue
 		}
 		if d := until.Sub(now); wait == 0 || d < wait {
 			wait = d

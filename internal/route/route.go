@@ -309,6 +309,23 @@ func (t *Target) Snapshot() Snapshot {
 	if b > 0 {
 		s.EjectedUntil = t.at(b).UTC().Truncate(time.Millisecond).Format(time.RFC3339Nano)
 	}
+	return s.withP95(t)
+}
+
+// EjectedUntil returns when the target's ejection window ends (a probe may
+// go then); false when it is healthy.
+func (t *Target) EjectedUntil() (time.Time, bool) {
+	b := t.brk.Load()
+	if b < 0 {
+		b = -b
+	}
+	if b == 0 {
+		return time.Time{}, false
+	}
+	return t.at(b), true
+}
+
+func (s Snapshot) withP95(t *Target) Snapshot {
 	if p, ok := t.TTFTQuantile(0.95); ok {
 		s.TTFTP95ms = float64(p) / 1e6
 	}
