@@ -309,7 +309,10 @@ func (t *Target) Snapshot() Snapshot {
 	if b > 0 {
 		s.EjectedUntil = t.at(b).UTC().Truncate(time.Millisecond).Format(time.RFC3339Nano)
 	}
-	return s.withP95(t)
+	if p, ok := t.TTFTQuantile(0.95); ok {
+		s.TTFTP95ms = float64(p) / 1e6
+	}
+	return s
 }
 
 // EjectedUntil returns when the target's ejection window ends (a probe may
@@ -323,11 +326,4 @@ func (t *Target) EjectedUntil() (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return t.at(b), true
-}
-
-func (s Snapshot) withP95(t *Target) Snapshot {
-	if p, ok := t.TTFTQuantile(0.95); ok {
-		s.TTFTP95ms = float64(p) / 1e6
-	}
-	return s
 }
