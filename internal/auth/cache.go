@@ -68,3 +68,11 @@ func (c *Cache) Lookup(ctx context.Context, secret string) (*Principal, error) {
 	c.mu.Unlock()
 	return p, err
 }
+
+// Purge forgets every answer: the next lookup of each secret asks the
+// source. Call it when the source says its keys changed.
+func (c *Cache) Purge() {
+	c.mu.Lock()
+	clear(c.m)
+	c.mu.Unlock()
+}

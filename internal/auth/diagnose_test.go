@@ -76,7 +76,8 @@ func (s *countingSource) Lookup(_ context.Context, secret string) (*Principal, e
 func TestSourceCache(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		src := &countingSource{keys: map[string]*Principal{"sg-db": {KeyID: "db"}}}
-		keys := NewKeys(nil).WithSource(NewCache(src, time.Second))
+		cache := NewCache(src, time.Second)
+		keys := NewKeys(nil).WithSource(cache)
 		auth := func(secret string) (*Principal, error) {
 			r := httptest.NewRequest("POST", "/", nil)
 			r.Header.Set("Authorization", "Bearer "+secret)
@@ -93,7 +94,21 @@ func TestSourceCache(t *testing.T) {
 		if n := src.calls.Load(); n != 2 {
 			t.Errorf("store lookups: got %d, want 2 (one per secret within the TTL)", n)
 		}
-		// A revocation reaches the gateway within the TTL.
+		// A revocation reaches the gateway within the TTL, or at once
+		// when the store says so (Purge).
+		delete(src.keys, "sg-db")
+		if p, err := auth("sg-db"); err != nil || p.KeyID != "db" {
+			t.Fatalf("within the TTL: got %v, %v; want db still cached", p, err)
+		}
+		cache.Purge()
+		if _, err := auth("sg-db"); !errors.Is(err, ErrUnknownKey) {
+			t.Errorf("after Purge: got %v, want the key gone at once", err)
+		}
+		src.keys["sg-db"] = &Principal{KeyID: "db"}
+		time.Sleep(time.Second)
+		if p, err := auth("sg-db"); err != nil || p.KeyID != "db" {
+			t.Fatalf("after the TTL: got %v, %v; want db back", p, err)
+		}
 		delete(src.keys, "sg-db")
 		time.Sleep(time.Second)
 		if _, err := auth("sg-db"); !errors.Is(err, ErrUnknownKey) {

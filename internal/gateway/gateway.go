@@ -32,6 +32,7 @@ import (
 	"github.com/streamgate/streamgate/internal/ratelimit"
 	"github.com/streamgate/streamgate/internal/route"
 	"github.com/streamgate/streamgate/internal/sim"
+	"github.com/streamgate/streamgate/internal/sqldb"
 	"github.com/streamgate/streamgate/internal/usage"
 )
 
@@ -102,6 +103,7 @@ type Gateway struct {
 	embedRoutes map[string]*routeSet
 	backoff     route.Backoff
 	keyStore    *keys.Store // nil: none
+	keyCache    *auth.Cache // keyStore's answers; nil when keyStore is
 	rl          ratelimit.Limiter
 	budget      budget.Ledger
 	redis       *redis.Client  // nil: no redis: configured
@@ -153,7 +155,8 @@ func New(opts Options) (*Gateway, error) {
 	}
 	if opts.KeyStore != nil {
 		g.keyStore = opts.KeyStore
-		g.keys = g.keys.WithSource(auth.NewCache(keySource{opts.KeyStore}, auth.DefaultCacheTTL))
+		g.keyCache = auth.NewCache(keySource{opts.KeyStore}, auth.DefaultCacheTTL)
+		g.keys = g.keys.WithSource(g.keyCache)
 	}
 	if g.reg == nil {
 		g.reg = prometheus.NewRegistry()
@@ -413,6 +416,11 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener, grace time.Duratio
 		BaseContext:       func(net.Listener) context.Context { return base },
 		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
 	}
+	watched := g.watchKeys(base)
+	defer func() {
+		cancelBase(nil)
+		<-watched
+	}()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -439,6 +447,29 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener, grace time.Duratio
 		return fmt.Errorf("gateway: serve: %w", err)
 	}
 	return nil
+}
+
+// watchKeys purges the key cache whenever another process (or this one)
+// revokes or rotates a database key, so the change applies here within
+// milliseconds instead of the cache's TTL; on SQLite the TTL alone applies.
+// The returned channel is closed when it stopped, after ctx ended.
+func (g *Gateway) watchKeys(ctx context.Context) <-chan struct{} {
+	done := make(chan struct{})
+	if g.keyStore == nil {
+		close(done)
+		return done
+	}
+	go func() {
+		defer close(done)
+		err := g.keyStore.Watch(ctx, g.keyCache.Purge, func(err error) {
+			g.log.LogAttrs(ctx, slog.LevelWarn, "key change notifications interrupted; reconnecting (changes apply within the key cache's 1 s meanwhile)",
+				slog.String("error", err.Error()))
+		})
+		if err != nil && !errors.Is(err, sqldb.ErrNoNotify) {
+			g.log.LogAttrs(ctx, slog.LevelWarn, "key change notifications off", slog.String("error", err.Error()))
+		}
+	}()
+	return done
 }
 
 // Abort ends every request of the running Serve at once, as the end of the

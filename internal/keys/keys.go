@@ -347,6 +347,7 @@ func (s *Store) Revoke(ctx context.Context, ref string) (Key, error) {
 		return k, nil
 	}
 	k.RevokedAt = at
+	s.changed(ctx, k.ID)
 	return k, nil
 }
 
@@ -375,6 +376,7 @@ func (s *Store) Rotate(ctx context.Context, ref string) (Key, string, error) {
 		return Key{}, "", fmt.Errorf("keys: rotate %s: %w", k.ID, ErrRevoked) // revoked meanwhile
 	}
 	k.Prefix = prefix
+	s.changed(ctx, k.ID)
 	return k, secret, nil
 }
 
@@ -519,4 +521,24 @@ func describe(ref string) string {
 		return displayPrefix(ref) + "…"
 	}
 	return strconv.Quote(ref)
+}
+
+// changesChannel is the PostgreSQL notification channel of key changes.
+const changesChannel = "streamgate_keys"
+
+// changed tells every process that Watches that key id changed. It is
+// best-effort: when the notification fails the change still reaches the
+// others when their cache expires (auth.DefaultCacheTTL).
+func (s *Store) changed(ctx context.Context, id string) {
+	_ = s.db.Notify(ctx, changesChannel, id)
+}
+
+// Watch calls changed whenever a key is revoked or rotated, by any process
+// sharing the database (PostgreSQL LISTEN/NOTIFY), and after it lost its
+// listening connection (when changes may have been missed), until ctx ends.
+// It returns nil then. On SQLite it returns sqldb.ErrNoNotify at once: the
+// processes sharing a SQLite file see changes when their cache expires.
+// onError (may be nil) hears of each lost connection; Watch reconnects.
+func (s *Store) Watch(ctx context.Context, changed func(), onError func(error)) error {
+	return s.db.Listen(ctx, changesChannel, func(string) { changed() }, onError)
 }

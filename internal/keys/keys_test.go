@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamgate/streamgate/internal/sqldb"
 	"github.com/streamgate/streamgate/internal/sqldb/sqldbtest"
 	"go.uber.org/goleak"
 )
@@ -435,5 +436,57 @@ func TestOpenErrors(t *testing.T) {
 		if !strings.HasPrefix(err.Error(), "keys: open") || strings.Contains(err.Error(), "secret") {
 			t.Errorf("Open(%q): got %q, want a keys: open error without the password", dsn, err)
 		}
+	}
+}
+
+// TestWatch: a revocation or rotation made through one Store reaches a
+// Watch on another (another replica) at once, without waiting for a cache
+// TTL; on SQLite Watch says it cannot.
+func TestWatch(t *testing.T) {
+	if err := openStore(t, dsnCases[0].dsn(t)).Watch(testCtx(t), func() {}, nil); !errors.Is(err, sqldb.ErrNoNotify) {
+		t.Fatalf("Watch on SQLite: got %v, want sqldb.ErrNoNotify", err)
+	}
+	dsn := testPostgresDSN(t)
+	replica, admin := openStore(t, dsn), openStore(t, dsn)
+	changed := make(chan struct{}, 100)
+	ctx, cancel := context.WithCancel(testCtx(t))
+	done := make(chan error, 1)
+	go func() { done <- replica.Watch(ctx, func() { changed <- struct{}{} }, nil) }()
+	wait := func(what string) bool {
+		select {
+		case <-changed:
+			return true
+		case <-time.After(100 * time.Millisecond):
+			return false
+		case <-testCtx(t).Done():
+			t.Fatalf("%s: no change seen", what)
+			return false
+		}
+	}
+	// Rotate until Watch listens (it has no "listening now" signal).
+	k, _ := mustCreate(t, admin, Key{Name: "rotated"})
+	for {
+		if _, _, err := admin.Rotate(testCtx(t), k.ID); err != nil {
+			t.Fatalf("Rotate: %v", err)
+		}
+		if wait("rotate") {
+			break
+		}
+	}
+	for len(changed) > 0 {
+		<-changed
+	}
+	mustCreate(t, admin, Key{Name: "revoked"})
+	if _, err := admin.Revoke(testCtx(t), "revoked"); err != nil {
+		t.Fatalf("Revoke: %v", err)
+	}
+	select {
+	case <-changed:
+	case <-testCtx(t).Done():
+		t.Fatal("a revocation by another store did not reach Watch")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Watch after its context ended: got %v, want nil", err)
 	}
 }

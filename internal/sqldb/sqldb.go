@@ -7,6 +7,7 @@ package sqldb
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"net/url"
@@ -222,4 +223,88 @@ func IsUniqueViolation(err error) bool {
 		return pe.Code == "23505" // unique_violation
 	}
 	return false
+}
+
+// Notify tells the processes that Listen on channel that payload happened:
+// pg_notify on PostgreSQL (delivered to every listening session at commit);
+// nothing on SQLite, whose readers are on one machine and poll instead.
+func (db *DB) Notify(ctx context.Context, channel, payload string) error {
+	if db.Dialect != Postgres {
+		return nil
+	}
+	if _, err := db.ExecContext(ctx, `SELECT pg_notify($1, $2)`, channel, payload); err != nil {
+		return fmt.Errorf("notify %s on %s: %w", channel, db.Name, err)
+	}
+	return nil
+}
+
+// listenRetry is the wait before Listen connects again after losing its
+// connection (doubling up to listenRetryMax).
+const (
+	listenRetry    = 100 * time.Millisecond
+	listenRetryMax = 5 * time.Second
+)
+
+// Listen calls fn with the payload of every Notify on channel, from any
+// process, until ctx ends; it returns nil then. It holds one connection of
+// the pool while it runs. When the connection fails it calls fn("") (the
+// notifications sent meanwhile are lost: "" means "anything may have
+// changed"), reports the failure to onError (may be nil), and connects again
+// with a growing pause. On SQLite it returns ErrNoNotify at once. fn runs on
+// Listen's goroutine and should be quick.
+func (db *DB) Listen(ctx context.Context, channel string, fn func(payload string), onError func(error)) error {
+	if db.Dialect != Postgres {
+		return ErrNoNotify
+	}
+	wait := listenRetry
+	for {
+		err := db.listenOnce(ctx, channel, fn, func() { wait = listenRetry })
+		if ctx.Err() != nil {
+			return nil
+		}
+		fn("")
+		if onError != nil {
+			onError(fmt.Errorf("listen %s on %s: %w", channel, db.Name, err))
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, listenRetryMax)
+	}
+}
+
+// ErrNoNotify is Listen's answer on a database without notifications.
+var ErrNoNotify = errors.New("the database has no notifications (SQLite)")
+
+// listenOnce runs LISTEN channel on one connection and relays what arrives
+// until the connection or ctx fails; listening is called once LISTEN is in
+// place.
+func (db *DB) listenOnce(ctx context.Context, channel string, fn func(string), listening func()) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return conn.Raw(func(dc any) error {
+		sc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("unexpected driver connection %T", dc)
+		}
+		pc := sc.Conn()
+		if _, err := pc.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
+			return err
+		}
+		listening()
+		for {
+			n, err := pc.WaitForNotification(ctx)
+			if err != nil {
+				// ErrBadConn makes the pool drop the connection instead of
+				// lending out a session that still listens.
+				return fmt.Errorf("%w: %w", driver.ErrBadConn, err)
+			}
+			fn(n.Payload)
+		}
+	})
 }

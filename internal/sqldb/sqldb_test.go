@@ -261,3 +261,68 @@ func TestIsUniqueViolation(t *testing.T) {
 		})
 	}
 }
+
+// TestListen: a notification from one pool reaches a Listen on another;
+// when the listening session is killed, Listen says so (fn("") and
+// onError), connects again, and later notifications still arrive; it
+// returns nil when its context ends. SQLite has no notifications.
+func TestListen(t *testing.T) {
+	if err := open(t, dbCases[0].dsn(t)).Listen(testCtx(t), "c", func(string) {}, nil); !errors.Is(err, ErrNoNotify) {
+		t.Fatalf("Listen on SQLite: got %v, want ErrNoNotify", err)
+	}
+	dsn := testPostgresDSN(t)
+	listener, sender := open(t, dsn), open(t, dsn)
+	channel := "sg_test_" + strings.ReplaceAll(t.Name(), "/", "_") + time.Now().Format("150405.000000")
+	got := make(chan string, 100)
+	lost := make(chan error, 10)
+	ctx, cancel := context.WithCancel(testCtx(t))
+	done := make(chan error, 1)
+	go func() {
+		done <- listener.Listen(ctx, channel, func(p string) { got <- p }, func(err error) { lost <- err })
+	}()
+	// Notify until one arrives: Listen has no "listening now" signal.
+	await := func(payload string) {
+		t.Helper()
+		for {
+			if err := sender.Notify(testCtx(t), channel, payload); err != nil {
+				t.Fatalf("Notify: %v", err)
+			}
+			select {
+			case p := <-got:
+				if p == payload {
+					return
+				}
+			case <-time.After(50 * time.Millisecond):
+			case <-testCtx(t).Done():
+				t.Fatalf("no notification %q arrived", payload)
+			}
+		}
+	}
+	await("first")
+	if _, err := sender.ExecContext(testCtx(t), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = 'LISTEN "' || $1 || '"'`, channel); err != nil {
+		t.Fatalf("terminate the listening session: %v", err)
+	}
+	select {
+	case err := <-lost:
+		if !strings.Contains(err.Error(), channel) {
+			t.Errorf("onError: got %q, want the channel named", err)
+		}
+	case <-testCtx(t).Done():
+		t.Fatal("onError not called after the listening session was killed")
+	}
+	// fn("") came before onError.
+	sawEmpty := false
+	for len(got) > 0 {
+		if <-got == "" {
+			sawEmpty = true
+		}
+	}
+	if !sawEmpty {
+		t.Error(`fn("") not called after the connection was lost`)
+	}
+	await("after reconnect")
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Listen after its context ended: got %v, want nil", err)
+	}
+}
