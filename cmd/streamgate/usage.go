@@ -21,9 +21,6 @@ import (
 
 func init() { subcommands = append(subcommands, newUsageCmd) }
 
-// projectionDays is the month of the projected cost.
-const projectionDays = 30
-
 // usageFlags are the flags of `streamgate usage`.
 type usageFlags struct {
 	config, database string
@@ -81,12 +78,12 @@ func runUsage(ctx context.Context, e *env, f *usageFlags, now time.Time) error {
 		return usagef("--json and --csv exclude each other")
 	}
 	var err error
-	if q.Since, err = parseWhen(f.since, now); err != nil {
+	if q.Since, err = usage.ParseWhen(f.since, now); err != nil {
 		return usagef("--since: %v", err)
 	}
 	q.Until = now
 	if f.until != "" {
-		if q.Until, err = parseWhen(f.until, now); err != nil {
+		if q.Until, err = usage.ParseWhen(f.until, now); err != nil {
 			return usagef("--until: %v", err)
 		}
 	}
@@ -110,7 +107,7 @@ func runUsage(ctx context.Context, e *env, f *usageFlags, now time.Time) error {
 		return err
 	}
 
-	rep := newUsageReport(q, rows, now)
+	rep := usage.NewBreakdown(q, rows, now)
 	switch {
 	case f.json:
 		return printJSON(e.stdout, rep)
@@ -157,109 +154,14 @@ func cutPrefixFold(s, prefix string) (string, bool) {
 	return s, false
 }
 
-// parseWhen parses a --since or --until value relative to now.
-func parseWhen(s string, now time.Time) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t, nil
-	}
-	if t, err := time.Parse(time.DateOnly, s); err == nil {
-		return t, nil // midnight UTC
-	}
-	d, err := parseAgo(s)
-	if err != nil || d <= 0 {
-		return time.Time{}, fmt.Errorf("%q: want a duration back from now (30d, 720h, 90m), a date (2026-11-01) or an RFC 3339 time (2026-11-01T09:00:00Z)", s)
-	}
-	return now.Add(-d), nil
-}
-
-// parseAgo is time.ParseDuration with a "d" (24 h) unit on its own.
-func parseAgo(s string) (time.Duration, error) {
-	if n, ok := strings.CutSuffix(s, "d"); ok {
-		days, err := strconv.Atoi(n)
-		if err != nil || days > 100*365 {
-			return 0, fmt.Errorf("bad number of days %q", n)
-		}
-		return time.Duration(days) * 24 * time.Hour, nil
-	}
-	return time.ParseDuration(s)
-}
-
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
-
-// usageTotals are the figures of a group or of the total.
-type usageTotals struct {
-	Requests     int64   `json:"requests"`
-	Failed       int64   `json:"failed"`
-	ErrorRate    float64 `json:"error_rate"` // failed / requests, 0 without requests
-	Fallbacks    int64   `json:"fallbacks"`
-	Hedged       int64   `json:"hedged"`
-	Continued    int64   `json:"continued"`
-	InputTokens  int64   `json:"input_tokens"`
-	OutputTokens int64   `json:"output_tokens"`
-	CostUSD      float64 `json:"cost_usd"`
-}
-
-func (t *usageTotals) add(r usage.ReportRow) {
-	t.Requests += r.Requests
-	t.Failed += r.Failed
-	t.Fallbacks += r.Fallbacks
-	t.Hedged += r.Hedged
-	t.Continued += r.Continued
-	t.InputTokens += r.InputTokens
-	t.OutputTokens += r.OutputTokens
-	t.CostUSD += r.CostUSD
-	t.ErrorRate = 0
-	if t.Requests > 0 {
-		t.ErrorRate = float64(t.Failed) / float64(t.Requests)
-	}
-}
-
-type usageGroup struct {
-	Group string `json:"group"` // "" for entries without a key or route
-	usageTotals
-}
-
-// usageReport is the JSON shape of `streamgate usage --json`: keep it stable.
-type usageReport struct {
-	Since  string       `json:"since"` // RFC 3339, UTC
-	Until  string       `json:"until"`
-	By     string       `json:"by"`
-	Groups []usageGroup `json:"groups"`
-	Total  usageTotals  `json:"total"`
-	// ProjectedMonthlyUSD is the total cost scaled from ProjectionDays to
-	// 30 days.
-	ProjectedMonthlyUSD float64 `json:"projected_monthly_usd"`
-	// ProjectionDays is the window the projection is scaled from: since to
-	// until, or to now when until is later (the future has no entries yet).
-	ProjectionDays float64 `json:"projection_days"`
-}
-
-func newUsageReport(q usage.ReportQuery, rows []usage.ReportRow, now time.Time) *usageReport {
-	rep := &usageReport{Since: stamp(q.Since), Until: stamp(q.Until), By: q.By, Groups: make([]usageGroup, 0, len(rows))}
-	for _, r := range rows {
-		var g usageGroup
-		g.Group = r.Group
-		g.add(r)
-		rep.Groups = append(rep.Groups, g)
-		rep.Total.add(r)
-	}
-	end := q.Until
-	if end.After(now) {
-		end = now
-	}
-	if window := end.Sub(q.Since); window > 0 {
-		rep.ProjectionDays = window.Hours() / 24
-		rep.ProjectedMonthlyUSD = rep.Total.CostUSD * projectionDays / rep.ProjectionDays
-	}
-	return rep
-}
 
 // writeUsageTable writes the report as a table, right-aligned like the
 // benchmark's, then the total and the projection.
-func writeUsageTable(w io.Writer, rep *usageReport) error {
+func writeUsageTable(w io.Writer, rep *usage.Breakdown) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "%s\trequests\tfailed\terror rate\tfallbacks\thedged\tcontinued\tinput tok\toutput tok\tcost USD\t\n", rep.By)
-	line := func(name string, t *usageTotals) {
+	line := func(name string, t *usage.Totals) {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%.2f%%\t%d\t%d\t%d\t%d\t%d\t%.4f\t\n", name, t.Requests, t.Failed, 100*t.ErrorRate,
 			t.Fallbacks, t.Hedged, t.Continued, t.InputTokens, t.OutputTokens, t.CostUSD)
 	}
@@ -268,14 +170,14 @@ func writeUsageTable(w io.Writer, rep *usageReport) error {
 		if name == "" {
 			name = "(none)"
 		}
-		line(name, &rep.Groups[i].usageTotals)
+		line(name, &rep.Groups[i].Totals)
 	}
 	line("total", &rep.Total)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	_, err := fmt.Fprintf(w, "window %s to %s; projected monthly cost $%.2f (cost over %s, scaled to %d days)\n",
-		rep.Since, rep.Until, rep.ProjectedMonthlyUSD, daysText(rep.ProjectionDays), projectionDays)
+		rep.Since, rep.Until, rep.ProjectedMonthlyUSD, daysText(rep.ProjectionDays), usage.ProjectionDays)
 	return err
 }
 
@@ -291,7 +193,7 @@ func daysText(d float64) string {
 
 // writeUsageCSV writes a header row (the first column named after --by) and
 // one row per group; the total is left to the spreadsheet.
-func writeUsageCSV(w io.Writer, rep *usageReport) error {
+func writeUsageCSV(w io.Writer, rep *usage.Breakdown) error {
 	cw := csv.NewWriter(w)
 	cw.Write([]string{rep.By, "requests", "failed", "error_rate", "fallbacks", "hedged", "continued", "input_tokens", "output_tokens", "cost_usd"})
 	i := func(n int64) string { return strconv.FormatInt(n, 10) }

@@ -60,18 +60,18 @@ func TestUsageCLIJSON(t *testing.T) {
 	if !slices.Equal(keys, wantKeys) {
 		t.Errorf("keys: got %v, want %v", keys, wantKeys)
 	}
-	var got usageReport
+	var got usage.Breakdown
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatalf("decode %q: %v", out, err)
 	}
-	wantGroups := []usageGroup{
-		{"m1", usageTotals{Requests: 2, Fallbacks: 1, InputTokens: 200, OutputTokens: 1500, CostUSD: 2}},
-		{"m2", usageTotals{Requests: 2, Failed: 1, ErrorRate: 0.5, Hedged: 1, Continued: 1, InputTokens: 10, OutputTokens: 20, CostUSD: 1}},
+	wantGroups := []usage.Group{
+		{Group: "m1", Totals: usage.Totals{Requests: 2, Fallbacks: 1, InputTokens: 200, OutputTokens: 1500, CostUSD: 2}},
+		{Group: "m2", Totals: usage.Totals{Requests: 2, Failed: 1, ErrorRate: 0.5, Hedged: 1, Continued: 1, InputTokens: 10, OutputTokens: 20, CostUSD: 1}},
 	}
 	if got.By != "model" || !reflect.DeepEqual(got.Groups, wantGroups) {
 		t.Errorf("by %q, groups %+v; want model, %+v", got.By, got.Groups, wantGroups)
 	}
-	wantTotal := usageTotals{Requests: 4, Failed: 1, ErrorRate: 0.25, Fallbacks: 1, Hedged: 1, Continued: 1, InputTokens: 210, OutputTokens: 1520, CostUSD: 3}
+	wantTotal := usage.Totals{Requests: 4, Failed: 1, ErrorRate: 0.25, Fallbacks: 1, Hedged: 1, Continued: 1, InputTokens: 210, OutputTokens: 1520, CostUSD: 3}
 	if got.Total != wantTotal {
 		t.Errorf("total: got %+v, want %+v", got.Total, wantTotal)
 	}

@@ -3,9 +3,13 @@ package usage
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
+
+// ProjectionDays is the month a Breakdown projects its cost to.
+const ProjectionDays = 30
 
 // reportDimensions are the values of ReportQuery.By, in the order messages
 // list them.
@@ -127,4 +131,106 @@ func (s *sqlStore) report(ctx context.Context, q ReportQuery) ([]ReportRow, erro
 		return nil, fmt.Errorf("usage: report by %s from %s: %w", q.By, s.d.name, err)
 	}
 	return out, nil
+}
+
+// ParseWhen parses the start or end of a report's window relative to now:
+// a duration back from now (30d, 720h, 90m), a date (midnight UTC at its
+// start) or an RFC 3339 time. Its errors name the accepted forms.
+func ParseWhen(s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse(time.DateOnly, s); err == nil {
+		return t, nil // midnight UTC
+	}
+	d, err := ParseDays(s)
+	if err != nil || d <= 0 {
+		return time.Time{}, fmt.Errorf("%q: want a duration back from now (30d, 720h, 90m), a date (2026-11-01) or an RFC 3339 time (2026-11-01T09:00:00Z)", s)
+	}
+	return now.Add(-d), nil
+}
+
+// ParseDays is time.ParseDuration with a "d" (24 h) unit on its own
+// ("30d"; at most 100 years of days).
+func ParseDays(s string) (time.Duration, error) {
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		days, err := strconv.Atoi(n)
+		if err != nil || days > 100*365 {
+			return 0, fmt.Errorf("bad number of days %q", n)
+		}
+		return time.Duration(days) * 24 * time.Hour, nil
+	}
+	return time.ParseDuration(s)
+}
+
+// Totals are the figures of a report's group or of its total.
+type Totals struct {
+	Requests     int64   `json:"requests"`
+	Failed       int64   `json:"failed"`
+	ErrorRate    float64 `json:"error_rate"` // failed / requests, 0 without requests
+	Fallbacks    int64   `json:"fallbacks"`
+	Hedged       int64   `json:"hedged"`
+	Continued    int64   `json:"continued"`
+	InputTokens  int64   `json:"input_tokens"`
+	OutputTokens int64   `json:"output_tokens"`
+	CostUSD      float64 `json:"cost_usd"`
+}
+
+func (t *Totals) add(r ReportRow) {
+	t.Requests += r.Requests
+	t.Failed += r.Failed
+	t.Fallbacks += r.Fallbacks
+	t.Hedged += r.Hedged
+	t.Continued += r.Continued
+	t.InputTokens += r.InputTokens
+	t.OutputTokens += r.OutputTokens
+	t.CostUSD += r.CostUSD
+	t.ErrorRate = 0
+	if t.Requests > 0 {
+		t.ErrorRate = float64(t.Failed) / float64(t.Requests)
+	}
+}
+
+// Group is one group of a Breakdown.
+type Group struct {
+	Group string `json:"group"` // "" for entries without a key or route
+	Totals
+}
+
+// Breakdown is a report in the shape `streamgate usage --json` and
+// GET /admin/usage give: keep it stable.
+type Breakdown struct {
+	Since  string  `json:"since"` // RFC 3339, UTC
+	Until  string  `json:"until"`
+	By     string  `json:"by"`
+	Groups []Group `json:"groups"`
+	Total  Totals  `json:"total"`
+	// ProjectedMonthlyUSD is the total cost scaled from ProjectionDays to
+	// 30 days (the package's ProjectionDays).
+	ProjectedMonthlyUSD float64 `json:"projected_monthly_usd"`
+	// ProjectionDays is the window the projection is scaled from: since to
+	// until, or to now when until is later (the future has no entries yet).
+	ProjectionDays float64 `json:"projection_days"`
+}
+
+// NewBreakdown totals rows of a report of q made at now, with the cost
+// projected to ProjectionDays.
+func NewBreakdown(q ReportQuery, rows []ReportRow, now time.Time) *Breakdown {
+	rep := &Breakdown{Since: q.Since.UTC().Format(time.RFC3339), Until: q.Until.UTC().Format(time.RFC3339), By: q.By, Groups: make([]Group, 0, len(rows))}
+	for _, r := range rows {
+		var g Group
+		g.Group = r.Group
+		g.add(r)
+		rep.Groups = append(rep.Groups, g)
+		rep.Total.add(r)
+	}
+	end := q.Until
+	if end.After(now) {
+		end = now
+	}
+	if window := end.Sub(q.Since); window > 0 {
+		rep.ProjectionDays = window.Hours() / 24
+		rep.ProjectedMonthlyUSD = rep.Total.CostUSD * ProjectionDays / rep.ProjectionDays
+	}
+	return rep
 }
