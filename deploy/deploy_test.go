@@ -10,7 +10,9 @@ import (
 	"errors"
 	"io"
 	"maps"
+	"net"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -25,7 +27,12 @@ import (
 
 const (
 	gatewayService = "gateway"    // compose.yaml's gateway service
-	gatewayName    = "streamgate" // kubernetes.yaml's Deployment and container
+	lbService      = "lb"         // compose.yaml's nginx in front of the replicas
+	promService    = "prometheus" // compose.yaml's Prometheus (profile monitoring)
+	grafanaService = "grafana"    // compose.yaml's Grafana (profile monitoring)
+	dashboardFile  = "grafana/streamgate.json"
+	dsVariable     = "DS_PROMETHEUS" // the dashboard's data source variable
+	gatewayName    = "streamgate"    // kubernetes.yaml's Deployment and container
 	wantReplicas   = 3
 	drainGrace     = 30 * time.Second // serve's --grace default
 )
@@ -41,6 +48,7 @@ type composeFile struct {
 		StopGracePeriod string    `yaml:"stop_grace_period"`
 		Entrypoint      yaml.Node `yaml:"entrypoint"`
 		Command         yaml.Node `yaml:"command"`
+		Profiles        []string  `yaml:"profiles"`
 	} `yaml:"services"`
 }
 
@@ -427,4 +435,284 @@ func TestLoadBalancer(t *testing.T) {
 			t.Errorf("nginx.conf: no %q", want)
 		}
 	}
+}
+
+// promConfig is the part of prometheus.yml the test reads.
+type promConfig struct {
+	Global struct {
+		ScrapeInterval string `yaml:"scrape_interval"`
+	} `yaml:"global"`
+	ScrapeConfigs []struct {
+		JobName       string `yaml:"job_name"`
+		MetricsPath   string `yaml:"metrics_path"`
+		StaticConfigs []struct {
+			Targets []string `yaml:"targets"`
+		} `yaml:"static_configs"`
+		DNSSDConfigs []struct {
+			Names []string `yaml:"names"`
+			Type  string   `yaml:"type"`
+			Port  int      `yaml:"port"`
+		} `yaml:"dns_sd_configs"`
+	} `yaml:"scrape_configs"`
+}
+
+// grafanaDatasources is the part of the provisioned data sources the test reads.
+type grafanaDatasources struct {
+	Datasources []struct {
+		Type     string `yaml:"type"`
+		URL      string `yaml:"url"`
+		JSONData struct {
+			TimeInterval string `yaml:"timeInterval"`
+		} `yaml:"jsonData"`
+	} `yaml:"datasources"`
+}
+
+// grafanaProviders is the part of the provisioned dashboard providers the test reads.
+type grafanaProviders struct {
+	Providers []struct {
+		Type    string `yaml:"type"`
+		Options struct {
+			Path string `yaml:"path"`
+		} `yaml:"options"`
+	} `yaml:"providers"`
+}
+
+func loadYAML(t *testing.T, name string, v any) {
+	t.Helper()
+	if err := yaml.Unmarshal(readFile(t, name), v); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+}
+
+// gatewayPort is the port the replicas listen on, from streamgate.yaml.
+func gatewayPort(t *testing.T) int {
+	t.Helper()
+	env := map[string]string{"POSTGRES_PASSWORD": "pw", "STREAMGATE_ADMIN_KEY": "admin-secret", "STREAMGATE_DEV_KEY": "sg-dev-secret"}
+	cfg, err := config.LoadWithoutSecrets("streamgate.yaml", func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatalf("streamgate.yaml: %v", err)
+	}
+	_, port, err := net.SplitHostPort(cfg.Listen)
+	n, perr := strconv.Atoi(port)
+	if err != nil || perr != nil {
+		t.Fatalf("streamgate.yaml: listen %q has no port", cfg.Listen)
+	}
+	return n
+}
+
+// TestPrometheusScrapesReplicas checks that prometheus.yml scrapes every
+// gateway replica on the port they listen on, never the load balancer: each
+// replica's /metrics describes that replica only.
+func TestPrometheusScrapesReplicas(t *testing.T) {
+	var pc promConfig
+	loadYAML(t, "prometheus.yml", &pc)
+	port := gatewayPort(t)
+	jobs := 0
+	for _, sc := range pc.ScrapeConfigs {
+		if sc.JobName != "streamgate" {
+			continue
+		}
+		jobs++
+		if sc.MetricsPath != "" && sc.MetricsPath != "/metrics" {
+			t.Errorf("prometheus.yml: job streamgate scrapes %s, want /metrics", sc.MetricsPath)
+		}
+		for _, st := range sc.StaticConfigs {
+			for _, target := range st.Targets {
+				if host, _, _ := net.SplitHostPort(target); host == lbService || host == gatewayService {
+					t.Errorf("prometheus.yml: static target %s reaches one replica at random (through %s or the service address); discover each replica", target, host)
+				}
+			}
+		}
+		found := false
+		for _, d := range sc.DNSSDConfigs {
+			if !slices.Contains(d.Names, gatewayService) {
+				continue
+			}
+			found = true
+			// Type A: one target per replica's address (SRV records are
+			// not served by Docker's DNS).
+			if d.Type != "A" || d.Port != port {
+				t.Errorf("prometheus.yml: dns_sd_configs of %s: type %s port %d, want type A port %d (streamgate.yaml's listen)", gatewayService, d.Type, d.Port, port)
+			}
+		}
+		if !found {
+			t.Errorf("prometheus.yml: job streamgate does not discover the %q replicas through dns_sd_configs", gatewayService)
+		}
+	}
+	if jobs != 1 {
+		t.Errorf("prometheus.yml: got %d jobs named streamgate, want 1", jobs)
+	}
+
+	var ds grafanaDatasources
+	loadYAML(t, "grafana/provisioning/datasources/prometheus.yaml", &ds)
+	if len(ds.Datasources) != 1 || ds.Datasources[0].Type != "prometheus" {
+		t.Fatalf("grafana/provisioning/datasources/prometheus.yaml: want one prometheus data source, got %+v", ds.Datasources)
+	}
+	// $__rate_interval is four times the data source's timeInterval: equal
+	// to the scrape interval, every rate spans at least four scrapes.
+	if got, want := ds.Datasources[0].JSONData.TimeInterval, pc.Global.ScrapeInterval; got != want {
+		t.Errorf("grafana data source timeInterval %q, want prometheus.yml's scrape_interval %q", got, want)
+	}
+	if url := ds.Datasources[0].URL; !strings.Contains(url, "//"+promService+":") {
+		t.Errorf("grafana data source url %q does not name the %s service", url, promService)
+	}
+}
+
+// mountsOf maps the container paths of a compose service's volumes to
+// their host paths.
+func mountsOf(volumes []string) map[string]string {
+	out := map[string]string{}
+	for _, v := range volumes {
+		parts := strings.Split(v, ":")
+		if len(parts) >= 2 {
+			out[parts[1]] = parts[0]
+		}
+	}
+	return out
+}
+
+// TestMonitoringProfile checks compose.yaml's Prometheus and Grafana: only
+// under a profile (a plain `up` starts the gateway stack alone), and given
+// the files of this folder where they read them.
+func TestMonitoringProfile(t *testing.T) {
+	c := loadCompose(t)
+	for _, name := range []string{promService, grafanaService} {
+		svc, ok := c.Services[name]
+		if !ok {
+			t.Fatalf("compose.yaml: no service %q", name)
+		}
+		if len(svc.Profiles) == 0 {
+			t.Errorf("compose.yaml: %s has no profile, so every `up` would start it", name)
+		}
+		for _, v := range svc.Volumes {
+			host := strings.Split(v, ":")[0]
+			if strings.HasPrefix(host, "./") {
+				if _, err := os.Stat(host); err != nil {
+					t.Errorf("compose.yaml: %s mounts %s: %v", name, host, err)
+				}
+			}
+		}
+	}
+	if got := mountsOf(c.Services[promService].Volumes)["/etc/prometheus/prometheus.yml"]; got != "./prometheus.yml" {
+		t.Errorf("compose.yaml: %s mounts %q at /etc/prometheus/prometheus.yml, want ./prometheus.yml", promService, got)
+	}
+	gm := mountsOf(c.Services[grafanaService].Volumes)
+	if got := gm["/etc/grafana/provisioning"]; got != "./grafana/provisioning" {
+		t.Errorf("compose.yaml: %s mounts %q at /etc/grafana/provisioning, want ./grafana/provisioning", grafanaService, got)
+	}
+	var pv grafanaProviders
+	loadYAML(t, "grafana/provisioning/dashboards/streamgate.yaml", &pv)
+	if len(pv.Providers) != 1 || pv.Providers[0].Type != "file" {
+		t.Fatalf("grafana/provisioning/dashboards/streamgate.yaml: want one file provider, got %+v", pv.Providers)
+	}
+	want := pv.Providers[0].Options.Path + "/" + filepath.Base(dashboardFile)
+	if got := gm[want]; got != "./"+dashboardFile {
+		t.Errorf("compose.yaml: %s mounts %q at %s (the dashboard provider's path), want ./%s", grafanaService, got, want, dashboardFile)
+	}
+}
+
+// dashPanel is the part of a Grafana panel the test reads.
+type dashPanel struct {
+	ID         int             `json:"id"`
+	Type       string          `json:"type"`
+	Title      string          `json:"title"`
+	Datasource json.RawMessage `json:"datasource"`
+	GridPos    struct{ H, W, X, Y int }
+	Targets    []struct {
+		Datasource json.RawMessage `json:"datasource"`
+		Expr       string          `json:"expr"`
+		RefID      string          `json:"refId"`
+	} `json:"targets"`
+	Panels []dashPanel `json:"panels"`
+}
+
+// TestGrafanaDashboard checks the dashboard's shape: every query on the
+// data source variable (so it imports into any Grafana and provisions in
+// compose), a model variable, unique ids, panels that do not overlap. That
+// its queries name exported metrics and labels is checked against a live
+// gateway in internal/gateway (TestMetricsExported).
+func TestGrafanaDashboard(t *testing.T) {
+	var dash struct {
+		UID        string      `json:"uid"`
+		Title      string      `json:"title"`
+		Panels     []dashPanel `json:"panels"`
+		Templating struct {
+			List []struct {
+				Name       string          `json:"name"`
+				Type       string          `json:"type"`
+				Query      json.RawMessage `json:"query"`
+				Datasource json.RawMessage `json:"datasource"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal(readFile(t, dashboardFile), &dash); err != nil {
+		t.Fatalf("%s: %v", dashboardFile, err)
+	}
+	if dash.UID == "" || dash.Title == "" {
+		t.Errorf("%s: uid %q title %q, want both set (provisioning keys on the uid)", dashboardFile, dash.UID, dash.Title)
+	}
+	wantDS := `{"type":"prometheus","uid":"${` + dsVariable + `}"}`
+	onVariable := func(raw json.RawMessage) bool {
+		var v any
+		if json.Unmarshal(raw, &v) != nil {
+			return false
+		}
+		b, _ := json.Marshal(v) // compact, keys sorted
+		return string(b) == wantDS
+	}
+	vars := map[string]string{}
+	for _, v := range dash.Templating.List {
+		vars[v.Name] = v.Type
+		if v.Type == "query" && !onVariable(v.Datasource) {
+			t.Errorf("%s: variable %s: datasource %s, want %s", dashboardFile, v.Name, v.Datasource, wantDS)
+		}
+		if v.Name == dsVariable && string(v.Query) != `"prometheus"` {
+			t.Errorf("%s: variable %s: query %s, want \"prometheus\"", dashboardFile, v.Name, v.Query)
+		}
+	}
+	if vars[dsVariable] != "datasource" || vars["model"] != "query" {
+		t.Errorf("%s: variables %v, want %s (datasource) and model (query)", dashboardFile, vars, dsVariable)
+	}
+
+	ids := map[int]string{}
+	type rect struct {
+		title      string
+		x, y, w, h int
+	}
+	var placed []rect
+	var walk func([]dashPanel)
+	walk = func(panels []dashPanel) {
+		for _, p := range panels {
+			if prev, dup := ids[p.ID]; dup || p.ID == 0 {
+				t.Errorf("%s: panel %q: id %d (also %q), want unique non-zero ids", dashboardFile, p.Title, p.ID, prev)
+			}
+			ids[p.ID] = p.Title
+			g := p.GridPos
+			if g.W <= 0 || g.H <= 0 || g.X < 0 || g.X+g.W > 24 {
+				t.Errorf("%s: panel %q: gridPos %+v outside the 24 columns", dashboardFile, p.Title, g)
+			}
+			for _, r := range placed {
+				if g.X < r.x+r.w && r.x < g.X+g.W && g.Y < r.y+r.h && r.y < g.Y+g.H {
+					t.Errorf("%s: panel %q overlaps %q", dashboardFile, p.Title, r.title)
+				}
+			}
+			placed = append(placed, rect{p.Title, g.X, g.Y, g.W, g.H})
+			walk(p.Panels)
+			if p.Type == "row" {
+				continue
+			}
+			if !onVariable(p.Datasource) {
+				t.Errorf("%s: panel %q: datasource %s, want %s", dashboardFile, p.Title, p.Datasource, wantDS)
+			}
+			if len(p.Targets) == 0 {
+				t.Errorf("%s: panel %q has no query", dashboardFile, p.Title)
+			}
+			for _, tg := range p.Targets {
+				if strings.TrimSpace(tg.Expr) == "" || tg.RefID == "" || !onVariable(tg.Datasource) {
+					t.Errorf("%s: panel %q: target %q: want an expr, a refId and datasource %s", dashboardFile, p.Title, tg.RefID, wantDS)
+				}
+			}
+		}
+	}
+	walk(dash.Panels)
 }

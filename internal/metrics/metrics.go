@@ -58,9 +58,10 @@ type Metrics struct {
 	Admission *prometheus.CounterVec // scope
 }
 
-// New creates the collectors and registers them, with the Go runtime
-// collector (GC and scheduler metrics, GC pause histograms included) and the
-// process collector, on reg. A nil reg registers nothing (tests).
+// New creates the collectors and registers them, with
+// streamgate_build_info (ReadBuild), the Go runtime collector (GC and
+// scheduler metrics, GC pause histograms included) and the process
+// collector, on reg. A nil reg registers nothing (tests).
 func New(reg prometheus.Registerer) *Metrics {
 	latency := []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
 	mr := []string{"model", "route"}
@@ -116,6 +117,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		reg.MustRegister(m.TTFT, m.ITL, m.MaxGap, m.TPS, m.Overhead, m.Requests, m.Tokens, m.Cost, m.Fallbacks, m.Inflight,
 			m.Hedges, m.Continuations, m.Retries, m.Admission,
+			newBuildInfo(ReadBuild()),
 			collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsGC, collectors.MetricsScheduler)),
 			NewGCPauseCollector(),
 			collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
