@@ -27,6 +27,7 @@ type Config struct {
 	Providers []Provider `yaml:"providers"`
 	Keys      []Key      `yaml:"keys"`
 	Models    []Model    `yaml:"models"`
+	OTel      *OTel      `yaml:"otel"` // traces over OTLP/HTTP; nil: off (see otel.go)
 
 	idx *index // name lookups; built by prepare, nil for a Config built in code
 }
@@ -111,6 +112,8 @@ type Model struct {
 	// a larger max_tokens is lowered to it. 0 means unknown.
 	MaxOutputTokens int    `yaml:"max_output_tokens"`
 	ContextPolicy   string `yaml:"context_policy"` // reject | trim
+	// Smoothing re-chunks the model's streams on word boundaries; nil is off.
+	Smoothing *Smoothing `yaml:"smoothing"`
 }
 
 // Route is one provider/model pair that can serve a Model.

@@ -68,6 +68,7 @@ func TestLoadSpecExample(t *testing.T) {
 			Hedge:         &Hedge{After: "500ms", Budget: 0.1},
 			ContextWindow: 1047576,
 			ContextPolicy: "reject",
+			Smoothing:     &Smoothing{MaxDelay: Duration(50 * time.Millisecond)},
 		}},
 	}
 	want.idx = cfg.idx
@@ -169,7 +170,7 @@ func TestParseShapeErrors(t *testing.T) {
 		{
 			name: "unknown top-level field",
 			yaml: base + "listn: 127.0.0.1:1\n",
-			want: []string{`t.yaml:3: listn: unknown field "listn" (known fields: admin_key, database, keepalive, keys, limits, listen, max_body_bytes, models, providers, redis, timeouts)`},
+			want: []string{`t.yaml:3: listn: unknown field "listn" (known fields: admin_key, database, keepalive, keys, limits, listen, max_body_bytes, models, otel, providers, redis, timeouts)`},
 		},
 		{
 			name: "integer field given text",
@@ -284,7 +285,7 @@ func TestUnknownFieldFile(t *testing.T) {
 	_, err := Load(filepath.Join("testdata", "unknown_field.yaml"), nil)
 	want := []string{
 		`testdata/unknown_field.yaml:3: providers[0].baseurl: unknown field "baseurl" (known fields: api_key, base_url, continuation, dialect, http2, kind, name)`,
-		`testdata/unknown_field.yaml:7: models[0].prices: unknown field "prices" (known fields: context_policy, context_window, continue_on_cut, hedge, max_output_tokens, name, price, retries, routes, strategy)`,
+		`testdata/unknown_field.yaml:7: models[0].prices: unknown field "prices" (known fields: context_policy, context_window, continue_on_cut, hedge, max_output_tokens, name, price, retries, routes, smoothing, strategy)`,
 	}
 	if err == nil || err.Error() != strings.Join(want, "\n") {
 		t.Fatalf("got %v\nwant\n%s", err, strings.Join(want, "\n"))

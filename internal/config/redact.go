@@ -58,12 +58,17 @@ func (c *Config) Clone() *Config {
 		out.Keys[i].Models = append([]string(nil), out.Keys[i].Models...)
 	}
 	out.Models = append([]Model(nil), c.Models...)
+	out.OTel = c.OTel.clone()
 	for i := range out.Models {
 		m := &out.Models[i]
 		m.Routes = append([]Route(nil), m.Routes...)
 		if m.Hedge != nil {
 			h := *m.Hedge
 			m.Hedge = &h
+		}
+		if m.Smoothing != nil {
+			sm := *m.Smoothing
+			m.Smoothing = &sm
 		}
 	}
 	return &out
@@ -90,6 +95,7 @@ func (c Config) Redacted() Config {
 	if out.Redis != "" {
 		out.Redis = redactURL(out.Redis)
 	}
+	out.OTel.redact() // header values, an endpoint's password
 	return *out
 }
 

@@ -37,7 +37,7 @@ var (
 // whose provider exists and whose model is set, weights ≥ 0, prices finite
 // and ≥ 0, a known strategy and context_policy, retries ≥ 0,
 // context_window ≥ 0, and hedge.after a positive duration or pNN with
-// hedge.budget in [0, 1].
+// hedge.budget in [0, 1]; the otel block (see OTel).
 func (c *Config) Validate() error {
 	var v problems
 	v.listen(c.Listen)
@@ -58,6 +58,7 @@ func (c *Config) Validate() error {
 		v.add("limits.max_streams_per_key", "must not be negative, got %d", c.Limits.MaxStreamsPerKey)
 	}
 	v.nonNegative("limits.queue_wait", c.Limits.QueueWait)
+	v.otel(c.OTel)
 	if c.Redis != "" {
 		if u, err := url.Parse(c.Redis); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
 			v.add("redis", "%s is not a redis:// or rediss:// URL (e.g. redis://127.0.0.1:6379/0)", redactURL(c.Redis))
@@ -271,6 +272,7 @@ func (v *problems) model(path string, m Model, providers map[string]int, list []
 	if !oneOf(m.ContextPolicy, contextPolicys) {
 		v.add(path+".context_policy", "unknown policy %q (want one of %s)", m.ContextPolicy, strings.Join(contextPolicys, ", "))
 	}
+	v.smoothing(path+".smoothing", m.Smoothing)
 }
 
 func (v *problems) price(path string, p float64) {

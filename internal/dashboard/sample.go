@@ -1,0 +1,172 @@
+package dashboard
+
+import (
+	"math"
+	"slices"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+)
+
+// The gateway's metrics the dashboard reads (internal/metrics).
+const (
+	mTTFT          = "streamgate_time_to_first_token_seconds"
+	mITL           = "streamgate_inter_token_latency_seconds"
+	mMaxGap        = "streamgate_stream_max_gap_seconds"
+	mOverhead      = "streamgate_gateway_overhead_seconds"
+	mRequests      = "streamgate_requests_total"
+	mTokens        = "streamgate_tokens_total"
+	mFallbacks     = "streamgate_fallbacks_total"
+	mContinuations = "streamgate_continuations_total"
+	mHedges        = "streamgate_hedges_total"
+	mInflight      = "streamgate_inflight_streams"
+	mGCPause       = "streamgate_gc_pause_seconds"
+	mRouteState    = "streamgate_route_state"
+)
+
+// errorOutcomes are the outcomes of streamgate_requests_total that the
+// dashboard counts as errors: the gateway or its upstreams failed. A client
+// that went away (client_gone) or a request refused by the gateway's own
+// checks (rejected) is the client's doing and not counted.
+var errorOutcomes = map[string]bool{"error_event": true, "timeout": true, "upstream_error": true, "error": true}
+
+// routeKey names one route of one model.
+type routeKey struct{ model, route string }
+
+// routeSample is one route's cumulative figures at a sampling.
+type routeSample struct {
+	ttft, itl, gap, chunk hist
+	requests, errors      float64
+	state                 float64 // 0 healthy, 1 probing, 2 ejected; NaN: unknown
+}
+
+// modelSample is one model's cumulative counters at a sampling.
+type modelSample struct {
+	requests, errors                 float64 // every route of the model, and none ("" route)
+	inTokens, outTokens              float64
+	fallbacks, continuations, hedges float64
+}
+
+// sample is what one gathering of the registry said.
+type sample struct {
+	at       time.Time
+	routes   map[routeKey]*routeSample
+	models   map[string]*modelSample
+	inflight float64
+	gc       hist
+}
+
+// parse reads a sample out of gathered metric families; families it does
+// not know are skipped, so the registry may hold anything else.
+// Bounds equal to those in bounds (by metric name) are shared with it, so
+// the ring of samples holds one copy of each metric's bucket bounds.
+func parse(at time.Time, mfs []*dto.MetricFamily, bounds map[string][]float64) *sample {
+	s := &sample{at: at, routes: map[routeKey]*routeSample{}, models: map[string]*modelSample{}, inflight: math.NaN()}
+	route := func(m *dto.Metric) *routeSample {
+		k := routeKey{label(m, "model"), label(m, "route")}
+		r := s.routes[k]
+		if r == nil {
+			r = &routeSample{state: math.NaN()}
+			s.routes[k] = r
+		}
+		return r
+	}
+	model := func(m *dto.Metric) *modelSample {
+		name := label(m, "model")
+		ms := s.models[name]
+		if ms == nil {
+			ms = &modelSample{}
+			s.models[name] = ms
+		}
+		return ms
+	}
+	for _, mf := range mfs {
+		name := mf.GetName()
+		readHist := func(m *dto.Metric) hist {
+			h := histOf(m)
+			if b, ok := bounds[name]; ok && slices.Equal(b, h.upper) {
+				h.upper = b
+			} else if bounds != nil {
+				bounds[name] = h.upper
+			}
+			return h
+		}
+		for _, m := range mf.GetMetric() {
+			switch name {
+			case mTTFT:
+				route(m).ttft = readHist(m)
+			case mITL:
+				route(m).itl = readHist(m)
+			case mMaxGap:
+				route(m).gap = readHist(m)
+			case mOverhead:
+				if label(m, "stage") == "chunk" {
+					route(m).chunk = readHist(m)
+				}
+			case mRequests:
+				v := m.GetCounter().GetValue()
+				bad := errorOutcomes[label(m, "outcome")]
+				ms := model(m)
+				ms.requests += v
+				if bad {
+					ms.errors += v
+				}
+				if label(m, "route") == "" {
+					continue // refused or failed before a route served it
+				}
+				r := route(m)
+				r.requests += v
+				if bad {
+					r.errors += v
+				}
+			case mTokens:
+				switch label(m, "kind") {
+				case "input":
+					model(m).inTokens += m.GetCounter().GetValue()
+				case "output":
+					model(m).outTokens += m.GetCounter().GetValue()
+				}
+			case mFallbacks:
+				model(m).fallbacks += m.GetCounter().GetValue()
+			case mContinuations:
+				model(m).continuations += m.GetCounter().GetValue()
+			case mHedges:
+				model(m).hedges += m.GetCounter().GetValue()
+			case mInflight:
+				s.inflight = m.GetGauge().GetValue()
+			case mGCPause:
+				s.gc = readHist(m)
+			case mRouteState:
+				route(m).state = m.GetGauge().GetValue()
+			}
+		}
+	}
+	return s
+}
+
+// label is the value of m's label name, "" when it has none.
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// histOf is m's classic histogram with its +Inf bucket made explicit.
+func histOf(m *dto.Metric) hist {
+	ph := m.GetHistogram()
+	bs := ph.GetBucket()
+	h := hist{upper: make([]float64, 0, len(bs)+1), cum: make([]uint64, 0, len(bs)+1)}
+	for _, b := range bs {
+		if math.IsInf(b.GetUpperBound(), 1) {
+			continue // some exposers list +Inf; the sample count says the same
+		}
+		h.upper = append(h.upper, b.GetUpperBound())
+		h.cum = append(h.cum, b.GetCumulativeCount())
+	}
+	h.upper = append(h.upper, math.Inf(1))
+	h.cum = append(h.cum, ph.GetSampleCount())
+	return h
+}

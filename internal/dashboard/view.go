@@ -1,0 +1,293 @@
+package dashboard
+
+import (
+	"cmp"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// num is a figure of the view; NaN and ±Inf (nothing to show: no request,
+// no observation in the window) encode as null. Four significant digits
+// are plenty for a screen and keep each event small.
+type num float64
+
+func (n num) MarshalJSON() ([]byte, error) { return n.append(nil), nil }
+
+func (n num) append(b []byte) []byte {
+	f := float64(n)
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return append(b, "null"...)
+	}
+	return strconv.AppendFloat(b, f, 'g', 4, 64)
+}
+
+// series is a history of figures, encoded in one buffer instead of one
+// MarshalJSON call per point (a page's event carries 300 points a series).
+type series []num
+
+func (s series) MarshalJSON() ([]byte, error) {
+	b := make([]byte, 0, 6*len(s)+2)
+	b = append(b, '[')
+	for i, n := range s {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = n.append(b)
+	}
+	return append(b, ']'), nil
+}
+
+// view is one event of /dashboard/events: every figure of the page.
+type view struct {
+	At      int64  `json:"at"`       // Unix milliseconds of the newest sample
+	WindowS int    `json:"window_s"` // the window asked for
+	SpanS   num    `json:"span_s"`   // the time the figures cover: the window, or less while the samples are younger
+	Auth    string `json:"auth"`     // "open" (loopback) or "login"
+
+	OpenStreams      num `json:"open_streams"`
+	RequestsPerS     num `json:"requests_per_s"`
+	OutputTokensPerS num `json:"output_tokens_per_s"`
+	ErrorRatio       num `json:"error_ratio"`
+
+	GCPausesPerS  num         `json:"gc_pauses_per_s"`
+	GCPauseP99S   num         `json:"gc_pause_p99_s"`
+	GCPauseMaxS   num         `json:"gc_pause_max_s"` // the upper bound of the highest bucket with a pause
+	ChunkOverP50S num         `json:"chunk_overhead_p50_s"`
+	ChunkOverP99S num         `json:"chunk_overhead_p99_s"`
+	Models        []modelView `json:"models"`
+	Routes        []routeView `json:"routes"`
+	Cost          *costView   `json:"cost_today,omitempty"` // nil: no ledger
+	History       historyView `json:"history"`
+}
+
+type modelView struct {
+	Model             string `json:"model"`
+	RequestsPerS      num    `json:"requests_per_s"`
+	InputTokensPerS   num    `json:"input_tokens_per_s"`
+	OutputTokensPerS  num    `json:"output_tokens_per_s"`
+	ErrorRatio        num    `json:"error_ratio"`
+	FallbackRatio     num    `json:"fallback_ratio"`     // routes abandoned per request
+	ContinuationRatio num    `json:"continuation_ratio"` // continuations tried per request
+	HedgeRatio        num    `json:"hedge_ratio"`        // hedged races per request
+}
+
+type routeView struct {
+	Model        string `json:"model"`
+	Route        string `json:"route"`
+	State        string `json:"state"` // healthy, probing, ejected; "" unknown
+	RequestsPerS num    `json:"requests_per_s"`
+	ErrorRatio   num    `json:"error_ratio"`
+	TTFTP50S     num    `json:"ttft_p50_s"`
+	TTFTP99S     num    `json:"ttft_p99_s"`
+	ITLP50S      num    `json:"itl_p50_s"`
+	ITLP99S      num    `json:"itl_p99_s"`
+	GapP99S      num    `json:"gap_p99_s"`
+	ChunkP99S    num    `json:"chunk_overhead_p99_s"`
+}
+
+// costView is the ledger's cost since 00:00 UTC.
+type costView struct {
+	Since   string    `json:"since"`  // RFC 3339
+	AsOf    int64     `json:"as_of"`  // Unix milliseconds of the query
+	Error   string    `json:"error"`  // the last query's failure; the rows are then the previous ones
+	ByKey   []costRow `json:"by_key"` // "" group: requests without a key
+	ByModel []costRow `json:"by_model"`
+}
+
+type costRow struct {
+	Group    string `json:"group"`
+	Requests int64  `json:"requests"`
+	CostUSD  num    `json:"cost_usd"`
+}
+
+// historyView is one point per sampling, oldest first, for the sparklines.
+type historyView struct {
+	StepS            num               `json:"step_s"`
+	OpenStreams      series            `json:"open_streams"`
+	OutputTokensPerS series            `json:"output_tokens_per_s"`
+	Models           map[string]series `json:"models"` // output tokens/s of each model
+}
+
+// point is one sampling's figures for the history.
+type point struct {
+	open, outTPS float64
+	models       map[string]float64
+}
+
+// historyRate is the window of the history's tokens/s: longer than one
+// sampling so that the sparkline does not jump with each batch of chunks.
+const historyRate = 5 * time.Second
+
+// states names streamgate_route_state's values.
+var states = []string{"healthy", "probing", "ejected"}
+
+// at returns the sample the window of the newest one starts from: the
+// newest sample at least window older, or the oldest there is while the
+// samples span less. Nil with fewer than two samples.
+func at(samples []*sample, window time.Duration) *sample {
+	n := len(samples)
+	if n < 2 {
+		return nil
+	}
+	from := samples[n-1].at.Add(-window)
+	for i := n - 2; i >= 0; i-- {
+		if !samples[i].at.After(from) {
+			return samples[i]
+		}
+	}
+	return samples[0]
+}
+
+// compute is the view of samples (oldest first) over window: rates from
+// counter increases and quantiles from histogram bucket increases between
+// the newest sample and the one a window before it.
+func compute(samples []*sample, window time.Duration) view {
+	v := view{WindowS: int(window / time.Second), SpanS: num(math.NaN()), OpenStreams: num(math.NaN()),
+		RequestsPerS: num(math.NaN()), OutputTokensPerS: num(math.NaN()), ErrorRatio: num(math.NaN()),
+		GCPausesPerS: num(math.NaN()), GCPauseP99S: num(math.NaN()), GCPauseMaxS: num(math.NaN()),
+		ChunkOverP50S: num(math.NaN()), ChunkOverP99S: num(math.NaN()),
+		Models: []modelView{}, Routes: []routeView{}}
+	if len(samples) == 0 {
+		return v
+	}
+	now := samples[len(samples)-1]
+	v.At = now.at.UnixMilli()
+	v.OpenStreams = num(now.inflight)
+	old := at(samples, window)
+	if old == nil {
+		old = &sample{at: now.at, routes: map[routeKey]*routeSample{}, models: map[string]*modelSample{}}
+	}
+	span := now.at.Sub(old.at).Seconds()
+	if span > 0 {
+		v.SpanS = num(span)
+	}
+
+	var chunks hist
+	keys := slices.SortedFunc(maps.Keys(now.routes), func(a, b routeKey) int {
+		return cmp.Or(cmp.Compare(a.model, b.model), cmp.Compare(a.route, b.route))
+	})
+	for _, k := range keys {
+		r, o := now.routes[k], old.routes[k]
+		if o == nil {
+			o = &routeSample{}
+		}
+		rv := routeView{Model: k.model, Route: k.route}
+		if s := r.state; s >= 0 && int(s) < len(states) {
+			rv.State = states[int(s)]
+		}
+		reqs := increase(r.requests, o.requests)
+		rv.RequestsPerS = num(rate(r.requests, o.requests, span))
+		rv.ErrorRatio = num(ratio(increase(r.errors, o.errors), reqs))
+		ttft, itl := r.ttft.sub(o.ttft), r.itl.sub(o.itl)
+		rv.TTFTP50S, rv.TTFTP99S = num(ttft.quantile(.5)), num(ttft.quantile(.99))
+		rv.ITLP50S, rv.ITLP99S = num(itl.quantile(.5)), num(itl.quantile(.99))
+		rv.GapP99S = num(r.gap.sub(o.gap).quantile(.99))
+		chunk := r.chunk.sub(o.chunk)
+		rv.ChunkP99S = num(chunk.quantile(.99))
+		chunks = chunks.add(chunk)
+		if span <= 0 {
+			rv.RequestsPerS, rv.ErrorRatio = num(math.NaN()), num(math.NaN())
+			rv.TTFTP50S, rv.TTFTP99S, rv.ITLP50S, rv.ITLP99S = num(math.NaN()), num(math.NaN()), num(math.NaN()), num(math.NaN())
+			rv.GapP99S, rv.ChunkP99S = num(math.NaN()), num(math.NaN())
+		}
+		v.Routes = append(v.Routes, rv)
+	}
+	if span <= 0 {
+		for _, name := range slices.Sorted(maps.Keys(now.models)) {
+			v.Models = append(v.Models, modelView{Model: name, RequestsPerS: num(math.NaN()), InputTokensPerS: num(math.NaN()),
+				OutputTokensPerS: num(math.NaN()), ErrorRatio: num(math.NaN()), FallbackRatio: num(math.NaN()),
+				ContinuationRatio: num(math.NaN()), HedgeRatio: num(math.NaN())})
+		}
+		return v
+	}
+	v.ChunkOverP50S, v.ChunkOverP99S = num(chunks.quantile(.5)), num(chunks.quantile(.99))
+
+	var reqs, errs, out float64
+	names := map[string]bool{}
+	for name := range now.models {
+		names[name] = true
+	}
+	for _, k := range keys {
+		names[k.model] = true
+	}
+	for _, name := range slices.Sorted(maps.Keys(names)) {
+		m, o := now.models[name], old.models[name]
+		if m == nil {
+			m = &modelSample{}
+		}
+		if o == nil {
+			o = &modelSample{}
+		}
+		n := increase(m.requests, o.requests)
+		e := increase(m.errors, o.errors)
+		tok := increase(m.outTokens, o.outTokens)
+		reqs, errs, out = reqs+n, errs+e, out+tok
+		v.Models = append(v.Models, modelView{
+			Model:             name,
+			RequestsPerS:      num(n / span),
+			InputTokensPerS:   num(rate(m.inTokens, o.inTokens, span)),
+			OutputTokensPerS:  num(tok / span),
+			ErrorRatio:        num(ratio(e, n)),
+			FallbackRatio:     num(ratio(increase(m.fallbacks, o.fallbacks), n)),
+			ContinuationRatio: num(ratio(increase(m.continuations, o.continuations), n)),
+			HedgeRatio:        num(ratio(increase(m.hedges, o.hedges), n)),
+		})
+	}
+	v.RequestsPerS, v.OutputTokensPerS, v.ErrorRatio = num(reqs/span), num(out/span), num(ratio(errs, reqs))
+
+	gc := now.gc.sub(old.gc)
+	v.GCPausesPerS = num(float64(gc.total()) / span)
+	v.GCPauseP99S, v.GCPauseMaxS = num(gc.quantile(.99)), num(gc.maxBound())
+	return v
+}
+
+// pointOf is the history's point for the newest of samples.
+func pointOf(samples []*sample) point {
+	now := samples[len(samples)-1]
+	p := point{open: now.inflight, outTPS: math.NaN(), models: map[string]float64{}}
+	old := at(samples, historyRate)
+	if old == nil {
+		return p
+	}
+	span := now.at.Sub(old.at).Seconds()
+	p.outTPS = 0
+	for name, m := range now.models {
+		o := old.models[name]
+		if o == nil {
+			o = &modelSample{}
+		}
+		r := rate(m.outTokens, o.outTokens, span)
+		p.models[name] = r
+		p.outTPS += r
+	}
+	return p
+}
+
+// historyOf lays the points out as the view's series, one per figure.
+func historyOf(points []point, step time.Duration) historyView {
+	h := historyView{StepS: num(step.Seconds()), OpenStreams: make(series, len(points)),
+		OutputTokensPerS: make(series, len(points)), Models: map[string]series{}}
+	for i, p := range points {
+		h.OpenStreams[i], h.OutputTokensPerS[i] = num(p.open), num(p.outTPS)
+		for name := range p.models {
+			if h.Models[name] == nil {
+				s := make(series, len(points))
+				for j := range s {
+					s[j] = num(math.NaN())
+				}
+				h.Models[name] = s
+			}
+		}
+	}
+	for name, s := range h.Models {
+		for i, p := range points {
+			if r, ok := p.models[name]; ok {
+				s[i] = num(r)
+			}
+		}
+	}
+	return h
+}
