@@ -1,11 +1,20 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/streamgate/streamgate/internal/usage"
 )
 
 // The key CLI end to end on a SQLite database: create (the secret shown
@@ -48,5 +57,86 @@ func TestKeysCLI(t *testing.T) {
 		if code, _, errs := runCLI(t, nil, tt.args...); code != 2 || !strings.Contains(errs, tt.want) || strings.Count(strings.TrimSpace(errs), "\n") != 0 {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and one line naming %q", tt.args, code, errs, tt.want)
 		}
+	}
+}
+
+// The key lifecycle end to end across processes, as an operator runs it: a
+// running gateway (serve on the embedded default, its ledger in SQLite),
+// `keys create` against the same database, the key used at once through
+// the official OpenAI client, `keys list` without its secret, `keys
+// revoke` refusing it (401 naming the revocation), and its spend in `usage
+// --by key --json` once the gateway has stopped and flushed its ledger.
+func TestKeysUsageEndToEnd(t *testing.T) {
+	p := startServeProcess(t, "--grace", "10s")
+	db := "sqlite://" + p.db
+	code, out, errs := runCLI(t, nil, "keys", "create", "--database", db, "--name", "shop")
+	secret := regexp.MustCompile(`secret: (sg-[0-9A-Za-z]+)`).FindStringSubmatch(out)
+	if code != 0 || secret == nil {
+		t.Fatalf("keys create: exit %d, %q, stderr %s", code, out, errs)
+	}
+	client := openai.NewClient(option.WithBaseURL(p.url+"/v1/"), option.WithAPIKey(secret[1]), option.WithMaxRetries(0),
+		option.WithHeader("X-Sim-TTFT", "1ms"), option.WithHeader("X-Sim-ITL", "1ms"))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const uses = 3
+	var wantTokens int64
+	for range uses {
+		resp, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+			Model:     "sim-gpt-4.1",
+			Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello")},
+			MaxTokens: openai.Int(8),
+		})
+		if err != nil {
+			t.Fatalf("chat with the new key: %v", err)
+		}
+		wantTokens += resp.Usage.CompletionTokens
+	}
+	if code, out, _ := runCLI(t, nil, "keys", "list", "--database", db); code != 0 || !strings.Contains(out, "shop") || strings.Contains(out, secret[1][3:]) {
+		t.Errorf("keys list: exit %d, %q; want the key without its secret", code, out)
+	}
+	if code, _, errs := runCLI(t, nil, "keys", "revoke", "shop", "--database", db); code != 0 {
+		t.Fatalf("keys revoke: exit %d, stderr %s", code, errs)
+	}
+	// SQLite has no notifications: the revocation applies within the key
+	// cache's second.
+	// Requests served meanwhile are the key's too (sim-fast is free).
+	var refused error
+	served := uses
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		resp, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+			Model:     "sim-fast",
+			Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello")},
+			MaxTokens: openai.Int(8),
+		})
+		if refused = err; err != nil {
+			break
+		}
+		served++
+		wantTokens += resp.Usage.CompletionTokens
+	}
+	var apiErr *openai.Error
+	if !errors.As(refused, &apiErr) || apiErr.StatusCode != 401 || !strings.Contains(apiErr.Message, "revoked") {
+		t.Fatalf("a revoked key: got %v, want 401 saying it was revoked", refused)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.wait(t); code != 0 {
+		t.Fatalf("serve after SIGTERM: exit %d; stderr:\n%s", code, p.readLog())
+	}
+	code, out, errs = runCLI(t, nil, "usage", "--database", db, "--by", "key", "--json")
+	var rep usage.Breakdown
+	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil {
+		t.Fatalf("usage --json: exit %d, %q (%v), stderr %s", code, out, err, errs)
+	}
+	var shop *usage.Group
+	for i := range rep.Groups {
+		if rep.Groups[i].Group == "shop" {
+			shop = &rep.Groups[i]
+		}
+	}
+	// The refused request is recorded too, under no key: a revoked secret
+	// names none.
+	// sim-gpt-4.1 costs $2 (input) and $8 (output) per million tokens.
+	if shop == nil || shop.Requests != int64(served) || shop.OutputTokens != wantTokens || shop.CostUSD <= 0 || shop.Failed != 0 {
+		t.Fatalf("usage of the key: got %+v in %s; want %d requests, %d output tokens, a cost", shop, out, served, wantTokens)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/streamgate/streamgate/internal/config"
 	"github.com/streamgate/streamgate/internal/gateway"
 	"github.com/streamgate/streamgate/internal/keys"
+	"github.com/streamgate/streamgate/internal/tracing"
 	"github.com/streamgate/streamgate/internal/usage"
 )
 
@@ -35,7 +36,8 @@ func newServeCmd(e *env) *cobra.Command {
 		Use:   "serve",
 		Short: "Run the gateway",
 		Long: `serve runs the OpenAI-compatible gateway: POST /v1/chat/completions (streaming and not),
-GET /v1/models, /healthz, /readyz and /metrics.
+GET /v1/models, /healthz, /readyz, /metrics and the live dashboard at /dashboard
+(open without login on a loopback address, else after a login with admin_key).
 
 Without --config it starts on the embedded default: an in-process simulated upstream
 serving the demo models (sim-fast, sim-gpt-4.1, sim-claude-sonnet-4.5,
@@ -173,7 +175,14 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 		}
 		defer keyStore.Close()
 	}
-	gw, err := gateway.New(gateway.Options{Config: cfg, Recorder: led.rec, Ping: led.ping, Logger: o.logger, KeepAlive: o.keepAlive, KeyStore: keyStore, Spent: led.spent})
+	// Spans end with their requests: the flush (deferred) comes after Serve returned.
+	tracer, stopTracing, err := tracing.Start(ctx, cfg.OTel, version, o.logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+	gw, err := gateway.New(gateway.Options{Config: cfg, Recorder: led.rec, Ping: led.ping, Logger: o.logger, KeepAlive: o.keepAlive, KeyStore: keyStore, Spent: led.spent,
+		ListenAddr: ln.Addr().String(), Report: led.report, Tracer: tracer})
 	if err != nil {
 		return err
 	}
@@ -436,6 +445,9 @@ type ledger struct {
 	// spent is what a key spent since a time, from the stored records;
 	// nil without a ledger.
 	spent func(ctx context.Context, key string, since time.Time) (float64, error)
+	// report totals the stored records (the dashboard's cost of the day);
+	// nil without a ledger.
+	report func(context.Context, usage.ReportQuery) ([]usage.ReportRow, error)
 }
 
 // openLedger opens the store named by dsn with its batching writer; an
@@ -464,7 +476,10 @@ func openLedger(ctx context.Context, dsn string, logger *slog.Logger) (*ledger, 
 		}
 		return sum, err
 	}
-	return &ledger{rec: w, ping: store.Ping, run: w.Run, flush: w.Close, close: store.Close, spent: spent}, nil
+	report := func(ctx context.Context, q usage.ReportQuery) ([]usage.ReportRow, error) {
+		return usage.Report(ctx, store, q)
+	}
+	return &ledger{rec: w, ping: store.Ping, run: w.Run, flush: w.Close, close: store.Close, spent: spent, report: report}, nil
 }
 
 type nopRecorder struct{}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/streamgate/streamgate/internal/auth"
 	"github.com/streamgate/streamgate/internal/keys"
+	"github.com/streamgate/streamgate/internal/usage"
 )
 
 // errKeysOff: the key API was asked for and the gateway has no key store.
@@ -136,23 +137,56 @@ func ParseExpires(s string, now time.Time) (time.Time, error) {
 		}
 		return t, nil
 	}
-	d, err := parseDays(s)
+	d, err := usage.ParseDays(s)
 	if err != nil || d <= 0 {
 		return time.Time{}, fmt.Errorf("expiry %q: want a positive duration such as 30d or 12h, or an RFC 3339 time", s)
 	}
 	return now.Add(d), nil
 }
 
-// parseDays is time.ParseDuration with a "d" (24 h) unit.
-func parseDays(s string) (time.Duration, error) {
-	if n, ok := strings.CutSuffix(s, "d"); ok {
-		var days int
-		if _, err := fmt.Sscanf(n, "%d", &days); err != nil || fmt.Sprint(days) != n {
-			return 0, fmt.Errorf("bad number of days %q", n)
-		}
-		return time.Duration(days) * 24 * time.Hour, nil
+// errUsageOff: the usage API was asked for and the gateway has no ledger to
+// report from.
+var errUsageOff = errors.New("no usage ledger: the gateway was started without a database")
+
+// errLedger wraps a failed read of the usage ledger (logged, not shown).
+var errLedger = errors.New("usage ledger unreachable")
+
+// adminUsage serves GET /admin/usage?since=30d&until=&by=key|model|day|route:
+// the ledger's totals per group, in the shape of `streamgate usage --json`
+// (usage.Breakdown). since defaults to 30d, until to now, by to model.
+func (g *Gateway) adminUsage(w http.ResponseWriter, r *http.Request) {
+	if g.report == nil {
+		g.writeError(w, r, errUsageOff)
+		return
 	}
-	return time.ParseDuration(s)
+	now := time.Now()
+	qv := r.URL.Query()
+	q := usage.ReportQuery{By: cmp.Or(qv.Get("by"), "model"), Until: now}
+	if err := q.Validate(); err != nil {
+		g.writeError(w, r, invalid("by", "by: %v", err))
+		return
+	}
+	var err error
+	if q.Since, err = usage.ParseWhen(cmp.Or(qv.Get("since"), "30d"), now); err != nil {
+		g.writeError(w, r, invalid("since", "since: %v", err))
+		return
+	}
+	if u := qv.Get("until"); u != "" {
+		if q.Until, err = usage.ParseWhen(u, now); err != nil {
+			g.writeError(w, r, invalid("until", "until: %v", err))
+			return
+		}
+	}
+	if !q.Since.Before(q.Until) {
+		g.writeError(w, r, invalid("since", "since %s is not before until %s", q.Since.UTC().Format(time.RFC3339), q.Until.UTC().Format(time.RFC3339)))
+		return
+	}
+	rows, err := g.report(r.Context(), q)
+	if err != nil {
+		g.writeError(w, r, fmt.Errorf("%w: %v", errLedger, err))
+		return
+	}
+	writeJSON(w, http.StatusOK, usage.NewBreakdown(q, rows, now))
 }
 
 // keySource is the key store as the authenticator's Source.

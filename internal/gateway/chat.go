@@ -43,6 +43,9 @@ type call struct {
 	// reservation holds the request's estimated cost against its key's
 	// budget until finish settles it; nil without a budget.
 	reservation *budget.Reservation
+	tr          *reqTrace // the request's spans; nil: tracing off
+	// smoothing is a stream's smoothing max delay (see smoothingOf); 0 is off.
+	smoothing time.Duration
 }
 
 // newCall returns a call on the heap: kept out of the handler's frame, which
@@ -110,6 +113,7 @@ type parseFunc func(w http.ResponseWriter, r *http.Request) (req *provider.Reque
 //
 //go:noinline
 func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, c *call, parse parseFunc, table map[string]*routeSet) (*provider.Request, *routeSet) {
+	c.tr = g.tracing.start(r, c) // ended in finish
 	if r.Method != http.MethodPost {
 		g.reject(w, r, c, &methodError{allow: "POST"})
 		return nil, nil
@@ -207,6 +211,9 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, c *call, parse p
 // until one ends with "[DONE]"; after content reached the client only a
 // continuation may follow (continue_on_cut), judged as a stream is.
 func (g *Gateway) stream(w http.ResponseWriter, r *http.Request, c *call, rs *routeSet, req *provider.Request) {
+	if !g.smoothingOf(w, r, c) {
+		return
+	}
 	g.m.Inflight.Inc()
 	defer g.m.Inflight.Dec()
 	sess := g.newSession(w, c, req)
@@ -295,6 +302,7 @@ func (a *streamTry) openBackup(ctx context.Context) (provider.Stream, error) {
 		h.undo()
 		return nil, relay.ErrNoHedge
 	}
+	a.p.c.tr.hedge(a.backup, a.p.c.entry.Attempts+1, &a.bq)
 	return a.backup.provider.Open(ctx, &a.bq)
 }
 
@@ -347,6 +355,7 @@ func (g *Gateway) prepareStream(p *plan, t *target, sess *relay.Session, req *pr
 		}
 	}
 	sess.SetHeader(HeaderAttempts, strconv.Itoa(c.entry.Attempts))
+	c.tr.attempt(c, t, c.entry.Attempts, attemptKind(c.entry.Attempts, a.cont, p.retry), &a.preq)
 	a.begin = time.Now()
 	return a, nil
 }
@@ -369,6 +378,7 @@ func (g *Gateway) streamDone(a *streamTry, sess *relay.Session, req *provider.Re
 		}
 		t.obs.End(c.stats.MaxGap, tokensPerSecond(&c.stats))
 	}
+	c.tr.streamEnd(c, err, a)
 	return err
 }
 
@@ -390,6 +400,7 @@ func (g *Gateway) hedged(p *plan, sess *relay.Session, t, backup *target, bpos i
 	sess.SetHeader(HeaderAttempts, strconv.Itoa(c.entry.Attempts))
 	l := 1 - race.Winner
 	c.bill.attempt(req, race.Opened[race.Winner], err, c.stats.UsageOrNil(), c.stats.ContentChunks-chunks)
+	c.tr.winnerBilled(c)
 	c.bill.attempt(req, race.Opened[l], race.Err[l], nil, 0)
 	wres := route.Result{Outcome: outcomeFor(err)}
 	if c.stats.ContentChunks > chunks {
@@ -413,6 +424,7 @@ func (g *Gateway) hedged(p *plan, sess *relay.Session, t, backup *target, bpos i
 		p.res = wres
 		backup.rt.End(lres)
 	}
+	c.tr.hedgedEnd(c, race, err, chunks)
 	return err
 }
 
@@ -431,6 +443,7 @@ func (g *Gateway) newSession(w http.ResponseWriter, c *call, req *provider.Reque
 		LateHeaders:  lateHeaders,
 		Encoder:      c.info.enc,
 		Continuable:  c.model.ContinueOnCut,
+		Smoothing:    c.smoothing,
 	})
 }
 
@@ -490,6 +503,7 @@ func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, c *call, rs *
 		}
 		preq := *req
 		preq.Model = t.model
+		c.tr.attempt(c, t, c.entry.Attempts, attemptKind(c.entry.Attempts, false, p.retry), &preq)
 		actx, cancel := ctx, context.CancelFunc(func() {})
 		if limit > 0 {
 			actx, cancel = context.WithTimeoutCause(ctx, limit, cause)
@@ -499,18 +513,22 @@ func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, c *call, rs *
 		body, err = send(actx, t.provider, &preq)
 		cancel()
 		if err == nil {
+			c.tr.answer(body)
 			if aerr := c.bill.answer(req, body); aerr != nil { // it answered: it bills
 				err = fmt.Errorf("%w: the upstream's answer is not JSON: %v", provider.ErrMalformed, aerr)
 				p.res = route.Result{Outcome: route.Failure}
+				c.tr.attemptEnd(c, err)
 				return err
 			}
 		}
 		p.res = route.Result{Outcome: outcomeFor(err)}
 		if err != nil {
 			c.bill.attempt(req, false, err, nil, 0)
+			c.tr.attemptEnd(c, err)
 			return err
 		}
 		p.res.TTFT = time.Since(begin)
+		c.tr.attemptEnd(c, nil)
 		return nil
 	}
 	goOn := func(error) bool { return r.Context().Err() == nil }
@@ -759,6 +777,7 @@ func (g *Gateway) finish(c *call) {
 	i.keyID, i.model, i.route, i.attempts, i.stream = e.KeyID, e.Model, e.Route, e.Attempts, e.Stream
 	i.hedged, i.continuations = e.Hedged, e.Continuations
 	i.status, i.ttft, i.in, i.out, i.err, i.outcome = c.status, e.TTFT, in, out, e.Error, e.Outcome
+	c.tr.finish(c)
 }
 
 // tokensPerSecond is output tokens over the span from first to last content chunk.

@@ -112,6 +112,10 @@ func statusOf(err error) httpError {
 		return e(http.StatusNotFound, "invalid_request_error", "key_not_found", "")
 	case errors.Is(err, errKeysOff):
 		return e(http.StatusNotFound, "invalid_request_error", "key_store_off", "")
+	case errors.Is(err, errUsageOff):
+		return e(http.StatusNotFound, "invalid_request_error", "usage_ledger_off", "")
+	case errors.Is(err, errLedger):
+		return upstream(http.StatusServiceUnavailable, "server_error", "usage_ledger_unreachable", "the usage ledger cannot be read right now")
 	case errors.Is(err, errUnknownPath):
 		return e(http.StatusNotFound, "invalid_request_error", "unknown_url", "")
 	case errors.Is(err, errNoRoute):

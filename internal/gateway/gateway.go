@@ -18,11 +18,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/streamgate/streamgate/internal/admit"
 	"github.com/streamgate/streamgate/internal/auth"
 	"github.com/streamgate/streamgate/internal/budget"
 	"github.com/streamgate/streamgate/internal/config"
+	"github.com/streamgate/streamgate/internal/dashboard"
 	"github.com/streamgate/streamgate/internal/keys"
 	"github.com/streamgate/streamgate/internal/metrics"
 	"github.com/streamgate/streamgate/internal/provider"
@@ -84,6 +86,16 @@ type Options struct {
 	// is none of the config's keys. Nil: the config's keys only, and
 	// /admin/keys answers 404.
 	KeyStore *keys.Store
+	// Tracer makes a span per chat, messages and embeddings request and one
+	// per upstream attempt (trace.go); nil: no tracing, and no cost.
+	Tracer trace.Tracer
+	// ListenAddr is the address the gateway listens on (HOST:PORT): on a
+	// loopback address /dashboard is open without login, elsewhere it needs
+	// the admin key. "": not loopback.
+	ListenAddr string
+	// Report totals the usage ledger (usage.Report on its store), for the
+	// dashboard's cost of the day; nil: the dashboard shows no cost.
+	Report func(context.Context, usage.ReportQuery) ([]usage.ReportRow, error)
 }
 
 // Gateway serves the HTTP API. Create it with New, serve it with Serve (or
@@ -104,6 +116,8 @@ type Gateway struct {
 	backoff     route.Backoff
 	keyStore    *keys.Store // nil: none
 	keyCache    *auth.Cache // keyStore's answers; nil when keyStore is
+	tracing     *tracing    // nil: off
+	dash        *dashboard.Dashboard
 	rl          ratelimit.Limiter
 	budget      budget.Ledger
 	redis       *redis.Client  // nil: no redis: configured
@@ -113,6 +127,9 @@ type Gateway struct {
 	maxBody     int64
 	mux         *http.ServeMux
 	created     int64
+
+	// report totals the ledger for /admin/usage; nil: no ledger
+	report func(context.Context, usage.ReportQuery) ([]usage.ReportRow, error)
 
 	handlers sync.WaitGroup // requests being served
 	sims     []func()       // stop in-process simulators
@@ -153,6 +170,7 @@ func New(opts Options) (*Gateway, error) {
 	if g.rec == nil {
 		g.rec = discard{}
 	}
+	g.report = opts.Report
 	if opts.KeyStore != nil {
 		g.keyStore = opts.KeyStore
 		g.keyCache = auth.NewCache(keySource{opts.KeyStore}, auth.DefaultCacheTTL)
@@ -197,6 +215,7 @@ func New(opts Options) (*Gateway, error) {
 		g.idle = DefaultIdleTimeout
 	}
 	g.m = metrics.New(g.reg)
+	g.tracing = newTracing(opts.Tracer, cfg)
 	if l := cfg.Limits; l.MaxStreams > 0 || l.MaxStreamsPerKey > 0 || hasKeyLimit(cfg.Keys) {
 		g.limiter = admit.New(admit.Options{Global: l.MaxStreams, PerKey: l.MaxStreamsPerKey, Wait: l.QueueWait.D()})
 	}
@@ -262,6 +281,8 @@ func New(opts Options) (*Gateway, error) {
 		}
 	}
 	metrics.RegisterRouteState(g.reg, g.routeStates)
+	g.dash = dashboard.New(dashboard.Options{Gatherer: g.reg, ListenAddr: opts.ListenAddr, AdminKey: cfg.AdminKey,
+		Report: opts.Report, Logger: g.log})
 	g.mux = g.routesTable()
 	return g, nil
 }
@@ -334,7 +355,10 @@ func (g *Gateway) routesTable() *http.ServeMux {
 	mux.Handle("/admin/routes", auth.Admin(g.cfg.AdminKey, g.writeError)(onlyGet(g, http.HandlerFunc(g.adminRoutes))))
 	mux.Handle("/admin/keys", auth.Admin(g.cfg.AdminKey, g.writeError)(http.HandlerFunc(g.adminKeys)))
 	mux.Handle("/admin/keys/", auth.Admin(g.cfg.AdminKey, g.writeError)(http.HandlerFunc(g.adminKeys)))
+	mux.Handle("/admin/usage", auth.Admin(g.cfg.AdminKey, g.writeError)(onlyGet(g, http.HandlerFunc(g.adminUsage))))
 	mux.Handle("/metrics", onlyGet(g, promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{})))
+	mux.Handle("/dashboard", g.dash)
+	mux.Handle("/dashboard/", g.dash)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		g.writeError(w, r, fmt.Errorf("%w: %s %s", errUnknownPath, r.Method, r.URL.Path))
 	})
@@ -369,6 +393,9 @@ func startSim(opts sim.Options) (string, func(), error) {
 // Close stops the in-process simulators and closes idle upstream
 // connections. Call it after Serve returned.
 func (g *Gateway) Close() error {
+	if g.dash != nil { // nil when New failed early
+		g.dash.Close()
+	}
 	for _, p := range g.providers {
 		if c, ok := p.(interface{ CloseIdleConnections() }); ok {
 			c.CloseIdleConnections()
@@ -416,6 +443,9 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener, grace time.Duratio
 		BaseContext:       func(net.Listener) context.Context { return base },
 		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
 	}
+	// Dashboard pages hold their event streams open forever: they end
+	// when the drain begins instead of holding it for the grace period.
+	srv.RegisterOnShutdown(g.dash.Shutdown)
 	watched := g.watchKeys(base)
 	defer func() {
 		cancelBase(nil)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/streamgate/streamgate/internal/config"
 	"github.com/streamgate/streamgate/internal/gateway"
 	"github.com/streamgate/streamgate/internal/keys"
+	"github.com/streamgate/streamgate/internal/usage"
 )
 
 // adminDo sends an admin API request with the admin key.
@@ -198,5 +200,64 @@ func TestSecretsNeverLeak(t *testing.T) {
 	}
 	if !strings.Contains(answers.String(), "rate limit reached") || !strings.Contains(answers.String(), "Anthropic API key") {
 		t.Errorf("answers lack the expected refusals: %.300s", answers.String())
+	}
+}
+
+// GET /admin/usage: the ledger's totals per key (the shape of `streamgate
+// usage --json`), only with the admin key; a bad parameter is a 400 naming
+// it; without a ledger a 404 saying so.
+func TestAdminUsage(t *testing.T) {
+	ctx := context.Background()
+	store, err := usage.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "ledger.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	now := time.Now()
+	if err := store.Insert(ctx, []usage.Entry{
+		{Time: now.Add(-time.Hour), KeyID: "app", Model: "m1", Route: "p/a", Attempts: 1, Outcome: usage.OutcomeOK, InputTokens: 100, OutputTokens: 1000, CostUSD: 1.5},
+		{Time: now.Add(-2 * time.Hour), KeyID: "app", Model: "m1", Route: "p/b", Attempts: 2, Outcome: usage.OutcomeOK, InputTokens: 100, OutputTokens: 500, CostUSD: 0.5},
+		{Time: now.Add(-3 * time.Hour), KeyID: "dev", Model: "m2", Attempts: 1, Outcome: usage.OutcomeUpstreamError},
+		{Time: now.Add(-40 * 24 * time.Hour), KeyID: "old", Model: "m1", Attempts: 1, Outcome: usage.OutcomeOK, CostUSD: 100},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := baseConfig()
+	cfg.AdminKey = "admin-secret"
+	e := startWith(t, gateway.Options{Config: cfg, KeepAlive: -1,
+		Report: func(ctx context.Context, q usage.ReportQuery) ([]usage.ReportRow, error) {
+			return usage.Report(ctx, store, q)
+		}})
+	status, body := adminDo(t, e, "GET", "/admin/usage?by=key&since=7d", "")
+	var rep usage.Breakdown
+	if err := json.Unmarshal(body, &rep); status != 200 || err != nil {
+		t.Fatalf("usage by key: got %d %s (%v), want 200 and a report", status, body, err)
+	}
+	want := []usage.Group{
+		{Group: "app", Totals: usage.Totals{Requests: 2, Fallbacks: 1, InputTokens: 200, OutputTokens: 1500, CostUSD: 2}},
+		{Group: "dev", Totals: usage.Totals{Requests: 1, Failed: 1, ErrorRate: 1}},
+	}
+	if rep.By != "key" || !reflect.DeepEqual(rep.Groups, want) || rep.Total.CostUSD != 2 || rep.ProjectedMonthlyUSD <= 0 {
+		t.Errorf("usage by key: got %+v, want groups %+v, total $2 and a projection", rep, want)
+	}
+	for _, tt := range []struct{ query, param string }{
+		{"?by=colour", "by"},
+		{"?since=yesterday", "since"},
+		{"?since=1d&until=2d", "since"},
+	} {
+		status, body := adminDo(t, e, "GET", "/admin/usage"+tt.query, "")
+		if status != 400 || !strings.Contains(string(body), `"param":"`+tt.param+`"`) {
+			t.Errorf("%s: got %d %s, want 400 naming %s", tt.query, status, body, tt.param)
+		}
+	}
+	if resp := do(t, "GET", e.url+"/admin/usage", "wrong", ""); resp.StatusCode != 401 {
+		t.Errorf("a wrong admin key: got %d, want 401", resp.StatusCode)
+	}
+	if status, _ := adminDo(t, e, "POST", "/admin/usage", ""); status != 405 {
+		t.Errorf("POST: got %d, want 405", status)
+	}
+	off := startWith(t, gateway.Options{Config: cfg, KeepAlive: -1})
+	if status, body := adminDo(t, off, "GET", "/admin/usage", ""); status != 404 || !strings.Contains(string(body), "usage_ledger_off") {
+		t.Errorf("without a ledger: got %d %s, want 404 usage_ledger_off", status, body)
 	}
 }

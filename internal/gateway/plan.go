@@ -104,6 +104,7 @@ type plan struct {
 	pos   int          // position in order of the current attempt
 	used  uint64       // first-pass positions a hedge already tried
 	res   route.Result // how the current attempt went, for its target's health
+	retry bool         // the current attempt is a retry (a later pass over the routes)
 }
 
 // peek returns the next target of the first pass after the current one
@@ -165,7 +166,7 @@ func (g *Gateway) run(ctx context.Context, c *call, rs *routeSet, try tryFunc, g
 			continue // circuit open, or its one probe is out
 		}
 		made++
-		p.pos, p.res = i, route.Result{}
+		p.pos, p.res, p.retry = i, route.Result{}, pos >= n
 		err = try(ctx, p, rs.target(rt))
 		rt.End(p.res)
 		if err == nil || !goOn(err) {

@@ -53,9 +53,6 @@ type Options struct {
 	// for the first content; they commit the headers but not content, so a
 	// fallback stays possible. 0 sends none.
 	KeepAlive time.Duration
-	// IncludeUsage passes the upstream's usage-only chunk to the client. The
-	// usage is read either way.
-	IncludeUsage bool
 	// Start is when the request arrived, the origin of TTFT; zero means NewSession's time.
 	Start time.Time
 	// LateHeaders are response headers whose final value is known only when
@@ -68,6 +65,9 @@ type Options struct {
 	// through). An Encoder that needs the usage (to end its stream) needs
 	// IncludeUsage too; it decides itself what reaches the client.
 	Encoder Encoder
+	// IncludeUsage passes the upstream's usage-only chunk to the client. The
+	// usage is read either way.
+	IncludeUsage bool // beside Continuable: the two share a word of the Session
 	// Continuable makes a cut stream continuable by a later Attempt: the
 	// text of the content sent is kept (Prefix), and an upstream error event
 	// after content is returned as an *UpstreamError without being written,
@@ -75,13 +75,22 @@ type Options struct {
 	// with Fail. Off, the text is not kept (no cost per chunk) and such an
 	// error event is relayed at once.
 	Continuable bool
+	// Smoothing re-chunks the content text on word boundaries (package
+	// smooth: CJK-aware, never inside a grapheme cluster), holding no text
+	// longer than this; 0 is off and costs the relay nothing. Chunks that
+	// carry anything but plain text (tool calls, reasoning, a finish, usage)
+	// pass through byte for byte, after the text held before them; what is
+	// held is written before "[DONE]", an error event, and at the end of
+	// each attempt. TTFT and the gaps are measured as the client gets the
+	// text; Stats.ContentChunks still counts the chunks read.
+	Smoothing time.Duration
 }
 
 // Stats is what a Session measured. Times are zero until the event happened.
 type Stats struct {
 	Usage         api.Usage     // the current attempt's last reported usage
 	HasUsage      bool          // the current attempt reported usage
-	ContentChunks int           // content chunks sent to the client
+	ContentChunks int           // content chunks relayed (with Smoothing, as read: the client may get them merged)
 	TTFT          time.Duration // Start → first content chunk flushed
 	FirstContent  time.Time
 	LastContent   time.Time
@@ -157,6 +166,9 @@ func NewSession(w http.ResponseWriter, opts Options) *Session {
 	if s.enc == nil {
 		s.enc = OpenAI
 	}
+	if opts.Smoothing > 0 {
+		s.enc = newSmoother(s, s.enc, opts.Smoothing)
+	}
 	s.pendW = sse.NewWriter(&s.pendBuf)
 	if opts.KeepAlive > 0 {
 		s.mu.Lock() // the timer may fire before the assignment is done
@@ -217,6 +229,9 @@ func (s *Session) Close() {
 	s.mu.Unlock()
 	s.wmu.Lock()
 	s.ended.Store(true)
+	if sm, ok := s.enc.(*smoother); ok {
+		sm.stop()
+	}
 	s.wmu.Unlock()
 }
 
@@ -387,7 +402,10 @@ func (s *Session) Attempt(ctx context.Context, obs *metrics.Stream, open func(co
 	if err != nil {
 		return cause(actx, err)
 	}
-	defer st.Close()
+	defer s.closeStream(st)
+	if s.opts.Smoothing > 0 {
+		s.smoothStart(obs)
+	}
 	// A stream that says when it is about to read from the upstream gets its
 	// events written without a flush each, and flushed together there: the
 	// events of one upstream read leave in one write, and none waits.
@@ -484,7 +502,7 @@ func (s *Session) Attempt(ctx context.Context, obs *metrics.Stream, open func(co
 		}
 		if info.Content {
 			s.content(obs, now)
-			if s.opts.Continuable {
+			if s.opts.Continuable && s.opts.Smoothing == 0 { // smoothing collects what it writes
 				s.collect(ev.Data)
 			}
 		}
@@ -535,7 +553,9 @@ func wrap(sentinel, err error) error { return fmt.Errorf("%w: %w", sentinel, err
 // its own delay end to end, then the event itself, flushed when flush is set.
 func writeEvent(w *sse.Writer, enc Encoder, ev *sse.Event, info *api.ChunkInfo, flush bool) error {
 	if ns, ok := sse.ParseStamp(ev.Comment); ok {
-		w.Stamp(ns)
+		if _, sm := enc.(*smoother); !sm { // it stamps what it writes, when it writes it
+			w.Stamp(ns)
+		}
 	}
 	if err := enc.Event(w, ev, info); err != nil || !flush {
 		return err
@@ -769,6 +789,10 @@ func cause(ctx context.Context, err error) error {
 
 func (s *Session) content(obs *metrics.Stream, now time.Time) {
 	st := &s.stats
+	if s.opts.Smoothing > 0 { // measured when written (smoother.sent)
+		st.ContentChunks++
+		return
+	}
 	if st.ContentChunks == 0 {
 		st.FirstContent = now
 		st.TTFT = now.Sub(s.opts.Start)
