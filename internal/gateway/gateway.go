@@ -94,7 +94,8 @@ type Options struct {
 	// the admin key. "": not loopback.
 	ListenAddr string
 	// Report totals the usage ledger (usage.Report on its store), for the
-	// dashboard's cost of the day; nil: the dashboard shows no cost.
+	// dashboard's cost of the day and GET /admin/usage; nil: the dashboard
+	// shows no cost and /admin/usage answers 404 usage_ledger_off.
 	Report func(context.Context, usage.ReportQuery) ([]usage.ReportRow, error)
 }
 
