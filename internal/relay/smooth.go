@@ -3,8 +3,6 @@ package relay
 import (
 	"errors"
 	"time"
-	"unicode/utf16"
-	"unicode/utf8"
 
 	"github.com/streamgate/streamgate/internal/api"
 	"github.com/streamgate/streamgate/internal/metrics"
@@ -66,7 +64,7 @@ func (sm *smoother) Event(w *sse.Writer, ev *sse.Event, info *api.ChunkInfo) err
 	now := time.Now()
 	if info.Content && !info.Finish && !info.HasUsage && !info.Error {
 		if start, end, ok := contentSpan(ev.Data); ok {
-			text, ok := unquote(sm.text[:0], ev.Data[start:end])
+			text, ok := api.AppendUnquoted(sm.text[:0], ev.Data[start:end])
 			sm.text = text
 			if ok && len(text) > 0 {
 				sm.hold(ev, start, end, len(text))
@@ -370,96 +368,4 @@ func (p *plainScan) delta(key, _, value []byte) error {
 		return nil
 	}
 	return errNotPlain
-}
-
-// unquote appends the text of the JSON string quoted (quotes included) to
-// dst, decoded as encoding/json decodes it: escapes resolved, a surrogate
-// pair joined, a lone surrogate or an invalid UTF-8 byte made U+FFFD.
-// ok is false when quoted is not a JSON string.
-func unquote(dst, quoted []byte) ([]byte, bool) {
-	if len(quoted) < 2 || quoted[0] != '"' || quoted[len(quoted)-1] != '"' {
-		return dst, false
-	}
-	s := quoted[1 : len(quoted)-1]
-	for i := 0; i < len(s); {
-		c := s[i]
-		switch {
-		case c == '\\':
-			if i+1 >= len(s) {
-				return dst, false
-			}
-			i += 2
-			switch s[i-1] {
-			case '"', '\\', '/':
-				dst = append(dst, s[i-1])
-			case 'b':
-				dst = append(dst, '\b')
-			case 'f':
-				dst = append(dst, '\f')
-			case 'n':
-				dst = append(dst, '\n')
-			case 'r':
-				dst = append(dst, '\r')
-			case 't':
-				dst = append(dst, '\t')
-			case 'u':
-				r, ok := hex4(s[i:])
-				if !ok {
-					return dst, false
-				}
-				i += 4
-				if utf16.IsSurrogate(r) {
-					r2, ok := rune(-1), false
-					if i+6 <= len(s) && s[i] == '\\' && s[i+1] == 'u' {
-						r2, ok = hex4(s[i+2:])
-					}
-					if dec := utf16.DecodeRune(r, r2); ok && dec != utf8.RuneError {
-						r = dec
-						i += 6
-					} else {
-						r = utf8.RuneError
-					}
-				}
-				dst = utf8.AppendRune(dst, r)
-			default:
-				return dst, false
-			}
-		case c < 0x20 || c == '"':
-			return dst, false
-		case c < utf8.RuneSelf:
-			dst = append(dst, c)
-			i++
-		default:
-			r, n := utf8.DecodeRune(s[i:])
-			if r == utf8.RuneError && n == 1 {
-				dst = utf8.AppendRune(dst, utf8.RuneError)
-			} else {
-				dst = append(dst, s[i:i+n]...)
-			}
-			i += n
-		}
-	}
-	return dst, true
-}
-
-// hex4 reads the four hex digits of a \u escape.
-func hex4(b []byte) (rune, bool) {
-	if len(b) < 4 {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[:4] {
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c -= 'a' - 10
-		case c >= 'A' && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(c)
-	}
-	return r, true
 }

@@ -4,7 +4,8 @@ import (
 	"encoding/binary"
 	"math/bits"
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/streamgate/streamgate/internal/api"
 )
 
 // maxDepth is the deepest nesting of objects and arrays the scanner
@@ -442,47 +443,8 @@ func unhex(c byte) int {
 }
 
 // unescape appends the decoded form of raw, the contents of a JSON string
-// the scanner validated, to dst. Like encoding/json, a \u escape of a lone
-// surrogate decodes to U+FFFD.
+// the scanner validated, to dst, as encoding/json decodes it.
 func unescape(dst, raw []byte) []byte {
-	for i := 0; i < len(raw); i++ {
-		c := raw[i]
-		if c != '\\' {
-			dst = append(dst, c)
-			continue
-		}
-		i++
-		switch raw[i] {
-		case 'b':
-			dst = append(dst, '\b')
-		case 'f':
-			dst = append(dst, '\f')
-		case 'n':
-			dst = append(dst, '\n')
-		case 'r':
-			dst = append(dst, '\r')
-		case 't':
-			dst = append(dst, '\t')
-		case 'u':
-			r := hex4(raw[i+1:])
-			i += 4
-			if r >= 0xD800 && r < 0xDC00 && i+6 < len(raw) && raw[i+1] == '\\' && raw[i+2] == 'u' {
-				if lo := hex4(raw[i+3:]); lo >= 0xDC00 && lo < 0xE000 {
-					r = (r-0xD800)<<10 | (lo - 0xDC00) + 0x10000
-					i += 6
-				}
-			}
-			if r >= 0xD800 && r < 0xE000 {
-				r = utf8.RuneError
-			}
-			dst = utf8.AppendRune(dst, r)
-		default: // '"', '\\', '/'
-			dst = append(dst, raw[i])
-		}
-	}
-	return dst
-}
-
-func hex4(b []byte) rune {
-	return rune(unhex(b[0])<<12 | unhex(b[1])<<8 | unhex(b[2])<<4 | unhex(b[3]))
+	out, _ := api.AppendUnescaped(dst, raw)
+	return out
 }
