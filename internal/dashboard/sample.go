@@ -22,6 +22,7 @@ const (
 	mInflight      = "streamgate_inflight_streams"
 	mGCPause       = "streamgate_gc_pause_seconds"
 	mRouteState    = "streamgate_route_state"
+	mRouteInflight = "streamgate_route_inflight"
 )
 
 // errorOutcomes are the outcomes of streamgate_requests_total that the
@@ -38,6 +39,7 @@ type routeSample struct {
 	ttft, itl, gap, chunk hist
 	requests, errors      float64
 	state                 float64 // 0 healthy, 1 probing, 2 ejected; NaN: unknown
+	inflight              float64 // attempts open on the route; NaN: unknown
 }
 
 // modelSample is one model's cumulative counters at a sampling.
@@ -66,7 +68,7 @@ func parse(at time.Time, mfs []*dto.MetricFamily, bounds map[string][]float64) *
 		k := routeKey{label(m, "model"), label(m, "route")}
 		r := s.routes[k]
 		if r == nil {
-			r = &routeSample{state: math.NaN()}
+			r = &routeSample{state: math.NaN(), inflight: math.NaN()}
 			s.routes[k] = r
 		}
 		return r
@@ -138,6 +140,8 @@ func parse(at time.Time, mfs []*dto.MetricFamily, bounds map[string][]float64) *
 				s.gc = readHist(m)
 			case mRouteState:
 				route(m).state = m.GetGauge().GetValue()
+			case mRouteInflight:
+				route(m).inflight = m.GetGauge().GetValue()
 			}
 		}
 	}

@@ -77,7 +77,8 @@ type modelView struct {
 type routeView struct {
 	Model        string `json:"model"`
 	Route        string `json:"route"`
-	State        string `json:"state"` // healthy, probing, ejected; "" unknown
+	State        string `json:"state"`    // healthy, probing, ejected; "" unknown
+	Inflight     num    `json:"inflight"` // requests open on the route now
 	RequestsPerS num    `json:"requests_per_s"`
 	ErrorRatio   num    `json:"error_ratio"`
 	TTFTP50S     num    `json:"ttft_p50_s"`
@@ -174,7 +175,7 @@ func compute(samples []*sample, window time.Duration) view {
 		if o == nil {
 			o = &routeSample{}
 		}
-		rv := routeView{Model: k.model, Route: k.route}
+		rv := routeView{Model: k.model, Route: k.route, Inflight: num(r.inflight)}
 		if s := r.state; s >= 0 && int(s) < len(states) {
 			rv.State = states[int(s)]
 		}

@@ -177,6 +177,9 @@ func TestWindowStart(t *testing.T) {
 func TestComputeFromGatewayMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg)
+	metrics.RegisterRouteState(reg, func() []metrics.RouteState {
+		return []metrics.RouteState{{Model: "m1", Route: "p/a", State: 1, Inflight: 3}}
+	})
 	st := m.Stream("m1", "p/a")
 	m.Stream("m1", "p/b") // an idle route is listed, without figures
 	t0 := time.Unix(1_700_000_000, 0)
@@ -223,6 +226,9 @@ func TestComputeFromGatewayMetrics(t *testing.T) {
 		t.Fatalf("got routes %+v, want p/a and p/b of m1", v.Routes)
 	}
 	r := v.Routes[0]
+	if r.State != "probing" || float64(r.Inflight) != 3 || !math.IsNaN(float64(v.Routes[1].Inflight)) {
+		t.Errorf("route state: got %q with %v open (p/b %v), want probing with 3 open (p/b unknown)", r.State, r.Inflight, v.Routes[1].Inflight)
+	}
 	// TTFT: 2 at or below .05, 2 in (.05,.1]; median rank 2 = the top of
 	// (.025,.05]: .05. p99 rank 3.96: .05 + .05·1.96/2 = .099.
 	// ITL: 98 in (.0025,.005], then one each higher; p50 rank 50: .0025 +

@@ -336,7 +336,7 @@ func (g *Gateway) routeStates() []metrics.RouteState {
 			case route.Ejected:
 				v = 2
 			}
-			out = append(out, metrics.RouteState{Model: m.Name, Route: t.name, State: v})
+			out = append(out, metrics.RouteState{Model: m.Name, Route: t.name, State: v, Inflight: float64(t.rt.Inflight())})
 		}
 	}
 	return out

@@ -248,34 +248,42 @@ func (m *Metrics) Rejected(scope string) {
 	}
 }
 
-// RouteState is one route's circuit state for streamgate_route_state.
+// RouteState is one route's live state for streamgate_route_state and
+// streamgate_route_inflight.
 type RouteState struct {
 	Model, Route string
 	State        float64 // 0 healthy, 1 probing, 2 ejected
+	Inflight     float64 // attempts open on the route now
 }
 
 // RegisterRouteState adds streamgate_route_state{model,route} (0 healthy,
-// 1 probing: one probe out after an ejection, 2 ejected), read from states
-// at each scrape.
+// 1 probing: one probe out after an ejection, 2 ejected) and
+// streamgate_route_inflight{model,route} (attempts open on the route), read
+// from states at each scrape.
 func RegisterRouteState(reg prometheus.Registerer, states func() []RouteState) {
 	if reg == nil {
 		return
 	}
 	reg.MustRegister(&routeStateCollector{
-		desc:   prometheus.NewDesc("streamgate_route_state", "Circuit state of each route: 0 healthy, 1 probing (one trial request out after an ejection), 2 ejected (consecutive failures).", []string{"model", "route"}, nil),
-		states: states,
+		desc:     prometheus.NewDesc("streamgate_route_state", "Circuit state of each route: 0 healthy, 1 probing (one trial request out after an ejection), 2 ejected (consecutive failures).", []string{"model", "route"}, nil),
+		inflight: prometheus.NewDesc("streamgate_route_inflight", "Requests in flight on each route (attempts: a hedged request counts on both of its routes).", []string{"model", "route"}, nil),
+		states:   states,
 	})
 }
 
 type routeStateCollector struct {
-	desc   *prometheus.Desc
-	states func() []RouteState
+	desc, inflight *prometheus.Desc
+	states         func() []RouteState
 }
 
-func (c *routeStateCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c *routeStateCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.desc
+	ch <- c.inflight
+}
 
 func (c *routeStateCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range c.states() {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, s.State, s.Model, s.Route)
+		ch <- prometheus.MustNewConstMetric(c.inflight, prometheus.GaugeValue, s.Inflight, s.Model, s.Route)
 	}
 }
