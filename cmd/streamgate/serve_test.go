@@ -23,47 +23,59 @@ import (
 	"github.com/streamgate/streamgate/internal/usage"
 )
 
-// serve on the embedded default: the dev key and the address are printed,
-// a stream goes through the in-process sim, and on shutdown the ledger holds
-// its entry.
-func TestServeDefault(t *testing.T) {
-	defer goleak.VerifyNone(t)
-	db := "sqlite://" + filepath.Join(t.TempDir(), "ledger.db")
+// inProcess is `streamgate serve` on the embedded default run in this
+// process (run with a context), its ledger a fresh SQLite file, on a free
+// loopback port.
+type inProcess struct {
+	key, url, db string
+	stderr       *strings.Builder
+	stop         context.CancelFunc
+	exit         chan int
+}
+
+// serveInProcess starts serve with --grace grace and waits until it printed
+// its development key and its address.
+func serveInProcess(t *testing.T, grace string) *inProcess {
+	t.Helper()
+	p := &inProcess{db: "sqlite://" + filepath.Join(t.TempDir(), "ledger.db"), stderr: &strings.Builder{}, exit: make(chan int, 1)}
 	getenv := func(k string) string {
 		if k == "STREAMGATE_DATABASE" {
-			return db
+			return p.db
 		}
 		return ""
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	p.stop = cancel
+	t.Cleanup(cancel)
 	pr, pw := io.Pipe()
-	var stderr strings.Builder
-	exit := make(chan int, 1)
 	go func() {
-		code := run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--grace", "1s", "--log-level", "warn"}, getenv, pw, &stderr)
+		code := run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--grace", grace, "--log-level", "warn"}, getenv, pw, p.stderr)
 		pw.Close()
-		exit <- code
+		p.exit <- code
 	}()
 	sc := bufio.NewScanner(pr)
-	var key, url string
-	for url == "" && sc.Scan() {
+	for p.url == "" && sc.Scan() {
 		line := sc.Text()
 		if k, ok := strings.CutPrefix(line, "streamgate: development key (shown once): "); ok {
-			key = k
+			p.key = k
 		}
 		if u, ok := strings.CutPrefix(line, "streamgate: listening on "); ok {
-			url = u
+			p.url = u
 		}
 	}
 	go io.Copy(io.Discard, pr)
-	if key == "" || url == "" || strings.HasSuffix(url, ":0") {
-		t.Fatalf("got key %q url %q, want both printed with the real port; stderr %q", key, url, stderr.String())
+	if p.key == "" || p.url == "" || strings.HasSuffix(p.url, ":0") {
+		t.Fatalf("got key %q url %q, want both printed with the real port; stderr %q", p.key, p.url, p.stderr.String())
 	}
+	return p
+}
 
-	req, _ := http.NewRequest("POST", url+"/v1/chat/completions", strings.NewReader(
+// stream sends one short stream of 3 tokens and returns its status and body.
+func (p *inProcess) stream(t *testing.T) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", p.url+"/v1/chat/completions", strings.NewReader(
 		`{"model":"sim-fast","stream":true,"max_tokens":3,"messages":[{"role":"user","content":"hi"}]}`))
-	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Authorization", "Bearer "+p.key)
 	req.Header.Set("X-Sim-TTFT", "1ms")
 	req.Header.Set("X-Sim-ITL", "1ms")
 	resp, err := http.DefaultClient.Do(req)
@@ -73,19 +85,36 @@ func TestServeDefault(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	http.DefaultClient.CloseIdleConnections()
-	if resp.StatusCode != 200 || !strings.HasSuffix(string(body), "data: [DONE]\n\n") {
-		t.Fatalf("got %d %q, want a complete stream", resp.StatusCode, body)
-	}
+	return resp.StatusCode, string(body)
+}
 
-	cancel()
+// shutdown ends serve's context and returns its exit status, failing when
+// it takes longer than within (a failsafe, not a measurement) and says why.
+func (p *inProcess) shutdown(t *testing.T, within time.Duration, why string) int {
+	t.Helper()
+	p.stop()
 	select {
-	case code := <-exit:
-		if code != 0 {
-			t.Fatalf("got exit %d, want 0; stderr %q", code, stderr.String())
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("serve did not stop after its context ended")
+	case code := <-p.exit:
+		return code
+	case <-time.After(within):
+		t.Fatalf("serve did not stop within %s after its context ended: %s", within, why)
+		return -1
 	}
+}
+
+// serve on the embedded default: the dev key and the address are printed,
+// a stream goes through the in-process sim, and on shutdown the ledger holds
+// its entry.
+func TestServeDefault(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	p := serveInProcess(t, "1s")
+	if status, body := p.stream(t); status != 200 || !strings.HasSuffix(body, "data: [DONE]\n\n") {
+		t.Fatalf("got %d %q, want a complete stream", status, body)
+	}
+	if code := p.shutdown(t, 10*time.Second, "the drain should be immediate"); code != 0 {
+		t.Fatalf("got exit %d, want 0; stderr %q", code, p.stderr.String())
+	}
+	db := p.db
 	store, err := usage.Open(context.Background(), db)
 	if err != nil {
 		t.Fatal(err)
