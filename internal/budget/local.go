@@ -3,12 +3,16 @@ package budget
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"sync"
 	"time"
 )
 
 // shards of the per-key map: requests of different keys rarely share a lock.
 const shards = 32
+
+// shardSeed seeds shard's hash.
+var shardSeed = maphash.MakeSeed()
 
 // Local is the in-process Ledger of one replica. The first Reserve of a key
 // in a window loads the key's spend since the window's start from the
@@ -121,14 +125,10 @@ func (l *Local) reset() {
 	}
 }
 
-// shard picks key's shard by FNV-1a, as ratelimit does.
+// shard picks key's shard by the runtime's string hash (the process's own
+// seed, so the zero Local works).
 func (l *Local) shard(key string) *localShard {
-	h := uint32(2166136261)
-	for i := 0; i < len(key); i++ {
-		h ^= uint32(key[i])
-		h *= 16777619
-	}
-	return &l.shards[h%shards]
+	return &l.shards[maphash.String(shardSeed, key)%shards]
 }
 
 // entry returns key's entry, made if missing.

@@ -2,8 +2,6 @@ package budget
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,10 +15,6 @@ import (
 )
 
 const (
-	// callTimeout bounds one Redis call, as in ratelimit.
-	callTimeout = 50 * time.Millisecond
-	// probeEvery is how often, while degraded, one request tries Redis again.
-	probeEvery = time.Second
 	// pastEnd keeps a window's counter this long after the window's end, so
 	// that requests still in flight at the end settle into it.
 	pastEnd = time.Hour
@@ -117,9 +111,9 @@ func NewRedis(client *redis.Client, fallback *Local, spent SpentFunc, logger *sl
 		spent:   spent,
 		logger:  logger,
 		prefix:  "sg:budget:",
-		timeout: callTimeout,
+		timeout: redisguard.CallTimeout,
 		now:     time.Now,
-		guard: redisguard.Guard{Logger: logger, ProbeEvery: probeEvery,
+		guard: redisguard.Guard{Logger: logger, ProbeEvery: redisguard.ProbeEvery,
 			Down: "budget: redis unreachable, each replica enforces budgets alone until it is back",
 			Up:   "budget: redis reachable again, budgets shared again"},
 	}
@@ -292,14 +286,12 @@ func (r *Redis) settle(ctx context.Context, res *Reservation, actual int64) {
 	}
 }
 
-// counter is the Redis key of key's counter in the window starting at start:
-// the name is hashed so that neither its characters nor its length reach
-// Redis, as in ratelimit.
+// counter is the Redis key of key's counter in the window starting at
+// start, named by its redisguard.Tag.
 func (r *Redis) counter(key, period string, start time.Time) string {
-	sum := sha256.Sum256([]byte(key))
 	w := "total"
 	if period != Total {
 		w = strconv.FormatInt(start.Unix(), 10)
 	}
-	return r.prefix + "{" + hex.EncodeToString(sum[:8]) + "}:" + period + ":" + w
+	return r.prefix + redisguard.Tag(key) + ":" + period + ":" + w
 }

@@ -1,12 +1,10 @@
 package budget
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -15,47 +13,15 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/streamgate/streamgate/internal/redisguard"
+	"github.com/streamgate/streamgate/internal/redisguard/redistest"
 )
-
-// testRedis returns a client of the Redis named by STREAMGATE_TEST_REDIS
-// (e.g. redis://127.0.0.1:6379/0), or skips.
-func testRedis(tb testing.TB) *redis.Client {
-	tb.Helper()
-	url := os.Getenv("STREAMGATE_TEST_REDIS")
-	if url == "" {
-		tb.Skip("STREAMGATE_TEST_REDIS unset: set it to a Redis URL (e.g. redis://127.0.0.1:6379/0) to run the Redis tests")
-	}
-	o, err := redis.ParseURL(url)
-	if err != nil {
-		tb.Fatalf("STREAMGATE_TEST_REDIS=%q: %v", url, err)
-	}
-	o.ContextTimeoutEnabled = true
-	c := redis.NewClient(o)
-	tb.Cleanup(func() { c.Close() })
-	if err := c.Ping(context.Background()).Err(); err != nil {
-		tb.Fatalf("ping %s: %v", url, err)
-	}
-	return c
-}
-
-// testPrefix is a key prefix of its own for each test; its keys are deleted
-// at the end.
-func testPrefix(tb testing.TB, c *redis.Client) string {
-	prefix := fmt.Sprintf("sgtest:budget:%s:%d:", tb.Name(), time.Now().UnixNano())
-	tb.Cleanup(func() {
-		ctx := context.Background()
-		keys, _ := c.Keys(ctx, prefix+"*").Result()
-		if len(keys) > 0 {
-			c.Del(ctx, keys...)
-		}
-	})
-	return prefix
-}
 
 // replica is one gateway replica's ledger on its own client, at a fixed time
 // so that no test straddles a window's end by chance.
 func replica(tb testing.TB, prefix string, at time.Time, spent SpentFunc) *Redis {
-	r := NewRedis(testRedis(tb), nil, spent, nil)
+	r := NewRedis(redistest.Client(tb, nil), nil, spent, nil)
 	r.prefix = prefix
 	r.now = func() time.Time { return at }
 	return r
@@ -64,7 +30,7 @@ func replica(tb testing.TB, prefix string, at time.Time, spent SpentFunc) *Redis
 func TestRedisSharedBudget(t *testing.T) {
 	at := time.Now()
 	var calls atomic.Int64
-	a := replica(t, testPrefix(t, testRedis(t)), at, fixedSpent(0.40, &calls))
+	a := replica(t, redistest.Prefix(t, redistest.Client(t, nil), "budget"), at, fixedSpent(0.40, &calls))
 	b := replica(t, a.prefix, at, fixedSpent(0.40, &calls))
 	lim := Limit{USD: 1, Period: Month}
 	_, end := Window(Month, at)
@@ -111,7 +77,7 @@ func TestRedisSharedBudget(t *testing.T) {
 func TestRedisConcurrent(t *testing.T) {
 	at := time.Now()
 	var calls atomic.Int64
-	a := replica(t, testPrefix(t, testRedis(t)), at, fixedSpent(0, &calls))
+	a := replica(t, redistest.Prefix(t, redistest.Client(t, nil), "budget"), at, fixedSpent(0, &calls))
 	b := replica(t, a.prefix, at, fixedSpent(0, &calls))
 	// 100 first uses at once on loopback under -race: give Redis time, so
 	// that the count is Redis's and not the fallbacks'.
@@ -153,8 +119,8 @@ func TestRedisConcurrent(t *testing.T) {
 // is the loaded spend plus reservations; the name is hashed; the TTL runs
 // past the window's end.
 func TestRedisLoadOnce(t *testing.T) {
-	c := testRedis(t)
-	prefix := testPrefix(t, c)
+	c := redistest.Client(t, nil)
+	prefix := redistest.Prefix(t, c, "budget")
 	at := time.Now()
 	var since []time.Time
 	var mu sync.Mutex
@@ -164,7 +130,7 @@ func TestRedisLoadOnce(t *testing.T) {
 		since = append(since, s)
 		return 12.345678, nil
 	}
-	hook := &counter{}
+	hook := &redistest.Trips{}
 	a := replica(t, prefix, at, spent)
 	a.client.AddHook(hook)
 	b := replica(t, prefix, at, spent)
@@ -179,8 +145,8 @@ func TestRedisLoadOnce(t *testing.T) {
 	if len(since) != 1 || !since[0].Equal(start) {
 		t.Fatalf("SpentFunc since: got %v, want once %v", since, start)
 	}
-	if got := hook.count("set"); got != 1 { // SET k v EX ttl NX
-		t.Fatalf("SET NX calls: got %d, want 1 (trips %q)", got, hook.take())
+	if got := hook.Count("set"); got != 1 { // SET k v EX ttl NX
+		t.Fatalf("SET NX calls: got %d, want 1 (trips %q)", got, hook.Take())
 	}
 	keys, err := c.Keys(t.Context(), prefix+"*").Result()
 	if err != nil {
@@ -206,8 +172,8 @@ func TestRedisLoadOnce(t *testing.T) {
 }
 
 func TestRedisTotal(t *testing.T) {
-	c := testRedis(t)
-	r := replica(t, testPrefix(t, c), time.Now(), nil)
+	c := redistest.Client(t, nil)
+	r := replica(t, redistest.Prefix(t, c, "budget"), time.Now(), nil)
 	lim := Limit{USD: 0.02, Period: Total}
 	for range 2 {
 		if _, err := r.Reserve(t.Context(), "k", lim, 0.01); err != nil {
@@ -231,8 +197,8 @@ func TestRedisTotal(t *testing.T) {
 // TestRedisSettleGoneCounter: a settle after the counter is gone (Redis
 // restarted, or expired) must not create one holding only its delta.
 func TestRedisSettleGoneCounter(t *testing.T) {
-	c := testRedis(t)
-	r := replica(t, testPrefix(t, c), time.Now(), nil)
+	c := redistest.Client(t, nil)
+	r := replica(t, redistest.Prefix(t, c, "budget"), time.Now(), nil)
 	res, err := r.Reserve(t.Context(), "k", Limit{USD: 1, Period: Month}, 0.5)
 	if err != nil {
 		t.Fatal(err)
@@ -248,65 +214,16 @@ func TestRedisSettleGoneCounter(t *testing.T) {
 	}
 }
 
-// counter is a go-redis hook counting round trips: one per command or
-// pipeline sent.
-type counter struct {
-	mu    sync.Mutex
-	trips []string
-}
-
-func (c *counter) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (c *counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.mu.Lock()
-		c.trips = append(c.trips, cmd.Name())
-		c.mu.Unlock()
-		return next(ctx, cmd)
-	}
-}
-func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		names := make([]string, len(cmds))
-		for i, cmd := range cmds {
-			names[i] = cmd.Name()
-		}
-		c.mu.Lock()
-		c.trips = append(c.trips, "pipeline("+strings.Join(names, ",")+")")
-		c.mu.Unlock()
-		return next(ctx, cmds)
-	}
-}
-
-func (c *counter) take() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := c.trips
-	c.trips = nil
-	return t
-}
-
-func (c *counter) count(name string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, t := range c.trips {
-		if t == name {
-			n++
-		}
-	}
-	return n
-}
-
 func TestRedisOneRoundTrip(t *testing.T) {
-	c := testRedis(t)
-	hook := &counter{}
+	c := redistest.Client(t, nil)
+	hook := &redistest.Trips{}
 	c.AddHook(hook)
 	r := NewRedis(c, nil, nil, nil)
-	r.prefix = testPrefix(t, c)
+	r.prefix = redistest.Prefix(t, c, "budget")
 	lim := Limit{USD: 0.05, Period: Month}
 	res, _ := r.Reserve(t.Context(), "k", lim, 0.01) // script loads, SET NX, a new connection
 	res.Settle(t.Context(), 0.02)
-	hook.take()
+	hook.Take()
 	const n = 8 // 3 allowed (0.02 + 3·0.01 = 0.05), 5 refused
 	var held []*Reservation
 	for range n {
@@ -314,35 +231,17 @@ func TestRedisOneRoundTrip(t *testing.T) {
 			held = append(held, res)
 		}
 	}
-	if got, want := hook.take(), slices.Repeat([]string{"evalsha"}, n); len(held) != 3 || !slices.Equal(got, want) {
+	if got, want := hook.Take(), slices.Repeat([]string{"evalsha"}, n); len(held) != 3 || !slices.Equal(got, want) {
 		t.Fatalf("%d Reserve: %d allowed (want 3), round trips %q, want %q", n, len(held), got, want)
 	}
 	held[0].Settle(t.Context(), 0.03)
 	held[1].Settle(t.Context(), 0.01) // actual = estimate: nothing to send
-	if got, want := hook.take(), []string{"evalsha"}; !slices.Equal(got, want) {
+	if got, want := hook.Take(), []string{"evalsha"}; !slices.Equal(got, want) {
 		t.Fatalf("round trips of two Settle: got %q, want %q", got, want)
 	}
-	if res, err := r.Reserve(t.Context(), "k", Limit{}, 1); res != nil || err != nil || len(hook.take()) != 0 {
+	if res, err := r.Reserve(t.Context(), "k", Limit{}, 1); res != nil || err != nil || len(hook.Take()) != 0 {
 		t.Fatalf("no budget: got %v, %v and must not ask Redis", res, err)
 	}
-}
-
-// logBuffer is a slog handler's writer, safe for concurrent use.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) count(s string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.b.String(), s)
 }
 
 // TestRedisFallbackClosedPort needs no Redis: a client of a closed port makes
@@ -353,7 +252,7 @@ func TestRedisFallbackClosedPort(t *testing.T) {
 		Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true,
 	})
 	defer c.Close()
-	buf := &logBuffer{}
+	buf := &redistest.Log{}
 	var calls atomic.Int64
 	r := NewRedis(c, nil, fixedSpent(0.20, &calls), slog.New(slog.NewTextHandler(buf, nil)))
 	lim := Limit{USD: 0.5, Period: Month}
@@ -373,8 +272,8 @@ func TestRedisFallbackClosedPort(t *testing.T) {
 	if !deg || !strings.Contains(reason, "127.0.0.1:1") {
 		t.Fatalf("Degraded: got %v, %q, want true and the dial error", deg, reason)
 	}
-	if n := buf.count("level=WARN"); n != 1 {
-		t.Fatalf("WARN lines: got %d, want 1:\n%s", n, buf.b.String())
+	if n := buf.Count("level=WARN"); n != 1 {
+		t.Fatalf("WARN lines: got %d, want 1:\n%s", n, buf.String())
 	}
 	if n := calls.Load(); n != 1 {
 		t.Fatalf("SpentFunc calls: got %d, want 1 (the fallback's load)", n)
@@ -386,14 +285,14 @@ func TestRedisFallbackClosedPort(t *testing.T) {
 // one INFO, the fallback emptied at the outage's start (its stale entry loaded
 // again) and asked without Redis until the probe is due.
 func TestRedisOutageAndBack(t *testing.T) {
-	good := testRedis(t)
+	good := redistest.Client(t, nil)
 	bad := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true})
 	defer bad.Close()
-	buf := &logBuffer{}
+	buf := &redistest.Log{}
 	at := time.Now()
 	var calls atomic.Int64
 	r := NewRedis(bad, nil, fixedSpent(0, &calls), slog.New(slog.NewTextHandler(buf, nil)))
-	r.prefix = testPrefix(t, good)
+	r.prefix = redistest.Prefix(t, good, "budget")
 	r.now = func() time.Time { return at }
 	lim := Limit{USD: 0.5, Period: Month}
 	r.local.Reserve(t.Context(), "k", lim, 0.3) // a stale entry of an earlier outage
@@ -407,7 +306,7 @@ func TestRedisOutageAndBack(t *testing.T) {
 		t.Fatal("Degraded: got false, want true")
 	}
 	r.client = good // Redis is back; the next probe finds it
-	hook := &counter{}
+	hook := &redistest.Trips{}
 	good.AddHook(hook)
 	if _, err := r.Reserve(t.Context(), "k", lim, 0.4); err != nil {
 		t.Fatalf("fallback at 0.40: got %v, want allowed", err)
@@ -415,25 +314,25 @@ func TestRedisOutageAndBack(t *testing.T) {
 	if _, err := r.Reserve(t.Context(), "k", lim, 0.4); err == nil {
 		t.Fatal("fallback at 0.80: got allowed, want refused")
 	}
-	if trips := hook.take(); len(trips) != 0 {
+	if trips := hook.Take(); len(trips) != 0 {
 		t.Fatalf("before the probe is due: %q, want no Redis call", trips)
 	}
-	at = at.Add(probeEvery)
+	at = at.Add(redisguard.ProbeEvery)
 	if _, err := r.Reserve(t.Context(), "k", lim, 0.4); err != nil {
 		t.Fatalf("probe: got %v, want allowed by Redis (its counter starts at 0)", err)
 	}
 	if deg, reason := r.Degraded(); deg {
 		t.Fatalf("Degraded after the probe: true, %q", reason)
 	}
-	if w, i := buf.count("level=WARN"), buf.count("level=INFO"); w != 1 || i != 1 {
-		t.Fatalf("logs: %d WARN, %d INFO, want 1 each:\n%s", w, i, buf.b.String())
+	if w, i := buf.Count("level=WARN"), buf.Count("level=INFO"); w != 1 || i != 1 {
+		t.Fatalf("logs: %d WARN, %d INFO, want 1 each:\n%s", w, i, buf.String())
 	}
 }
 
 func TestRedisCallerGone(t *testing.T) {
-	c := testRedis(t)
+	c := redistest.Client(t, nil)
 	r := NewRedis(c, nil, nil, nil)
-	r.prefix = testPrefix(t, c)
+	r.prefix = redistest.Prefix(t, c, "budget")
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	if _, err := r.Reserve(ctx, "k", Limit{USD: 1, Period: Day}, 0.1); !errors.Is(err, context.Canceled) {
@@ -445,8 +344,8 @@ func TestRedisCallerGone(t *testing.T) {
 }
 
 func TestRedisLoadError(t *testing.T) {
-	c := testRedis(t)
-	r := replica(t, testPrefix(t, c), time.Now(), func(context.Context, string, time.Time) (float64, error) {
+	c := redistest.Client(t, nil)
+	r := replica(t, redistest.Prefix(t, c, "budget"), time.Now(), func(context.Context, string, time.Time) (float64, error) {
 		return 0, errors.New("db down")
 	})
 	if _, err := r.Reserve(t.Context(), "k", Limit{USD: 1, Period: Day}, 0.1); err == nil || !strings.Contains(err.Error(), "db down") {

@@ -5,12 +5,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/streamgate/streamgate/internal/config"
 	"github.com/streamgate/streamgate/internal/gateway"
+	"github.com/streamgate/streamgate/internal/redisguard/redistest"
 	"github.com/streamgate/streamgate/internal/usage"
 )
 
@@ -76,10 +76,7 @@ func TestRateLimits(t *testing.T) {
 // With redis: two gateways (two replicas) share one key's limit: its
 // combined requests stay within its rpm.
 func TestRateLimitsAcrossReplicas(t *testing.T) {
-	url := os.Getenv("STREAMGATE_TEST_REDIS")
-	if url == "" {
-		t.Skip("STREAMGATE_TEST_REDIS not set: the shared rate limit needs Redis (.ci/run sets it)")
-	}
+	url := redistest.URL(t)
 	var b [6]byte
 	rand.Read(b[:])
 	name := "rl-" + hex.EncodeToString(b[:]) // a key of its own in Redis, whatever ran before

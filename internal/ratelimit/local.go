@@ -2,12 +2,16 @@ package ratelimit
 
 import (
 	"context"
+	"hash/maphash"
 	"sync"
 	"time"
 )
 
 // shards of the per-key map: requests of different keys rarely share a lock.
 const shards = 32
+
+// shardSeed seeds shard's hash.
+var shardSeed = maphash.MakeSeed()
 
 // Local is the in-process Limiter of one replica: the counts of each key in
 // a sharded map, read against time.Now(). A key's entry is dropped once it
@@ -83,15 +87,10 @@ func (l *Local) recordAt(key string, tokens int, now time.Time) {
 	sh.mu.Unlock()
 }
 
-// shard picks key's shard by FNV-1a: no seed, so the zero Local works, and
-// keys come from configuration, not from clients.
+// shard picks key's shard by the runtime's string hash (the process's own
+// seed, so the zero Local works).
 func (l *Local) shard(key string) *localShard {
-	h := uint32(2166136261)
-	for i := 0; i < len(key); i++ {
-		h ^= uint32(key[i])
-		h *= 16777619
-	}
-	return &l.shards[h%shards]
+	return &l.shards[maphash.String(shardSeed, key)%shards]
 }
 
 // window returns key's window rolled to now's minute, made if missing, and

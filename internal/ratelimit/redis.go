@@ -2,8 +2,6 @@ package ratelimit
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -15,12 +13,6 @@ import (
 )
 
 const (
-	// callTimeout bounds one Redis call: the limit check must not add more
-	// than this to a request when Redis hangs.
-	callTimeout = 50 * time.Millisecond
-	// probeEvery is how often, while degraded, one request tries Redis again
-	// instead of the fallback.
-	probeEvery = time.Second
 	// ttlSeconds keeps a bucket through the minute after its own, where it
 	// is the previous bucket.
 	ttlSeconds = 120
@@ -109,9 +101,9 @@ func NewRedis(client *redis.Client, fallback *Local, logger *slog.Logger) *Redis
 		local:   fallback,
 		logger:  logger,
 		prefix:  "sg:rl:",
-		timeout: callTimeout,
+		timeout: redisguard.CallTimeout,
 		now:     time.Now,
-		guard: redisguard.Guard{Logger: logger, ProbeEvery: probeEvery,
+		guard: redisguard.Guard{Logger: logger, ProbeEvery: redisguard.ProbeEvery,
 			Down: "ratelimit: redis unreachable, each replica limits alone until it is back",
 			Up:   "ratelimit: redis reachable again, limits shared again"},
 	}
@@ -201,12 +193,8 @@ func (r *Redis) Record(ctx context.Context, key string, tokens int) {
 	}
 }
 
-// base is the Redis key prefix of key's buckets: the name is hashed so that
-// neither its characters nor its length reach Redis.
-func (r *Redis) base(key string) string {
-	sum := sha256.Sum256([]byte(key))
-	return r.prefix + "{" + hex.EncodeToString(sum[:8]) + "}:"
-}
+// base is the Redis key prefix of key's buckets, named by its redisguard.Tag.
+func (r *Redis) base(key string) string { return r.prefix + redisguard.Tag(key) + ":" }
 
 func bucket(base, kind string, minute int64) string {
 	return base + kind + ":" + strconv.FormatInt(minute, 10)

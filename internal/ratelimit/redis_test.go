@@ -1,65 +1,25 @@
 package ratelimit
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/streamgate/streamgate/internal/redisguard/redistest"
 )
-
-// testRedis returns a client of the Redis named by STREAMGATE_TEST_REDIS
-// (e.g. redis://127.0.0.1:6379/0), or skips.
-func testRedis(tb testing.TB, opt func(*redis.Options)) *redis.Client {
-	tb.Helper()
-	url := os.Getenv("STREAMGATE_TEST_REDIS")
-	if url == "" {
-		tb.Skip("STREAMGATE_TEST_REDIS unset: set it to a Redis URL (e.g. redis://127.0.0.1:6379/0) to run the Redis tests")
-	}
-	o, err := redis.ParseURL(url)
-	if err != nil {
-		tb.Fatalf("STREAMGATE_TEST_REDIS=%q: %v", url, err)
-	}
-	o.ContextTimeoutEnabled = true
-	if opt != nil {
-		opt(o)
-	}
-	c := redis.NewClient(o)
-	tb.Cleanup(func() { c.Close() })
-	if err := c.Ping(context.Background()).Err(); err != nil {
-		tb.Fatalf("ping %s: %v", url, err)
-	}
-	return c
-}
-
-// testPrefix is a key prefix of its own for each test; its keys are deleted
-// at the end.
-func testPrefix(tb testing.TB, c *redis.Client) string {
-	prefix := fmt.Sprintf("sgtest:%s:%d:", tb.Name(), time.Now().UnixNano())
-	tb.Cleanup(func() {
-		ctx := context.Background()
-		keys, _ := c.Keys(ctx, prefix+"*").Result()
-		if len(keys) > 0 {
-			c.Del(ctx, keys...)
-		}
-	})
-	return prefix
-}
 
 // replica is one gateway replica's limiter on its own client, at a fixed
 // time, so that no test straddles a minute by chance.
 func replica(tb testing.TB, prefix string, at time.Time, logger *slog.Logger) *Redis {
-	r := NewRedis(testRedis(tb, nil), nil, logger)
+	r := NewRedis(redistest.Client(tb, nil), nil, logger)
 	r.prefix = prefix
 	r.now = func() time.Time { return at }
 	return r
@@ -70,7 +30,7 @@ func fixedTime() time.Time { return time.Now().Truncate(time.Minute).Add(10 * ti
 
 func TestRedisSharedRPM(t *testing.T) {
 	at := fixedTime()
-	a := replica(t, testPrefix(t, testRedis(t, nil)), at, nil)
+	a := replica(t, redistest.Prefix(t, redistest.Client(t, nil), "rl"), at, nil)
 	b := replica(t, a.prefix, at, nil)
 	lim := Limits{RPM: 10}
 	allowed := 0
@@ -108,7 +68,7 @@ func TestRedisSharedRPM(t *testing.T) {
 // Local does: the same decisions on the same clock.
 func TestRedisSliding(t *testing.T) {
 	minute := time.Now().Truncate(time.Minute)
-	r := replica(t, testPrefix(t, testRedis(t, nil)), minute.Add(59*time.Second), nil)
+	r := replica(t, redistest.Prefix(t, redistest.Client(t, nil), "rl"), minute.Add(59*time.Second), nil)
 	l := NewLocal()
 	lim := Limits{RPM: 60}
 	for range 60 {
@@ -134,7 +94,7 @@ func TestRedisSliding(t *testing.T) {
 
 func TestRedisSharedTPM(t *testing.T) {
 	at := fixedTime()
-	a := replica(t, testPrefix(t, testRedis(t, nil)), at, nil)
+	a := replica(t, redistest.Prefix(t, redistest.Client(t, nil), "rl"), at, nil)
 	b := replica(t, a.prefix, at, nil)
 	lim := Limits{TPM: 1000}
 	for _, r := range []*Redis{a, b} {
@@ -160,9 +120,9 @@ func TestRedisSharedTPM(t *testing.T) {
 // TestRedisKeyNames checks that the key's name does not reach Redis: only
 // its hash, in keys with a TTL.
 func TestRedisKeyNames(t *testing.T) {
-	c := testRedis(t, nil)
+	c := redistest.Client(t, nil)
 	r := NewRedis(c, nil, nil)
-	r.prefix = testPrefix(t, c)
+	r.prefix = redistest.Prefix(t, c, "rl")
 	name := "sk-secret {weird}\n key ✓"
 	r.Allow(t.Context(), name, Limits{RPM: 5})
 	r.Record(t.Context(), name, 7)
@@ -183,93 +143,31 @@ func TestRedisKeyNames(t *testing.T) {
 	}
 }
 
-// counter is a go-redis hook counting round trips: one per command or
-// pipeline sent.
-type counter struct {
-	mu    sync.Mutex
-	trips []string
-}
-
-func (c *counter) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (c *counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.mu.Lock()
-		c.trips = append(c.trips, cmd.Name())
-		c.mu.Unlock()
-		return next(ctx, cmd)
-	}
-}
-
-func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		names := make([]string, len(cmds))
-		for i, cmd := range cmds {
-			names[i] = cmd.Name()
-		}
-		c.mu.Lock()
-		c.trips = append(c.trips, "pipeline("+strings.Join(names, ",")+")")
-		c.mu.Unlock()
-		return next(ctx, cmds)
-	}
-}
-
-func (c *counter) take() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := c.trips
-	c.trips = nil
-	return t
-}
-
 func TestRedisOneRoundTrip(t *testing.T) {
-	c := testRedis(t, nil)
-	hook := &counter{}
+	c := redistest.Client(t, nil)
+	hook := &redistest.Trips{}
 	c.AddHook(hook)
 	r := NewRedis(c, nil, nil)
-	r.prefix = testPrefix(t, c)
+	r.prefix = redistest.Prefix(t, c, "rl")
 	lim := Limits{RPM: 5, TPM: 1000}
 	r.Allow(t.Context(), "k", lim) // loads the script if Redis lacks it: EVALSHA, EVAL
-	hook.take()
+	hook.Take()
 	r.Allow(t.Context(), "k", lim) // the first Allow since (a new connection, or not)
-	hook.take()
+	hook.Take()
 	const n = 8
 	allowN(t, r, "k", lim, n) // 3 allowed, 5 refused: each one trip
-	if got, want := hook.take(), slices.Repeat([]string{"evalsha"}, n); !slices.Equal(got, want) {
+	if got, want := hook.Take(), slices.Repeat([]string{"evalsha"}, n); !slices.Equal(got, want) {
 		t.Fatalf("round trips of %d Allow: got %q, want %q", n, got, want)
 	}
 	r.Record(t.Context(), "k", 10) // may dial a connection of its own: HELLO, CLIENT SETINFO
-	hook.take()
+	hook.Take()
 	r.Record(t.Context(), "k", 10)
-	if got, want := hook.take(), []string{"pipeline(incrby,expire)"}; !slices.Equal(got, want) {
+	if got, want := hook.Take(), []string{"pipeline(incrby,expire)"}; !slices.Equal(got, want) {
 		t.Fatalf("round trips of Record: got %q, want %q", got, want)
 	}
-	if got, _ := allowN(t, r, "k", Limits{}, 10); got != 10 || len(hook.take()) != 0 {
+	if got, _ := allowN(t, r, "k", Limits{}, 10); got != 10 || len(hook.Take()) != 0 {
 		t.Fatalf("no limits: allowed %d of 10 (want 10) and must not ask Redis", got)
 	}
-}
-
-// logBuffer is a slog handler's writer, safe for concurrent use.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) count(s string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.b.String(), s)
-}
-
-func newLog() (*slog.Logger, *logBuffer) {
-	buf := &logBuffer{}
-	return slog.New(slog.NewTextHandler(buf, nil)), buf
 }
 
 func TestRedisFallbackClosedPort(t *testing.T) {
@@ -277,7 +175,7 @@ func TestRedisFallbackClosedPort(t *testing.T) {
 		Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true,
 	})
 	defer c.Close()
-	logger, logs := newLog()
+	logger, logs := redistest.NewLog()
 	r := NewRedis(c, NewLocal(), logger)
 	lim := Limits{RPM: 3}
 	for i := range 3 {
@@ -295,8 +193,8 @@ func TestRedisFallbackClosedPort(t *testing.T) {
 	if !deg || !strings.Contains(reason, "127.0.0.1:1") {
 		t.Fatalf("Degraded: got %v, %q, want true and the dial error", deg, reason)
 	}
-	if n := logs.count("level=WARN"); n != 1 {
-		t.Fatalf("WARN lines: got %d, want 1:\n%s", n, logs.b.String())
+	if n := logs.Count("level=WARN"); n != 1 {
+		t.Fatalf("WARN lines: got %d, want 1:\n%s", n, logs.String())
 	}
 }
 
@@ -334,12 +232,12 @@ func (c *flakyConn) Write(p []byte) (int, error) {
 // down, one INFO when a probe finds Redis back.
 func TestRedisOutage(t *testing.T) {
 	f := &flaky{}
-	c := testRedis(t, func(o *redis.Options) { o.Dialer = f.dial; o.MaxRetries = -1 })
-	hook := &counter{}
+	c := redistest.Client(t, func(o *redis.Options) { o.Dialer = f.dial; o.MaxRetries = -1 })
+	hook := &redistest.Trips{}
 	c.AddHook(hook)
-	logger, logs := newLog()
+	logger, logs := redistest.NewLog()
 	r := NewRedis(c, NewLocal(), logger)
-	r.prefix = testPrefix(t, testRedis(t, nil))
+	r.prefix = redistest.Prefix(t, redistest.Client(t, nil), "rl")
 	at := fixedTime()
 	r.now = func() time.Time { return at }
 	r.guard.ProbeEvery = time.Second
@@ -349,12 +247,12 @@ func TestRedisOutage(t *testing.T) {
 		t.Fatalf("healthy: allowed %d of 4", got)
 	}
 	f.down.Store(true)
-	hook.take()
+	hook.Take()
 	// The fallback counted this replica's 4: 6 more, not 10.
 	if got, _ := allowN(t, r, "k", lim, 10); got != 6 {
 		t.Fatalf("down: allowed %d of 10, want 6", got)
 	}
-	if trips := hook.take(); len(trips) != 1 {
+	if trips := hook.Take(); len(trips) != 1 {
 		t.Fatalf("down: %d Redis calls for 10 requests (%q), want 1 (the one that found it down)", len(trips), trips)
 	}
 	if deg, reason := r.Degraded(); !deg || !strings.Contains(reason, "flaky") {
@@ -363,7 +261,7 @@ func TestRedisOutage(t *testing.T) {
 	at = at.Add(500 * time.Millisecond) // before the probe is due
 	f.down.Store(false)
 	allowN(t, r, "other", lim, 3)
-	if trips := hook.take(); len(trips) != 0 {
+	if trips := hook.Take(); len(trips) != 0 {
 		t.Fatalf("before the probe is due: %q, want no Redis call", trips)
 	}
 	if deg, _ := r.Degraded(); !deg {
@@ -377,15 +275,15 @@ func TestRedisOutage(t *testing.T) {
 	if deg, reason := r.Degraded(); deg {
 		t.Fatalf("Degraded after Redis came back: true, %q", reason)
 	}
-	if w, i := logs.count("level=WARN"), logs.count("level=INFO"); w != 1 || i != 1 {
-		t.Fatalf("logs: %d WARN, %d INFO, want 1 each:\n%s", w, i, logs.b.String())
+	if w, i := logs.Count("level=WARN"), logs.Count("level=INFO"); w != 1 || i != 1 {
+		t.Fatalf("logs: %d WARN, %d INFO, want 1 each:\n%s", w, i, logs.String())
 	}
 }
 
 func TestRedisCallerGone(t *testing.T) {
-	c := testRedis(t, nil)
+	c := redistest.Client(t, nil)
 	r := NewRedis(c, nil, nil)
-	r.prefix = testPrefix(t, c)
+	r.prefix = redistest.Prefix(t, c, "rl")
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	if _, err := r.Allow(ctx, "k", Limits{RPM: 1}); !errors.Is(err, context.Canceled) {
@@ -400,9 +298,9 @@ func TestRedisCallerGone(t *testing.T) {
 // request with Redis on loopback: p50 and p99 of Allow (one EVALSHA),
 // against BenchmarkRedisPing, the round trip's floor.
 func BenchmarkRedisAllow(b *testing.B) {
-	c := testRedis(b, nil)
+	c := redistest.Client(b, nil)
 	r := NewRedis(c, nil, nil)
-	r.prefix = testPrefix(b, c)
+	r.prefix = redistest.Prefix(b, c, "rl")
 	ctx := context.Background()
 	lim := Limits{RPM: 1 << 30, TPM: 1 << 30}
 	r.Allow(ctx, "k", lim)
@@ -416,7 +314,7 @@ func BenchmarkRedisAllow(b *testing.B) {
 }
 
 func BenchmarkRedisPing(b *testing.B) {
-	c := testRedis(b, nil)
+	c := redistest.Client(b, nil)
 	ctx := context.Background()
 	benchLatency(b, func() error { return c.Ping(ctx).Err() })
 }

@@ -6,11 +6,31 @@
 package redisguard
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 )
+
+const (
+	// CallTimeout bounds one Redis call of a request (a limit check, a
+	// budget reservation): Redis hanging must not add more than this.
+	CallTimeout = 50 * time.Millisecond
+	// ProbeEvery is how often, while Redis is counted down, one request
+	// tries it again instead of deciding locally.
+	ProbeEvery = time.Second
+)
+
+// Tag returns the Redis hash tag ("{16 hex digits}") that names a client
+// key's counters: a hash, so neither the name's characters nor its length
+// reach Redis, and a tag, so one key's counters share a cluster slot (one
+// script may touch them all).
+func Tag(name string) string {
+	sum := sha256.Sum256([]byte(name))
+	return "{" + hex.EncodeToString(sum[:8]) + "}"
+}
 
 // Guard is one Redis dependency's state. Set the exported fields before
 // use; the zero state is healthy. Safe for concurrent use.
