@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -21,27 +20,9 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// testPostgresDSN: see sqldbtest.PostgresDSN.
-func testPostgresDSN(t *testing.T) string { return sqldbtest.PostgresDSN(t) }
-
-// dsnCases give the DSN of a fresh, empty database of each kind.
-var dsnCases = []struct {
-	name string
-	dsn  func(t *testing.T) string
-}{
-	{"sqlite", func(t *testing.T) string { return "sqlite://" + filepath.Join(t.TempDir(), "keys.db") }},
-	{"postgres", testPostgresDSN},
-}
-
 func openStore(t *testing.T, dsn string) *Store {
 	t.Helper()
-	s, err := Open(testCtx(t), dsn)
+	s, err := Open(sqldbtest.Context(t), dsn)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -57,17 +38,17 @@ func openStore(t *testing.T, dsn string) *Store {
 // fresh store.
 func forEachStore(t *testing.T, body func(t *testing.T, s *Store)) {
 	t.Helper()
-	for _, tc := range dsnCases {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, tc := range sqldbtest.Kinds {
+		t.Run(tc.Name, func(t *testing.T) {
 			t.Parallel()
-			body(t, openStore(t, tc.dsn(t)))
+			body(t, openStore(t, tc.DSN(t)))
 		})
 	}
 }
 
 func mustCreate(t *testing.T, s *Store, k Key) (Key, string) {
 	t.Helper()
-	got, secret, err := s.Create(testCtx(t), k)
+	got, secret, err := s.Create(sqldbtest.Context(t), k)
 	if err != nil {
 		t.Fatalf("Create(%q): %v", k.Name, err)
 	}
@@ -78,7 +59,7 @@ func mustCreate(t *testing.T, s *Store, k Key) (Key, string) {
 // in Create's answer.
 func TestLifecycle(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s *Store) {
-		ctx := testCtx(t)
+		ctx := sqldbtest.Context(t)
 		before := time.Now().Add(-time.Second)
 		expires := time.Now().Add(30 * 24 * time.Hour)
 		app, secret := mustCreate(t, s, Key{Name: "app", Models: []string{"gpt-4.1", "sim-fast"}, MaxStreams: 8, ExpiresAt: expires})
@@ -149,7 +130,7 @@ func TestLifecycle(t *testing.T) {
 // name then finds the new key, the ID still the old.
 func TestNames(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s *Store) {
-		ctx := testCtx(t)
+		ctx := sqldbtest.Context(t)
 		old, _ := mustCreate(t, s, Key{Name: "team-a"})
 		if _, secret, err := s.Create(ctx, Key{Name: "team-a"}); !errors.Is(err, ErrNameTaken) || secret != "" {
 			t.Fatalf("Create of an active name: got %q, %v; want ErrNameTaken", secret, err)
@@ -177,7 +158,7 @@ func TestNames(t *testing.T) {
 // nothing; a revoked key cannot be rotated.
 func TestRevoke(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s *Store) {
-		ctx := testCtx(t)
+		ctx := sqldbtest.Context(t)
 		k, secret := mustCreate(t, s, Key{Name: "gone"})
 		revoked, err := s.Revoke(ctx, "gone")
 		if err != nil {
@@ -214,7 +195,7 @@ func TestRevoke(t *testing.T) {
 // with a new prefix.
 func TestRotate(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s *Store) {
-		ctx := testCtx(t)
+		ctx := sqldbtest.Context(t)
 		k, oldSecret := mustCreate(t, s, Key{Name: "rot", Models: []string{"m"}})
 		rotated, newSecret, err := s.Rotate(ctx, "rot")
 		if err != nil {
@@ -244,7 +225,7 @@ func TestRotate(t *testing.T) {
 // TestExpired: Lookup returns an expired key as it is; the caller refuses it.
 func TestExpired(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s *Store) {
-		ctx := testCtx(t)
+		ctx := sqldbtest.Context(t)
 		past := time.Now().Add(-time.Hour)
 		s.now = func() time.Time { return past.Add(-time.Hour) } // created when the expiry was ahead
 		k, secret := mustCreate(t, s, Key{Name: "old", ExpiresAt: past})
@@ -264,7 +245,7 @@ func TestExpired(t *testing.T) {
 
 func TestLookupUnknown(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s *Store) {
-		ctx := testCtx(t)
+		ctx := sqldbtest.Context(t)
 		mustCreate(t, s, Key{Name: "k"})
 		wellFormedUnknown, _ := newSecret()
 		for _, secret := range []string{"", "sg-", "sk-proj-abc", wellFormedUnknown, wellFormedUnknown + "x", "sg-" + strings.Repeat("!", 40)} {
@@ -286,7 +267,7 @@ func TestLookupUnknown(t *testing.T) {
 
 func TestValidation(t *testing.T) {
 	s := openStore(t, "sqlite://:memory:")
-	ctx := testCtx(t)
+	ctx := sqldbtest.Context(t)
 	long := strings.Repeat("é", 65)
 	tests := []struct {
 		name string
@@ -369,10 +350,10 @@ func TestSecrets(t *testing.T) {
 // stores on one SQLite file (as the gateway and the CLI would) or on one
 // PostgreSQL database: every create succeeds.
 func TestConcurrentCreate(t *testing.T) {
-	for _, tc := range dsnCases {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx := testCtx(t)
-			dsn := tc.dsn(t)
+	for _, tc := range sqldbtest.Kinds {
+		t.Run(tc.Name, func(t *testing.T) {
+			ctx := sqldbtest.Context(t)
+			dsn := tc.DSN(t)
 			stores := []*Store{openStore(t, dsn), openStore(t, dsn)}
 			const n = 20
 			var wg sync.WaitGroup
@@ -403,10 +384,10 @@ func TestConcurrentCreate(t *testing.T) {
 // TestSchema: the keys' schema has its own version row and reopening keeps
 // the keys; the secret is stored as its SHA-256 only.
 func TestSchema(t *testing.T) {
-	for _, tc := range dsnCases {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx := testCtx(t)
-			dsn := tc.dsn(t)
+	for _, tc := range sqldbtest.Kinds {
+		t.Run(tc.Name, func(t *testing.T) {
+			ctx := sqldbtest.Context(t)
+			dsn := tc.DSN(t)
 			s := openStore(t, dsn)
 			k, secret := mustCreate(t, s, Key{Name: "persist"})
 			s2 := openStore(t, dsn)
@@ -426,7 +407,7 @@ func TestSchema(t *testing.T) {
 }
 
 func TestOpenErrors(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := sqldbtest.Context(t)
 	for _, dsn := range []string{"mysql://u:secret@h/db", "postgres://u:secret@127.0.0.1:notaport/db"} {
 		s, err := Open(ctx, dsn)
 		if err == nil {
@@ -443,13 +424,13 @@ func TestOpenErrors(t *testing.T) {
 // Watch on another (another replica) at once, without waiting for a cache
 // TTL; on SQLite Watch says it cannot.
 func TestWatch(t *testing.T) {
-	if err := openStore(t, dsnCases[0].dsn(t)).Watch(testCtx(t), func() {}, nil); !errors.Is(err, sqldb.ErrNoNotify) {
+	if err := openStore(t, sqldbtest.SQLiteDSN(t)).Watch(sqldbtest.Context(t), func() {}, nil); !errors.Is(err, sqldb.ErrNoNotify) {
 		t.Fatalf("Watch on SQLite: got %v, want sqldb.ErrNoNotify", err)
 	}
-	dsn := testPostgresDSN(t)
+	dsn := sqldbtest.PostgresDSN(t)
 	replica, admin := openStore(t, dsn), openStore(t, dsn)
 	changed := make(chan struct{}, 100)
-	ctx, cancel := context.WithCancel(testCtx(t))
+	ctx, cancel := context.WithCancel(sqldbtest.Context(t))
 	done := make(chan error, 1)
 	go func() { done <- replica.Watch(ctx, func() { changed <- struct{}{} }, nil) }()
 	wait := func(what string) bool {
@@ -458,7 +439,7 @@ func TestWatch(t *testing.T) {
 			return true
 		case <-time.After(100 * time.Millisecond):
 			return false
-		case <-testCtx(t).Done():
+		case <-sqldbtest.Context(t).Done():
 			t.Fatalf("%s: no change seen", what)
 			return false
 		}
@@ -466,7 +447,7 @@ func TestWatch(t *testing.T) {
 	// Rotate until Watch listens (it has no "listening now" signal).
 	k, _ := mustCreate(t, admin, Key{Name: "rotated"})
 	for {
-		if _, _, err := admin.Rotate(testCtx(t), k.ID); err != nil {
+		if _, _, err := admin.Rotate(sqldbtest.Context(t), k.ID); err != nil {
 			t.Fatalf("Rotate: %v", err)
 		}
 		if wait("rotate") {
@@ -477,12 +458,12 @@ func TestWatch(t *testing.T) {
 		<-changed
 	}
 	mustCreate(t, admin, Key{Name: "revoked"})
-	if _, err := admin.Revoke(testCtx(t), "revoked"); err != nil {
+	if _, err := admin.Revoke(sqldbtest.Context(t), "revoked"); err != nil {
 		t.Fatalf("Revoke: %v", err)
 	}
 	select {
 	case <-changed:
-	case <-testCtx(t).Done():
+	case <-sqldbtest.Context(t).Done():
 		t.Fatal("a revocation by another store did not reach Watch")
 	}
 	cancel()

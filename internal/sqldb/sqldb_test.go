@@ -17,27 +17,9 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// testPostgresDSN: see sqldbtest.PostgresDSN.
-func testPostgresDSN(t *testing.T) string { return sqldbtest.PostgresDSN(t) }
-
-// dbCases give the DSN of a fresh, empty database of each kind.
-var dbCases = []struct {
-	name string
-	dsn  func(t *testing.T) string
-}{
-	{"sqlite", func(t *testing.T) string { return "sqlite://" + filepath.Join(t.TempDir(), "test.db") }},
-	{"postgres", testPostgresDSN},
-}
-
 func open(t *testing.T, dsn string) *DB {
 	t.Helper()
-	db, err := Open(testCtx(t), dsn)
+	db, err := Open(sqldbtest.Context(t), dsn)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -48,7 +30,7 @@ func open(t *testing.T, dsn string) *DB {
 func version(t *testing.T, db *DB, component string) int {
 	t.Helper()
 	var v int
-	err := db.QueryRowContext(testCtx(t), `SELECT version FROM streamgate_schema WHERE component = $1`, component).Scan(&v)
+	err := db.QueryRowContext(sqldbtest.Context(t), `SELECT version FROM streamgate_schema WHERE component = $1`, component).Scan(&v)
 	if err != nil {
 		t.Fatalf("version of %s: %v", component, err)
 	}
@@ -64,10 +46,10 @@ var testMigrations = [][]string{
 // second Migrate changes nothing; a later binary's extra migration runs
 // alone; components keep versions of their own; a newer schema is refused.
 func TestMigrate(t *testing.T) {
-	for _, tc := range dbCases {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx := testCtx(t)
-			db := open(t, tc.dsn(t))
+	for _, tc := range sqldbtest.Kinds {
+		t.Run(tc.Name, func(t *testing.T) {
+			ctx := sqldbtest.Context(t)
+			db := open(t, tc.DSN(t))
 			if err := db.Migrate(ctx, "a", testMigrations[:1]); err != nil {
 				t.Fatalf("Migrate to 1: %v", err)
 			}
@@ -108,10 +90,10 @@ func TestMigrate(t *testing.T) {
 // TestMigrateRollback: a failing statement leaves neither the version nor
 // the statements before it.
 func TestMigrateRollback(t *testing.T) {
-	for _, tc := range dbCases {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx := testCtx(t)
-			db := open(t, tc.dsn(t))
+	for _, tc := range sqldbtest.Kinds {
+		t.Run(tc.Name, func(t *testing.T) {
+			ctx := sqldbtest.Context(t)
+			db := open(t, tc.DSN(t))
 			bad := [][]string{{`CREATE TABLE t_ok (id TEXT)`}, {`CREATE TABLE t_bad (`}}
 			err := db.Migrate(ctx, "c", bad)
 			if err == nil || !strings.Contains(err.Error(), "schema: c: migrate to version 2") {
@@ -133,10 +115,10 @@ func TestMigrateRollback(t *testing.T) {
 // migrate the same fresh database, several components at once: each
 // succeeds, each migration runs once.
 func TestMigrateConcurrent(t *testing.T) {
-	for _, tc := range dbCases {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx := testCtx(t)
-			dsn := tc.dsn(t)
+	for _, tc := range sqldbtest.Kinds {
+		t.Run(tc.Name, func(t *testing.T) {
+			ctx := sqldbtest.Context(t)
+			dsn := tc.DSN(t)
 			const n = 8
 			dbs := make([]*DB, n)
 			for i := range dbs {
@@ -162,7 +144,7 @@ func TestMigrateConcurrent(t *testing.T) {
 }
 
 func TestOpenSQLiteDefaults(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := sqldbtest.Context(t)
 	db := open(t, "sqlite://"+filepath.Join(t.TempDir(), "d.db"))
 	if db.Dialect != SQLite || !strings.HasPrefix(db.Name, `sqlite "`) {
 		t.Errorf("Dialect, Name: got %q, %q; want %q, sqlite \"PATH\"", db.Dialect, db.Name, SQLite)
@@ -186,14 +168,14 @@ func TestOpenSQLiteDefaults(t *testing.T) {
 }
 
 func TestOpenPostgres(t *testing.T) {
-	db := open(t, testPostgresDSN(t))
+	db := open(t, sqldbtest.PostgresDSN(t))
 	if db.Dialect != Postgres || !strings.HasPrefix(db.Name, "postgres ") {
 		t.Errorf("Dialect, Name: got %q, %q; want %q, postgres USER@HOST/DB", db.Dialect, db.Name, Postgres)
 	}
 }
 
 func TestOpenErrors(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := sqldbtest.Context(t)
 	tests := []struct {
 		name, dsn string
 		want      []string // substrings of the error
@@ -226,10 +208,10 @@ func TestOpenErrors(t *testing.T) {
 }
 
 func TestIsUniqueViolation(t *testing.T) {
-	for _, tc := range dbCases {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx := testCtx(t)
-			db := open(t, tc.dsn(t))
+	for _, tc := range sqldbtest.Kinds {
+		t.Run(tc.Name, func(t *testing.T) {
+			ctx := sqldbtest.Context(t)
+			db := open(t, tc.DSN(t))
 			for _, stmt := range []string{
 				`CREATE TABLE u (id TEXT PRIMARY KEY, name TEXT NOT NULL, gone INTEGER)`,
 				`CREATE UNIQUE INDEX u_name ON u (name) WHERE gone IS NULL`,
@@ -267,15 +249,15 @@ func TestIsUniqueViolation(t *testing.T) {
 // onError), connects again, and later notifications still arrive; it
 // returns nil when its context ends. SQLite has no notifications.
 func TestListen(t *testing.T) {
-	if err := open(t, dbCases[0].dsn(t)).Listen(testCtx(t), "c", func(string) {}, nil); !errors.Is(err, ErrNoNotify) {
+	if err := open(t, sqldbtest.SQLiteDSN(t)).Listen(sqldbtest.Context(t), "c", func(string) {}, nil); !errors.Is(err, ErrNoNotify) {
 		t.Fatalf("Listen on SQLite: got %v, want ErrNoNotify", err)
 	}
-	dsn := testPostgresDSN(t)
+	dsn := sqldbtest.PostgresDSN(t)
 	listener, sender := open(t, dsn), open(t, dsn)
 	channel := "sg_test_" + strings.ReplaceAll(t.Name(), "/", "_") + time.Now().Format("150405.000000")
 	got := make(chan string, 100)
 	lost := make(chan error, 10)
-	ctx, cancel := context.WithCancel(testCtx(t))
+	ctx, cancel := context.WithCancel(sqldbtest.Context(t))
 	done := make(chan error, 1)
 	go func() {
 		done <- listener.Listen(ctx, channel, func(p string) { got <- p }, func(err error) { lost <- err })
@@ -284,7 +266,7 @@ func TestListen(t *testing.T) {
 	await := func(payload string) {
 		t.Helper()
 		for {
-			if err := sender.Notify(testCtx(t), channel, payload); err != nil {
+			if err := sender.Notify(sqldbtest.Context(t), channel, payload); err != nil {
 				t.Fatalf("Notify: %v", err)
 			}
 			select {
@@ -293,13 +275,13 @@ func TestListen(t *testing.T) {
 					return
 				}
 			case <-time.After(50 * time.Millisecond):
-			case <-testCtx(t).Done():
+			case <-sqldbtest.Context(t).Done():
 				t.Fatalf("no notification %q arrived", payload)
 			}
 		}
 	}
 	await("first")
-	if _, err := sender.ExecContext(testCtx(t), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = 'LISTEN "' || $1 || '"'`, channel); err != nil {
+	if _, err := sender.ExecContext(sqldbtest.Context(t), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = 'LISTEN "' || $1 || '"'`, channel); err != nil {
 		t.Fatalf("terminate the listening session: %v", err)
 	}
 	select {
@@ -307,7 +289,7 @@ func TestListen(t *testing.T) {
 		if !strings.Contains(err.Error(), channel) {
 			t.Errorf("onError: got %q, want the channel named", err)
 		}
-	case <-testCtx(t).Done():
+	case <-sqldbtest.Context(t).Done():
 		t.Fatal("onError not called after the listening session was killed")
 	}
 	// fn("") came before onError.

@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -57,4 +58,29 @@ func PostgresDSN(t testing.TB) string {
 		sep = "&"
 	}
 	return dsn + sep + "search_path=" + schema
+}
+
+// SQLiteDSN returns the DSN of a fresh SQLite file in the test's temporary
+// directory.
+func SQLiteDSN(t testing.TB) string {
+	return "sqlite://" + filepath.Join(t.TempDir(), "test.db")
+}
+
+// Kinds are the databases a store test runs over, each giving the DSN of a
+// fresh, empty database: SQLite always, PostgreSQL when
+// STREAMGATE_TEST_POSTGRES is set (else that case skips, saying so).
+var Kinds = []struct {
+	Name string
+	DSN  func(t testing.TB) string
+}{
+	{"sqlite", SQLiteDSN},
+	{"postgres", PostgresDSN},
+}
+
+// Context returns a context that ends after 20 s or with the test, for
+// store calls that must not hang a test.
+func Context(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
 }
