@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/streamgate/streamgate/internal/config"
 	"github.com/streamgate/streamgate/internal/gateway"
 	"github.com/streamgate/streamgate/internal/provider"
@@ -67,7 +69,9 @@ func cannedStream(n int) []byte {
 	return []byte(b.String())
 }
 
-func benchGateway(b *testing.B, chunks int) *gateway.Gateway {
+// benchGateway is a gateway on an in-memory upstream answering chunks
+// content chunks; tracer traces its requests (nil: tracing off).
+func benchGateway(b *testing.B, chunks int, tracer trace.Tracer) *gateway.Gateway {
 	b.Helper()
 	cfg := &config.Config{
 		Timeouts:  config.Timeouts{Connect: config.Duration(time.Second), FirstToken: config.Duration(30 * time.Second), Idle: config.Duration(30 * time.Second)},
@@ -82,6 +86,7 @@ func benchGateway(b *testing.B, chunks int) *gateway.Gateway {
 	gw, err := gateway.New(gateway.Options{
 		Config:    cfg,
 		KeepAlive: -1,
+		Tracer:    tracer,
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)), // info: the access line is written
 		Providers: map[string]provider.Provider{"mem": openai.New("http://upstream.invalid/v1", "", openai.Options{Transport: ct})},
 	})
@@ -97,7 +102,11 @@ func benchGateway(b *testing.B, chunks int) *gateway.Gateway {
 // route, upstream body, relay, metrics, usage entry, access line) except
 // the sockets.
 func benchRequest(b *testing.B, stream bool, chunks int) {
-	gw := benchGateway(b, chunks)
+	benchServe(b, benchGateway(b, chunks, nil), stream)
+}
+
+// benchServe serves one request (a stream or not) per iteration through gw.
+func benchServe(b *testing.B, gw *gateway.Gateway, stream bool) {
 	body := []byte(`{"model":"m","stream":false,"max_tokens":64,"temperature":0.7,"messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Write a haiku about latency and the sea, in English, with a title."}]}`)
 	if stream {
 		body = bytes.Replace(body, []byte(`"stream":false`), []byte(`"stream":true`), 1)

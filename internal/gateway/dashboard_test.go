@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -26,44 +24,11 @@ import (
 	"github.com/streamgate/streamgate/internal/usage"
 )
 
-// serveDashboard runs a gateway with its own Serve on a loopback port,
-// telling it that it listens there (the dashboard is then open without
-// login) unless opts says otherwise. stop ends Serve and returns its error.
+// serveDashboard is serveWith giving the gateway's URL, stop and Gateway.
 func serveDashboard(t *testing.T, opts gateway.Options, grace time.Duration) (url string, stop func() error, gw *gateway.Gateway) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if opts.ListenAddr == "" {
-		opts.ListenAddr = ln.Addr().String()
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	opts.KeepAlive = -1
-	gw, err = gateway.New(opts)
-	if err != nil {
-		ln.Close()
-		t.Fatalf("gateway.New: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- gw.Serve(ctx, ln, grace) }()
-	var once sync.Once
-	var serveErr error
-	stop = func() error {
-		once.Do(func() { cancel(); serveErr = <-served })
-		return serveErr
-	}
-	t.Cleanup(func() {
-		if err := stop(); err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-		gw.Close()
-		http.DefaultClient.CloseIdleConnections()
-	})
-	return "http://" + ln.Addr().String(), stop, gw
+	e, stop := serveWith(t, opts, grace)
+	return e.url, stop, e.gw
 }
 
 // The gateway mounts the dashboard and tells it where it listens: open on

@@ -108,15 +108,34 @@ func startWith(t testing.TB, opts gateway.Options) *env {
 // called at cleanup, so a test that does not stop it still ends cleanly.
 func serve(t *testing.T, cfg *config.Config, grace time.Duration) (e *env, stop func() error) {
 	t.Helper()
-	rec := &recorder{}
-	gw, err := gateway.New(gateway.Options{Config: cfg, Recorder: rec, KeepAlive: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatalf("gateway.New: %v", err)
-	}
+	return serveWith(t, gateway.Options{Config: cfg}, grace)
+}
+
+// serveWith is serve with opts: keep-alives off; by default a recorder
+// (e.rec), a discarding logger, and the loopback port as ListenAddr (the
+// dashboard is then open without login).
+func serveWith(t *testing.T, opts gateway.Options, grace time.Duration) (e *env, stop func() error) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		gw.Close()
 		t.Fatal(err)
+	}
+	var rec *recorder
+	if opts.Recorder == nil {
+		rec = &recorder{}
+		opts.Recorder = rec
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if opts.ListenAddr == "" {
+		opts.ListenAddr = ln.Addr().String()
+	}
+	opts.KeepAlive = -1
+	gw, err := gateway.New(opts)
+	if err != nil {
+		ln.Close()
+		t.Fatalf("gateway.New: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)

@@ -1,11 +1,9 @@
 package gateway_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -24,8 +22,6 @@ import (
 
 	"github.com/streamgate/streamgate/internal/config"
 	"github.com/streamgate/streamgate/internal/gateway"
-	"github.com/streamgate/streamgate/internal/provider"
-	"github.com/streamgate/streamgate/internal/provider/openai"
 	"github.com/streamgate/streamgate/internal/sim"
 	"github.com/streamgate/streamgate/internal/usage"
 )
@@ -479,38 +475,7 @@ func TestTraceOff(t *testing.T) {
 func BenchmarkChatRequestTraced(b *testing.B) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(tracetest.NewNoopExporter()))
 	defer tp.Shutdown(context.Background())
-	cfg := &config.Config{
-		Timeouts:  config.Timeouts{Connect: config.Duration(time.Second), FirstToken: config.Duration(30 * time.Second), Idle: config.Duration(30 * time.Second)},
-		Providers: []config.Provider{{Name: "mem", Kind: "openai", BaseURL: "http://upstream.invalid/v1"}},
-		Keys:      []config.Key{{Name: "bench", Key: "sg-bench-0123456789abcdef"}},
-		Models:    []config.Model{{Name: "m", Routes: []config.Route{{Provider: "mem", Model: "m-up"}}, Price: config.Price{Input: 1, Output: 2}}},
-	}
-	ct := &cannedTransport{stream: cannedStream(1)}
-	gw, err := gateway.New(gateway.Options{
-		Config: cfg, KeepAlive: -1, Tracer: tp.Tracer("bench"),
-		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Providers: map[string]provider.Provider{"mem": openai.New("http://upstream.invalid/v1", "", openai.Options{Transport: ct})},
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer gw.Close()
-	body := []byte(`{"model":"m","stream":true,"max_tokens":64,"temperature":0.7,"messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Write a haiku about latency and the sea, in English, with a title."}]}`)
-	req, _ := http.NewRequest(http.MethodPost, "http://gw/v1/chat/completions", nil)
-	req.Header.Set("Authorization", "Bearer sg-bench-0123456789abcdef")
-	rd := bytes.NewReader(body)
-	w := &flushRecorder{h: http.Header{}}
-	b.ReportAllocs()
-	for b.Loop() {
-		rd.Reset(body)
-		req.Body = io.NopCloser(rd)
-		clear(w.h)
-		w.status = 0
-		gw.ServeHTTP(w, req)
-		if w.status != http.StatusOK {
-			b.Fatalf("got status %d, want 200", w.status)
-		}
-	}
+	benchServe(b, benchGateway(b, 1, tp.Tracer("bench")), true)
 }
 
 // An embeddings request is traced as the operation "embeddings".
