@@ -145,6 +145,12 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, c *call, parse p
 		return nil, nil
 	}
 
+	// A stream's smoothing (the model's, or the request's header): a bad
+	// header is refused here, before it counts against any limit.
+	if req.Stream && !g.smoothingOf(w, r, c) {
+		return nil, nil
+	}
+
 	// Context guard: a prompt and max_tokens that do not fit the model's
 	// context_window are refused (or trimmed), a max_tokens above its
 	// max_output_tokens is lowered.
@@ -211,9 +217,6 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, c *call, parse p
 // until one ends with "[DONE]"; after content reached the client only a
 // continuation may follow (continue_on_cut), judged as a stream is.
 func (g *Gateway) stream(w http.ResponseWriter, r *http.Request, c *call, rs *routeSet, req *provider.Request) {
-	if !g.smoothingOf(w, r, c) {
-		return
-	}
 	g.m.Inflight.Inc()
 	defer g.m.Inflight.Dec()
 	sess := g.newSession(w, c, req)

@@ -16,8 +16,9 @@ const HeaderSmoothing = "X-Streamgate-Smoothing"
 // smoothingOf sets c.smoothing for a stream: the request's
 // X-Streamgate-Smoothing header, else the model's smoothing.max_delay, else
 // off. A header that is neither "off" nor a duration in (0, 1s] is refused
-// with 400 naming it, before any upstream is called; false then. Out of
-// line: the stream's frame stays lean.
+// with 400 naming it, before the request counts against a rate limit,
+// budget or admission slot; false then. Out of line: admit's frame stays
+// lean.
 //
 //go:noinline
 func (g *Gateway) smoothingOf(w http.ResponseWriter, r *http.Request, c *call) bool {

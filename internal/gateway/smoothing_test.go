@@ -187,6 +187,19 @@ func TestSmoothingHeaderRejected(t *testing.T) {
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"type":"error"`) || !strings.Contains(string(b), gateway.HeaderSmoothing) {
 		t.Errorf("/v1/messages: got %d %s, want 400 in Anthropic's shape naming the header", resp.StatusCode, b)
 	}
+	// A refused header is refused before the key's limits count it: a key
+	// of rpm 1 still has its one request after a bad header.
+	cfg := smoothConfig()
+	cfg.Keys = append(cfg.Keys, config.Key{Name: "one", Key: "sg-one-a-minute", RPM: 1})
+	one := start(t, cfg)
+	if resp := do(t, "POST", one.url+"/v1/chat/completions", "sg-one-a-minute", chatBody("m-sim", true, ""), gateway.HeaderSmoothing, "fast"); resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("bad header: got %d, want 400", resp.StatusCode)
+	}
+	if resp := do(t, "POST", one.url+"/v1/chat/completions", "sg-one-a-minute", chatBody("m-sim", true, "")); resp.StatusCode != http.StatusOK {
+		t.Errorf("the key's one request after a refused header: got %d, want 200 (the refusal must not count)", resp.StatusCode)
+	} else {
+		readStream(t, resp)
+	}
 	for _, v := range []string{"OFF", "50ms", " 1s "} {
 		resp := do(t, "POST", e.url+"/v1/chat/completions", devKey, chatBody("m-smooth", true, ""), gateway.HeaderSmoothing, v)
 		if _, done := readStream(t, resp); resp.StatusCode != http.StatusOK || !done {
