@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -130,24 +128,6 @@ func TestDatabaseKeys(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // No secret, right or wrong, ever appears in a log line (at debug level),
 // a metric, an error answer or the admin API's lists.
 func TestSecretsNeverLeak(t *testing.T) {
@@ -164,7 +144,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	cfg := baseConfig()
 	cfg.AdminKey = "admin-secret-0123456789"
 	cfg.Keys = append(cfg.Keys, config.Key{Name: "static", Key: "sk-static-secret-0123456789", RPM: 1})
-	logs := &syncBuffer{}
+	logs := &logBuffer{}
 	e := startWith(t, gateway.Options{Config: cfg, KeepAlive: -1, KeyStore: store,
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	wrong := []string{"sg-wrong-secret-0123456789", `"sk-static-secret-0123456789"`, "sk-ant-api03-secret-0123456789"}

@@ -23,6 +23,13 @@ func (l *logBuffer) Write(p []byte) (int, error) {
 	return l.b.Write(p)
 }
 
+// String returns everything logged.
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 // lines returns the logged lines that contain every one of want.
 func (l *logBuffer) lines(want ...string) []string {
 	l.mu.Lock()
