@@ -1,6 +1,9 @@
 package api
 
-import "strconv"
+import (
+	"encoding/binary"
+	"strconv"
+)
 
 // MaxDepth is the deepest nesting of objects and arrays ScanChunk (and
 // Usage.UnmarshalJSON) accepts; the chunk's own object is level 1. Real
@@ -207,14 +210,17 @@ type scanner struct {
 func (s *scanner) fail(msg string) error { return &SyntaxError{Offset: s.i, Msg: msg} }
 
 func (s *scanner) ws() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
+	b, i := s.b, s.i
+	// Every whitespace byte is at most ' ': compact JSON leaves at once.
+	for i < len(b) && b[i] <= ' ' {
+		switch b[i] {
 		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
-			return
+			i++
+			continue
 		}
+		break
 	}
+	s.i = i
 }
 
 // peek skips whitespace and returns the next byte, 0 at the end.
@@ -357,31 +363,50 @@ var strStop = func() (t [256]bool) {
 }()
 
 // str consumes a string and returns its raw (still escaped) contents and
-// whether they hold an escape.
+// whether they hold an escape. It looks at eight bytes at a time while none
+// of them is one strStop marks: chunk strings (ids, the object's name, the
+// model, text) are mostly longer than that.
 func (s *scanner) str() (raw []byte, esc bool, err error) {
-	s.i++ // opening quote
-	start := s.i
-	for s.i < len(s.b) {
-		c := s.b[s.i]
-		if !strStop[c] {
-			s.i++
-			continue
+	b := s.b
+	i := s.i + 1 // opening quote
+	start := i
+	for {
+		for i+8 <= len(b) && !strStop8(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
 		}
-		switch c {
+		for i < len(b) && !strStop[b[i]] {
+			i++
+		}
+		if i >= len(b) {
+			s.i = i
+			return nil, false, s.fail("unterminated string")
+		}
+		s.i = i
+		switch b[i] {
 		case '"':
-			raw = s.b[start:s.i]
-			s.i++
-			return raw, esc, nil
+			s.i = i + 1
+			return b[start:i], esc, nil
 		case '\\':
 			if err := s.escape(); err != nil {
 				return nil, false, err
 			}
 			esc = true
+			i = s.i
 		default:
 			return nil, false, s.fail("control character in string")
 		}
 	}
-	return nil, false, s.fail("unterminated string")
+}
+
+// strStop8 reports whether any of the eight bytes of x is one strStop
+// marks: a quote, a backslash or a byte below 0x20 (the zero-byte test of
+// "Bit Twiddling Hacks": exact for whether, not for which byte, so the
+// caller then looks byte by byte).
+func strStop8(x uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	zero := func(v uint64) uint64 { return (v - ones) & ^v & highs } // a zero byte in v
+	below := (x - 0x20*ones) & ^x & highs                            // a byte below 0x20
+	return below|zero(x^('"'*ones))|zero(x^('\\'*ones)) != 0
 }
 
 // escape consumes the escape sequence at s.i: \" \\ \/ \b \f \n \r \t or \u
