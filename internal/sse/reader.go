@@ -118,20 +118,50 @@ type Reader struct {
 	// for input that has not arrived.
 	BeforeRead func()
 
-	src     io.Reader
-	buf     []byte // read buffer; buf[r:w] is unread input
-	r, w    int
-	max     int
-	err     error // sticky source error: io.EOF, ErrTruncated for io.ErrUnexpectedEOF, or as read
-	end     error // sticky result of Next once the stream is over
-	bom     bool  // the input's first bytes may still be a byte order mark
-	saw     bool  // an event with data was returned (for NoDone)
-	data    []byte
-	name    []byte
-	id      []byte
-	comment []byte
-	ev      Event
+	src  io.Reader
+	buf  []byte // read buffer; buf[r:w] is unread input
+	r, w int
+	max  int
+	err  error // sticky source error: io.EOF, ErrTruncated for io.ErrUnexpectedEOF, or as read
+	end  error // sticky result of Next once the stream is over
+	bom  bool  // the input's first bytes may still be a byte order mark
+	saw  bool  // an event with data was returned (for NoDone)
+	// The fields of the block being read. Their values point into buf
+	// while it holds them: most events arrive whole in one read and are
+	// returned without a copy.
+	data, name, id, comment field
+	ev                      Event
 }
+
+// field is one field's value in the block being read: a slice of the read
+// buffer (alias) until fill is about to move the buffer's bytes, or a
+// second data line must be joined to it; then a copy in the field's own
+// storage, which is kept for the next blocks.
+type field struct {
+	v     []byte
+	own   []byte
+	alias bool
+}
+
+// set makes b, a slice of the read buffer, the value.
+func (f *field) set(b []byte) { f.v, f.alias = b, true }
+
+// join appends a newline and b to the value, in own storage.
+func (f *field) join(b []byte) {
+	f.keep()
+	f.v = append(append(f.v, '\n'), b...)
+	f.own = f.v
+}
+
+// keep copies an aliased value into own storage.
+func (f *field) keep() {
+	if f.alias {
+		f.own = append(f.own[:0], f.v...)
+		f.v, f.alias = f.own, false
+	}
+}
+
+func (f *field) reset() { f.v, f.alias = f.own[:0], false }
 
 // initialBuf is the Reader's first buffer size: one typical chunk line fits
 // (a stream chunk is 200-400 bytes), and it doubles for longer lines. Kept
@@ -151,7 +181,7 @@ func NewReader(src io.Reader, maxLine int) *Reader {
 // Size is the memory the Reader's buffers hold, in bytes: a pool can drop
 // a Reader that grew on a long line instead of keeping it.
 func (r *Reader) Size() int {
-	return cap(r.buf) + cap(r.data) + cap(r.name) + cap(r.id) + cap(r.comment)
+	return cap(r.buf) + cap(r.data.own) + cap(r.name.own) + cap(r.id.own) + cap(r.comment.own)
 }
 
 // Reset makes the Reader read a new stream from src, keeping its buffers
@@ -159,7 +189,10 @@ func (r *Reader) Size() int {
 // cleared.
 func (r *Reader) Reset(src io.Reader) {
 	r.src, r.r, r.w, r.err, r.end, r.bom, r.saw = src, 0, 0, nil, nil, true, false
-	r.data, r.name, r.id, r.comment = r.data[:0], r.name[:0], r.id[:0], r.comment[:0]
+	r.data.reset()
+	r.name.reset()
+	r.id.reset()
+	r.comment.reset()
 }
 
 // block records what the block being read has held so far.
@@ -184,7 +217,10 @@ func (r *Reader) Next() (*Event, error) {
 		return nil, r.end
 	}
 	var b block
-	r.data, r.name, r.id, r.comment = r.data[:0], r.name[:0], r.id[:0], r.comment[:0]
+	r.data.reset()
+	r.name.reset()
+	r.id.reset()
+	r.comment.reset()
 	for {
 		line, err := r.line()
 		if err != nil {
@@ -192,7 +228,7 @@ func (r *Reader) Next() (*Event, error) {
 		}
 		if len(line) == 0 { // blank line: dispatch
 			if b&hasData != 0 {
-				if bytes.Equal(r.data, done) {
+				if bytes.Equal(r.data.v, done) {
 					return r.stop(io.EOF)
 				}
 				r.saw = true
@@ -204,7 +240,9 @@ func (r *Reader) Next() (*Event, error) {
 			// Nothing to dispatch, but WHATWG resets the block all the same:
 			// an "event:" line must not name the next block's event.
 			b = 0
-			r.name, r.id, r.comment = r.name[:0], r.id[:0], r.comment[:0]
+			r.name.reset()
+			r.id.reset()
+			r.comment.reset()
 			continue
 		}
 		b |= hasLine
@@ -217,24 +255,25 @@ func (r *Reader) Next() (*Event, error) {
 		}
 		switch {
 		case len(field) == 0: // comment
-			r.comment = append(r.comment[:0], value...)
+			r.comment.set(value)
 			b |= hasComment
 		case string(field) == "data":
 			// Many short data lines must not grow one event past the limit either.
-			if len(r.data)+len(value) > r.max {
+			if len(r.data.v)+len(value) > r.max {
 				return r.stop(&LineTooLongError{Limit: r.max})
 			}
 			if b&hasData != 0 {
-				r.data = append(r.data, '\n')
+				r.data.join(value)
+			} else {
+				r.data.set(value)
 			}
-			r.data = append(r.data, value...)
 			b |= hasData
 		case string(field) == "event":
-			r.name = append(r.name[:0], value...)
+			r.name.set(value)
 			b |= hasName
 		case string(field) == "id":
 			if bytes.IndexByte(value, 0) < 0 { // WHATWG ignores an id holding NUL
-				r.id = append(r.id[:0], value...)
+				r.id.set(value)
 				b |= hasID
 			}
 		}
@@ -267,7 +306,7 @@ func (r *Reader) finish(tail []byte, err error, b block) (*Event, error) {
 		}
 		b |= hasLine
 	}
-	if b&hasData != 0 && bytes.Equal(r.data, done) {
+	if b&hasData != 0 && bytes.Equal(r.data.v, done) {
 		return r.stop(io.EOF) // "data: [DONE]\n" without its blank line
 	}
 	r.end = ErrTruncated
@@ -290,16 +329,16 @@ func (r *Reader) stop(err error) (*Event, error) {
 func (r *Reader) event(b block) *Event {
 	r.ev = Event{}
 	if b&hasData != 0 {
-		r.ev.Data = present(r.data)
+		r.ev.Data = present(r.data.v)
 	}
 	if b&hasName != 0 {
-		r.ev.Name = present(r.name)
+		r.ev.Name = present(r.name.v)
 	}
 	if b&hasID != 0 {
-		r.ev.ID = present(r.id)
+		r.ev.ID = present(r.id.v)
 	}
 	if b&hasComment != 0 {
-		r.ev.Comment = present(r.comment)
+		r.ev.Comment = present(r.comment.v)
 	}
 	return &r.ev
 }
@@ -364,6 +403,12 @@ func (r *Reader) fill() {
 		return
 	}
 	if r.r > 0 {
+		// The copy overwrites the lines already read: the block's values
+		// that point there move to their own storage first.
+		r.data.keep()
+		r.name.keep()
+		r.id.keep()
+		r.comment.keep()
 		n := copy(r.buf, r.buf[r.r:r.w])
 		r.r, r.w = 0, n
 	}

@@ -657,3 +657,35 @@ func BenchmarkReader(b *testing.B) {
 		}
 	}
 }
+
+// Field values point into the read buffer until the buffer's bytes move:
+// a block whose lines arrived in several reads (the buffer compacted, and
+// grown, between them) still comes back whole, and so does the block after
+// it, read in one piece.
+func TestReaderFieldsAcrossReads(t *testing.T) {
+	long := strings.Repeat("z", 3*initialBuf) // grows the buffer mid-block
+	src := &chunkedSource{chunks: []string{
+		"data: one\n\n: stamp\ndata: two\n", "\n",
+		"id: 3\nevent: e\ndata: x\n", ": c\ndata: " + long + "\n", "data: y\n", "\n",
+		": s2\ndata: three\n\n",
+		"data: [DONE]\n\n",
+	}}
+	evs, err := collect(t, NewReader(src, 0))
+	if err != io.EOF {
+		t.Fatalf("err: got %v, want io.EOF", err)
+	}
+	want := []seen{
+		{data: "one"},
+		{data: "two", comment: "stamp"},
+		{name: "e", id: "3", comment: "c", data: "x\n" + long + "\ny"},
+		{data: "three", comment: "s2"},
+	}
+	if len(evs) != len(want) {
+		t.Fatalf("got %d events %+v, want %d", len(evs), evs, len(want))
+	}
+	for i := range want {
+		if evs[i] != want[i] {
+			t.Errorf("event %d: got %+v, want %+v", i, evs[i], want[i])
+		}
+	}
+}
