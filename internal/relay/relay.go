@@ -823,14 +823,14 @@ func (s *Session) commitContent(ev *sse.Event) error {
 	}
 	s.lastWrite.Store(int64(time.Since(s.t0)))
 	// The held events and ev go out in one write and one flush: both are
-	// written unflushed into net/http's buffer, then flushed from this
-	// frame, not from inside the SSE writer: the first flush writes the
+	// queued in the SSE writer, then flushed from this frame, not from
+	// inside the Encoder: the first flush writes the
 	// response headers, net/http's deepest call, and every frame saved above
 	// it keeps the handler goroutine's stack at 8 KiB (see gateway.chat and
 	// BenchmarkOpenStreamStack).
 	var err error
 	if s.pendBuf.Len() > 0 {
-		_, err = s.w.Write(s.pendBuf.Bytes())
+		err = s.sw.QueueRaw(s.pendBuf.Bytes())
 		s.pendBuf.Reset()
 	}
 	if err == nil {
@@ -859,7 +859,7 @@ func (s *Session) done() error {
 			s.ka.Stop()
 		}
 		if s.pendBuf.Len() > 0 {
-			s.w.Write(s.pendBuf.Bytes())
+			s.sw.QueueRaw(s.pendBuf.Bytes())
 			s.pendBuf.Reset()
 		}
 	}

@@ -110,22 +110,44 @@ func TestReaderBeforeRead(t *testing.T) {
 // countingFlusher counts writes and flushes.
 type countingFlusher struct {
 	bytes.Buffer
-	flushes int
+	writes, flushes int
 }
 
-func (f *countingFlusher) Flush() error { f.flushes++; return nil }
+func (f *countingFlusher) Write(p []byte) (int, error) { f.writes++; return f.Buffer.Write(p) }
+func (f *countingFlusher) Flush() error                { f.flushes++; return nil }
 
-// Queue frames like Event but leaves the flush to the caller.
+// Queue frames like Event but leaves the flush to the caller; everything
+// queued, stamps included, reaches the underlying writer in one Write.
 func TestWriterQueue(t *testing.T) {
 	var f countingFlusher
 	w := NewWriter(&f)
+	w.Stamp(7)
 	w.Queue([]byte("x"), []byte("a\nb"))
+	w.QueueRaw([]byte(": raw\n\n"))
 	w.Queue(nil, []byte("c"))
-	if f.flushes != 0 {
-		t.Errorf("got %d flushes after Queue, want 0", f.flushes)
+	if f.flushes != 0 || f.writes != 0 {
+		t.Errorf("got %d writes and %d flushes after Queue, want 0 and 0", f.writes, f.flushes)
 	}
 	w.Flush()
-	if got, want := f.String(), "event: x\ndata: a\ndata: b\n\ndata: c\n\n"; got != want || f.flushes != 1 {
-		t.Errorf("got %q and %d flushes, want %q and 1", got, f.flushes, want)
+	want := ": sent_ns=7\nevent: x\ndata: a\ndata: b\n\n: raw\n\ndata: c\n\n"
+	if got := f.String(); got != want || f.writes != 1 || f.flushes != 1 {
+		t.Errorf("got %q in %d writes and %d flushes, want %q in 1 and 1", got, f.writes, f.flushes, want)
+	}
+	// The next batch starts empty (its buffer is a pooled one).
+	w.Data([]byte("d"))
+	if got := f.String(); got != want+"data: d\n\n" || f.writes != 2 || f.flushes != 2 {
+		t.Errorf("after Data: got %q in %d writes and %d flushes", got, f.writes, f.flushes)
+	}
+}
+
+// On a writer that cannot flush, every event is written through at once:
+// there is no Flush to wait for (the relay holds role chunks this way).
+func TestWriterThrough(t *testing.T) {
+	var buf bytes.Buffer
+	w := NewWriter(&buf)
+	w.Stamp(1)
+	w.Queue(nil, []byte("a"))
+	if got, want := buf.String(), ": sent_ns=1\ndata: a\n\n"; got != want {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }

@@ -5,18 +5,31 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 )
 
 // Writer frames SSE events and flushes each one as soon as it is written.
-// It keeps one scratch buffer, so writing an event does not allocate once the
-// buffer has grown to the largest event. The buffer is allocated by the first
-// event, at that event's size: a gateway holds Writers for every open stream,
-// some of which never write. A Writer is not safe for concurrent use.
+// Queued events and stamps collect in a buffer and leave in a single Write
+// at the next Flush: one response-writer call and one system call for every
+// event of a batch. The buffer is taken from a pool for the batch and given
+// back once it is written, so an open stream holds none between its chunks,
+// and a gateway relaying thousands of streams frames them all in the few
+// buffers, warm in the CPU's cache, that the pool hands out. On a writer
+// that cannot flush (a bytes.Buffer) every event is written through at once.
+// A Writer is not safe for concurrent use.
 type Writer struct {
 	w     io.Writer
 	flush func() error
-	buf   []byte
+	buf   []byte  // framed bytes not yet written to w
+	pb    *[]byte // the pooled buffer buf came from, nil when buf is nil
 }
+
+// bufs holds the Writers' batch buffers. A batch is usually one event of a
+// few hundred bytes; buffers that grew past maxPooled (a huge event) are
+// left to the garbage collector instead of being kept.
+var bufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+const maxPooled = 64 << 10
 
 // NewWriter returns a Writer on w. When w is an http.ResponseWriter, events
 // are flushed through http.NewResponseController, which also reaches
@@ -46,20 +59,24 @@ func SetHeaders(h http.Header) {
 // newlines is split over several "data:" lines, as the SSE format requires.
 func (w *Writer) Data(data []byte) error { return w.Event(nil, data) }
 
-// Event writes one event with an optional name ("event:" line) and flushes it.
+// Event writes one event with an optional name ("event:" line) and flushes
+// it, with whatever was queued before it.
 func (w *Writer) Event(name, data []byte) error {
-	if err := w.Queue(name, data); err != nil {
-		return err
-	}
+	w.frame(name, data)
 	return w.Flush()
 }
 
-// Queue writes one event like Event but does not flush it: it waits in the
-// underlying writer's buffer (net/http's) for the next Flush, so several
-// events can leave in one write. The caller must flush before it waits for
-// anything (see Reader.BeforeRead).
+// Queue frames one event like Event but does not write it: it waits in the
+// Writer's buffer for the next Flush, so several events leave in one write.
+// The caller must flush before it waits for anything (see
+// Reader.BeforeRead).
 func (w *Writer) Queue(name, data []byte) error {
-	b := w.scratch(len(name) + len(data) + 16)
+	w.frame(name, data)
+	return w.through()
+}
+
+func (w *Writer) frame(name, data []byte) {
+	b := w.grow(len(name) + len(data) + 16)
 	if len(name) > 0 {
 		b = append(b, "event: "...)
 		b = append(b, name...)
@@ -76,66 +93,95 @@ func (w *Writer) Queue(name, data []byte) error {
 		b = append(b, '\n')
 		data = data[i+1:]
 	}
-	b = append(b, '\n', '\n')
-	w.buf = b[:0] // keep the grown buffer
-	_, err := w.w.Write(b)
-	return err
+	w.buf = append(b, '\n', '\n')
 }
 
 // Comment writes a comment line (": text") and flushes it. Clients ignore
 // comments; they serve as heartbeats and carry the simulator's stamps.
 func (w *Writer) Comment(text []byte) error {
-	b := append(w.scratch(len(text)+4), ": "...)
+	b := append(w.grow(len(text)+4), ": "...)
 	b = append(b, text...)
-	b = append(b, '\n', '\n')
-	return w.emit(b)
+	w.buf = append(b, '\n', '\n')
+	return w.Flush()
 }
 
-// Stamp writes the comment ": sent_ns=<ns>" without flushing, so it travels
-// in the same write as the event that follows it.
+// Stamp queues the comment ": sent_ns=<ns>", so it travels in the same
+// write as the event that follows it.
 func (w *Writer) Stamp(ns int64) error {
-	b := append(w.scratch(32), ": sent_ns="...)
+	b := append(w.grow(32), ": sent_ns="...)
 	b = strconv.AppendInt(b, ns, 10)
-	b = append(b, '\n')
-	w.buf = b[:0]
-	_, err := w.w.Write(b)
-	return err
+	w.buf = append(b, '\n')
+	return w.through()
 }
 
 // Done writes the "data: [DONE]" sentinel that ends OpenAI-style streams.
-func (w *Writer) Done() error { return w.emit(append(w.scratch(16), "data: [DONE]\n\n"...)) }
+func (w *Writer) Done() error {
+	w.buf = append(w.grow(16), "data: [DONE]\n\n"...)
+	return w.Flush()
+}
 
-// Raw writes pre-framed bytes as they are and flushes them.
+// Raw writes pre-framed bytes as they are, after what is queued, and
+// flushes them.
 func (w *Writer) Raw(b []byte) error {
-	if _, err := w.w.Write(b); err != nil {
+	if err := w.QueueRaw(b); err != nil {
 		return err
 	}
 	return w.Flush()
 }
 
-// Flush flushes buffered output to the client, if the underlying writer can.
+// QueueRaw queues pre-framed bytes as they are (see Queue).
+func (w *Writer) QueueRaw(b []byte) error {
+	w.buf = append(w.grow(len(b)), b...)
+	return w.through()
+}
+
+// Flush writes what is queued in one Write and flushes it to the client,
+// if the underlying writer can.
 func (w *Writer) Flush() error {
+	if err := w.write(); err != nil {
+		return err
+	}
 	if w.flush == nil {
 		return nil
 	}
 	return w.flush()
 }
 
-// scratch returns the empty scratch buffer with room for at least n bytes:
-// one allocation when it must grow, not one per append.
-func (w *Writer) scratch(n int) []byte {
-	if cap(w.buf) < n {
-		w.buf = make([]byte, 0, n)
+// grow returns the buffer with room for n more bytes: a pooled one for a
+// new batch, and one allocation when it must grow, not one per append.
+func (w *Writer) grow(n int) []byte {
+	if w.pb == nil {
+		w.pb = bufs.Get().(*[]byte)
+		w.buf = (*w.pb)[:0]
 	}
-	return w.buf[:0]
+	if cap(w.buf)-len(w.buf) < n {
+		b := make([]byte, len(w.buf), 2*cap(w.buf)+n)
+		copy(b, w.buf)
+		w.buf = b
+	}
+	return w.buf
 }
 
-func (w *Writer) emit(b []byte) error {
-	w.buf = b[:0] // keep the grown buffer
-	if _, err := w.w.Write(b); err != nil {
-		return err
+// through writes the queue at once when the underlying writer cannot flush:
+// there is no later Flush to wait for.
+func (w *Writer) through() error {
+	if w.flush != nil {
+		return nil
 	}
-	return w.Flush()
+	return w.write()
+}
+
+func (w *Writer) write() error {
+	if len(w.buf) == 0 {
+		return nil
+	}
+	_, err := w.w.Write(w.buf) // an io.Writer does not keep the slice
+	if cap(w.buf) <= maxPooled {
+		*w.pb = w.buf[:0]
+		bufs.Put(w.pb)
+	}
+	w.buf, w.pb = nil, nil
+	return err
 }
 
 // ParseStamp returns the nanoseconds of a "sent_ns=<ns>" comment, or 0, false.
