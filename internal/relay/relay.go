@@ -42,6 +42,27 @@ const overheadSample = 8
 
 // Options configure a Session.
 type Options struct {
+	// The fields the relay reads for every chunk come first (see Session).
+
+	// IncludeUsage passes the upstream's usage-only chunk to the client. The
+	// usage is read either way.
+	IncludeUsage bool
+	// Continuable makes a cut stream continuable by a later Attempt: the
+	// text of the content sent is kept (Prefix), and an upstream error event
+	// after content is returned as an *UpstreamError without being written,
+	// so that the caller either continues the stream or passes the error on
+	// with Fail. Off, the text is not kept (no cost per chunk) and such an
+	// error event is relayed at once.
+	Continuable bool
+	// Smoothing re-chunks the content text on word boundaries (package
+	// smooth: CJK-aware, never inside a grapheme cluster), holding no text
+	// longer than this; 0 is off and costs the relay nothing. Chunks that
+	// carry anything but plain text (tool calls, reasoning, a finish, usage)
+	// pass through byte for byte, after the text held before them; what is
+	// held is written before "[DONE]", an error event, and at the end of
+	// each attempt. TTFT and the gaps are measured as the client gets the
+	// text; Stats.ContentChunks still counts the chunks read.
+	Smoothing time.Duration
 	// FirstToken bounds the wait from the start of an attempt to the first
 	// content chunk; 0 means no limit. Firing cancels the attempt with
 	// provider.ErrFirstTokenTimeout.
@@ -65,36 +86,17 @@ type Options struct {
 	// through). An Encoder that needs the usage (to end its stream) needs
 	// IncludeUsage too; it decides itself what reaches the client.
 	Encoder Encoder
-	// IncludeUsage passes the upstream's usage-only chunk to the client. The
-	// usage is read either way.
-	IncludeUsage bool // beside Continuable: the two share a word of the Session
-	// Continuable makes a cut stream continuable by a later Attempt: the
-	// text of the content sent is kept (Prefix), and an upstream error event
-	// after content is returned as an *UpstreamError without being written,
-	// so that the caller either continues the stream or passes the error on
-	// with Fail. Off, the text is not kept (no cost per chunk) and such an
-	// error event is relayed at once.
-	Continuable bool
-	// Smoothing re-chunks the content text on word boundaries (package
-	// smooth: CJK-aware, never inside a grapheme cluster), holding no text
-	// longer than this; 0 is off and costs the relay nothing. Chunks that
-	// carry anything but plain text (tool calls, reasoning, a finish, usage)
-	// pass through byte for byte, after the text held before them; what is
-	// held is written before "[DONE]", an error event, and at the end of
-	// each attempt. TTFT and the gaps are measured as the client gets the
-	// text; Stats.ContentChunks still counts the chunks read.
-	Smoothing time.Duration
 }
 
 // Stats is what a Session measured. Times are zero until the event happened.
 type Stats struct {
-	Usage         api.Usage     // the current attempt's last reported usage
-	HasUsage      bool          // the current attempt reported usage
 	ContentChunks int           // content chunks relayed (with Smoothing, as read: the client may get them merged)
+	MaxGap        time.Duration // largest gap between content chunks as sent
+	LastContent   time.Time
 	TTFT          time.Duration // Start → first content chunk flushed
 	FirstContent  time.Time
-	LastContent   time.Time
-	MaxGap        time.Duration // largest gap between content chunks as sent
+	Usage         api.Usage // the current attempt's last reported usage
+	HasUsage      bool      // the current attempt reported usage
 }
 
 // UsageOrNil returns the current attempt's reported usage, nil when none came.
@@ -110,26 +112,40 @@ func (s *Stats) UsageOrNil() *api.Usage {
 // methods are called from the request's goroutine; the keep-alive timer is
 // the only other writer and is serialised with a mutex until content flows.
 type Session struct {
-	w     http.ResponseWriter
-	sw    *sse.Writer
-	enc   Encoder
-	opts  Options
-	stats Stats
+	// The fields every relayed chunk reads or writes come first, together
+	// on as few cache lines as they fit (six): with thousands of streams
+	// open, each line a chunk touches is likely a cache miss, and misses,
+	// not instructions, are most of what a chunk costs then.
+	batch  batch                // the current attempt's events written but not yet flushed
+	info   api.ChunkInfo        // the latest event's scan
+	infoer provider.ChunkInfoer // the attempt's stream, when it tells its chunks' info
+	sw     *sse.Writer
+	enc    Encoder
+	// Once content flows the relay loop writes without s.mu; wmu serialises
+	// its writes with the keep-alive timer's, which writes a comment only
+	// when nothing was written for Options.KeepAlive (a long gap, a
+	// thinking model). lastWrite is the time of the latest write, as
+	// time.Since(t0); ended is set when the stream was ended or closed.
+	wmu         sync.Mutex
+	lastWrite   atomic.Int64
+	t0          time.Time
+	stats       Stats // its per-chunk fields first
+	contentSent bool  // first content written: no more fallback (set under mu)
+	finished    bool  // a finish chunk went out (see Continuation below)
+	ended       atomic.Bool
+	opts        Options // its per-chunk fields first
 
+	w       http.ResponseWriter
 	pendBuf bytes.Buffer // role-only events held until the commit point
 	pendW   *sse.Writer
-	batch   batch                // the current attempt's events written but not yet flushed
-	info    api.ChunkInfo        // the latest event's scan
-	infoer  provider.ChunkInfoer // the attempt's stream, when it tells its chunks' info
 
 	// Continuation (Options.Continuable): the content text sent so far,
 	// whether all of it was plain text (no tool call, reasoning or refusal),
-	// and whether a finish chunk went out.
-	text     []byte
-	plain    bool
-	finished bool
-	skip     string          // see Skip
-	obs      *metrics.Stream // see Observe
+	// and whether a finish chunk went out (finished, above).
+	text  []byte
+	plain bool
+	skip  string          // see Skip
+	obs   *metrics.Stream // see Observe
 	// ident is the first attempt's "id", "model" and "created": a
 	// continuing attempt's chunks carry them too, so that a client
 	// (the OpenAI SDKs' accumulators) sees one completion.
@@ -138,23 +154,12 @@ type Session struct {
 	// continuation: what the earlier attempts of the answer used.
 	usageBase api.Usage
 
-	mu          sync.Mutex // guards w and the flags below until contentSent
-	committed   bool       // status and headers written
-	trailers    bool       // LateHeaders were declared as trailers at the commit
-	contentSent bool       // first content written: no more fallback
-	errSent     bool       // the stream's one error event was written
-	closed      bool
-	ka          *time.Timer
-
-	// Once content flows the relay loop writes without s.mu; wmu serialises
-	// its writes with the keep-alive timer's, which writes a comment only
-	// when nothing was written for Options.KeepAlive (a long gap, a
-	// thinking model). lastWrite is the time of the latest write, as
-	// time.Since(t0); ended is set when the stream was ended or closed.
-	wmu       sync.Mutex
-	t0        time.Time
-	lastWrite atomic.Int64
-	ended     atomic.Bool
+	mu        sync.Mutex // guards w, contentSent and the flags below until contentSent
+	committed bool       // status and headers written
+	trailers  bool       // LateHeaders were declared as trailers at the commit
+	errSent   bool       // the stream's one error event was written
+	closed    bool
+	ka        *time.Timer
 }
 
 // NewSession returns a Session writing to w. Call Close when done.
