@@ -96,16 +96,21 @@ type step struct {
 	data []byte
 }
 
-// scriptedStream yields its steps, then "[DONE]". Like pacedStream, a wait
-// ends early with the context's cause.
+// scriptedStream yields its steps, then end (nil: io.EOF, the "[DONE]" of a
+// complete stream). Like pacedStream, a wait ends early with the context's
+// cause.
 type scriptedStream struct {
 	ctx   context.Context
 	steps []step
+	end   error
 	ev    sse.Event
 }
 
 func (s *scriptedStream) Next() (*sse.Event, error) {
 	if len(s.steps) == 0 {
+		if s.end != nil {
+			return nil, s.end
+		}
 		return nil, io.EOF
 	}
 	t := time.NewTimer(s.steps[0].gap)

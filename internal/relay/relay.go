@@ -112,8 +112,8 @@ func (s *Stats) UsageOrNil() *api.Usage {
 // methods are called from the request's goroutine; the keep-alive timer is
 // the only other writer and is serialised with a mutex until content flows.
 type Session struct {
-	// The fields every relayed chunk reads or writes come first, together
-	// on as few cache lines as they fit (six): with thousands of streams
+	// The fields every relayed chunk reads or writes come first, within the
+	// Session's first six cache lines: with thousands of streams
 	// open, each line a chunk touches is likely a cache miss, and misses,
 	// not instructions, are most of what a chunk costs then.
 	batch  batch                // the current attempt's events written but not yet flushed

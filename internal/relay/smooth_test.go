@@ -118,42 +118,21 @@ func (w *flushLog) events(t *testing.T) []sent {
 	return out
 }
 
-// upstep is one upstream event: data after gap; err ends the stream.
+// upstep is one upstream event: data after gap (a scriptedStream step
+// written with text).
 type upstep struct {
 	gap  time.Duration
 	data string
 }
 
-// smoothUpstream yields its steps on the clock, then end (io.EOF: the
-// "[DONE]" of a complete stream). A wait ends early with the context's
-// cause, as a provider stream does.
-type smoothUpstream struct {
-	ctx   context.Context
-	steps []upstep
-	end   error
-	ev    sse.Event
-}
-
-func (s *smoothUpstream) Next() (*sse.Event, error) {
-	if len(s.steps) == 0 {
-		if s.end == nil {
-			return nil, io.EOF
-		}
-		return nil, s.end
+// scripted returns the scriptedStream of steps ending with end.
+func scripted(ctx context.Context, steps []upstep, end error) *scriptedStream {
+	s := &scriptedStream{ctx: ctx, end: end, steps: make([]step, len(steps))}
+	for i, u := range steps {
+		s.steps[i] = step{u.gap, []byte(u.data)}
 	}
-	t := time.NewTimer(s.steps[0].gap)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-s.ctx.Done():
-		return nil, context.Cause(s.ctx)
-	}
-	s.ev = sse.Event{Data: []byte(s.steps[0].data)}
-	s.steps = s.steps[1:]
-	return &s.ev, nil
+	return s
 }
-
-func (s *smoothUpstream) Close() error { return nil }
 
 // relayScript runs one attempt over steps with opts on synctest's clock
 // (the caller is inside synctest.Test) and returns the events the client
@@ -170,7 +149,7 @@ func relayScript(t *testing.T, opts relay.Options, steps []upstep, end error) ([
 		arrived = append(arrived, at)
 	}
 	err := sess.Attempt(context.Background(), metrics.New(nil).Stream("m", "p/m"), func(ctx context.Context) (provider.Stream, error) {
-		return &smoothUpstream{ctx: ctx, steps: steps, end: end}, nil
+		return scripted(ctx, steps, end), nil
 	})
 	return w.events(t), arrived, err, sess
 }
@@ -467,7 +446,7 @@ func TestSmoothingAtAttemptEnd(t *testing.T) {
 			defer sess.Close()
 			attempt := func(steps []upstep, end error) error {
 				return sess.Attempt(context.Background(), nil, func(ctx context.Context) (provider.Stream, error) {
-					return &smoothUpstream{ctx: ctx, steps: steps, end: end}, nil
+					return scripted(ctx, steps, end), nil
 				})
 			}
 			if err := attempt(text, provider.ErrTruncated); !errors.Is(err, provider.ErrTruncated) {
@@ -504,7 +483,7 @@ func TestSmoothingAtAttemptEnd(t *testing.T) {
 			sess := relay.NewSession(w, relay.Options{Smoothing: maxDelay, Idle: 100 * ms})
 			defer sess.Close()
 			err := sess.Attempt(context.Background(), nil, func(ctx context.Context) (provider.Stream, error) {
-				return &smoothUpstream{ctx: ctx, steps: append(text, upstep{time.Second, string(chunkOf("ld"))})}, nil
+				return scripted(ctx, append(text, upstep{time.Second, string(chunkOf("ld"))}), nil), nil
 			})
 			if !errors.Is(err, provider.ErrIdleTimeout) {
 				t.Fatalf("got %v, want ErrIdleTimeout", err)

@@ -120,15 +120,6 @@ func (w *Writer) Done() error {
 	return w.Flush()
 }
 
-// Raw writes pre-framed bytes as they are, after what is queued, and
-// flushes them.
-func (w *Writer) Raw(b []byte) error {
-	if err := w.QueueRaw(b); err != nil {
-		return err
-	}
-	return w.Flush()
-}
-
 // QueueRaw queues pre-framed bytes as they are (see Queue).
 func (w *Writer) QueueRaw(b []byte) error {
 	w.buf = append(w.grow(len(b)), b...)
