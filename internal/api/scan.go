@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"strconv"
 )
 
@@ -371,13 +372,7 @@ func (s *scanner) str() (raw []byte, esc bool, err error) {
 	i := s.i + 1 // opening quote
 	start := i
 	for {
-		for i+8 <= len(b) && !strStop8(binary.LittleEndian.Uint64(b[i:])) {
-			i += 8
-		}
-		for i < len(b) && !strStop[b[i]] {
-			i++
-		}
-		if i >= len(b) {
+		if i = stopAt(b, i); i >= len(b) {
 			s.i = i
 			return nil, false, s.fail("unterminated string")
 		}
@@ -398,15 +393,30 @@ func (s *scanner) str() (raw []byte, esc bool, err error) {
 	}
 }
 
-// strStop8 reports whether any of the eight bytes of x is one strStop
-// marks: a quote, a backslash or a byte below 0x20 (the zero-byte test of
-// "Bit Twiddling Hacks": exact for whether, not for which byte, so the
-// caller then looks byte by byte).
-func strStop8(x uint64) bool {
+// stopAt returns the index of the first byte at or after i that strStop
+// marks, or len(b) when there is none. It looks at eight bytes at a time.
+func stopAt(b []byte, i int) int {
+	for ; i+8 <= len(b); i += 8 {
+		if m := strStop8(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+	}
+	for i < len(b) && !strStop[b[i]] {
+		i++
+	}
+	return i
+}
+
+// strStop8 marks (with the byte's high bit) the bytes of x that strStop
+// marks: a quote, a backslash or a byte below 0x20. It is the zero-byte
+// test of "Bit Twiddling Hacks", whose borrow can mark bytes above a marked
+// one that are not stops, but never one below the first: the lowest mark
+// is exact, and only it is used.
+func strStop8(x uint64) uint64 {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	zero := func(v uint64) uint64 { return (v - ones) & ^v & highs } // a zero byte in v
 	below := (x - 0x20*ones) & ^x & highs                            // a byte below 0x20
-	return below|zero(x^('"'*ones))|zero(x^('\\'*ones)) != 0
+	return below | zero(x^('"'*ones)) | zero(x^('\\'*ones))
 }
 
 // escape consumes the escape sequence at s.i: \" \\ \/ \b \f \n \r \t or \u
