@@ -182,7 +182,7 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 	}
 	defer stopTracing()
 	gw, err := gateway.New(gateway.Options{Config: cfg, Recorder: led.rec, Ping: led.ping, Logger: o.logger, KeepAlive: o.keepAlive, KeyStore: keyStore, Spent: led.spent,
-		ListenAddr: ln.Addr().String(), Report: led.report, Tracer: tracer})
+		ListenAddr: ln.Addr().String(), Report: led.report, Tracer: tracer, ConnState: ln.state})
 	if err != nil {
 		return err
 	}
@@ -356,18 +356,20 @@ func gaugeValue(g interface{ Write(*dto.Metric) error }) int {
 
 // connListener tracks the client connections it accepted while they are
 // open: their number goes in the shutdown line, and a forced stop closes
-// them all. (The gateway owns its http.Server, so serve cannot use
-// ConnState; closing a connection ends its requests through their
-// contexts, and each still records its usage.)
+// them all. The server reports each connection's end through state (its
+// ConnState hook), so the connections it serves are the net.Conns Accept
+// returned, with no wrapper between the server and every read and write.
+// (Closing a connection ends its requests through their contexts, and each
+// still records its usage.)
 type connListener struct {
 	net.Listener
 	mu      sync.Mutex
-	conns   map[*trackedConn]struct{}
+	conns   map[net.Conn]struct{}
 	closing bool
 }
 
 func newConnListener(ln net.Listener) *connListener {
-	return &connListener{Listener: ln, conns: map[*trackedConn]struct{}{}}
+	return &connListener{Listener: ln, conns: map[net.Conn]struct{}{}}
 }
 
 func (l *connListener) Accept() (net.Conn, error) {
@@ -375,17 +377,26 @@ func (l *connListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	tc := &trackedConn{Conn: c, l: l}
 	l.mu.Lock()
 	closing := l.closing
 	if !closing {
-		l.conns[tc] = struct{}{}
+		l.conns[c] = struct{}{}
 	}
 	l.mu.Unlock()
 	if closing {
 		c.Close()
 	}
-	return tc, nil
+	return c, nil
+}
+
+// state is the server's ConnState hook: a connection that closed, or that
+// a handler took over, leaves the set.
+func (l *connListener) state(c net.Conn, s http.ConnState) {
+	if s == http.StateClosed || s == http.StateHijacked {
+		l.mu.Lock()
+		delete(l.conns, c)
+		l.mu.Unlock()
+	}
 }
 
 // open returns the number of connections open now.
@@ -399,7 +410,7 @@ func (l *connListener) open() int {
 func (l *connListener) closeAll() {
 	l.mu.Lock()
 	l.closing = true
-	conns := make([]*trackedConn, 0, len(l.conns))
+	conns := make([]net.Conn, 0, len(l.conns))
 	for c := range l.conns {
 		conns = append(conns, c)
 	}
@@ -407,31 +418,6 @@ func (l *connListener) closeAll() {
 	for _, c := range conns {
 		c.Close()
 	}
-}
-
-// trackedConn leaves its listener's set when closed.
-type trackedConn struct {
-	net.Conn
-	l    *connListener
-	once sync.Once
-}
-
-func (c *trackedConn) Close() error {
-	c.once.Do(func() {
-		c.l.mu.Lock()
-		delete(c.l.conns, c)
-		c.l.mu.Unlock()
-	})
-	return c.Conn.Close()
-}
-
-// CloseWrite keeps net/http's half-close of a TCP connection (it sends the
-// FIN before closing after an error answer) working through the wrapper.
-func (c *trackedConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return nil
 }
 
 // ledger is the seam between serve and the usage store: a Recorder for the

@@ -411,7 +411,7 @@ func TestServeSecondSignalStopsAtOnce(t *testing.T) {
 	body := p.openStream(t, 100000) // about 80 minutes
 
 	p.cmd.Process.Signal(syscall.SIGINT)
-	p.waitLine(t, "level=WARN", "signal=SIGINT", "drain=1h0m0s", "deadline=", "open_streams=1")
+	p.waitLine(t, "level=WARN", "signal=SIGINT", "drain=1h0m0s", "deadline=", "open_streams=1", "open_connections=1")
 
 	p.cmd.Process.Signal(syscall.SIGINT)
 	p.waitLine(t, "level=WARN", "stopping at once", "signal=SIGINT")

@@ -97,6 +97,10 @@ type Options struct {
 	// dashboard's cost of the day and GET /admin/usage; nil: the dashboard
 	// shows no cost and /admin/usage answers 404 usage_ledger_off.
 	Report func(context.Context, usage.ReportQuery) ([]usage.ReportRow, error)
+	// ConnState is called as each client connection changes state, as
+	// http.Server.ConnState is (serve counts and closes the open
+	// connections with it); nil: not called.
+	ConnState func(net.Conn, http.ConnState)
 }
 
 // Gateway serves the HTTP API. Create it with New, serve it with Serve (or
@@ -130,7 +134,8 @@ type Gateway struct {
 	created     int64
 
 	// report totals the ledger for /admin/usage; nil: no ledger
-	report func(context.Context, usage.ReportQuery) ([]usage.ReportRow, error)
+	report    func(context.Context, usage.ReportQuery) ([]usage.ReportRow, error)
+	connState func(net.Conn, http.ConnState) // Options.ConnState
 
 	handlers sync.WaitGroup // requests being served
 	sims     []func()       // stop in-process simulators
@@ -172,6 +177,7 @@ func New(opts Options) (*Gateway, error) {
 		g.rec = discard{}
 	}
 	g.report = opts.Report
+	g.connState = opts.ConnState
 	if opts.KeyStore != nil {
 		g.keyStore = opts.KeyStore
 		g.keyCache = auth.NewCache(keySource{opts.KeyStore}, auth.DefaultCacheTTL)
@@ -443,6 +449,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener, grace time.Duratio
 		IdleTimeout:       g.idle,
 		BaseContext:       func(net.Listener) context.Context { return base },
 		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
+		ConnState:         g.connState,
 	}
 	// Dashboard pages hold their event streams open forever: they end
 	// when the drain begins instead of holding it for the grace period.
