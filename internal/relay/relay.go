@@ -42,8 +42,6 @@ const overheadSample = 8
 
 // Options configure a Session.
 type Options struct {
-	// The fields the relay reads for every chunk come first (see Session).
-
 	// IncludeUsage passes the upstream's usage-only chunk to the client. The
 	// usage is read either way.
 	IncludeUsage bool
@@ -112,29 +110,32 @@ func (s *Stats) UsageOrNil() *api.Usage {
 // methods are called from the request's goroutine; the keep-alive timer is
 // the only other writer and is serialised with a mutex until content flows.
 type Session struct {
-	// The fields every relayed chunk reads or writes come first, within the
-	// Session's first six cache lines: with thousands of streams
-	// open, each line a chunk touches is likely a cache miss, and misses,
-	// not instructions, are most of what a chunk costs then.
-	batch  batch                // the current attempt's events written but not yet flushed
-	info   api.ChunkInfo        // the latest event's scan
-	infoer provider.ChunkInfoer // the attempt's stream, when it tells its chunks' info
-	sw     *sse.Writer
-	enc    Encoder
+	// The fields every relayed chunk reads or writes come first, on the
+	// Session's first four cache lines (it is 64-byte aligned): with
+	// thousands of streams open, each line a chunk touches is likely a cache
+	// miss, and misses, not instructions, are most of what a chunk costs
+	// then.
+	batch       batch // the current attempt's events written but not yet flushed
+	contentSent bool  // first content written: no more fallback (set under mu)
+	finished    bool  // a finish chunk went out (see Continuation below)
+	smooth      bool  // Options.Smoothing > 0
+	continuable bool  // Options.Continuable
+	ended       atomic.Bool
+	sw          *sse.Writer
+	enc         Encoder
+	infoer      provider.ChunkInfoer // the attempt's stream, when it tells its chunks' info
 	// Once content flows the relay loop writes without s.mu; wmu serialises
 	// its writes with the keep-alive timer's, which writes a comment only
 	// when nothing was written for Options.KeepAlive (a long gap, a
 	// thinking model). lastWrite is the time of the latest write, as
 	// time.Since(t0); ended is set when the stream was ended or closed.
-	wmu         sync.Mutex
-	lastWrite   atomic.Int64
-	t0          time.Time
-	stats       Stats // its per-chunk fields first
-	contentSent bool  // first content written: no more fallback (set under mu)
-	finished    bool  // a finish chunk went out (see Continuation below)
-	ended       atomic.Bool
-	opts        Options // its per-chunk fields first
+	wmu       sync.Mutex
+	lastWrite atomic.Int64
+	info      api.ChunkInfo // the latest event's scan
+	stats     Stats         // its per-chunk fields first
 
+	t0      time.Time
+	opts    Options
 	w       http.ResponseWriter
 	pendBuf bytes.Buffer // role-only events held until the commit point
 	pendW   *sse.Writer
@@ -167,7 +168,8 @@ func NewSession(w http.ResponseWriter, opts Options) *Session {
 	if opts.Start.IsZero() {
 		opts.Start = time.Now()
 	}
-	s := &Session{w: w, sw: sse.NewWriter(w), enc: opts.Encoder, opts: opts, t0: time.Now(), plain: true}
+	s := &Session{w: w, sw: sse.NewWriter(w), enc: opts.Encoder, opts: opts, t0: time.Now(), plain: true,
+		smooth: opts.Smoothing > 0, continuable: opts.Continuable}
 	if s.enc == nil {
 		s.enc = OpenAI
 	}
@@ -359,42 +361,19 @@ func (s *Session) Fail(status int, body []byte) int {
 func (s *Session) Attempt(ctx context.Context, obs *metrics.Stream, open func(context.Context) (provider.Stream, error)) error {
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	// One timer: the first-token deadline, then the idle one. Once content
-	// flows, each event only stores its time in last; when the timer fires
-	// it re-arms itself for what is left of the idle window, so the per-chunk
-	// path does no timer work. state decides, once, whether the first-token
-	// deadline or the first content came first: the loop writes content only
-	// after winning waiting → streaming, the timer cancels only after
-	// winning waiting → expired.
-	var state atomic.Int32
-	var last atomic.Int64 // time of the latest event, as time.Since(begin)
-	begin := time.Now()
-	idle := s.opts.Idle
-	var t *time.Timer
-	t = time.AfterFunc(time.Hour, func() {
-		if state.CompareAndSwap(waiting, expired) {
-			cancel(provider.ErrFirstTokenTimeout)
-			return
-		}
-		if idle <= 0 { // the first-token timer fired as content began; no idle window
-			return
-		}
-		if rest := idle - (time.Since(begin) - time.Duration(last.Load())); rest > 0 {
-			t.Reset(rest)
-			return
-		}
-		cancel(provider.ErrIdleTimeout)
-	})
-	defer t.Stop()
+	a := &attempt{ctx: actx, cancel: cancel, t0: s.t0, idle: s.opts.Idle}
+	a.last.Store(int64(time.Since(a.t0)))
+	a.t = time.AfterFunc(time.Hour, a.fire)
+	defer a.t.Stop()
 	// A continuation: content of this answer already reached the client, so
 	// the attempt is judged as a stream is (the idle window), not by the
 	// first-token deadline, and its own role chunk is dropped.
-	cont := s.contentSent
-	if cont {
-		state.Store(streaming)
-		arm(t, idle)
+	a.cont = s.contentSent
+	if a.cont {
+		a.state.Store(streaming)
+		arm(a.t, a.idle)
 	} else {
-		arm(t, s.opts.FirstToken)
+		arm(a.t, s.opts.FirstToken)
 		s.enc.Reset()
 	}
 	s.pendBuf.Reset()
@@ -414,18 +393,68 @@ func (s *Session) Attempt(ctx context.Context, obs *metrics.Stream, open func(co
 	// A stream that says when it is about to read from the upstream gets its
 	// events written without a flush each, and flushed together there: the
 	// events of one upstream read leave in one write, and none waits.
-	s.batch = batch{sw: s.sw, obs: obs, mu: &s.wmu}
-	enc := s.enc
-	s.infoer, _ = st.(provider.ChunkInfoer) // in the Session: the loop's frame stays small
-	queued := false
+	s.batch = batch{obs: obs}
+	s.infoer, _ = st.(provider.ChunkInfoer)
 	if rn, ok := st.(provider.ReadNotifier); ok {
-		rn.BeforeRead(s.batch.flush)
-		queued = true
+		rn.BeforeRead(s.flush)
+		a.queued = true
 	}
+	a.st, a.obs = st, obs
+	return s.relay(a)
+}
 
-	var n uint
+// attempt is what one Attempt's loop and its timer share. Each attempt has
+// its own, so a timer that fires as its attempt ends touches nothing of the
+// next one.
+type attempt struct {
+	// The fields the loop reads for every event come first, on one cache
+	// line: at thousands of open streams every line an event touches is
+	// likely a cache miss.
+	st     provider.Stream
+	last   atomic.Int64 // time of the latest event, as time.Since(t0)
+	obs    *metrics.Stream
+	t0     time.Time // the Session's t0: last and Session.lastWrite share it
+	n      uint32    // events relayed, for the overhead sample
+	queued bool      // the stream flushes the batch before each read
+	cont   bool      // a continuation (see Attempt)
+
+	// state decides, once, whether the first-token deadline or the first
+	// content came first: the loop writes content only after winning
+	// waiting → streaming, the timer cancels only after winning
+	// waiting → expired.
+	state  atomic.Int32
+	idle   time.Duration
+	t      *time.Timer
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+// fire is the attempt's one timer: the first-token deadline, then the idle
+// one. Once content flows, each event only stores its time in last; when
+// the timer fires it re-arms itself for what is left of the idle window, so
+// the per-event path does no timer work.
+func (a *attempt) fire() {
+	if a.state.CompareAndSwap(waiting, expired) {
+		a.cancel(provider.ErrFirstTokenTimeout)
+		return
+	}
+	if a.idle <= 0 { // the first-token timer fired as content began; no idle window
+		return
+	}
+	if rest := a.idle - (time.Since(a.t0) - time.Duration(a.last.Load())); rest > 0 {
+		a.t.Reset(rest)
+		return
+	}
+	a.cancel(provider.ErrIdleTimeout)
+}
+
+// relay is Attempt's loop. Its frame holds little (the attempt's state is
+// in a, the event's work in event): with thousands of streams open, the
+// stack lines between this frame and the upstream read are cache misses
+// each time a stream wakes, so the fewer the better.
+func (s *Session) relay(a *attempt) error {
 	for {
-		ev, err := st.Next()
+		ev, err := a.st.Next()
 		if s.batch.err != nil {
 			return wrap(ErrClientGone, s.batch.err)
 		}
@@ -433,92 +462,118 @@ func (s *Session) Attempt(ctx context.Context, obs *metrics.Stream, open func(co
 			if err == io.EOF {
 				return s.done()
 			}
-			return cause(actx, err)
+			return cause(a.ctx, err)
 		}
 		if len(ev.Data) == 0 {
 			// A heartbeat: a comment-only block or an empty "data:" event.
 			// It shows the upstream is alive, so the idle window restarts.
-			last.Store(int64(time.Since(begin)))
+			a.last.Store(int64(time.Since(a.t0)))
 			continue
 		}
-		// Only the sampled chunks' overhead is observed: take their read time alone.
-		var read time.Time
-		sampled := (n+1)%overheadSample == 0
-		if sampled {
-			read = time.Now()
-		}
-		if err := s.scan(ev); err != nil {
+		if err := s.event(a, ev); err != nil {
 			return err
 		}
-		info := &s.info
-		if info.Error {
-			return s.upstreamError(ev.Data)
-		}
-		if info.HasUsage {
-			s.stats.Usage, s.stats.HasUsage = info.Usage, true
-			if !info.Content && !info.Finish && !s.opts.IncludeUsage {
-				continue // usage-only chunk the client did not ask for
-			}
-		}
-		if !s.contentSent {
-			if !info.Content && !info.Finish && !info.HasUsage {
-				// A role-only chunk: held, so that a first-token timeout or a
-				// failure before content can still be an HTTP status or a
-				// fallback. It travels with the first content chunk.
-				if s.pendBuf.Cap() == 0 {
-					s.pendBuf.Grow(256) // one allocation for the usual role chunk
-				}
-				if err := enc.Event(s.pendW, ev, info); err != nil {
-					return err
-				}
-				continue
-			}
-			last.Store(int64(time.Since(begin)))
-			if !state.CompareAndSwap(waiting, streaming) {
-				// The first-token deadline fired first: nothing is written,
-				// so another route may still serve the request.
-				return cause(actx, provider.ErrFirstTokenTimeout)
-			}
-			if err := s.commitContent(ev); err != nil {
-				return err
-			}
-			arm(t, idle)
-		} else {
-			if cont {
-				if !info.Content && !info.Finish && !info.HasUsage {
-					continue // the continuation's role chunk: the client has had one
-				}
-				if ev = s.continued(ev, info); ev == nil {
-					continue // it held only text the client has
-				}
-			}
-			if err := s.write(ev, info, !queued); err != nil {
-				return wrap(ErrClientGone, err)
-			}
-			if queued {
-				s.batch.dirty = true
-			}
-		}
-		now := time.Now()
-		last.Store(int64(now.Sub(begin)))
-		s.lastWrite.Store(int64(now.Sub(s.t0)))
-		if info.Finish {
-			s.finished = true
-		}
-		if info.Content {
-			s.content(obs, now)
-			if s.opts.Continuable && s.opts.Smoothing == 0 { // smoothing collects what it writes
-				s.collect(ev.Data)
-			}
-		}
-		if n++; sampled {
-			if s.batch.dirty {
-				s.batch.read = read // observed when the batch is flushed
-			} else {
-				obs.ChunkOverhead(now.Sub(read))
-			}
+	}
+}
+
+// event relays one upstream event that carries data. It returns nil also
+// when the event was held or dropped (a role chunk before content, a
+// usage-only chunk the client did not ask for).
+func (s *Session) event(a *attempt, ev *sse.Event) error {
+	// Only the sampled chunks' overhead is observed: take their read time alone.
+	var read time.Time
+	sampled := (a.n+1)%overheadSample == 0
+	if sampled {
+		read = time.Now()
+	}
+	if err := s.scan(ev); err != nil {
+		return err
+	}
+	info := &s.info
+	if info.Error {
+		return s.upstreamError(ev.Data)
+	}
+	if info.HasUsage {
+		s.stats.Usage, s.stats.HasUsage = info.Usage, true
+		if !info.Content && !info.Finish && !s.opts.IncludeUsage {
+			return nil // usage-only chunk the client did not ask for
 		}
 	}
+	switch {
+	case !s.contentSent:
+		if held, err := s.first(a, ev, info); held || err != nil {
+			return err
+		}
+	case a.cont:
+		if ev = s.continuing(ev, info); ev == nil {
+			return nil
+		}
+		fallthrough
+	default:
+		if err := s.write(ev, info, !a.queued); err != nil {
+			return wrap(ErrClientGone, err)
+		}
+		if a.queued {
+			s.batch.dirty = true
+		}
+	}
+	now := time.Now()
+	since := int64(now.Sub(a.t0))
+	a.last.Store(since)
+	s.lastWrite.Store(since)
+	if info.Finish {
+		s.finished = true
+	}
+	if info.Content {
+		s.content(a.obs, now)
+		if s.continuable && !s.smooth { // smoothing collects what it writes
+			s.collect(ev.Data)
+		}
+	}
+	if a.n++; sampled {
+		if s.batch.dirty {
+			s.batch.read = read // observed when the batch is flushed
+		} else {
+			a.obs.ChunkOverhead(now.Sub(read))
+		}
+	}
+	return nil
+}
+
+// first handles an event before content flowed: a role-only chunk is held
+// (held is true), so that a first-token timeout or a failure before content
+// can still be an HTTP status or a fallback, and travels with the first
+// content chunk, which commits the stream.
+//
+//go:noinline
+func (s *Session) first(a *attempt, ev *sse.Event, info *api.ChunkInfo) (held bool, err error) {
+	if !info.Content && !info.Finish && !info.HasUsage {
+		if s.pendBuf.Cap() == 0 {
+			s.pendBuf.Grow(256) // one allocation for the usual role chunk
+		}
+		return true, s.enc.Event(s.pendW, ev, info)
+	}
+	a.last.Store(int64(time.Since(a.t0)))
+	if !a.state.CompareAndSwap(waiting, streaming) {
+		// The first-token deadline fired first: nothing is written,
+		// so another route may still serve the request.
+		return false, cause(a.ctx, provider.ErrFirstTokenTimeout)
+	}
+	if err := s.commitContent(ev); err != nil {
+		return false, err
+	}
+	arm(a.t, a.idle)
+	return false, nil
+}
+
+// continuing returns a continuation's event as the client must see it (see
+// continued), nil for its role chunk (the client has had one) or when it
+// held only text the client has.
+func (s *Session) continuing(ev *sse.Event, info *api.ChunkInfo) *sse.Event {
+	if !info.Content && !info.Finish && !info.HasUsage {
+		return nil
+	}
+	return s.continued(ev, info)
 }
 
 // scan sets s.info to what ev holds: from the stream when it tells (a
@@ -540,7 +595,7 @@ func (s *Session) scan(ev *sse.Event) error {
 	return nil
 }
 
-// Attempt states (see Attempt's timer).
+// Attempt states (see attempt.state).
 const (
 	waiting   int32 = iota // no content yet: the first-token deadline runs
 	streaming              // content flows: the idle window runs
@@ -557,9 +612,9 @@ func wrap(sentinel, err error) error { return fmt.Errorf("%w: %w", sentinel, err
 // stamp (from a stamping simulator) first, so a client can still measure
 // its own delay end to end, then the event itself, flushed when flush is set.
 func writeEvent(w *sse.Writer, enc Encoder, ev *sse.Event, info *api.ChunkInfo, flush bool) error {
-	if ns, ok := sse.ParseStamp(ev.Comment); ok {
+	if _, ok := sse.ParseStamp(ev.Comment); ok {
 		if _, sm := enc.(*smoother); !sm { // it stamps what it writes, when it writes it
-			w.Stamp(ns)
+			w.CommentLine(ev.Comment) // the stamp as it came: it is well formed
 		}
 	}
 	if err := enc.Event(w, ev, info); err != nil || !flush {
@@ -747,24 +802,25 @@ func isNull(raw json.RawMessage) bool { return len(raw) == 0 || string(raw) == "
 func nonEmpty(p *string) bool { return p != nil && *p != "" }
 
 // batch holds what an attempt wrote to the client without flushing: the
-// stream's reader calls flush before it reads from the upstream again.
+// stream's reader calls Session.flush before it reads from the upstream
+// again.
 type batch struct {
-	mu    *sync.Mutex // the Session's wmu
-	sw    *sse.Writer
-	obs   *metrics.Stream
-	dirty bool      // events written since the last flush
-	read  time.Time // upstream read time of a sampled event in the batch
-	err   error     // the first failed flush: the client went away
+	obs   *metrics.Stream // the attempt's
+	dirty bool            // events written since the last flush
+	read  time.Time       // upstream read time of a sampled event in the batch
+	err   error           // the first failed flush: the client went away
 }
 
-func (b *batch) flush() {
+// flush writes the batch to the client (the stream's BeforeRead).
+func (s *Session) flush() {
+	b := &s.batch
 	if !b.dirty {
 		return
 	}
 	b.dirty = false
-	b.mu.Lock()
-	err := b.sw.Flush()
-	b.mu.Unlock()
+	s.wmu.Lock()
+	err := s.sw.Flush()
+	s.wmu.Unlock()
 	if err != nil && b.err == nil {
 		b.err = err
 	}
@@ -794,7 +850,7 @@ func cause(ctx context.Context, err error) error {
 
 func (s *Session) content(obs *metrics.Stream, now time.Time) {
 	st := &s.stats
-	if s.opts.Smoothing > 0 { // measured when written (smoother.sent)
+	if s.smooth { // measured when written (smoother.sent)
 		st.ContentChunks++
 		return
 	}

@@ -371,3 +371,27 @@ func TestKeepAliveKeepsFallbackOpen(t *testing.T) {
 		t.Errorf("got %v, want nil", res.err)
 	}
 }
+
+// A stamping upstream's "sent_ns=" comment reaches the client as it came,
+// in the block of the event it stamped; a comment that is no stamp does not.
+func TestStampPassedThrough(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sse.SetHeaders(w.Header())
+		io.WriteString(w, ": sent_ns=1796092631322220391\ndata: "+role()+"\n\n"+
+			": sent_ns=1796092631322230015\ndata: "+content("hi")+"\n\n"+
+			": sent_ns=12x\ndata: "+finish()+"\n\n"+
+			"data: [DONE]\n\n")
+	}))
+	t.Cleanup(up.Close)
+	srv, results := front(t, relay.Options{}, up.URL)
+	resp := post(t, srv.URL)
+	body, _ := io.ReadAll(resp.Body)
+	if r := wait(t, results); r.err != nil {
+		t.Fatalf("relay: %v", r.err)
+	}
+	got := string(body)
+	want := ": sent_ns=1796092631322230015\ndata: " + content("hi") + "\n\n"
+	if !strings.Contains(got, want) || strings.Contains(got, "12x") || !strings.HasSuffix(got, "data: "+finish()+"\n\ndata: [DONE]\n\n") {
+		t.Errorf("client got %q; want the content chunk after its stamp as sent (%q), the finish without the malformed one", got, want)
+	}
+}

@@ -97,6 +97,29 @@ type Event struct {
 // The zero value is not usable; call NewReader. A Reader is not safe for
 // concurrent use.
 type Reader struct {
+	// The fields every event touches come first, on the Reader's first
+	// four cache lines (a gateway holds thousands of Readers; each line an
+	// event touches is likely a cache miss).
+	src  io.Reader
+	buf  []byte // read buffer; buf[r:w] is unread input
+	r, w int
+	max  int
+	// ev is the block being read: its fields' values, which point into buf
+	// while it holds them (alias), so that most events, which arrive whole
+	// in one read, are returned without a copy.
+	ev  Event
+	err error // sticky source error: io.EOF, ErrTruncated for io.ErrUnexpectedEOF, or as read
+	end error // sticky result of Next once the stream is over
+
+	// BeforeRead, when set, is called before each read from the source:
+	// everything Next could return without waiting has been returned. A
+	// relay that writes events without flushing them flushes here, so the
+	// events that arrived in one read go out in one write and none waits
+	// for input that has not arrived.
+	BeforeRead func()
+	alias      block // the fields of ev whose value points into buf
+	bom        bool  // the input's first bytes may still be a byte order mark
+	saw        bool  // an event with data was returned (for NoDone)
 	// CommentsOnly, when set, reports comment-only blocks (heartbeats) as
 	// events with nil Data, so a relay can see keep-alives. Off by default:
 	// such blocks are skipped, as WHATWG skips them.
@@ -111,57 +134,52 @@ type Reader struct {
 	// decide completeness from the dialect's own terminal event (Anthropic's
 	// message_stop, Gemini's finishReason).
 	NoDone bool
-	// BeforeRead, when set, is called before each read from the source:
-	// everything Next could return without waiting has been returned. A
-	// relay that writes events without flushing them flushes here, so the
-	// events that arrived in one read go out in one write and none waits
-	// for input that has not arrived.
-	BeforeRead func()
 
-	src  io.Reader
-	buf  []byte // read buffer; buf[r:w] is unread input
-	r, w int
-	max  int
-	err  error // sticky source error: io.EOF, ErrTruncated for io.ErrUnexpectedEOF, or as read
-	end  error // sticky result of Next once the stream is over
-	bom  bool  // the input's first bytes may still be a byte order mark
-	saw  bool  // an event with data was returned (for NoDone)
-	// The fields of the block being read. Their values point into buf
-	// while it holds them: most events arrive whole in one read and are
-	// returned without a copy.
-	data, name, id, comment field
-	ev                      Event
+	// own holds the values copied out of buf (see keep), by field (fData,
+	// fName, fID, fComment), kept for the next blocks.
+	own [4][]byte
 }
 
-// field is one field's value in the block being read: a slice of the read
-// buffer (alias) until fill is about to move the buffer's bytes, or a
-// second data line must be joined to it; then a copy in the field's own
-// storage, which is kept for the next blocks.
-type field struct {
-	v     []byte
-	own   []byte
-	alias bool
+// The fields of a block, as indexes of Reader.own; 1<<f is the field's
+// block bit (hasData, hasName, hasID, hasComment).
+const (
+	fData = iota
+	fName
+	fID
+	fComment
+)
+
+// val returns the value of field f in the block being read.
+func (r *Reader) val(f int) *[]byte {
+	switch f {
+	case fData:
+		return &r.ev.Data
+	case fName:
+		return &r.ev.Name
+	case fID:
+		return &r.ev.ID
+	}
+	return &r.ev.Comment
 }
 
-// set makes b, a slice of the read buffer, the value.
-func (f *field) set(b []byte) { f.v, f.alias = b, true }
-
-// join appends a newline and b to the value, in own storage.
-func (f *field) join(b []byte) {
-	f.keep()
-	f.v = append(append(f.v, '\n'), b...)
-	f.own = f.v
+// set makes b, a slice of the read buffer, the value of field f.
+func (r *Reader) set(f int, b []byte) {
+	*r.val(f) = b
+	r.alias |= 1 << f
 }
 
-// keep copies an aliased value into own storage.
-func (f *field) keep() {
-	if f.alias {
-		f.own = append(f.own[:0], f.v...)
-		f.v, f.alias = f.own, false
+// keep copies field f's value into own storage if it points into buf.
+func (r *Reader) keep(f int) {
+	if r.alias&(1<<f) != 0 {
+		v := r.val(f)
+		r.own[f] = append(r.own[f][:0], *v...)
+		*v = r.own[f]
+		r.alias &^= 1 << f
 	}
 }
 
-func (f *field) reset() { f.v, f.alias = f.own[:0], false }
+// clear empties the block being read.
+func (r *Reader) clear() { r.ev, r.alias = Event{}, 0 }
 
 // initialBuf is the Reader's first buffer size: one typical chunk line fits
 // (a stream chunk is 200-400 bytes), and it doubles for longer lines. Kept
@@ -181,7 +199,7 @@ func NewReader(src io.Reader, maxLine int) *Reader {
 // Size is the memory the Reader's buffers hold, in bytes: a pool can drop
 // a Reader that grew on a long line instead of keeping it.
 func (r *Reader) Size() int {
-	return cap(r.buf) + cap(r.data.own) + cap(r.name.own) + cap(r.id.own) + cap(r.comment.own)
+	return cap(r.buf) + cap(r.own[fData]) + cap(r.own[fName]) + cap(r.own[fID]) + cap(r.own[fComment])
 }
 
 // Reset makes the Reader read a new stream from src, keeping its buffers
@@ -189,10 +207,7 @@ func (r *Reader) Size() int {
 // cleared.
 func (r *Reader) Reset(src io.Reader) {
 	r.src, r.r, r.w, r.err, r.end, r.bom, r.saw = src, 0, 0, nil, nil, true, false
-	r.data.reset()
-	r.name.reset()
-	r.id.reset()
-	r.comment.reset()
+	r.clear()
 }
 
 // block records what the block being read has held so far.
@@ -217,10 +232,7 @@ func (r *Reader) Next() (*Event, error) {
 		return nil, r.end
 	}
 	var b block
-	r.data.reset()
-	r.name.reset()
-	r.id.reset()
-	r.comment.reset()
+	r.clear()
 	for {
 		line, err := r.line()
 		if err != nil {
@@ -228,7 +240,7 @@ func (r *Reader) Next() (*Event, error) {
 		}
 		if len(line) == 0 { // blank line: dispatch
 			if b&hasData != 0 {
-				if bytes.Equal(r.data.v, done) {
+				if bytes.Equal(r.ev.Data, done) {
 					return r.stop(io.EOF)
 				}
 				r.saw = true
@@ -240,45 +252,58 @@ func (r *Reader) Next() (*Event, error) {
 			// Nothing to dispatch, but WHATWG resets the block all the same:
 			// an "event:" line must not name the next block's event.
 			b = 0
-			r.name.reset()
-			r.id.reset()
-			r.comment.reset()
+			r.clear()
 			continue
 		}
-		b |= hasLine
-		field, value := line, []byte(nil)
-		if i := bytes.IndexByte(line, ':'); i >= 0 {
-			field, value = line[:i], line[i+1:]
-			if len(value) > 0 && value[0] == ' ' {
-				value = value[1:]
-			}
+		f, err := r.field(line, b)
+		if err != nil {
+			return r.stop(err)
 		}
-		switch {
-		case len(field) == 0: // comment
-			r.comment.set(value)
-			b |= hasComment
-		case string(field) == "data":
-			// Many short data lines must not grow one event past the limit either.
-			if len(r.data.v)+len(value) > r.max {
-				return r.stop(&LineTooLongError{Limit: r.max})
-			}
-			if b&hasData != 0 {
-				r.data.join(value)
-			} else {
-				r.data.set(value)
-			}
-			b |= hasData
-		case string(field) == "event":
-			r.name.set(value)
-			b |= hasName
-		case string(field) == "id":
-			if bytes.IndexByte(value, 0) < 0 { // WHATWG ignores an id holding NUL
-				r.id.set(value)
-				b |= hasID
-			}
-		}
-		// "retry:" and unknown fields are ignored, as the SSE spec says.
+		b |= hasLine | f
 	}
+}
+
+// field takes in one line of the block b (not blank), and returns the
+// block's flag it set: hasData, hasName, hasID, hasComment, or 0 for
+// "retry:" and unknown fields, which are ignored as the SSE spec says. Out
+// of line: Next's frame sits between the relay loop and every upstream
+// read, so it stays small.
+func (r *Reader) field(line []byte, b block) (block, error) {
+	field, value := line, []byte(nil)
+	if i := bytes.IndexByte(line, ':'); i >= 0 {
+		field, value = line[:i], line[i+1:]
+		if len(value) > 0 && value[0] == ' ' {
+			value = value[1:]
+		}
+	}
+	switch {
+	case len(field) == 0: // comment
+		r.set(fComment, value)
+		return hasComment, nil
+	case string(field) == "data":
+		// Many short data lines must not grow one event past the limit either.
+		if len(r.ev.Data)+len(value) > r.max {
+			return 0, &LineTooLongError{Limit: r.max}
+		}
+		if b&hasData != 0 {
+			// A second data line: joined with a newline, in own storage.
+			r.keep(fData)
+			r.ev.Data = append(append(r.ev.Data, '\n'), value...)
+			r.own[fData] = r.ev.Data
+		} else {
+			r.set(fData, value)
+		}
+		return hasData, nil
+	case string(field) == "event":
+		r.set(fName, value)
+		return hasName, nil
+	case string(field) == "id":
+		if bytes.IndexByte(value, 0) < 0 { // WHATWG ignores an id holding NUL
+			r.set(fID, value)
+			return hasID, nil
+		}
+	}
+	return 0, nil
 }
 
 var (
@@ -306,7 +331,7 @@ func (r *Reader) finish(tail []byte, err error, b block) (*Event, error) {
 		}
 		b |= hasLine
 	}
-	if b&hasData != 0 && bytes.Equal(r.data.v, done) {
+	if b&hasData != 0 && bytes.Equal(r.ev.Data, done) {
 		return r.stop(io.EOF) // "data: [DONE]\n" without its blank line
 	}
 	r.end = ErrTruncated
@@ -327,18 +352,19 @@ func (r *Reader) stop(err error) (*Event, error) {
 }
 
 func (r *Reader) event(b block) *Event {
-	r.ev = Event{}
+	// The block's fields hold their values already; a field that was
+	// present is never nil.
 	if b&hasData != 0 {
-		r.ev.Data = present(r.data.v)
+		r.ev.Data = present(r.ev.Data)
 	}
 	if b&hasName != 0 {
-		r.ev.Name = present(r.name.v)
+		r.ev.Name = present(r.ev.Name)
 	}
 	if b&hasID != 0 {
-		r.ev.ID = present(r.id.v)
+		r.ev.ID = present(r.ev.ID)
 	}
 	if b&hasComment != 0 {
-		r.ev.Comment = present(r.comment.v)
+		r.ev.Comment = present(r.ev.Comment)
 	}
 	return &r.ev
 }
@@ -402,13 +428,48 @@ func (r *Reader) fill() {
 	if r.err != nil {
 		return
 	}
+	if r.r > 0 || r.w == len(r.buf) {
+		if r.room(); r.err != nil {
+			return
+		}
+	}
+	if r.BeforeRead != nil {
+		r.BeforeRead()
+	}
+	for tries := 1; ; tries++ {
+		n, err := r.src.Read(r.buf[r.w:])
+		r.w += n
+		if err != nil {
+			r.readError(err)
+			break
+		}
+		if n > 0 {
+			break
+		}
+		if tries == 100 {
+			r.err = io.ErrNoProgress
+			break
+		}
+	}
+	if r.bom {
+		r.dropBOM()
+	}
+}
+
+// room makes room at the end of the buffer for fill: it moves the unread
+// bytes to the start, and grows the buffer when it is full. Out of line,
+// like readError: fill's frame sits between the relay loop and every
+// upstream read, so it stays small.
+//
+//go:noinline
+func (r *Reader) room() {
 	if r.r > 0 {
 		// The copy overwrites the lines already read: the block's values
 		// that point there move to their own storage first.
-		r.data.keep()
-		r.name.keep()
-		r.id.keep()
-		r.comment.keep()
+		r.keep(fData)
+		r.keep(fName)
+		r.keep(fID)
+		r.keep(fComment)
 		n := copy(r.buf, r.buf[r.r:r.w])
 		r.r, r.w = 0, n
 	}
@@ -426,36 +487,22 @@ func (r *Reader) fill() {
 		copy(nb, r.buf[:r.w])
 		r.buf = nb
 	}
-	if r.BeforeRead != nil {
-		r.BeforeRead()
+}
+
+// readError records the error a read of the source returned.
+//
+//go:noinline
+func (r *Reader) readError(err error) {
+	switch {
+	case errors.Is(err, io.EOF):
+		err = io.EOF
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		// net/http's chunked reader reports a connection cut
+		// mid-body this way: the same end of input as a bare EOF,
+		// but never a clean one.
+		err = ErrTruncated
 	}
-	for tries := 0; ; tries++ {
-		if tries == 100 {
-			r.err = io.ErrNoProgress
-			break
-		}
-		n, err := r.src.Read(r.buf[r.w:])
-		r.w += n
-		if err != nil {
-			switch {
-			case errors.Is(err, io.EOF):
-				err = io.EOF
-			case errors.Is(err, io.ErrUnexpectedEOF):
-				// net/http's chunked reader reports a connection cut
-				// mid-body this way: the same end of input as a bare EOF,
-				// but never a clean one.
-				err = ErrTruncated
-			}
-			r.err = err
-			break
-		}
-		if n > 0 {
-			break
-		}
-	}
-	if r.bom {
-		r.dropBOM()
-	}
+	r.err = err
 }
 
 // dropBOM skips one UTF-8 byte order mark at the start of the input, as

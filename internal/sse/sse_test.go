@@ -122,6 +122,7 @@ func TestWriterQueue(t *testing.T) {
 	var f countingFlusher
 	w := NewWriter(&f)
 	w.Stamp(7)
+	w.CommentLine([]byte("note"))
 	w.Queue([]byte("x"), []byte("a\nb"))
 	w.QueueRaw([]byte(": raw\n\n"))
 	w.Queue(nil, []byte("c"))
@@ -129,7 +130,7 @@ func TestWriterQueue(t *testing.T) {
 		t.Errorf("got %d writes and %d flushes after Queue, want 0 and 0", f.writes, f.flushes)
 	}
 	w.Flush()
-	want := ": sent_ns=7\nevent: x\ndata: a\ndata: b\n\n: raw\n\ndata: c\n\n"
+	want := ": sent_ns=7\n: note\nevent: x\ndata: a\ndata: b\n\n: raw\n\ndata: c\n\n"
 	if got := f.String(); got != want || f.writes != 1 || f.flushes != 1 {
 		t.Errorf("got %q in %d writes and %d flushes, want %q in 1 and 1", got, f.writes, f.flushes, want)
 	}

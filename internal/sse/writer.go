@@ -105,6 +105,17 @@ func (w *Writer) Comment(text []byte) error {
 	return w.Flush()
 }
 
+// CommentLine queues the comment line ": <text>", so it travels in the
+// same write as the event that follows it, as a line of that event's block
+// (a relay passes an upstream's "sent_ns=" stamp on as it came, without
+// parsing and formatting its number again). text must hold no line break.
+func (w *Writer) CommentLine(text []byte) error {
+	b := append(w.grow(len(text)+3), ": "...)
+	b = append(b, text...)
+	w.buf = append(b, '\n')
+	return w.through()
+}
+
 // Stamp queues the comment ": sent_ns=<ns>", so it travels in the same
 // write as the event that follows it.
 func (w *Writer) Stamp(ns int64) error {

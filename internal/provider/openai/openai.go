@@ -237,18 +237,27 @@ func (s *stream) Next() (*sse.Event, error) {
 	if err == nil {
 		return ev, nil
 	}
+	return nil, s.fail(err)
+}
+
+// fail returns the error for what ended the stream (io.EOF after
+// "[DONE]"). Out of line, so that Next's frame, which sits between the
+// relay loop and every upstream read, stays small.
+//
+//go:noinline
+func (s *stream) fail(err error) error {
 	if err == io.EOF {
 		s.done = true
-		return nil, err
+		return err
 	}
 	var tooLong *sse.LineTooLongError
 	switch {
 	case errors.As(err, &tooLong):
-		return nil, fmt.Errorf("%w: %w", provider.ErrMalformed, err)
+		return fmt.Errorf("%w: %w", provider.ErrMalformed, err)
 	case errors.Is(err, sse.ErrTruncated):
-		return nil, provider.ErrTruncated
+		return provider.ErrTruncated
 	}
-	return nil, provider.ReadError(s.ctx, err)
+	return provider.ReadError(s.ctx, err)
 }
 
 // Close releases the connection: after "[DONE]" it drains the body's short
