@@ -437,7 +437,12 @@ func (g *Gateway) hedged(p *plan, sess *relay.Session, t, backup *target, bpos i
 //go:noinline
 func (g *Gateway) newSession(w http.ResponseWriter, c *call, req *provider.Request) *relay.Session {
 	to := g.cfg.Timeouts
+	var body http.ResponseWriter
+	if sw, ok := w.(*statusWriter); ok {
+		body = sw.ResponseWriter // the status is recorded at the commit, through w
+	}
 	return relay.NewSession(w, relay.Options{
+		Body:         body,
 		FirstToken:   to.FirstToken.D(),
 		Idle:         to.Idle.D(),
 		KeepAlive:    g.keepAlive,

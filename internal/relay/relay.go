@@ -80,6 +80,11 @@ type Options struct {
 	// trailers instead, and SetHeader keeps setting them: they reach the
 	// client after the body. Nil means none.
 	LateHeaders []string
+	// Body is where the stream's bytes go once its status and headers are
+	// written, when w only watches what passes through it (the gateway's
+	// status recorder): the relay's writes and flushes skip the wrapper.
+	// Nil means w.
+	Body http.ResponseWriter
 	// Encoder writes the client's dialect; nil means OpenAI's (events pass
 	// through). An Encoder that needs the usage (to end its stream) needs
 	// IncludeUsage too; it decides itself what reaches the client.
@@ -111,7 +116,8 @@ func (s *Stats) UsageOrNil() *api.Usage {
 // the only other writer and is serialised with a mutex until content flows.
 type Session struct {
 	// The fields every relayed chunk reads or writes come first, on the
-	// Session's first four cache lines (it is 64-byte aligned): with
+	// Session's first five cache lines (it is 64-byte aligned; the SSE
+	// writer is one of them, not an object of its own): with
 	// thousands of streams open, each line a chunk touches is likely a cache
 	// miss, and misses, not instructions, are most of what a chunk costs
 	// then.
@@ -121,7 +127,8 @@ type Session struct {
 	smooth      bool  // Options.Smoothing > 0
 	continuable bool  // Options.Continuable
 	ended       atomic.Bool
-	sw          *sse.Writer
+	sw          sse.Writer // to Options.Body
+	lastWrite   atomic.Int64
 	enc         Encoder
 	infoer      provider.ChunkInfoer // the attempt's stream, when it tells its chunks' info
 	// Once content flows the relay loop writes without s.mu; wmu serialises
@@ -129,10 +136,9 @@ type Session struct {
 	// when nothing was written for Options.KeepAlive (a long gap, a
 	// thinking model). lastWrite is the time of the latest write, as
 	// time.Since(t0); ended is set when the stream was ended or closed.
-	wmu       sync.Mutex
-	lastWrite atomic.Int64
-	info      api.ChunkInfo // the latest event's scan
-	stats     Stats         // its per-chunk fields first
+	wmu   sync.Mutex
+	info  api.ChunkInfo // the latest event's scan
+	stats Stats         // its per-chunk fields first
 
 	t0      time.Time
 	opts    Options
@@ -168,8 +174,13 @@ func NewSession(w http.ResponseWriter, opts Options) *Session {
 	if opts.Start.IsZero() {
 		opts.Start = time.Now()
 	}
-	s := &Session{w: w, sw: sse.NewWriter(w), enc: opts.Encoder, opts: opts, t0: time.Now(), plain: true,
+	s := &Session{w: w, enc: opts.Encoder, opts: opts, t0: time.Now(), plain: true,
 		smooth: opts.Smoothing > 0, continuable: opts.Continuable}
+	if opts.Body != nil {
+		s.sw.Init(opts.Body)
+	} else {
+		s.sw.Init(w)
+	}
 	if s.enc == nil {
 		s.enc = OpenAI
 	}
@@ -284,7 +295,7 @@ func (s *Session) keepAlive() {
 		s.trailers = true
 	}
 	s.commitLocked()
-	if s.enc.KeepAlive(s.sw) == nil {
+	if s.enc.KeepAlive(&s.sw) == nil {
 		s.ka.Reset(s.opts.KeepAlive)
 	}
 	s.mu.Unlock()
@@ -304,7 +315,7 @@ func (s *Session) keepAliveStreaming() {
 		s.ka.Reset(rest)
 		return
 	}
-	if s.enc.KeepAlive(s.sw) == nil {
+	if s.enc.KeepAlive(&s.sw) == nil {
 		s.lastWrite.Store(int64(time.Since(s.t0)))
 		s.ka.Reset(s.opts.KeepAlive)
 	}
@@ -346,7 +357,7 @@ func (s *Session) Fail(status int, body []byte) int {
 		return status
 	}
 	s.wmu.Lock()
-	s.enc.Error(s.sw, body)
+	s.enc.Error(&s.sw, body)
 	s.ended.Store(true)
 	s.wmu.Unlock()
 	return http.StatusOK
@@ -627,7 +638,7 @@ func writeEvent(w *sse.Writer, enc Encoder, ev *sse.Event, info *api.ChunkInfo, 
 // keep-alives.
 func (s *Session) write(ev *sse.Event, info *api.ChunkInfo, flush bool) error {
 	s.wmu.Lock()
-	err := writeEvent(s.sw, s.enc, ev, info, flush)
+	err := writeEvent(&s.sw, s.enc, ev, info, flush)
 	s.wmu.Unlock()
 	return err
 }
@@ -895,7 +906,7 @@ func (s *Session) commitContent(ev *sse.Event) error {
 		s.pendBuf.Reset()
 	}
 	if err == nil {
-		err = writeEvent(s.sw, s.enc, ev, &s.info, false)
+		err = writeEvent(&s.sw, s.enc, ev, &s.info, false)
 	}
 	if err == nil {
 		err = s.sw.Flush()
@@ -927,7 +938,7 @@ func (s *Session) done() error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	s.ended.Store(true)
-	if err := s.enc.Done(s.sw); err != nil {
+	if err := s.enc.Done(&s.sw); err != nil {
 		return fmt.Errorf("%w: %w", ErrClientGone, err)
 	}
 	return nil
@@ -947,7 +958,7 @@ func (s *Session) upstreamError(data []byte) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	s.ended.Store(true)
-	if err := s.enc.Error(s.sw, data); err != nil {
+	if err := s.enc.Error(&s.sw, data); err != nil {
 		return fmt.Errorf("%w: %w", ErrClientGone, err)
 	}
 	return e

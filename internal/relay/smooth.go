@@ -215,7 +215,7 @@ func (sm *smoother) fire() {
 	if out := sm.buf.Expire(now); len(out) > 0 {
 		// A failed write means the client went away: the request's context
 		// ends the attempt, and the relay loop's next write fails too.
-		if sm.release(s.sw, out, now) == nil {
+		if sm.release(&s.sw, out, now) == nil {
 			s.sw.Flush()
 		}
 	}
@@ -251,7 +251,7 @@ func (sm *smoother) end() {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if !s.ended.Load() && sm.buf.Len() > 0 {
-		if sm.releaseHeld(s.sw, time.Now()) == nil {
+		if sm.releaseHeld(&s.sw, time.Now()) == nil {
 			s.sw.Flush()
 		}
 	}

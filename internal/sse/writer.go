@@ -18,11 +18,19 @@ import (
 // that cannot flush (a bytes.Buffer) every event is written through at once.
 // A Writer is not safe for concurrent use.
 type Writer struct {
-	w     io.Writer
-	flush func() error
-	buf   []byte  // framed bytes not yet written to w
-	pb    *[]byte // the pooled buffer buf came from, nil when buf is nil
+	w   io.Writer
+	fl  flusher // flushes w; nil when w cannot flush
+	buf []byte  // framed bytes not yet written to w
+	pb  *[]byte // the pooled buffer buf came from, nil when buf is nil
 }
+
+// flusher is net/http's own ResponseWriter's flush (http.response has
+// FlushError), called directly; other writers' flushes are adapted to it.
+type flusher interface{ FlushError() error }
+
+type flushFunc func() error
+
+func (f flushFunc) FlushError() error { return f() }
 
 // bufs holds the Writers' batch buffers. A batch is usually one event of a
 // few hundred bytes; buffers that grew past maxPooled (a huge event) are
@@ -35,15 +43,23 @@ const maxPooled = 64 << 10
 // are flushed through http.NewResponseController, which also reaches
 // writers wrapped by middleware that implement Unwrap.
 func NewWriter(w io.Writer) *Writer {
-	sw := &Writer{w: w}
-	switch f := w.(type) {
-	case http.ResponseWriter:
-		rc := http.NewResponseController(f)
-		sw.flush = rc.Flush
-	case interface{ Flush() error }:
-		sw.flush = f.Flush
-	}
+	sw := new(Writer)
+	sw.Init(w)
 	return sw
+}
+
+// Init makes sw a new Writer on w, as NewWriter does: a Writer can be a
+// field of the struct that uses it.
+func (sw *Writer) Init(w io.Writer) {
+	*sw = Writer{w: w}
+	switch f := w.(type) {
+	case flusher: // net/http's own: no ResponseController on every flush
+		sw.fl = f
+	case http.ResponseWriter:
+		sw.fl = flushFunc(http.NewResponseController(f).Flush)
+	case interface{ Flush() error }:
+		sw.fl = flushFunc(f.Flush)
+	}
 }
 
 // SetHeaders sets the response headers of an SSE stream on h.
@@ -143,10 +159,10 @@ func (w *Writer) Flush() error {
 	if err := w.write(); err != nil {
 		return err
 	}
-	if w.flush == nil {
+	if w.fl == nil {
 		return nil
 	}
-	return w.flush()
+	return w.fl.FlushError()
 }
 
 // grow returns the buffer with room for n more bytes: a pooled one for a
@@ -167,7 +183,7 @@ func (w *Writer) grow(n int) []byte {
 // through writes the queue at once when the underlying writer cannot flush:
 // there is no later Flush to wait for.
 func (w *Writer) through() error {
-	if w.flush != nil {
+	if w.fl != nil {
 		return nil
 	}
 	return w.write()
