@@ -128,17 +128,24 @@ type Session struct {
 	continuable bool  // Options.Continuable
 	ended       atomic.Bool
 	sw          sse.Writer // to Options.Body
-	lastWrite   atomic.Int64
-	enc         Encoder
-	infoer      provider.ChunkInfoer // the attempt's stream, when it tells its chunks' info
+	// lastWrite is the time of the latest write to the client, as
+	// time.Since(t0) (see wmu); last is the time of the current attempt's
+	// latest upstream event, for its idle timer (see attempt).
+	lastWrite atomic.Int64
+	last      atomic.Int64
+	enc       Encoder
+	infoer    provider.ChunkInfoer // the attempt's stream, when it tells its chunks' info
+	st        provider.Stream      // the attempt's stream
+	info      api.ChunkInfo        // the latest event's scan
+	n         uint32               // the attempt's events relayed, for the overhead sample
+	queued    bool                 // the attempt's stream flushes the batch before each read
+	cont      bool                 // the attempt continues a cut answer (see Attempt)
 	// Once content flows the relay loop writes without s.mu; wmu serialises
 	// its writes with the keep-alive timer's, which writes a comment only
 	// when nothing was written for Options.KeepAlive (a long gap, a
-	// thinking model). lastWrite is the time of the latest write, as
-	// time.Since(t0); ended is set when the stream was ended or closed.
+	// thinking model); ended is set when the stream was ended or closed.
 	wmu   sync.Mutex
-	info  api.ChunkInfo // the latest event's scan
-	stats Stats         // its per-chunk fields first
+	stats Stats // its per-chunk fields first
 
 	t0      time.Time
 	opts    Options
@@ -372,15 +379,16 @@ func (s *Session) Fail(status int, body []byte) int {
 func (s *Session) Attempt(ctx context.Context, obs *metrics.Stream, open func(context.Context) (provider.Stream, error)) error {
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	a := &attempt{ctx: actx, cancel: cancel, t0: s.t0, idle: s.opts.Idle}
-	a.last.Store(int64(time.Since(a.t0)))
+	a := &attempt{s: s, ctx: actx, cancel: cancel, idle: s.opts.Idle}
+	s.last.Store(int64(time.Since(s.t0)))
+	s.n, s.queued = 0, false
 	a.t = time.AfterFunc(time.Hour, a.fire)
 	defer a.t.Stop()
 	// A continuation: content of this answer already reached the client, so
 	// the attempt is judged as a stream is (the idle window), not by the
 	// first-token deadline, and its own role chunk is dropped.
-	a.cont = s.contentSent
-	if a.cont {
+	s.cont = s.contentSent
+	if s.cont {
 		a.state.Store(streaming)
 		arm(a.t, a.idle)
 	} else {
@@ -408,27 +416,19 @@ func (s *Session) Attempt(ctx context.Context, obs *metrics.Stream, open func(co
 	s.infoer, _ = st.(provider.ChunkInfoer)
 	if rn, ok := st.(provider.ReadNotifier); ok {
 		rn.BeforeRead(s.flush)
-		a.queued = true
+		s.queued = true
 	}
-	a.st, a.obs = st, obs
+	s.st = st
+	defer func() { s.st = nil }()
 	return s.relay(a)
 }
 
-// attempt is what one Attempt's loop and its timer share. Each attempt has
-// its own, so a timer that fires as its attempt ends touches nothing of the
-// next one.
+// attempt is what one Attempt's timer needs. Each attempt has its own, so
+// a timer that fires as its attempt ends cancels only that attempt. The
+// loop's own state is in the Session (st, last, n, queued, cont), on the
+// lines a chunk touches anyway.
 type attempt struct {
-	// The fields the loop reads for every event come first, on one cache
-	// line: at thousands of open streams every line an event touches is
-	// likely a cache miss.
-	st     provider.Stream
-	last   atomic.Int64 // time of the latest event, as time.Since(t0)
-	obs    *metrics.Stream
-	t0     time.Time // the Session's t0: last and Session.lastWrite share it
-	n      uint32    // events relayed, for the overhead sample
-	queued bool      // the stream flushes the batch before each read
-	cont   bool      // a continuation (see Attempt)
-
+	s *Session
 	// state decides, once, whether the first-token deadline or the first
 	// content came first: the loop writes content only after winning
 	// waiting → streaming, the timer cancels only after winning
@@ -452,7 +452,7 @@ func (a *attempt) fire() {
 	if a.idle <= 0 { // the first-token timer fired as content began; no idle window
 		return
 	}
-	if rest := a.idle - (time.Since(a.t0) - time.Duration(a.last.Load())); rest > 0 {
+	if rest := a.idle - (time.Since(a.s.t0) - time.Duration(a.s.last.Load())); rest > 0 {
 		a.t.Reset(rest)
 		return
 	}
@@ -465,7 +465,7 @@ func (a *attempt) fire() {
 // each time a stream wakes, so the fewer the better.
 func (s *Session) relay(a *attempt) error {
 	for {
-		ev, err := a.st.Next()
+		ev, err := s.st.Next()
 		if s.batch.err != nil {
 			return wrap(ErrClientGone, s.batch.err)
 		}
@@ -478,7 +478,7 @@ func (s *Session) relay(a *attempt) error {
 		if len(ev.Data) == 0 {
 			// A heartbeat: a comment-only block or an empty "data:" event.
 			// It shows the upstream is alive, so the idle window restarts.
-			a.last.Store(int64(time.Since(a.t0)))
+			s.last.Store(int64(time.Since(s.t0)))
 			continue
 		}
 		if err := s.event(a, ev); err != nil {
@@ -493,7 +493,7 @@ func (s *Session) relay(a *attempt) error {
 func (s *Session) event(a *attempt, ev *sse.Event) error {
 	// Only the sampled chunks' overhead is observed: take their read time alone.
 	var read time.Time
-	sampled := (a.n+1)%overheadSample == 0
+	sampled := (s.n+1)%overheadSample == 0
 	if sampled {
 		read = time.Now()
 	}
@@ -515,37 +515,37 @@ func (s *Session) event(a *attempt, ev *sse.Event) error {
 		if held, err := s.first(a, ev, info); held || err != nil {
 			return err
 		}
-	case a.cont:
+	case s.cont:
 		if ev = s.continuing(ev, info); ev == nil {
 			return nil
 		}
 		fallthrough
 	default:
-		if err := s.write(ev, info, !a.queued); err != nil {
+		if err := s.write(ev, info, !s.queued); err != nil {
 			return wrap(ErrClientGone, err)
 		}
-		if a.queued {
+		if s.queued {
 			s.batch.dirty = true
 		}
 	}
 	now := time.Now()
-	since := int64(now.Sub(a.t0))
-	a.last.Store(since)
+	since := int64(now.Sub(s.t0))
+	s.last.Store(since)
 	s.lastWrite.Store(since)
 	if info.Finish {
 		s.finished = true
 	}
 	if info.Content {
-		s.content(a.obs, now)
+		s.content(s.batch.obs, now)
 		if s.continuable && !s.smooth { // smoothing collects what it writes
 			s.collect(ev.Data)
 		}
 	}
-	if a.n++; sampled {
+	if s.n++; sampled {
 		if s.batch.dirty {
 			s.batch.read = read // observed when the batch is flushed
 		} else {
-			a.obs.ChunkOverhead(now.Sub(read))
+			s.batch.obs.ChunkOverhead(now.Sub(read))
 		}
 	}
 	return nil
@@ -564,7 +564,7 @@ func (s *Session) first(a *attempt, ev *sse.Event, info *api.ChunkInfo) (held bo
 		}
 		return true, s.enc.Event(s.pendW, ev, info)
 	}
-	a.last.Store(int64(time.Since(a.t0)))
+	s.last.Store(int64(time.Since(s.t0)))
 	if !a.state.CompareAndSwap(waiting, streaming) {
 		// The first-token deadline fired first: nothing is written,
 		// so another route may still serve the request.
