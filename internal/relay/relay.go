@@ -459,10 +459,14 @@ func (a *attempt) fire() {
 	a.cancel(provider.ErrIdleTimeout)
 }
 
-// relay is Attempt's loop. Its frame holds little (the attempt's state is
-// in a, the event's work in event): with thousands of streams open, the
+// relay is Attempt's loop. Its frame holds little (the loop's state is in
+// the Session, the event's work in event): with thousands of streams open, the
 // stack lines between this frame and the upstream read are cache misses
-// each time a stream wakes, so the fewer the better.
+// each time a stream wakes, so the fewer the better. Out of line (also when
+// a profile-guided build would inline it into Attempt): its frame is the
+// loop's alone.
+//
+//go:noinline
 func (s *Session) relay(a *attempt) error {
 	for {
 		ev, err := s.st.Next()
