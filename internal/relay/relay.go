@@ -383,7 +383,7 @@ func (s *Session) Attempt(ctx context.Context, obs *metrics.Stream, open func(co
 	s.last.Store(int64(time.Since(s.t0)))
 	s.n, s.queued = 0, false
 	a.t = time.AfterFunc(time.Hour, a.fire)
-	defer a.t.Stop()
+	defer a.end()
 	// A continuation: content of this answer already reached the client, so
 	// the attempt is judged as a stream is (the idle window), not by the
 	// first-token deadline, and its own role chunk is dropped.
@@ -434,6 +434,7 @@ type attempt struct {
 	// waiting → streaming, the timer cancels only after winning
 	// waiting → expired.
 	state  atomic.Int32
+	over   atomic.Bool // the attempt returned: a timer firing late does nothing
 	idle   time.Duration
 	t      *time.Timer
 	ctx    context.Context
@@ -445,6 +446,9 @@ type attempt struct {
 // the timer fires it re-arms itself for what is left of the idle window, so
 // the per-event path does no timer work.
 func (a *attempt) fire() {
+	if a.over.Load() {
+		return // s.last is the next attempt's now: this timer must not re-arm on it
+	}
 	if a.state.CompareAndSwap(waiting, expired) {
 		a.cancel(provider.ErrFirstTokenTimeout)
 		return
@@ -457,6 +461,12 @@ func (a *attempt) fire() {
 		return
 	}
 	a.cancel(provider.ErrIdleTimeout)
+}
+
+// end stops the attempt's timer, also one that is firing now.
+func (a *attempt) end() {
+	a.over.Store(true)
+	a.t.Stop()
 }
 
 // relay is Attempt's loop. Its frame holds little (the loop's state is in
