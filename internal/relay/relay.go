@@ -463,7 +463,8 @@ func (a *attempt) fire() {
 	a.cancel(provider.ErrIdleTimeout)
 }
 
-// end stops the attempt's timer, also one that is firing now.
+// end stops the attempt's timer. A callback already running may still
+// re-arm it once; over makes that and any later run do nothing.
 func (a *attempt) end() {
 	a.over.Store(true)
 	a.t.Stop()
@@ -530,7 +531,7 @@ func (s *Session) event(a *attempt, ev *sse.Event) error {
 			return err
 		}
 	case s.cont:
-		if ev = s.continuing(ev, info); ev == nil {
+		if ev = s.continued(ev, info); ev == nil {
 			return nil
 		}
 		fallthrough
@@ -572,7 +573,7 @@ func (s *Session) event(a *attempt, ev *sse.Event) error {
 //
 //go:noinline
 func (s *Session) first(a *attempt, ev *sse.Event, info *api.ChunkInfo) (held bool, err error) {
-	if !info.Content && !info.Finish && !info.HasUsage {
+	if roleOnly(info) {
 		if s.pendBuf.Cap() == 0 {
 			s.pendBuf.Grow(256) // one allocation for the usual role chunk
 		}
@@ -591,15 +592,9 @@ func (s *Session) first(a *attempt, ev *sse.Event, info *api.ChunkInfo) (held bo
 	return false, nil
 }
 
-// continuing returns a continuation's event as the client must see it (see
-// continued), nil for its role chunk (the client has had one) or when it
-// held only text the client has.
-func (s *Session) continuing(ev *sse.Event, info *api.ChunkInfo) *sse.Event {
-	if !info.Content && !info.Finish && !info.HasUsage {
-		return nil
-	}
-	return s.continued(ev, info)
-}
+// roleOnly reports whether a chunk carries nothing the client needs yet:
+// no content, no finish, no usage (the role chunk that opens a stream).
+func roleOnly(info *api.ChunkInfo) bool { return !info.Content && !info.Finish && !info.HasUsage }
 
 // scan sets s.info to what ev holds: from the stream when it tells (a
 // translating adapter built the chunk), else from api.ScanChunk. The result
@@ -701,12 +696,16 @@ func (s *Session) Finish(reason string) error {
 func (s *Session) Skip(text string) { s.skip = text }
 
 // continued returns a continuing attempt's event as the client must see
-// it: its first content without the text set by Skip (nil when nothing
-// is left of the chunk), its usage with the earlier attempts' added (in
-// info too, for Encoders that read it).
+// it: nil for its role chunk (the client has had one); its first content
+// without the text set by Skip (nil when nothing is left of the chunk);
+// its usage with the earlier attempts' added (in info too, for Encoders
+// that read it).
 //
 //go:noinline
 func (s *Session) continued(ev *sse.Event, info *api.ChunkInfo) *sse.Event {
+	if roleOnly(info) {
+		return nil
+	}
 	if s.skip != "" && info.Content {
 		var drop bool
 		if ev, drop = s.skipText(ev, info); drop {
