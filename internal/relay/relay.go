@@ -473,11 +473,7 @@ func (a *attempt) end() {
 // relay is Attempt's loop. Its frame holds little (the loop's state is in
 // the Session, the event's work in event): with thousands of streams open, the
 // stack lines between this frame and the upstream read are cache misses
-// each time a stream wakes, so the fewer the better. Out of line (also when
-// a profile-guided build would inline it into Attempt): its frame is the
-// loop's alone.
-//
-//go:noinline
+// each time a stream wakes, so the fewer the better.
 func (s *Session) relay(a *attempt) error {
 	for {
 		ev, err := s.st.Next()
@@ -570,8 +566,6 @@ func (s *Session) event(a *attempt, ev *sse.Event) error {
 // (held is true), so that a first-token timeout or a failure before content
 // can still be an HTTP status or a fallback, and travels with the first
 // content chunk, which commits the stream.
-//
-//go:noinline
 func (s *Session) first(a *attempt, ev *sse.Event, info *api.ChunkInfo) (held bool, err error) {
 	if roleOnly(info) {
 		if s.pendBuf.Cap() == 0 {

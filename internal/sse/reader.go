@@ -457,11 +457,9 @@ func (r *Reader) fill() {
 }
 
 // room makes room at the end of the buffer for fill: it moves the unread
-// bytes to the start, and grows the buffer when it is full. Out of line,
-// like readError: fill's frame sits between the relay loop and every
-// upstream read, so it stays small.
-//
-//go:noinline
+// bytes to the start, and grows the buffer when it is full. A function of
+// its own (too large to be inlined), like readError: fill's frame sits
+// between the relay loop and every upstream read, so it stays small.
 func (r *Reader) room() {
 	if r.r > 0 {
 		// The copy overwrites the lines already read: the block's values
@@ -490,8 +488,6 @@ func (r *Reader) room() {
 }
 
 // readError records the error a read of the source returned.
-//
-//go:noinline
 func (r *Reader) readError(err error) {
 	switch {
 	case errors.Is(err, io.EOF):

@@ -241,10 +241,9 @@ func (s *stream) Next() (*sse.Event, error) {
 }
 
 // fail returns the error for what ended the stream (io.EOF after
-// "[DONE]"). Out of line, so that Next's frame, which sits between the
-// relay loop and every upstream read, stays small.
-//
-//go:noinline
+// "[DONE]"). A function of its own (too large to be inlined), so that
+// Next's frame, which sits between the relay loop and every upstream read,
+// stays small.
 func (s *stream) fail(err error) error {
 	if err == io.EOF {
 		s.done = true
