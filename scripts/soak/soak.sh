@@ -337,7 +337,7 @@ say "ledger: $rows rows; gateway exit status $gw_rc, WAL file after its exit: $w
 tail -n +2 <<<"$ledger" | sed 's/^/soak:   /'
 logpat='level=(error|warn)|panic|fatal|data race'
 problems=$(grep -ciE "$logpat" "$OUT/gateway.log" || true)
-((problems == 0)) || { say "gateway log: $problems warning/error lines, the first 5:"; grep -iE "$logpat" "$OUT/gateway.log" | head -5 | sed 's/^/soak:   /'; }
+((problems == 0)) || { say "gateway log: $problems warning/error lines, the first 5:"; grep -m 5 -iE "$logpat" "$OUT/gateway.log" | sed 's/^/soak:   /'; }
 
 # --- verdict ----------------------------------------------------------------
 say "verdict (baseline = mean of the samples at ${warm}s..${base_end}s, last = mean of the last 3 samples):"
