@@ -50,13 +50,14 @@ type Stream interface {
 	Close() error
 }
 
-// ReadNotifier is an optional capability of a Stream: f is called before
-// each read from the upstream, once Next has returned every event the
-// bytes already read hold. The relay writes events without flushing them
-// and flushes in f, so the events of one upstream read reach the client in
-// one write and none waits for a later one (streaming rule 1).
+// ReadNotifier is an optional capability of a Stream: h.BeforeRead is
+// called before each read from the upstream, once Next has returned every
+// event the bytes already read hold. The relay writes events without
+// flushing them and flushes there, so the events of one upstream read
+// reach the client in one write and none waits for a later one (streaming
+// rule 1).
 type ReadNotifier interface {
-	BeforeRead(f func())
+	BeforeRead(h sse.ReadHook)
 }
 
 // ChunkInfoer is an optional capability of a Stream whose adapter builds

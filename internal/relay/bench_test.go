@@ -63,7 +63,7 @@ func (w *discardWriter) Flush()                      { w.flushes++ }
 // as the openai adapter's streams do: events are then flushed per read.
 type notifyingStream struct{ readerStream }
 
-func (s notifyingStream) BeforeRead(f func()) { s.r.BeforeRead = f }
+func (s notifyingStream) BeforeRead(h sse.ReadHook) { s.r.Hook = h }
 
 // BenchmarkRelayChunk measures the relay's per-chunk path: SSE parse,
 // ScanChunk, write and flush, the idle window moved, TTFT/ITL/overhead

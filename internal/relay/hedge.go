@@ -223,7 +223,7 @@ type replay struct {
 	infoer provider.ChunkInfoer
 	i      int
 	info   api.ChunkInfo
-	before func() // BeforeRead's function when the stream has no ReadNotifier
+	before sse.ReadHook // the read hook when the stream has no ReadNotifier
 }
 
 var (
@@ -242,7 +242,7 @@ func (r *replay) Next() (*sse.Event, error) {
 		return nil, r.final
 	}
 	if r.before != nil {
-		r.before()
+		r.before.BeforeRead()
 	}
 	ev, err := r.st.Next()
 	if err != nil || len(ev.Data) == 0 {
@@ -258,12 +258,12 @@ func (r *replay) Next() (*sse.Event, error) {
 
 func (r *replay) ChunkInfo() api.ChunkInfo { return r.info }
 
-func (r *replay) BeforeRead(f func()) {
+func (r *replay) BeforeRead(h sse.ReadHook) {
 	if rn, ok := r.st.(provider.ReadNotifier); ok {
-		rn.BeforeRead(f)
+		rn.BeforeRead(h)
 		return
 	}
-	r.before = f
+	r.before = h
 }
 
 func (r *replay) Close() error {

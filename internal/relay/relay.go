@@ -415,7 +415,7 @@ func (s *Session) Attempt(ctx context.Context, obs *metrics.Stream, open func(co
 	s.batch = batch{obs: obs}
 	s.infoer, _ = st.(provider.ChunkInfoer)
 	if rn, ok := st.(provider.ReadNotifier); ok {
-		rn.BeforeRead(s.flush)
+		rn.BeforeRead((*flushHook)(s))
 		s.queued = true
 	}
 	s.st = st
@@ -829,7 +829,14 @@ type batch struct {
 	err   error           // the first failed flush: the client went away
 }
 
-// flush writes the batch to the client (the stream's BeforeRead).
+// flushHook is the Session as the stream's read hook: it flushes before
+// each upstream read. A conversion, not a method value: the hook is the
+// Session itself, with no object of its own for a read to reach through.
+type flushHook Session
+
+func (h *flushHook) BeforeRead() { (*Session)(h).flush() }
+
+// flush writes the batch to the client (the stream's read hook).
 func (s *Session) flush() {
 	b := &s.batch
 	if !b.dirty {

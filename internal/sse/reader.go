@@ -3,7 +3,7 @@
 // alike. The Reader parses as the WHATWG HTML standard does, plus documented
 // extensions for LLM streams, without allocating in steady state; the Writer
 // flushes each event, or queues events for one flush when their reader is
-// about to read again (Reader.BeforeRead), so nothing waits between an
+// about to read again (Reader.Hook), so nothing waits between an
 // upstream read and a client write.
 package sse
 
@@ -30,6 +30,15 @@ type LineTooLongError struct{ Limit int }
 func (e *LineTooLongError) Error() string {
 	return fmt.Sprintf("sse: line longer than the %d-byte limit", e.Limit)
 }
+
+// A ReadHook is told before each read from a Reader's source (Reader.Hook).
+type ReadHook interface{ BeforeRead() }
+
+// HookFunc is a function as a ReadHook.
+type HookFunc func()
+
+// BeforeRead calls f.
+func (f HookFunc) BeforeRead() { f() }
 
 // Event is one event: the lines of one block, up to the blank line that
 // dispatches it (or the end of the input, see Reader). Its slices point into
@@ -111,15 +120,17 @@ type Reader struct {
 	err error // sticky source error: io.EOF, ErrTruncated for io.ErrUnexpectedEOF, or as read
 	end error // sticky result of Next once the stream is over
 
-	// BeforeRead, when set, is called before each read from the source:
-	// everything Next could return without waiting has been returned. A
-	// relay that writes events without flushing them flushes here, so the
-	// events that arrived in one read go out in one write and none waits
-	// for input that has not arrived.
-	BeforeRead func()
-	alias      block // the fields of ev whose value points into buf
-	bom        bool  // the input's first bytes may still be a byte order mark
-	saw        bool  // an event with data was returned (for NoDone)
+	// Hook, when set, is called (Hook.BeforeRead) before each read from
+	// the source: everything Next could return without waiting has been
+	// returned. A relay that writes events without flushing them flushes
+	// here, so the events that arrived in one read go out in one write and
+	// none waits for input that has not arrived. An interface rather than a
+	// func: a method value would be one more object, on a cache line of its
+	// own, that every read of every stream touches.
+	Hook  ReadHook
+	alias block // the fields of ev whose value points into buf
+	bom   bool  // the input's first bytes may still be a byte order mark
+	saw   bool  // an event with data was returned (for NoDone)
 	// CommentsOnly, when set, reports comment-only blocks (heartbeats) as
 	// events with nil Data, so a relay can see keep-alives. Off by default:
 	// such blocks are skipped, as WHATWG skips them.
@@ -433,8 +444,8 @@ func (r *Reader) fill() {
 			return
 		}
 	}
-	if r.BeforeRead != nil {
-		r.BeforeRead()
+	if r.Hook != nil {
+		r.Hook.BeforeRead()
 	}
 	for tries := 1; ; tries++ {
 		n, err := r.src.Read(r.buf[r.w:])

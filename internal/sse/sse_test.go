@@ -83,14 +83,14 @@ func (s *chunkedSource) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// BeforeRead is called before each read, once every event the bytes already
+// Hook is called before each read, once every event the bytes already
 // read hold has been returned: a relay that flushes there sends the events
 // of one read in one write, and never holds one back waiting for input.
-func TestReaderBeforeRead(t *testing.T) {
+func TestReaderHook(t *testing.T) {
 	src := &chunkedSource{chunks: []string{"data: a\n\ndata: b\n\ndata: c", "\n\n: ping\n\ndata: d\n\n", "data: [DONE]\n\n"}}
 	r := NewReader(src, 0)
 	var log []string
-	r.BeforeRead = func() { log = append(log, "read") }
+	r.Hook = HookFunc(func() { log = append(log, "read") })
 	for {
 		ev, err := r.Next()
 		if err == io.EOF {

@@ -85,7 +85,7 @@ func (w *Writer) Event(name, data []byte) error {
 // Queue frames one event like Event but does not write it: it waits in the
 // Writer's buffer for the next Flush, so several events leave in one write.
 // The caller must flush before it waits for anything (see
-// Reader.BeforeRead).
+// Reader.Hook).
 func (w *Writer) Queue(name, data []byte) error {
 	w.frame(name, data)
 	return w.through()

@@ -23,6 +23,7 @@ import (
 
 	"github.com/streamgate/streamgate/internal/api"
 	"github.com/streamgate/streamgate/internal/provider"
+	"github.com/streamgate/streamgate/internal/sse"
 )
 
 // Every stream and server a test opens is closed: no goroutine outlives it.
@@ -326,7 +327,7 @@ func TestContextCancel(t *testing.T) {
 		t.Fatalf("role chunk: %v", err)
 	}
 	var once sync.Once
-	st.(*stream).BeforeRead(func() { once.Do(func() { cancel(cause) }) })
+	st.(*stream).BeforeRead(sse.HookFunc(func() { once.Do(func() { cancel(cause) }) }))
 	if _, err := st.Next(); !errors.Is(err, cause) {
 		t.Errorf("got %v, want the context's cause", err)
 	}

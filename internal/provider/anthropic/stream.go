@@ -854,7 +854,7 @@ func (s *stream) Close() error {
 		err = s.body.Close()
 	}
 	if s.r.Size() <= maxPooledReader {
-		s.r.BeforeRead = nil
+		s.r.Hook = nil
 		s.r.Reset(nil)
 		s.c.readers.Put(s.r)
 	}
@@ -863,8 +863,8 @@ func (s *stream) Close() error {
 }
 
 // BeforeRead implements provider.ReadNotifier: the upstream events of one
-// read are translated and returned before f runs and the next read starts.
-func (s *stream) BeforeRead(f func()) { s.r.BeforeRead = f }
+// read are translated and returned before h runs and the next read starts.
+func (s *stream) BeforeRead(h sse.ReadHook) { s.r.Hook = h }
 
 var (
 	_ provider.Stream       = (*stream)(nil)

@@ -268,7 +268,7 @@ func TestBeforeRead(t *testing.T) {
 	body := &reads{pieces: []string{start + delta, delta + delta, ev(`{"type":"message_stop"}`)}, log: &log}
 	st := openStream(t, body)
 	defer st.Close()
-	st.(provider.ReadNotifier).BeforeRead(func() { log = append(log, "flush") })
+	st.(provider.ReadNotifier).BeforeRead(sse.HookFunc(func() { log = append(log, "flush") }))
 	for {
 		e, err := st.Next()
 		if err != nil {

@@ -419,7 +419,7 @@ func (s *stream) Close() error {
 		err = s.body.Close()
 	}
 	if s.r.Size() <= maxPooledReader {
-		s.r.BeforeRead = nil
+		s.r.Hook = nil
 		s.r.Reset(nil)
 		s.c.readers.Put(s.r)
 	}
@@ -432,7 +432,7 @@ func (s *stream) Close() error {
 const maxPooledReader = 16 << 10
 
 // BeforeRead implements provider.ReadNotifier.
-func (s *stream) BeforeRead(f func()) { s.r.BeforeRead = f }
+func (s *stream) BeforeRead(h sse.ReadHook) { s.r.Hook = h }
 
 // maxErrorBody bounds how much of an error answer is read.
 const maxErrorBody = 64 << 10

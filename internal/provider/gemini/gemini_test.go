@@ -596,7 +596,7 @@ func TestBeforeRead(t *testing.T) {
 	}
 	defer st.Close()
 	reads := 0
-	st.(provider.ReadNotifier).BeforeRead(func() { reads++ })
+	st.(provider.ReadNotifier).BeforeRead(sse.HookFunc(func() { reads++ }))
 	var at []int
 	for {
 		_, err := st.Next()

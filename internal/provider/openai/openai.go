@@ -275,7 +275,7 @@ func (s *stream) Close() error {
 		err = s.body.Close()
 	}
 	if s.r.Size() <= maxPooledReader {
-		s.r.BeforeRead = nil
+		s.r.Hook = nil
 		s.r.Reset(nil)
 		s.c.readers.Put(s.r)
 	}
@@ -284,7 +284,7 @@ func (s *stream) Close() error {
 }
 
 // BeforeRead implements provider.ReadNotifier.
-func (s *stream) BeforeRead(f func()) { s.r.BeforeRead = f }
+func (s *stream) BeforeRead(h sse.ReadHook) { s.r.Hook = h }
 
 var _ provider.ReadNotifier = (*stream)(nil)
 
