@@ -17,7 +17,12 @@
 #      or net/http's httputil.ReverseProxy; what relaying costs on this machine at all),
 #      DIALECT=openai|anthropic|gemini (the API the gateway speaks to the sim in: the
 #      client and the direct run speak OpenAI's either way, so the figures include
-#      the adapter's translation)
+#      the adapter's translation),
+#      PERF=1 (Linux perf, Debian's linux-perf: samples the relay's user time during
+#      the measured run and splits it per relayed chunk by whose code ran: the
+#      relay's own (streamgate's packages, or httputil for FLOOR=http), other
+#      libraries, Go's net/http and I/O, the runtime; the sampling itself adds a
+#      little CPU, so take the CPU figure from runs without it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 levels=("$@"); [ ${#levels[@]} -gt 0 ] || levels=(100 1000)
@@ -79,6 +84,21 @@ gcmax() { [ -z "$floor" ] || { printf 'n/a'; return; }; curl -fsS "http://127.0.
   /^streamgate_gc_pause_seconds_bucket/ { match($0, /le="[^"]+"/); le = substr($0, RSTART + 4, RLENGTH - 5); n[le] = $2; order[++k] = le }
   END { for (i = 1; i <= k; i++) if (n[order[i]] >= total) { printf "%s", (order[i] == "+Inf" ? "> 100" : order[i] * 1000); exit } }'; }
 
+# perf_split FILE CHUNKS: user time per relayed chunk by whose code ran (self
+# samples of each symbol, at perf's sampling frequency).
+perf_split() {
+  perf report -i "$1" --no-children --sort sym -g none -n --stdio --percent-limit 0 2>/dev/null | awk -v n="$2" -v hz=999 '
+    /^#/ || NF < 4 || $3 != "[.]" { next }
+    { sym = $4; g = "other std library (encoding/json, strconv, ...)" }
+    sym ~ /^github\.com\/streamgate\// || sym ~ /^net\/http\/httputil\./ { g = "relay'"'"'s own code (streamgate, or httputil)" }
+    sym !~ /^github\.com\/streamgate\// && sym ~ /^[a-z0-9.-]+\.[a-z]+\// { g = "other libraries (prometheus, sqlite, otel, ...)" }
+    sym ~ /^(net|net\/http|net\/http\/internal|net\/textproto|internal\/poll|bufio|syscall|io|fmt)[.(]/ && sym !~ /^net\/http\/httputil\./ { g = "net/http, net and I/O" }
+    sym ~ /^(runtime|internal\/runtime|sync|time|internal\/sync|internal\/bytealg)[.(\/]/ || sym ~ /^(__vdso|memeqbody|indexbytebody|aeshashbody|countbody|cmpbody)/ { g = "runtime (scheduler, memory, GC, timers)" }
+    sym ~ /^internal\/runtime\/syscall\// { g = "net/http, net and I/O" }
+    { t[g] += $2; all += $2 }
+    END { for (g in t) printf "  %7.2f µs  %s\n", t[g] / hz * 1e6 / n, g; printf "  %7.2f µs  user time sampled, all\n", all / hz * 1e6 / n }' | sort -rn
+}
+
 run() { # label url key conc
   local label=$1 url=$2 key=$3 c=$4
   "$sg" bench --base-url "$url" ${key:+--api-key "$key"} --model sim-model --concurrency "$c" \
@@ -89,9 +109,15 @@ run() { # label url key conc
 printf '%-6s %-8s %9s %9s %9s %9s %11s %10s\n' conc path ttft_p50 ttft_p99 itl_p99 delay_p99 bench_us/ch errors
 for c in "${levels[@]}"; do
   run direct "http://127.0.0.1:$simport/v1" "" "$c"
+  if [ "${PERF:-0}" = 1 ]; then
+    command -v perf >/dev/null || { echo "PERF=1: perf not found (apt-get install linux-perf)" >&2; exit 2; }
+    perf record -q -e cpu-clock:u -F 999 -p "$gwpid" -o "$work/perf-$c.data" >/dev/null 2>&1 &
+    perfpid=$!; sleep 0.5
+  fi
   s0=$(ticks "$simpid"); g0=$(ticks "$gwpid"); k0=$(chunks_sim); read -r r0 w0 <<<"$(sysc "$gwpid")"
   run gateway "http://127.0.0.1:$gwport/v1" sg-bench-0123456789abcdef "$c"
   s1=$(ticks "$simpid"); g1=$(ticks "$gwpid"); k1=$(chunks_sim); read -r r1 w1 <<<"$(sysc "$gwpid")"
+  if [ "${PERF:-0}" = 1 ]; then kill -INT "$perfpid"; wait "$perfpid" 2>/dev/null || true; fi
   for p in direct gateway; do
     jq -r --arg p "$p" --arg c "$c" '.runs[0] as $r | [$c, $p, $r.ttft_ms.p50, $r.ttft_ms.p99, $r.itl_ms.p99, (.client.measurement_delay_ms.p99 // 0), .client.cpu_us_per_chunk, ($r.failed)] | @tsv' \
       "$work/$p-$c.json" | awk -F'\t' '{printf "%-6s %-8s %9.2f %9.2f %9.2f %9.3f %11.1f %10d\n", $1, $2, $3, $4, $5, $6, $7, $8}'
@@ -103,6 +129,10 @@ for c in "${levels[@]}"; do
     'BEGIN { printf "cpu @%s: gateway %.2f µs per relayed chunk, sim %.2f µs per chunk (%d chunks)\n", c, g/hz*1e6/n, s/hz*1e6/n, n }'
   awk -v r=$((r1 - r0)) -v w=$((w1 - w0)) -v n="$n" -v c="$c" \
     'BEGIN { printf "syscalls @%s: gateway %.2f reads and %.2f writes per relayed chunk\n", c, r/n, w/n }'
+  if [ "${PERF:-0}" = 1 ]; then
+    echo "user time @$c per relayed chunk, by whose code ran (perf, self samples; kernel time not included):"
+    perf_split "$work/perf-$c.data" "$n"
+  fi
 done
 echo "gateway GC pause max since start: $(gcmax) ms (upper bound, streamgate_gc_pause_seconds)"
 
