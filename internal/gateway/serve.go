@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/streamgate/streamgate/internal/api"
 	"github.com/streamgate/streamgate/internal/auth"
 	"github.com/streamgate/streamgate/internal/relay"
@@ -34,6 +36,11 @@ type reqInfo struct {
 	enc           relay.Encoder // the client's dialect when not OpenAI's (errors are written in it)
 	in, out       int
 	err           string
+	// trace is the request's trace id when tracing is on (the client's,
+	// from its traceparent, or a new one), sampled or not: the access line
+	// carries it, so a log line leads to its trace and to the upstream's
+	// logs, which got the same trace in their traceparent.
+	trace trace.TraceID
 }
 
 type infoKey struct{}
@@ -91,7 +98,7 @@ func (g *Gateway) access(r *http.Request, info *reqInfo, written int) {
 	if !g.log.Enabled(r.Context(), level) {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 13)
+	attrs := make([]slog.Attr, 0, 14)
 	attrs = append(attrs,
 		slog.String("request_id", info.id),
 		slog.String("method", r.Method),
@@ -123,6 +130,9 @@ func (g *Gateway) access(r *http.Request, info *reqInfo, written int) {
 	}
 	if info.err != "" {
 		attrs = append(attrs, slog.String("error", info.err))
+	}
+	if info.trace.IsValid() {
+		attrs = append(attrs, slog.String("trace_id", info.trace.String()))
 	}
 	g.log.LogAttrs(r.Context(), level, "request", attrs...)
 }

@@ -138,6 +138,9 @@ func (t *tracing) start(r *http.Request, c *call) *reqTrace {
 	ctx := t.prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 	ctx, span := t.tracer.Start(ctx, op.Value.AsString(), trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithTimestamp(c.info.start), trace.WithAttributes(op, attrRequestID.String(c.info.id)))
+	if sc := span.SpanContext(); sc.IsValid() {
+		c.info.trace = sc.TraceID()
+	}
 	return &reqTrace{t: t, ctx: ctx, span: span, op: op}
 }
 

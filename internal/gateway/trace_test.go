@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -33,7 +34,8 @@ import (
 type traced struct {
 	*env
 	exp     *tracetest.InMemoryExporter
-	started *starts // spans begun recording
+	started *starts    // spans begun recording
+	logs    *logBuffer // the gateway's log, INFO and up
 
 	mu      sync.Mutex
 	parents []string // traceparent of each upstream request, in arrival order
@@ -48,7 +50,7 @@ func startTraced(t *testing.T, f sim.Faults, change func(*config.Config)) *trace
 func startUpstream(t *testing.T, f sim.Faults, change func(*config.Config), on bool) *traced {
 	t.Helper()
 	cfg, so := resilienceConfig("fallback", f)
-	tr := &traced{exp: tracetest.NewInMemoryExporter(), started: &starts{}}
+	tr := &traced{exp: tracetest.NewInMemoryExporter(), started: &starts{}, logs: &logBuffer{}}
 	s := sim.New(so)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tr.mu.Lock()
@@ -67,7 +69,7 @@ func startUpstream(t *testing.T, f sim.Faults, change func(*config.Config), on b
 	if change != nil {
 		change(cfg)
 	}
-	opts := gateway.Options{Config: cfg, KeepAlive: -1}
+	opts := gateway.Options{Config: cfg, KeepAlive: -1, Logger: slog.New(slog.NewTextHandler(tr.logs, nil))}
 	if on {
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(tr.exp), sdktrace.WithSpanProcessor(tr.started))
 		t.Cleanup(func() { tp.Shutdown(context.Background()) })
@@ -75,6 +77,21 @@ func startUpstream(t *testing.T, f sim.Faults, change func(*config.Config), on b
 	}
 	tr.env = startWith(t, opts)
 	return tr
+}
+
+// accessLine returns the one access line of a chat request, waiting for
+// it: the handler writes it after the response went out.
+func (tr *traced) accessLine(t *testing.T) string {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		lines := tr.logs.lines("msg=request", "path=/v1/chat/completions")
+		if len(lines) == 1 {
+			return lines[0]
+		}
+		if len(lines) > 1 || time.Now().After(deadline) {
+			t.Fatalf("got %d access lines, want 1; log:\n%s", len(lines), tr.logs)
+		}
+	}
 }
 
 // upstreamParents returns the traceparents the upstream got.
@@ -216,6 +233,9 @@ func TestTraceFallback(t *testing.T) {
 
 			// The request span.
 			req := rt.req
+			if line, id := tr.accessLine(t), req.SpanContext.TraceID().String(); !strings.Contains(line, " trace_id="+id) {
+				t.Errorf("access line %q: want trace_id=%s", line, id)
+			}
 			if req.Name != "chat m" {
 				t.Errorf("request span: got name %q, want \"chat m\"", req.Name)
 			}
@@ -450,6 +470,9 @@ func TestTraceOff(t *testing.T) {
 		if len(tr.upstreamParents()) != 2 {
 			t.Errorf("upstream got %d requests, want 2 (a fallback)", len(tr.upstreamParents()))
 		}
+		if line := tr.accessLine(t); strings.Contains(line, "trace_id=") {
+			t.Errorf("access line %q: want no trace_id with tracing off", line)
+		}
 	})
 	t.Run("caller not sampled", func(t *testing.T) {
 		tr := startTraced(t, sim.Faults{}, nil)
@@ -465,6 +488,11 @@ func TestTraceOff(t *testing.T) {
 		p := tr.upstreamParents()
 		if len(p) != 1 || !strings.HasPrefix(p[0], "00-4bf92f3577b34da6a3ce929d0e0e4736-") || !strings.HasSuffix(p[0], "-00") {
 			t.Errorf("upstream traceparents: got %q, want the caller's trace, not sampled", p)
+		}
+		// Not recorded here, but the upstream got the trace: the access
+		// line names it, so the two logs can be joined.
+		if line := tr.accessLine(t); !strings.Contains(line, " trace_id=4bf92f3577b34da6a3ce929d0e0e4736") {
+			t.Errorf("access line %q: want the caller's trace_id", line)
 		}
 	})
 }
