@@ -1,7 +1,9 @@
 // Package auth authenticates gateway requests: it finds the static key of an
 // "Authorization: Bearer" header in constant time and puts the key's
 // principal (name and allowed models) in the request context. The secret
-// itself never leaves this package: callers see the key's name only.
+// itself never leaves this package: callers see the key's name only. The
+// admin key guards the admin API (Admin), and a Throttle slows whoever
+// guesses it.
 package auth
 
 import (
@@ -209,8 +211,10 @@ var ErrAdminKey = errors.New("invalid admin key: send \"Authorization: Bearer <a
 
 // Admin guards the admin API with adminKey, compared in constant time
 // (hashed first, so its length does not show either). An empty adminKey
-// turns the admin API off: every request gets ErrAdminOff.
-func Admin(adminKey string, onError func(http.ResponseWriter, *http.Request, error)) func(http.Handler) http.Handler {
+// turns the admin API off: every request gets ErrAdminOff. th counts the
+// wrong keys per client and refuses a client that tried too many (a
+// *ThrottledError) before its key is even compared; nil: no throttle.
+func Admin(adminKey string, th *Throttle, onError func(http.ResponseWriter, *http.Request, error)) func(http.Handler) http.Handler {
 	sum := sha256.Sum256([]byte(adminKey))
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -218,12 +222,20 @@ func Admin(adminKey string, onError func(http.ResponseWriter, *http.Request, err
 				onError(w, r, ErrAdminOff)
 				return
 			}
+			if err := th.Check(r); err != nil {
+				onError(w, r, err)
+				return
+			}
 			secret, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 			got := sha256.Sum256([]byte(strings.TrimSpace(secret)))
 			if !ok || subtle.ConstantTimeCompare(got[:], sum[:]) != 1 {
+				if ok {
+					th.Fail(r) // a key was tried; a missing header guesses nothing
+				}
 				onError(w, r, ErrAdminKey)
 				return
 			}
+			th.Succeed(r)
 			next.ServeHTTP(w, r)
 		})
 	}

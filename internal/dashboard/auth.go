@@ -5,11 +5,14 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"errors"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/streamgate/streamgate/internal/auth"
 )
 
 // cookieName holds the login token; cookieTTL is how long one login lasts.
@@ -27,10 +30,11 @@ type authenticator struct {
 	loopback bool
 	adminKey string
 	keySum   [sha256.Size]byte
+	th       *auth.Throttle // wrong admin keys per client; nil: none
 }
 
-func newAuthenticator(listen, adminKey string) authenticator {
-	return authenticator{listen: listen, loopback: IsLoopback(listen), adminKey: adminKey, keySum: sha256.Sum256([]byte(adminKey))}
+func newAuthenticator(listen, adminKey string, th *auth.Throttle) authenticator {
+	return authenticator{listen: listen, loopback: IsLoopback(listen), adminKey: adminKey, keySum: sha256.Sum256([]byte(adminKey)), th: th}
 }
 
 // IsLoopback reports whether addr (HOST:PORT or HOST) is on the loopback
@@ -71,13 +75,36 @@ func (a authenticator) allowed(r *http.Request) bool {
 		return true
 	}
 	if secret, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-		return a.keyMatches(strings.TrimSpace(secret))
+		return a.tryKey(r, strings.TrimSpace(secret)) == nil
 	}
 	return false
 }
 
+// tryKey checks a key r's client offered: a *auth.ThrottledError when the
+// client tried too many wrong ones (the key is then not compared),
+// errWrongKey when it is not the admin key (counted against the client).
+func (a authenticator) tryKey(r *http.Request, key string) error {
+	if err := a.th.Check(r); err != nil {
+		return err
+	}
+	if !a.keyMatches(key) {
+		a.th.Fail(r)
+		return errWrongKey
+	}
+	a.th.Succeed(r)
+	return nil
+}
+
+var errWrongKey = errors.New("wrong admin key")
+
 // refuse answers a request that allowed refused, as an OpenAI error.
 func (a authenticator) refuse(w http.ResponseWriter, r *http.Request) {
+	var thr *auth.ThrottledError
+	if errors.As(a.th.Check(r), &thr) {
+		setRetryAfter(w.Header(), thr.RetryAfter)
+		writeError(w, http.StatusTooManyRequests, "rate_limit_error", "too_many_wrong_admin_keys", thr.Error())
+		return
+	}
 	if a.adminKey == "" {
 		writeError(w, http.StatusForbidden, "permission_error", "dashboard_off",
 			"the dashboard of a gateway not listening on loopback needs admin_key in the config")
@@ -128,5 +155,12 @@ func cookie(r *http.Request, value string, maxAge int) *http.Cookie {
 		Name: cookieName, Value: value, Path: "/dashboard", MaxAge: maxAge,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode,
 		Secure: r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https"),
+	}
+}
+
+// setRetryAfter says in whole seconds, rounded up, when to try again.
+func setRetryAfter(h http.Header, d time.Duration) {
+	if d > 0 {
+		h.Set("Retry-After", strconv.Itoa(int((d+time.Second-1)/time.Second)))
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/streamgate/streamgate/internal/api"
+	"github.com/streamgate/streamgate/internal/auth"
 	"github.com/streamgate/streamgate/internal/sse"
 	"github.com/streamgate/streamgate/internal/usage"
 )
@@ -52,6 +53,10 @@ type Options struct {
 	// AdminKey logs in to the dashboard when ListenAddr is not loopback;
 	// "": the dashboard is off there (its page says it needs admin_key).
 	AdminKey string
+	// Throttle refuses a client that tried too many wrong admin keys, at
+	// the login form and in an Authorization header alike (shared with the
+	// admin API); nil: none.
+	Throttle *auth.Throttle
 	// Report gives the cost of the day by key and by model; nil: the page
 	// shows none.
 	Report ReportFunc
@@ -109,7 +114,7 @@ func New(opts Options) *Dashboard {
 	d := &Dashboard{
 		gather:   opts.Gatherer,
 		report:   opts.Report,
-		auth:     newAuthenticator(opts.ListenAddr, opts.AdminKey),
+		auth:     newAuthenticator(opts.ListenAddr, opts.AdminKey, opts.Throttle),
 		maxPages: opts.MaxPages,
 		interval: opts.Interval,
 		log:      opts.Logger,

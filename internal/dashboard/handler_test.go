@@ -265,7 +265,7 @@ func TestLogin(t *testing.T) {
 
 // The token expires, and one from another admin key is worthless.
 func TestToken(t *testing.T) {
-	a, other := newAuthenticator("", adminKey), newAuthenticator("", "sk-other")
+	a, other := newAuthenticator("", adminKey, nil), newAuthenticator("", "sk-other", nil)
 	now := time.Unix(1_800_000_000, 0)
 	tok := a.token(now.Add(time.Hour))
 	tests := []struct {
@@ -279,7 +279,7 @@ func TestToken(t *testing.T) {
 		{"expired", a, tok, now.Add(time.Hour), false},
 		{"other key", other, tok, now, false},
 		{"later expiry, same mac", a, "1900000000." + strings.SplitN(tok, ".", 2)[1], now, false},
-		{"no admin key", newAuthenticator("", ""), newAuthenticator("", "").token(now.Add(time.Hour)), now, true},
+		{"no admin key", newAuthenticator("", "", nil), newAuthenticator("", "", nil).token(now.Add(time.Hour)), now, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -291,8 +291,8 @@ func TestToken(t *testing.T) {
 	// Without admin_key no token is accepted, whatever validToken says:
 	// allowed checks the key first.
 	req := httptest.NewRequest("GET", "http://gw.example/dashboard/events", nil)
-	req.AddCookie(&http.Cookie{Name: cookieName, Value: newAuthenticator("", "").token(time.Now().Add(time.Hour))})
-	if newAuthenticator("0.0.0.0:1", "").allowed(req) {
+	req.AddCookie(&http.Cookie{Name: cookieName, Value: newAuthenticator("", "", nil).token(time.Now().Add(time.Hour))})
+	if newAuthenticator("0.0.0.0:1", "", nil).allowed(req) {
 		t.Error("a gateway without admin_key off loopback let a cookie in")
 	}
 }

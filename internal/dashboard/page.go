@@ -5,11 +5,14 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/base64"
+	"errors"
 	"html/template"
 	"log/slog"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/streamgate/streamgate/internal/auth"
 )
 
 // The page and the login form, built into the binary: no file to deploy,
@@ -109,7 +112,13 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
 	key := strings.TrimSpace(r.PostFormValue("admin_key"))
-	if !d.auth.keyMatches(key) {
+	var thr *auth.ThrottledError
+	switch err := d.auth.tryKey(r, key); {
+	case errors.As(err, &thr):
+		setRetryAfter(w.Header(), thr.RetryAfter)
+		d.loginForm(w, http.StatusTooManyRequests, "Too many wrong admin keys from your address: try again in "+thr.RetryAfter.Round(time.Second).String()+".")
+		return
+	case err != nil:
 		d.log.Warn("dashboard: login with a wrong admin key", slog.String("remote", r.RemoteAddr))
 		d.loginForm(w, http.StatusUnauthorized, "Wrong admin key.")
 		return

@@ -19,6 +19,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/streamgate/streamgate/internal/auth"
 	"github.com/streamgate/streamgate/internal/config"
 	"github.com/streamgate/streamgate/internal/gateway"
 	"github.com/streamgate/streamgate/internal/usage"
@@ -61,6 +62,38 @@ func TestDashboardMounted(t *testing.T) {
 	if _, err := firstData(resp); err != nil {
 		t.Errorf("0.0.0.0 events with the admin key: %v", err)
 	}
+}
+
+// Wrong admin keys are counted per client across the admin API and the
+// dashboard: after auth.ThrottleFree of them the client is refused (429,
+// Retry-After) wherever it tries, before its key is even compared, so the
+// right key does not get in during the wait either.
+func TestWrongAdminKeysThrottled(t *testing.T) {
+	cfg := baseConfig()
+	cfg.AdminKey = "sk-admin"
+	url, _, _ := serveDashboard(t, gateway.Options{Config: cfg, ListenAddr: "0.0.0.0:8080"}, time.Second)
+	for i := 1; i <= auth.ThrottleFree; i++ {
+		resp := do(t, "GET", url+"/admin/keys", fmt.Sprintf("sk-guess-%d", i), "")
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("wrong key %d: got %d, want 401", i, resp.StatusCode)
+		}
+	}
+	refused := func(what string, resp *http.Response) {
+		t.Helper()
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+			t.Errorf("%s: got %d, Retry-After %q, want 429 with Retry-After; body %.200q", what, resp.StatusCode, resp.Header.Get("Retry-After"), body)
+		}
+		if !strings.Contains(string(body), "too_many_wrong_admin_keys") && !strings.Contains(string(body), "Too many wrong admin keys") {
+			t.Errorf("%s: body %.200q does not say why", what, body)
+		}
+	}
+	refused("admin API, the right key", do(t, "GET", url+"/admin/keys", "sk-admin", ""))
+	refused("dashboard events, the right key", do(t, "GET", url+"/dashboard/events", "sk-admin", ""))
+	refused("dashboard login, the right key", do(t, "POST", url+"/dashboard/login", "", "admin_key=sk-admin",
+		"Content-Type", "application/x-www-form-urlencoded"))
 }
 
 // firstData is the first "data:" line of an event stream.

@@ -81,6 +81,7 @@ func statusOf(err error) httpError {
 		full     *admit.Full
 		long     *fit.TooLong
 		rle      *rateLimitError
+		thr      *auth.ThrottledError
 		exceeded *budget.Exceeded
 	)
 	switch {
@@ -100,6 +101,10 @@ func statusOf(err error) httpError {
 	case errors.Is(err, auth.ErrMissingKey), errors.Is(err, auth.ErrUnknownKey), errors.Is(err, auth.ErrNotBearer),
 		errors.Is(err, auth.ErrRevokedKey), errors.Is(err, auth.ErrExpiredKey):
 		return e(http.StatusUnauthorized, "authentication_error", "invalid_api_key", "")
+	case errors.As(err, &thr):
+		h := e(http.StatusTooManyRequests, "rate_limit_error", "too_many_wrong_admin_keys", "")
+		h.retryAfter = thr.RetryAfter
+		return h
 	case errors.Is(err, auth.ErrAdminKey):
 		return e(http.StatusUnauthorized, "authentication_error", "invalid_admin_key", "")
 	case errors.Is(err, auth.ErrAdminOff):

@@ -106,13 +106,16 @@ type Options struct {
 // Gateway serves the HTTP API. Create it with New, serve it with Serve (or
 // as an http.Handler), and Close it to stop in-process upstreams.
 type Gateway struct {
-	cfg       *config.Config
-	keys      *auth.Keys
-	rec       usage.Recorder
-	reg       *prometheus.Registry
-	m         *metrics.Metrics
-	log       *slog.Logger
-	ping      func(context.Context) error
+	cfg  *config.Config
+	keys *auth.Keys
+	rec  usage.Recorder
+	reg  *prometheus.Registry
+	m    *metrics.Metrics
+	log  *slog.Logger
+	ping func(context.Context) error
+	// throttle counts wrong admin keys per client, for the admin API and
+	// the dashboard's login alike.
+	throttle  *auth.Throttle
 	providers map[string]provider.Provider
 	routes    map[string]*routeSet // model name → its routes under its strategy
 	// embedRoutes are the routes of g.routes whose provider serves
@@ -288,8 +291,9 @@ func New(opts Options) (*Gateway, error) {
 		}
 	}
 	metrics.RegisterRouteState(g.reg, g.routeStates)
+	g.throttle = auth.NewThrottle()
 	g.dash = dashboard.New(dashboard.Options{Gatherer: g.reg, ListenAddr: opts.ListenAddr, AdminKey: cfg.AdminKey,
-		Report: opts.Report, Logger: g.log})
+		Throttle: g.throttle, Report: opts.Report, Logger: g.log})
 	g.mux = g.routesTable()
 	return g, nil
 }
@@ -359,10 +363,10 @@ func (g *Gateway) routesTable() *http.ServeMux {
 	mux.Handle("/v1/models/{id...}", g.keys.Middleware(g.writeError)(http.HandlerFunc(g.model)))
 	mux.HandleFunc("/healthz", g.healthz)
 	mux.HandleFunc("/readyz", g.readyz)
-	mux.Handle("/admin/routes", auth.Admin(g.cfg.AdminKey, g.writeError)(onlyGet(g, http.HandlerFunc(g.adminRoutes))))
-	mux.Handle("/admin/keys", auth.Admin(g.cfg.AdminKey, g.writeError)(http.HandlerFunc(g.adminKeys)))
-	mux.Handle("/admin/keys/", auth.Admin(g.cfg.AdminKey, g.writeError)(http.HandlerFunc(g.adminKeys)))
-	mux.Handle("/admin/usage", auth.Admin(g.cfg.AdminKey, g.writeError)(onlyGet(g, http.HandlerFunc(g.adminUsage))))
+	mux.Handle("/admin/routes", auth.Admin(g.cfg.AdminKey, g.throttle, g.writeError)(onlyGet(g, http.HandlerFunc(g.adminRoutes))))
+	mux.Handle("/admin/keys", auth.Admin(g.cfg.AdminKey, g.throttle, g.writeError)(http.HandlerFunc(g.adminKeys)))
+	mux.Handle("/admin/keys/", auth.Admin(g.cfg.AdminKey, g.throttle, g.writeError)(http.HandlerFunc(g.adminKeys)))
+	mux.Handle("/admin/usage", auth.Admin(g.cfg.AdminKey, g.throttle, g.writeError)(onlyGet(g, http.HandlerFunc(g.adminUsage))))
 	mux.Handle("/metrics", onlyGet(g, promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{})))
 	mux.Handle("/dashboard", g.dash)
 	mux.Handle("/dashboard/", g.dash)
