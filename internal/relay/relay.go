@@ -120,12 +120,11 @@ type Session struct {
 	// writer is one of them, not an object of its own): with
 	// thousands of streams open, each line a chunk touches is likely a cache
 	// miss, and misses, not instructions, are most of what a chunk costs
-	// then.
+	// then. (A content chunk also reads opts.Continuable: copies of it and
+	// of Smoothing here measured no gain, so they are read where they are.)
 	batch       batch // the current attempt's events written but not yet flushed
 	contentSent bool  // first content written: no more fallback (set under mu)
 	finished    bool  // a finish chunk went out (see Continuation below)
-	smooth      bool  // Options.Smoothing > 0
-	continuable bool  // Options.Continuable
 	ended       atomic.Bool
 	sw          sse.Writer // to Options.Body
 	// lastWrite is the time of the latest write to the client, as
@@ -181,8 +180,7 @@ func NewSession(w http.ResponseWriter, opts Options) *Session {
 	if opts.Start.IsZero() {
 		opts.Start = time.Now()
 	}
-	s := &Session{w: w, enc: opts.Encoder, opts: opts, t0: time.Now(), plain: true,
-		smooth: opts.Smoothing > 0, continuable: opts.Continuable}
+	s := &Session{w: w, enc: opts.Encoder, opts: opts, t0: time.Now(), plain: true}
 	if opts.Body != nil {
 		s.sw.Init(opts.Body)
 	} else {
@@ -548,7 +546,7 @@ func (s *Session) event(a *attempt, ev *sse.Event) error {
 	}
 	if info.Content {
 		s.content(s.batch.obs, now)
-		if s.continuable && !s.smooth { // smoothing collects what it writes
+		if s.opts.Continuable && s.opts.Smoothing == 0 { // smoothing collects what it writes
 			s.collect(ev.Data)
 		}
 	}
@@ -875,7 +873,7 @@ func cause(ctx context.Context, err error) error {
 
 func (s *Session) content(obs *metrics.Stream, now time.Time) {
 	st := &s.stats
-	if s.smooth { // measured when written (smoother.sent)
+	if s.opts.Smoothing > 0 { // measured when written (smoother.sent)
 		st.ContentChunks++
 		return
 	}
