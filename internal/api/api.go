@@ -8,7 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // ChatRequest is the body of POST /v1/chat/completions. The fields typed
@@ -335,6 +337,12 @@ type ErrorBody struct {
 	Type    string  `json:"type"`
 	Code    *string `json:"code"`
 	Param   *string `json:"param"`
+}
+
+// RetryAfter is d as the value of a Retry-After header: whole seconds,
+// rounded up, so that a client that waits as long is not refused again.
+func RetryAfter(d time.Duration) string {
+	return strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10)
 }
 
 // NewError returns an error response; empty code and param encode as null.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+	"time"
 )
 
 func TestStopSequences(t *testing.T) {
@@ -43,6 +44,20 @@ func TestMessageParts(t *testing.T) {
 		got, err := Message{Role: "user", Content: json.RawMessage(tt.content)}.Parts()
 		if !reflect.DeepEqual(got, tt.want) || (err != nil) != tt.wantErr {
 			t.Errorf("content %s: got %+v, %v; want %+v, error %v", tt.content, got, err, tt.want, tt.wantErr)
+		}
+	}
+}
+
+// Retry-After is whole seconds, rounded up: waiting that long is enough.
+func TestRetryAfter(t *testing.T) {
+	for _, tt := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{time.Nanosecond, "1"}, {time.Second, "1"}, {1001 * time.Millisecond, "2"}, {5 * time.Minute, "300"},
+	} {
+		if got := RetryAfter(tt.d); got != tt.want {
+			t.Errorf("RetryAfter(%v) = %q, want %q", tt.d, got, tt.want)
 		}
 	}
 }

@@ -1,11 +1,12 @@
 package auth
 
 import (
-	"fmt"
 	"net"
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/streamgate/streamgate/internal/api"
 )
 
 // Throttle slows the guessing of the admin key: after ThrottleFree failed
@@ -44,12 +45,16 @@ type strikes struct {
 type ThrottledError struct{ RetryAfter time.Duration }
 
 func (e *ThrottledError) Error() string {
-	return fmt.Sprintf("too many wrong admin keys from this address: try again in %s", e.RetryAfter.Round(time.Second))
+	return "too many wrong admin keys from this address: try again in " + api.RetryAfter(e.RetryAfter) + " s"
 }
 
 // NewThrottle returns an empty Throttle.
-func NewThrottle() *Throttle {
-	return &Throttle{m: make(map[string]*strikes), now: time.Now}
+func NewThrottle() *Throttle { return NewThrottleClock(time.Now) }
+
+// NewThrottleClock returns an empty Throttle that reads the time from now
+// (a test's clock, which moves only when the test moves it).
+func NewThrottleClock(now func() time.Time) *Throttle {
+	return &Throttle{m: make(map[string]*strikes), now: now}
 }
 
 // Check returns a *ThrottledError when r's client must wait before it may

@@ -15,9 +15,7 @@ func (c *fakeClock) now() time.Time { return c.t }
 
 func newTestThrottle() (*Throttle, *fakeClock) {
 	c := &fakeClock{t: time.Unix(1_800_000_000, 0)}
-	th := NewThrottle()
-	th.now = c.now
-	return th, c
+	return NewThrottleClock(c.now), c
 }
 
 // wait is how long th makes the client at remote wait; 0 when it may try.

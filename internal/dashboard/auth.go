@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/streamgate/streamgate/internal/api"
 	"github.com/streamgate/streamgate/internal/auth"
 )
 
@@ -62,22 +63,23 @@ func (a authenticator) open(r *http.Request) bool {
 		r.Header.Get("X-Forwarded-For") == "" && r.Header.Get("Forwarded") == ""
 }
 
-// allowed reports whether r may see the dashboard: open, or with a valid
+// check returns nil when r may see the dashboard: open, or with a valid
 // login cookie, or with "Authorization: Bearer <admin key>" (scripts).
-func (a authenticator) allowed(r *http.Request) bool {
+// Else why not (see refuse): errOff, errLogin, or tryKey's error.
+func (a authenticator) check(r *http.Request) error {
 	if a.open(r) {
-		return true
+		return nil
 	}
 	if a.adminKey == "" {
-		return false
+		return errOff
 	}
 	if c, err := r.Cookie(cookieName); err == nil && a.validToken(c.Value, time.Now()) {
-		return true
+		return nil
 	}
 	if secret, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-		return a.tryKey(r, strings.TrimSpace(secret)) == nil
+		return a.tryKey(r, strings.TrimSpace(secret))
 	}
-	return false
+	return errLogin
 }
 
 // tryKey checks a key r's client offered: a *auth.ThrottledError when the
@@ -95,23 +97,27 @@ func (a authenticator) tryKey(r *http.Request, key string) error {
 	return nil
 }
 
-var errWrongKey = errors.New("wrong admin key")
+// Why check refused a request.
+var (
+	errOff      = errors.New("the dashboard of a gateway not listening on loopback needs admin_key in the config")
+	errLogin    = errors.New("log in at /dashboard with the admin key first")
+	errWrongKey = errors.New("invalid admin key")
+)
 
-// refuse answers a request that allowed refused, as an OpenAI error.
-func (a authenticator) refuse(w http.ResponseWriter, r *http.Request) {
+// refuse answers a request that check refused with err, as an OpenAI error.
+func refuse(w http.ResponseWriter, err error) {
 	var thr *auth.ThrottledError
-	if errors.As(a.th.Check(r), &thr) {
-		setRetryAfter(w.Header(), thr.RetryAfter)
-		writeError(w, http.StatusTooManyRequests, "rate_limit_error", "too_many_wrong_admin_keys", thr.Error())
-		return
+	switch {
+	case errors.As(err, &thr):
+		w.Header().Set("Retry-After", api.RetryAfter(thr.RetryAfter))
+		writeError(w, http.StatusTooManyRequests, "rate_limit_error", "too_many_wrong_admin_keys", err.Error())
+	case err == errOff:
+		writeError(w, http.StatusForbidden, "permission_error", "dashboard_off", err.Error())
+	case err == errWrongKey:
+		writeError(w, http.StatusUnauthorized, "authentication_error", "invalid_admin_key", err.Error())
+	default:
+		writeError(w, http.StatusUnauthorized, "authentication_error", "login_required", err.Error())
 	}
-	if a.adminKey == "" {
-		writeError(w, http.StatusForbidden, "permission_error", "dashboard_off",
-			"the dashboard of a gateway not listening on loopback needs admin_key in the config")
-		return
-	}
-	writeError(w, http.StatusUnauthorized, "authentication_error", "login_required",
-		"log in at /dashboard with the admin key first")
 }
 
 // keyMatches compares secret with the admin key in constant time (of
@@ -155,12 +161,5 @@ func cookie(r *http.Request, value string, maxAge int) *http.Cookie {
 		Name: cookieName, Value: value, Path: "/dashboard", MaxAge: maxAge,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode,
 		Secure: r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https"),
-	}
-}
-
-// setRetryAfter says in whole seconds, rounded up, when to try again.
-func setRetryAfter(h http.Header, d time.Duration) {
-	if d > 0 {
-		h.Set("Retry-After", strconv.Itoa(int((d+time.Second-1)/time.Second)))
 	}
 }

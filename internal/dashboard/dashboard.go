@@ -359,8 +359,8 @@ func (d *Dashboard) serveEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed", "method not allowed: use GET")
 		return
 	}
-	if !d.auth.allowed(r) {
-		d.auth.refuse(w, r)
+	if err := d.auth.check(r); err != nil {
+		refuse(w, err)
 		return
 	}
 	window := time.Minute

@@ -19,6 +19,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/streamgate/streamgate/internal/api"
+	"github.com/streamgate/streamgate/internal/auth"
 	"github.com/streamgate/streamgate/internal/metrics"
 	"github.com/streamgate/streamgate/internal/sse"
 	"github.com/streamgate/streamgate/internal/usage"
@@ -292,7 +293,7 @@ func TestToken(t *testing.T) {
 	// allowed checks the key first.
 	req := httptest.NewRequest("GET", "http://gw.example/dashboard/events", nil)
 	req.AddCookie(&http.Cookie{Name: cookieName, Value: newAuthenticator("", "", nil).token(time.Now().Add(time.Hour))})
-	if newAuthenticator("0.0.0.0:1", "", nil).allowed(req) {
+	if newAuthenticator("0.0.0.0:1", "", nil).check(req) == nil {
 		t.Error("a gateway without admin_key off loopback let a cookie in")
 	}
 }
@@ -506,4 +507,21 @@ func TestCostError(t *testing.T) {
 			t.Errorf("got %+v, want the error and the last rows", c)
 		}
 	})
+}
+
+// A wrong key in the Authorization header is named as such (not "log in
+// first"), and counts against the client: the one after the free ones is
+// refused with 429 and Retry-After, the right key included.
+func TestWrongBearer(t *testing.T) {
+	frozen := time.Now() // the wait never runs out during the test
+	th := auth.NewThrottleClock(func() time.Time { return frozen })
+	_, srv := serveDash(t, Options{ListenAddr: "0.0.0.0:8080", AdminKey: adminKey, Throttle: th})
+	for range auth.ThrottleFree {
+		wantError(t, get(t, srv.URL+"/dashboard/events", "Authorization", "Bearer sk-wrong"), 401, "invalid_admin_key")
+	}
+	resp := get(t, srv.URL+"/dashboard/events", "Authorization", "Bearer "+adminKey)
+	if ra := resp.Header.Get("Retry-After"); ra != "1" {
+		t.Errorf("got Retry-After %q, want 1", ra)
+	}
+	wantError(t, resp, 429, "too_many_wrong_admin_keys")
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/streamgate/streamgate/internal/api"
 	"github.com/streamgate/streamgate/internal/auth"
 )
 
@@ -71,7 +72,7 @@ func (d *Dashboard) servePage(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed", "method not allowed: use GET")
 		return
 	}
-	if !d.auth.allowed(r) {
+	if d.auth.check(r) != nil {
 		d.loginForm(w, http.StatusOK, "")
 		return
 	}
@@ -115,8 +116,8 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 	var thr *auth.ThrottledError
 	switch err := d.auth.tryKey(r, key); {
 	case errors.As(err, &thr):
-		setRetryAfter(w.Header(), thr.RetryAfter)
-		d.loginForm(w, http.StatusTooManyRequests, "Too many wrong admin keys from your address: try again in "+thr.RetryAfter.Round(time.Second).String()+".")
+		w.Header().Set("Retry-After", api.RetryAfter(thr.RetryAfter))
+		d.loginForm(w, http.StatusTooManyRequests, "Too many wrong admin keys from your address: try again in "+api.RetryAfter(thr.RetryAfter)+" s.")
 		return
 	case err != nil:
 		d.log.Warn("dashboard: login with a wrong admin key", slog.String("remote", r.RemoteAddr))

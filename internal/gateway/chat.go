@@ -463,7 +463,7 @@ func (g *Gateway) newSession(w http.ResponseWriter, c *call, req *provider.Reque
 func (g *Gateway) streamFailed(sess *relay.Session, c *call, err error) {
 	h := statusOf(err)
 	if h.retryAfter > 0 {
-		sess.SetHeader("Retry-After", strconv.Itoa(int((h.retryAfter+time.Second-1)/time.Second)))
+		sess.SetHeader("Retry-After", api.RetryAfter(h.retryAfter))
 	}
 	body := errorJSON(h.body)
 	var uerr *relay.UpstreamError

@@ -350,7 +350,9 @@ func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	if h.allow != "" {
 		w.Header().Set("Allow", h.allow)
 	}
-	setRetryAfter(w.Header(), h.retryAfter)
+	if h.retryAfter > 0 {
+		w.Header().Set("Retry-After", api.RetryAfter(h.retryAfter))
+	}
 	body := errorJSON(h.body)
 	if enc := infoFrom(r.Context()).enc; enc != nil {
 		body = enc.ErrorBody(h.status, body)
@@ -363,12 +365,6 @@ func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, err error) 
 // unknownModel is the error of a model the config lacks or the key may not use.
 func unknownModel(name string) error {
 	return fmt.Errorf("%w: %q (GET /v1/models lists the models of your key)", errUnknownModel, name)
-}
-
-func setRetryAfter(h http.Header, d time.Duration) {
-	if d > 0 {
-		h.Set("Retry-After", strconv.Itoa(int((d+time.Second-1)/time.Second)))
-	}
 }
 
 // isAdmission reports an admission control or rate limit refusal.

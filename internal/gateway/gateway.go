@@ -101,6 +101,9 @@ type Options struct {
 	// http.Server.ConnState is (serve counts and closes the open
 	// connections with it); nil: not called.
 	ConnState func(net.Conn, http.ConnState)
+	// Throttle counts wrong admin keys per client, for the admin API and
+	// the dashboard; nil: a new auth.Throttle.
+	Throttle *auth.Throttle
 }
 
 // Gateway serves the HTTP API. Create it with New, serve it with Serve (or
@@ -291,7 +294,10 @@ func New(opts Options) (*Gateway, error) {
 		}
 	}
 	metrics.RegisterRouteState(g.reg, g.routeStates)
-	g.throttle = auth.NewThrottle()
+	g.throttle = opts.Throttle
+	if g.throttle == nil {
+		g.throttle = auth.NewThrottle()
+	}
 	g.dash = dashboard.New(dashboard.Options{Gatherer: g.reg, ListenAddr: opts.ListenAddr, AdminKey: cfg.AdminKey,
 		Throttle: g.throttle, Report: opts.Report, Logger: g.log})
 	g.mux = g.routesTable()
