@@ -14,10 +14,10 @@ import (
 // window is still open. The callback is called directly: the same
 // interleaving the runtime produces only now and then.
 func TestLateTimerDoesNothing(t *testing.T) {
-	s := NewSession(httptest.NewRecorder(), Options{})
+	s := NewSession(httptest.NewRecorder(), Options{Idle: time.Hour})
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
-	a := &attempt{s: s, ctx: ctx, cancel: cancel, idle: time.Hour}
+	a := &attempt{s: s, ctx: ctx, cancel: cancel}
 	a.state.Store(streaming)
 	a.t = time.AfterFunc(time.Hour, a.fire)
 	s.last.Store(int64(time.Since(s.t0))) // the next attempt's event, just now

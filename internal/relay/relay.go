@@ -377,7 +377,7 @@ func (s *Session) Fail(status int, body []byte) int {
 func (s *Session) Attempt(ctx context.Context, obs *metrics.Stream, open func(context.Context) (provider.Stream, error)) error {
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	a := &attempt{s: s, ctx: actx, cancel: cancel, idle: s.opts.Idle}
+	a := &attempt{s: s, ctx: actx, cancel: cancel}
 	s.last.Store(int64(time.Since(s.t0)))
 	s.n, s.queued = 0, false
 	a.t = time.AfterFunc(time.Hour, a.fire)
@@ -388,7 +388,7 @@ func (s *Session) Attempt(ctx context.Context, obs *metrics.Stream, open func(co
 	s.cont = s.contentSent
 	if s.cont {
 		a.state.Store(streaming)
-		arm(a.t, a.idle)
+		arm(a.t, s.opts.Idle)
 	} else {
 		arm(a.t, s.opts.FirstToken)
 		s.enc.Reset()
@@ -433,7 +433,6 @@ type attempt struct {
 	// waiting → expired.
 	state  atomic.Int32
 	over   atomic.Bool // the attempt returned: a timer firing late does nothing
-	idle   time.Duration
 	t      *time.Timer
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -451,10 +450,11 @@ func (a *attempt) fire() {
 		a.cancel(provider.ErrFirstTokenTimeout)
 		return
 	}
-	if a.idle <= 0 { // the first-token timer fired as content began; no idle window
+	idle := a.s.opts.Idle
+	if idle <= 0 { // the first-token timer fired as content began; no idle window
 		return
 	}
-	if rest := a.idle - (time.Since(a.s.t0) - time.Duration(a.s.last.Load())); rest > 0 {
+	if rest := idle - (time.Since(a.s.t0) - time.Duration(a.s.last.Load())); rest > 0 {
 		a.t.Reset(rest)
 		return
 	}
@@ -580,7 +580,7 @@ func (s *Session) first(a *attempt, ev *sse.Event, info *api.ChunkInfo) (held bo
 	if err := s.commitContent(ev); err != nil {
 		return false, err
 	}
-	arm(a.t, a.idle)
+	arm(a.t, s.opts.Idle)
 	return false, nil
 }
 
