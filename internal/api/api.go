@@ -205,6 +205,10 @@ type Usage struct {
 	// Details, written by adapters; UnmarshalJSON reads the counts above only.
 	PromptTokensDetails     *PromptTokensDetails     `json:"prompt_tokens_details,omitempty"`
 	CompletionTokensDetails *CompletionTokensDetails `json:"completion_tokens_details,omitempty"`
+	// Invalid is set when a count was there but is not a token count (see
+	// CountLimit): the usage reads as not reported, and the gateway
+	// estimates the attempt's tokens. Never encoded.
+	Invalid bool `json:"-"`
 }
 
 // PromptTokensDetails splits the prompt tokens. CachedTokens were read from
@@ -221,13 +225,13 @@ type CompletionTokensDetails struct {
 }
 
 // UnmarshalJSON reads a usage object the way ScanChunk does, so that a
-// non-streaming body's usage counts like a stream's: a count may be any
-// JSON number (12, 12.0, 1.2e1), rounded to the nearest integer, halves up;
-// a negative count or one above 1<<40 reads as 0. Without it, one float
-// count (some OpenAI-compatible servers send 12.0) failed the whole decode.
-// Member names match exactly; other members (prompt_tokens_details…) and
-// counts that are null or not numbers are ignored, leaving their fields as
-// they were, as null leaves all of u. A value that is not an object is a
+// non-streaming body's usage counts like a stream's, by the rule of Count:
+// integral numbers (12, 12.0, 1.2e1) are counts; a count that is not (a
+// string, a fraction, a negative or out-of-range number) reads as 0 and
+// sets Invalid. Without it, one float count (some OpenAI-compatible
+// servers send 12.0) failed the whole decode. Member names match exactly;
+// other members (prompt_tokens_details…) and null counts are ignored,
+// leaving their fields as they were, as null leaves all of u. A value that is not an object is a
 // *json.UnmarshalTypeError; nesting deeper than MaxDepth is a *SyntaxError.
 func (u *Usage) UnmarshalJSON(data []byte) error {
 	s := scanner{b: data}

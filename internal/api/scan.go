@@ -16,10 +16,6 @@ import (
 // hot path should be allowed to take.
 const MaxDepth = 128
 
-// maxCount is the largest token count read as a number; a count above it
-// (about 10^12, far more than any context window) reads as 0.
-const maxCount = 1 << 40
-
 // ChunkInfo is what the hot path needs to know about one stream chunk.
 type ChunkInfo struct {
 	// Content is true when a choice carries content, reasoning, refusal or
@@ -62,11 +58,11 @@ func (e *SyntaxError) Error() string {
 // Member names are matched exactly, after unescaping (\u0063 is "c"); a
 // repeated member is read each time (encoding/json keeps the last).
 //
-// Usage counts may be any JSON number: integers as they are, integral
-// floats and exponent forms (12.0, 7e0, 1.2e3) as their value, other
-// values rounded to the nearest integer, halves up (7.5 is 8). A negative
-// count or one above 1<<40 reads as 0. A count that is null or not a
-// number reads as 0.
+// Usage counts are read by the rule of Count: integers, integral floats
+// and exponent forms (12.0, 7e0, 1.2e3) as their value; a count that is
+// negative, fractional, not below CountLimit or not a number (a string
+// "12") reads as 0 and makes the usage Invalid. A null count is not
+// reported: it leaves its field as it was.
 func ScanChunk(data []byte) (ChunkInfo, error) {
 	s := scanner{b: data}
 	var info ChunkInfo
@@ -136,8 +132,9 @@ func (s *scanner) choice(info *ChunkInfo) error {
 	})
 }
 
-// usage reads the counts of a usage object into u; a count that is null or
-// not a number leaves its field as it was.
+// usage reads the counts of a usage object into u; a count that is null
+// leaves its field as it was, one that is not a valid count (see Count)
+// sets it to 0 and u.Invalid.
 func (s *scanner) usage(u *Usage) error {
 	return s.object(func(k []byte) error {
 		var dst *int
@@ -152,13 +149,21 @@ func (s *scanner) usage(u *Usage) error {
 			return s.skip()
 		}
 		if c := s.peek(); c != '-' && (c < '0' || c > '9') {
+			if s.null() {
+				return nil
+			}
+			*dst, u.Invalid = 0, true
 			return s.skip()
 		}
 		start := s.i
 		if err := s.number(); err != nil {
 			return err
 		}
-		*dst = count(s.b[start:s.i])
+		n, ok := Count(s.b[start:s.i])
+		*dst = n
+		if !ok {
+			u.Invalid = true
+		}
 		return nil
 	})
 }
@@ -545,82 +550,6 @@ func (s *scanner) digits() int {
 		s.i++
 	}
 	return s.i - start
-}
-
-// count returns num, a valid JSON number, as a token count: rounded to the
-// nearest integer, halves up; 0 when negative or above maxCount. It works
-// on the decimal digits, so it is exact for any length and exponent.
-func count(num []byte) int {
-	if num[0] == '-' {
-		return 0
-	}
-	n, i := 0, 0
-	for ; i < len(num) && num[i] >= '0' && num[i] <= '9'; i++ {
-		if n <= maxCount { // past it, stop: 20000000000000000e-10 is still 2e6
-			n = n*10 + int(num[i]-'0')
-		}
-	}
-	if i == len(num) { // an integer: the common case
-		if n > maxCount {
-			return 0
-		}
-		return n
-	}
-	// The mantissa's digits are num[:intEnd] then num[fracStart:fracEnd];
-	// point is how many of them come before the decimal point once the
-	// exponent is applied.
-	intEnd, fracStart, fracEnd := i, i, i
-	if num[i] == '.' {
-		fracStart = i + 1
-		for fracEnd = fracStart; fracEnd < len(num) && num[fracEnd] >= '0' && num[fracEnd] <= '9'; fracEnd++ {
-		}
-	}
-	exp := 0
-	if j := fracEnd; j < len(num) { // 'e' or 'E'
-		j++
-		neg := num[j] == '-'
-		if num[j] == '+' || num[j] == '-' {
-			j++
-		}
-		for ; j < len(num); j++ {
-			// Saturate (int may be 32 bits): beyond 10^8 the count is 0
-			// either way for any number shorter than 10^8 digits.
-			if exp < 1e8 {
-				exp = exp*10 + int(num[j]-'0')
-			}
-		}
-		if neg {
-			exp = -exp
-		}
-	}
-	total := intEnd + fracEnd - fracStart
-	digit := func(k int) int {
-		if k < intEnd {
-			return int(num[k] - '0')
-		}
-		return int(num[fracStart+k-intEnd] - '0')
-	}
-	point := intEnd + exp
-	n = 0
-	for k := 0; k < point; k++ {
-		if k < total {
-			n = n*10 + digit(k)
-		} else if n == 0 {
-			break // 0e999999999: zeros stay zero, do not loop to the exponent
-		} else {
-			n *= 10
-		}
-		if n > maxCount {
-			return 0
-		}
-	}
-	if point >= 0 && point < total && digit(point) >= 5 {
-		n++
-	}
-	if n > maxCount {
-		return 0
-	}
-	return n
 }
 
 // skip consumes any JSON value.

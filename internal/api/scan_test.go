@@ -92,8 +92,9 @@ func TestScanChunkValidShapes(t *testing.T) {
 		in   string
 		want ChunkInfo
 	}{
-		{"string count", `{"usage":{"prompt_tokens":"x","completion_tokens":2}}`, ChunkInfo{HasUsage: true, Usage: Usage{CompletionTokens: 2}}},
-		{"null count", `{"usage":{"prompt_tokens":null,"completion_tokens":[1],"total_tokens":{"a":1}}}`, ChunkInfo{HasUsage: true}},
+		{"string count", `{"usage":{"prompt_tokens":"x","completion_tokens":2}}`, ChunkInfo{HasUsage: true, Usage: Usage{CompletionTokens: 2, Invalid: true}}},
+		{"null count", `{"usage":{"prompt_tokens":null,"completion_tokens":2}}`, ChunkInfo{HasUsage: true, Usage: Usage{CompletionTokens: 2}}},
+		{"array and object counts", `{"usage":{"prompt_tokens":null,"completion_tokens":[1],"total_tokens":{"a":1}}}`, ChunkInfo{HasUsage: true, Usage: Usage{Invalid: true}}},
 		{"usage not an object", `{"usage":"x"}`, ChunkInfo{}},
 		{"usage array", `{"usage":[1,2]}`, ChunkInfo{}},
 		{"choices not an array", `{"choices":{"delta":{"content":"x"}}}`, ChunkInfo{}},
@@ -177,15 +178,21 @@ func TestScanChunkUsageNumbers(t *testing.T) {
 	tests := []struct {
 		num  string
 		want int
+		ok   bool // a valid count; else it reads as 0 and the usage is Invalid
 	}{
-		{"12", 12}, {"0", 0}, {"-0", 0},
-		{"12.0", 12}, {"7e0", 7}, {"7E+0", 7}, {"1.2e3", 1200}, {"1.2E3", 1200}, {"120e-1", 12}, {"0.07e2", 7},
-		{"7.5", 8}, {"7.49", 7}, {"7.4999999999999999999999", 7}, {"0.5", 1}, {"0.4", 0}, {"123456789e-3", 123457},
-		{"1e-999999999999", 0}, {"0e999999999999", 0}, {"0.000e99999999999999999999", 0},
-		{"-3", 0}, {"-3.5", 0}, {"-0.4", 0},
-		{"1099511627776", 1 << 40}, {"1099511627777", 0}, {"1.099511627776e12", 1 << 40}, {"1099511627776.5", 0},
-		{"20000000000000000e-10", 2000000}, {"1099511627776000e-3", 1 << 40}, {"10995116277770e-1", 0}, {"99999999999999999999999e-20", 1000},
-		{"99999999999999999999999", 0}, {"1e400", 0}, {"1e999999999999", 0},
+		{"12", 12, true}, {"0", 0, true}, {"-0", 0, true}, {"-0.0e5", 0, true},
+		{"12.0", 12, true}, {"7e0", 7, true}, {"7E+0", 7, true}, {"1.2e3", 1200, true}, {"1.2E3", 1200, true}, {"120e-1", 12, true}, {"0.07e2", 7, true},
+		{"0e999999999999", 0, true}, {"0.000e99999999999999999999", 0, true}, {"20000000000000000e-10", 2000000, true},
+		{"99999999", 99999999, true}, {"9.9999999e7", 99999999, true}, {"99999999000e-3", 99999999, true},
+		// Fractions are not counts.
+		{"1.5", 0, false}, {"7.5", 0, false}, {"7.49", 0, false}, {"0.5", 0, false}, {"0.4", 0, false}, {"123456789e-3", 0, false},
+		{"7.4999999999999999999999", 0, false}, {"1e-999999999999", 0, false}, {"99999999999999999999999e-20", 0, false},
+		// Negatives are not counts.
+		{"-1", 0, false}, {"-3", 0, false}, {"-3.5", 0, false}, {"-0.4", 0, false}, {"-1e3", 0, false},
+		// Neither is anything from CountLimit (10^8) up.
+		{"100000000", 0, false}, {"1e8", 0, false}, {"1099511627776", 0, false}, {"1.099511627776e12", 0, false},
+		{"1e30", 0, false}, {"99999999999999999999999", 0, false}, {"1e400", 0, false}, {"1e999999999999", 0, false},
+		{"100000000.0", 0, false}, {"1000000000e-1", 0, false},
 	}
 	for _, tt := range tests {
 		in := `{"usage":{"prompt_tokens":` + tt.num + `,"completion_tokens":` + tt.num + `,"total_tokens":` + tt.num + `}}`
@@ -194,7 +201,7 @@ func TestScanChunkUsageNumbers(t *testing.T) {
 			t.Errorf("ScanChunk(%s): %v", in, err)
 			continue
 		}
-		want := ChunkInfo{HasUsage: true, Usage: Usage{PromptTokens: tt.want, CompletionTokens: tt.want, TotalTokens: tt.want}}
+		want := ChunkInfo{HasUsage: true, Usage: Usage{PromptTokens: tt.want, CompletionTokens: tt.want, TotalTokens: tt.want, Invalid: !tt.ok}}
 		if got != want {
 			t.Errorf("count %s: got %+v, want %+v", tt.num, got.Usage, want.Usage)
 		}
@@ -204,6 +211,10 @@ func TestScanChunkUsageNumbers(t *testing.T) {
 		var u Usage
 		if err := json.Unmarshal([]byte(in[len(`{"usage":`):len(in)-1]), &u); err != nil || u != want.Usage {
 			t.Errorf("json.Unmarshal(count %s) = %+v, %v; want %+v", tt.num, u, err, want.Usage)
+		}
+		var c TokenCount
+		if err := json.Unmarshal([]byte(tt.num), &c); err != nil || c != (TokenCount{N: tt.want, Invalid: !tt.ok}) {
+			t.Errorf("json.Unmarshal(%s, &TokenCount) = %+v, %v; want {%d %v}", tt.num, c, err, tt.want, !tt.ok)
 		}
 	}
 	floats := []byte(`{"choices":[],"usage":{"prompt_tokens":12.0,"completion_tokens":7e0,"total_tokens":19}}`)
@@ -271,15 +282,23 @@ func reference(data []byte) (ChunkInfo, bool) {
 	if u, ok := obj["usage"].(map[string]any); ok {
 		info.HasUsage = true
 		for k, dst := range map[string]*int{"prompt_tokens": &info.Usage.PromptTokens, "completion_tokens": &info.Usage.CompletionTokens, "total_tokens": &info.Usage.TotalTokens} {
-			n, ok := u[k].(json.Number)
+			v, there := u[k]
+			if !there || v == nil {
+				continue // absent or null: not reported
+			}
+			n, ok := v.(json.Number)
 			if !ok {
+				*dst, info.Usage.Invalid = 0, true // a string, a bool, an array, an object
 				continue
 			}
-			c, ok := refCount(n)
+			c, valid, ok := refCount(n)
 			if !ok {
 				return ChunkInfo{}, false
 			}
 			*dst = c
+			if !valid {
+				info.Usage.Invalid = true
+			}
 		}
 	}
 	if v, ok := obj["error"]; ok && v != nil {
@@ -342,27 +361,20 @@ func hasDuplicateKeys(data []byte) bool {
 // refCount is the token count of n by exact rational arithmetic: rounded to
 // the nearest integer, halves up; 0 when negative or above 1<<40. ok is
 // false for exponents big.Rat would take too long to expand.
-func refCount(n json.Number) (int, bool) {
+func refCount(n json.Number) (count int, valid, ok bool) {
 	if e := strings.IndexAny(string(n), "eE"); e >= 0 {
 		if exp, err := strconv.Atoi(strings.TrimPrefix(string(n[e+1:]), "+")); err != nil || exp > 1000 || exp < -1000 {
-			return 0, false
+			return 0, false, false
 		}
 	}
 	r, ok := new(big.Rat).SetString(string(n))
 	if !ok {
-		return 0, false
+		return 0, false, false
 	}
-	if r.Sign() < 0 {
-		return 0, true
+	if r.Sign() < 0 || !r.IsInt() || r.Num().Cmp(big.NewInt(CountLimit)) >= 0 {
+		return 0, false, true
 	}
-	// floor((2·num + den) / (2·den)) rounds halves up.
-	num := new(big.Int).Mul(r.Num(), big.NewInt(2))
-	num.Add(num, r.Denom())
-	q := num.Quo(num, new(big.Int).Mul(r.Denom(), big.NewInt(2)))
-	if q.Cmp(big.NewInt(1<<40)) > 0 {
-		return 0, true
-	}
-	return int(q.Int64()), true
+	return int(r.Num().Int64()), true, true
 }
 
 // depth returns how deeply valid JSON data nests objects and arrays.
@@ -448,12 +460,13 @@ func TestUsageUnmarshalJSON(t *testing.T) {
 	if err := json.Unmarshal(body, &c); err != nil || c.Usage == nil || *c.Usage != want || c.Choices[0].Message.Content != "hi" {
 		t.Errorf("json.Unmarshal(body, &Completion) = %+v, %v; want usage %+v", c, err, want)
 	}
-	// A chunk decodes the same way, and agrees with ScanChunk.
+	// A chunk decodes the same way, and agrees with ScanChunk: a fraction
+	// is not a count.
 	chunk := []byte(`{"choices":[],"usage":{"prompt_tokens":12.0,"completion_tokens":7.4,"total_tokens":19.5,"prompt_tokens_details":{"cached_tokens":0}}}`)
 	var ch Chunk
 	info, err := ScanChunk(chunk)
-	if jerr := json.Unmarshal(chunk, &ch); jerr != nil || err != nil || ch.Usage == nil || *ch.Usage != info.Usage || info.Usage != (Usage{PromptTokens: 12, CompletionTokens: 7, TotalTokens: 20}) {
-		t.Errorf("json.Unmarshal(chunk) = %+v, %v; ScanChunk = %+v, %v; want both {12 7 20}", ch.Usage, jerr, info.Usage, err)
+	if jerr := json.Unmarshal(chunk, &ch); jerr != nil || err != nil || ch.Usage == nil || *ch.Usage != info.Usage || info.Usage != (Usage{PromptTokens: 12, Invalid: true}) {
+		t.Errorf("json.Unmarshal(chunk) = %+v, %v; ScanChunk = %+v, %v; want both {12 0 0 Invalid}", ch.Usage, jerr, info.Usage, err)
 	}
 
 	tests := []struct {
@@ -464,7 +477,10 @@ func TestUsageUnmarshalJSON(t *testing.T) {
 		wantErr bool
 	}{
 		{"null leaves it", `null`, Usage{PromptTokens: 1, CompletionTokens: 2, TotalTokens: 3}, Usage{PromptTokens: 1, CompletionTokens: 2, TotalTokens: 3}, false},
-		{"absent and null counts leave them", `{"prompt_tokens":5,"completion_tokens":null,"total_tokens":"x"}`, Usage{PromptTokens: 1, CompletionTokens: 2, TotalTokens: 3}, Usage{PromptTokens: 5, CompletionTokens: 2, TotalTokens: 3}, false},
+		{"absent and null counts leave them", `{"prompt_tokens":5,"completion_tokens":null}`, Usage{PromptTokens: 1, CompletionTokens: 2, TotalTokens: 3}, Usage{PromptTokens: 5, CompletionTokens: 2, TotalTokens: 3}, false},
+		{"a string count is invalid", `{"prompt_tokens":5,"total_tokens":"12"}`, Usage{PromptTokens: 1, CompletionTokens: 2, TotalTokens: 3}, Usage{PromptTokens: 5, CompletionTokens: 2, Invalid: true}, false},
+		{"a negative count is invalid", `{"prompt_tokens":-1,"completion_tokens":2}`, Usage{}, Usage{CompletionTokens: 2, Invalid: true}, false},
+		{"2^40 is invalid", `{"prompt_tokens":1099511627776,"completion_tokens":2}`, Usage{}, Usage{CompletionTokens: 2, Invalid: true}, false},
 		{"names match exactly", `{"Prompt_Tokens":5}`, Usage{}, Usage{}, false},
 		{"escaped name", `{"prompt\u005ftokens":5}`, Usage{}, Usage{PromptTokens: 5}, false},
 		{"number", `5`, Usage{}, Usage{}, true},

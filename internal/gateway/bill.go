@@ -9,12 +9,7 @@ import (
 	"github.com/streamgate/streamgate/internal/fit"
 	"github.com/streamgate/streamgate/internal/provider"
 	"github.com/streamgate/streamgate/internal/relay"
-)
-
-// Token sources of a usage entry.
-const (
-	sourceUsage     = "usage"     // every billed attempt reported its usage
-	sourceEstimated = "estimated" // some attempt ended without usage: prompt estimated, output counted
+	"github.com/streamgate/streamgate/internal/usage"
 )
 
 // bill is what the upstreams will charge for one request, summed over its
@@ -31,13 +26,15 @@ type bill struct {
 
 // attempt adds one attempt: opened when the upstream accepted it, err how
 // it ended, u its reported usage (nil when none came), chunks the content
-// chunks it sent to the client.
+// chunks it sent to the client. Usage with a count that is not a token
+// count (u.Invalid: negative, fractional, not a number, not below
+// api.CountLimit) is not reported usage: the attempt is estimated.
 func (b *bill) attempt(req *provider.Request, opened bool, err error, u *api.Usage, chunks int) {
 	if !opened && !abandonedInFlight(err) {
 		return
 	}
 	b.billed = true
-	if u != nil {
+	if u != nil && !u.Invalid {
 		b.in += u.PromptTokens
 		b.out += u.CompletionTokens
 		return
@@ -61,7 +58,7 @@ func (b *bill) answer(req *provider.Request, body []byte) error {
 		} `json:"choices"`
 	}
 	err := json.Unmarshal(body, &resp)
-	if err == nil && resp.Usage != nil {
+	if err == nil && resp.Usage != nil && !resp.Usage.Invalid {
 		b.attempt(req, true, nil, resp.Usage, 0)
 		return nil
 	}
@@ -77,15 +74,16 @@ func (b *bill) answer(req *provider.Request, body []byte) error {
 	return nil
 }
 
-// source is the entry's token source: "" when no attempt was billed.
+// source is the entry's token source (usage.SourceUsage, SourceEstimated,
+// or SourceNone when no attempt was billed).
 func (b *bill) source() string {
 	switch {
 	case !b.billed:
-		return ""
+		return usage.SourceNone
 	case b.estimated:
-		return sourceEstimated
+		return usage.SourceEstimated
 	}
-	return sourceUsage
+	return usage.SourceUsage
 }
 
 func (b *bill) promptTokens(req *provider.Request) int {

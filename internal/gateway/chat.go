@@ -791,7 +791,7 @@ func (g *Gateway) finish(c *call) {
 // tokensPerSecond is output tokens over the span from first to last content chunk.
 func tokensPerSecond(s *relay.Stats) float64 {
 	out := s.ContentChunks
-	if s.HasUsage {
+	if s.HasUsage && !s.Usage.Invalid {
 		out = s.Usage.CompletionTokens
 	}
 	span := s.LastContent.Sub(s.FirstContent).Seconds()

@@ -285,7 +285,7 @@ func TestUntranslatableRequest(t *testing.T) {
 		t.Errorf("got %v untranslatable fallbacks, want 1", n)
 	}
 	en := e.waitEntries(t, 2)
-	if en[0].TokenSource != "" || en[0].CostUSD != 0 {
+	if en[0].TokenSource != usage.SourceNone || en[0].CostUSD != 0 {
 		t.Errorf("the untranslated request was billed: %+v", en[0])
 	}
 }

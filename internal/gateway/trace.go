@@ -16,6 +16,7 @@ import (
 	"github.com/streamgate/streamgate/internal/config"
 	"github.com/streamgate/streamgate/internal/provider"
 	"github.com/streamgate/streamgate/internal/relay"
+	"github.com/streamgate/streamgate/internal/usage"
 )
 
 // Span attributes of the gateway's own, beside the GenAI semantic
@@ -371,7 +372,7 @@ func (rt *reqTrace) finish(c *call) {
 	if e.Continuations > 0 {
 		a = append(a, attrContinuations.Int(e.Continuations))
 	}
-	if e.TokenSource != "" {
+	if e.TokenSource != usage.SourceNone {
 		a = append(a, semconv.GenAIUsageInputTokens(e.InputTokens), semconv.GenAIUsageOutputTokens(e.OutputTokens),
 			attrTokenSource.String(e.TokenSource), attrCost.Float64(e.CostUSD))
 	}

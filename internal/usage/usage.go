@@ -14,6 +14,13 @@ const (
 	OutcomeRejected        = "rejected"         // refused before any upstream call (auth, bad input)
 )
 
+// TokenSource values of an Entry: where its tokens come from.
+const (
+	SourceUsage     = "usage"     // every billed attempt reported its usage
+	SourceEstimated = "estimated" // some billed attempt did not report valid usage: its prompt estimated, its output counted
+	SourceNone      = "none"      // nothing was billed: refused before any upstream call, or every attempt refused by its upstream or never connected
+)
+
 // Entry is one request's ledger line.
 //
 // ID is the ledger's own key, distinct from RequestID (which echoes a client's
@@ -36,7 +43,7 @@ type Entry struct {
 	Outcome       string // one of the Outcome constants
 	InputTokens   int
 	OutputTokens  int
-	TokenSource   string        // "usage" when every billed attempt reported usage, "estimated" when a prompt was estimated and output counted, "" when nothing was billed
+	TokenSource   string        // one of the TokenSource constants
 	CostUSD       float64       // from the model's configured prices
 	TTFT          time.Duration // 0: no first token (a non-stream, a stream that failed before content), stored as NULL
 	Duration      time.Duration

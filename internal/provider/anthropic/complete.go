@@ -34,14 +34,40 @@ type contentBlock struct {
 	Input    json.RawMessage `json:"input"`
 }
 
+// messageUsage is a Message's usage, its counts read by the rule of
+// api.Count (as the stream reads them).
 type messageUsage struct {
-	InputTokens              int64 `json:"input_tokens"`
-	OutputTokens             int64 `json:"output_tokens"`
-	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
-	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+	InputTokens              api.TokenCount `json:"input_tokens"`
+	OutputTokens             api.TokenCount `json:"output_tokens"`
+	CacheReadInputTokens     api.TokenCount `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens api.TokenCount `json:"cache_creation_input_tokens"`
 	OutputTokensDetails      *struct {
-		ThinkingTokens int64 `json:"thinking_tokens"`
+		ThinkingTokens api.TokenCount `json:"thinking_tokens"`
 	} `json:"output_tokens_details"`
+}
+
+// openAI returns the usage as the stream's usage chunk has it, or nil when
+// a count is not a token count or a sum is not below api.CountLimit: the
+// answer then has no usage, and the gateway estimates it.
+func (u *messageUsage) openAI() *api.Usage {
+	if u.InputTokens.Invalid || u.OutputTokens.Invalid || u.CacheReadInputTokens.Invalid || u.CacheCreationInputTokens.Invalid {
+		return nil
+	}
+	prompt := u.InputTokens.N + u.CacheReadInputTokens.N + u.CacheCreationInputTokens.N
+	out := u.OutputTokens.N
+	if prompt+out >= api.CountLimit {
+		return nil
+	}
+	usage := &api.Usage{
+		PromptTokens:        prompt,
+		CompletionTokens:    out,
+		TotalTokens:         prompt + out,
+		PromptTokensDetails: &api.PromptTokensDetails{CachedTokens: u.CacheReadInputTokens.N, CacheWriteTokens: u.CacheCreationInputTokens.N},
+	}
+	if d := u.OutputTokensDetails; d != nil && !d.ThinkingTokens.Invalid {
+		usage.CompletionTokensDetails = &api.CompletionTokensDetails{ReasoningTokens: d.ThinkingTokens.N}
+	}
+	return usage
 }
 
 // completion translates a Message into an OpenAI chat.completion: text
@@ -96,16 +122,7 @@ func completion(body []byte, model string, now time.Time) ([]byte, error) {
 		Choices: []api.Choice{{Index: 0, Message: msg, FinishReason: reason}},
 	}
 	if u := m.Usage; u != nil {
-		prompt := int(u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens)
-		out.Usage = &api.Usage{
-			PromptTokens:        prompt,
-			CompletionTokens:    int(u.OutputTokens),
-			TotalTokens:         prompt + int(u.OutputTokens),
-			PromptTokensDetails: &api.PromptTokensDetails{CachedTokens: int(u.CacheReadInputTokens), CacheWriteTokens: int(u.CacheCreationInputTokens)},
-		}
-		if d := u.OutputTokensDetails; d != nil {
-			out.Usage.CompletionTokensDetails = &api.CompletionTokensDetails{ReasoningTokens: int(d.ThinkingTokens)}
-		}
+		out.Usage = u.openAI()
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)

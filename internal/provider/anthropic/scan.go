@@ -3,19 +3,16 @@ package anthropic
 import (
 	"encoding/binary"
 	"encoding/json"
-	"math"
 	"math/bits"
 	"strconv"
+
+	"github.com/streamgate/streamgate/internal/api"
 )
 
 // maxDepth bounds the nesting of an upstream event, as api.MaxDepth bounds a
 // chunk's: the scanner recurses once per level, and an event is a few levels
 // deep (a server tool result, the deepest, about 6).
 const maxDepth = 128
-
-// maxCount is the largest token count read as a number; above it (far more
-// than any context window) a count reads as 0, as api.ScanChunk does.
-const maxCount = 1 << 40
 
 // syntaxError is an upstream event that is not valid JSON, or nests deeper
 // than maxDepth.
@@ -252,40 +249,24 @@ func (s *scanner) number() ([]byte, error) {
 	return s.b[start:i], nil
 }
 
-// count reads a token count or an index: a number as its value rounded to
-// the nearest integer (halves up), 0 when negative or above maxCount. A
-// value that is not a number is skipped and reads as absent (ok false), as
-// null does.
-func (s *scanner) count() (n int64, ok bool, err error) {
-	if c := s.peek(); c != '-' && c-'0' >= 10 {
-		return 0, false, s.skip()
+// count reads a token count or an index by the rule of api.Count (the one
+// every dialect's usage is read by): present is false for null (absent, as
+// the official SDK reads it); valid is false for a value that is there but
+// not a count (a string, a fraction, a negative or out-of-range number),
+// n then 0.
+func (s *scanner) count() (n int64, present, valid bool, err error) {
+	switch c := s.peek(); {
+	case c == 'n':
+		return 0, false, false, s.lit("null")
+	case c != '-' && c-'0' >= 10:
+		return 0, true, false, s.skip()
 	}
 	raw, err := s.number()
 	if err != nil {
-		return 0, false, err
+		return 0, false, false, err
 	}
-	if len(raw) <= 13 { // up to 10^13: plain digits add up without overflow
-		var v int64
-		plain := true
-		for _, c := range raw {
-			if c-'0' >= 10 {
-				plain = false
-				break
-			}
-			v = v*10 + int64(c-'0')
-		}
-		if plain {
-			if v > maxCount {
-				v = 0
-			}
-			return v, true, nil
-		}
-	}
-	f, err := strconv.ParseFloat(string(raw), 64) // rare: a float, an exponent or a huge count
-	if err != nil || f < 0 || f > maxCount {
-		return 0, true, nil //nolint:nilerr // a count out of range reads as 0
-	}
-	return int64(math.Floor(f + 0.5)), true, nil
+	v, ok := api.Count(raw)
+	return int64(v), true, ok, nil
 }
 
 // skip reads and validates one value of any kind.

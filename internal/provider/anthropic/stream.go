@@ -37,6 +37,9 @@ type blockState struct {
 type counts struct {
 	input, output, cacheRead, cacheWrite, thinking int64
 	hasThinking                                    bool
+	// invalid: some count was not a token count (see api.CountLimit); the
+	// message's usage is not reported.
+	invalid bool
 }
 
 // fields are the members of one event that the translation reads, as
@@ -215,12 +218,14 @@ func (s *stream) readErr(err error) error {
 }
 
 // afterStop returns what follows message_stop: the finish chunk when no
-// message_delta gave one, the usage chunk, then io.EOF.
+// message_delta gave one, the usage chunk (none when the counts are not
+// reportable: the relay then estimates the attempt, as for a stream cut
+// before its usage), then io.EOF.
 func (s *stream) afterStop() (*sse.Event, error) {
 	switch {
 	case !s.finished:
 		s.finish(finishStop)
-	case !s.usageOut:
+	case !s.usageOut && s.usage.reportable():
 		s.usageChunk()
 	default:
 		return nil, s.fail(io.EOF)
@@ -305,7 +310,9 @@ func (s *stream) parse(data []byte) error {
 		case "type":
 			f.typ, err = sc.strOrSkip()
 		case "index":
-			f.index, f.hasIx, err = sc.count()
+			var present, valid bool
+			f.index, present, valid, err = sc.count()
+			f.hasIx = present && valid
 		case "delta":
 			err = s.parseDelta(&sc)
 		case "content_block":
@@ -427,8 +434,9 @@ func (s *stream) parseMessage(sc *scanner) error {
 	}
 }
 
-// parseUsage reads a usage object: counts that are null or not numbers
-// are absent, as the official SDK treats them.
+// parseUsage reads a usage object: counts that are null are absent, as the
+// official SDK treats them; a count that is there but not a token count
+// (see api.Count) makes the usage invalid.
 func (s *stream) parseUsage(sc *scanner) error {
 	if sc.peek() != '{' {
 		return sc.skip()
@@ -444,13 +452,13 @@ func (s *stream) parseUsage(sc *scanner) error {
 		}
 		switch string(key) {
 		case "input_tokens":
-			f.usage.input, f.hasUsage[0], err = sc.count()
+			err = f.usageCount(sc, &f.usage.input, 0)
 		case "output_tokens":
-			f.usage.output, f.hasUsage[1], err = sc.count()
+			err = f.usageCount(sc, &f.usage.output, 1)
 		case "cache_read_input_tokens":
-			f.usage.cacheRead, f.hasUsage[2], err = sc.count()
+			err = f.usageCount(sc, &f.usage.cacheRead, 2)
 		case "cache_creation_input_tokens":
-			f.usage.cacheWrite, f.hasUsage[3], err = sc.count()
+			err = f.usageCount(sc, &f.usage.cacheWrite, 3)
 		case "output_tokens_details":
 			err = s.parseOutputDetails(sc)
 		default:
@@ -460,6 +468,16 @@ func (s *stream) parseUsage(sc *scanner) error {
 			return err
 		}
 	}
+}
+
+// usageCount reads the billed count i of f.hasUsage into dst.
+func (f *fields) usageCount(sc *scanner, dst *int64, i int) error {
+	n, present, valid, err := sc.count()
+	*dst, f.hasUsage[i] = n, present
+	if present && !valid {
+		f.usage.invalid = true
+	}
+	return err
 }
 
 func (s *stream) parseOutputDetails(sc *scanner) error {
@@ -476,7 +494,9 @@ func (s *stream) parseOutputDetails(sc *scanner) error {
 			return err
 		}
 		if string(key) == "thinking_tokens" {
-			f.usage.thinking, f.hasUsage[4], err = sc.count()
+			var present, valid bool
+			f.usage.thinking, present, valid, err = sc.count()
+			f.hasUsage[4] = present && valid // a detail, not billed: a bad one is left out
 		} else {
 			err = sc.skip()
 		}
@@ -690,6 +710,9 @@ func (s *stream) addUsage() {
 	if f.hasUsage[4] {
 		u.thinking, u.hasThinking = f.usage.thinking, true
 	}
+	if f.usage.invalid {
+		u.invalid = true // a later event's good count does not vouch for the rest
+	}
 }
 
 const (
@@ -792,6 +815,14 @@ func (s *stream) usageChunk() {
 	s.last = chunkUsage
 }
 
+// reportable reports whether the counts make a usage chunk: every count
+// was a token count, and the chunk's sums are too (api.CountLimit), so
+// api.ScanChunk reads the chunk as valid usage.
+func (u *counts) reportable() bool {
+	prompt, _, total := u.openAI()
+	return !u.invalid && prompt < api.CountLimit && total < api.CountLimit
+}
+
 // openAI returns the usage chunk's prompt, completion and total tokens:
 // prompt tokens count the cache reads and writes too.
 func (u *counts) openAI() (prompt, completion, total int64) {
@@ -813,8 +844,8 @@ const (
 // the event Next returned last, known from how the stream wrote it (no
 // chunk holds an "error" member: an error event ends the stream with a
 // *provider.Error). The usage counts are the chunk's as api.ScanChunk reads
-// them, above 1<<40 as 0 (a sum of counts may pass it); the details are
-// left nil, as api.ScanChunk leaves them.
+// them (a usage chunk is written only with reportable counts); the details
+// are left nil, as api.ScanChunk leaves them.
 func (s *stream) ChunkInfo() api.ChunkInfo {
 	switch s.last {
 	case chunkContent:
@@ -824,19 +855,10 @@ func (s *stream) ChunkInfo() api.ChunkInfo {
 	case chunkUsage:
 		prompt, completion, total := s.usage.openAI()
 		return api.ChunkInfo{HasUsage: true, Usage: api.Usage{
-			PromptTokens: scannedCount(prompt), CompletionTokens: scannedCount(completion), TotalTokens: scannedCount(total),
+			PromptTokens: int(prompt), CompletionTokens: int(completion), TotalTokens: int(total),
 		}}
 	}
 	return api.ChunkInfo{}
-}
-
-// scannedCount is a count as api.ScanChunk reads it from the decimal the
-// stream wrote: 0 when negative or above maxCount.
-func scannedCount(n int64) int {
-	if n < 0 || n > maxCount {
-		return 0
-	}
-	return int(n)
 }
 
 // Close releases the connection: after message_stop it drains the body's

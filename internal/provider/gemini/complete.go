@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 
@@ -34,24 +33,14 @@ type genResponse struct {
 		BlockReason string `json:"blockReason"`
 	} `json:"promptFeedback"`
 	UsageMetadata *struct {
-		PromptTokenCount        count `json:"promptTokenCount"`
-		CandidatesTokenCount    count `json:"candidatesTokenCount"`
-		ThoughtsTokenCount      count `json:"thoughtsTokenCount"`
-		CachedContentTokenCount count `json:"cachedContentTokenCount"`
+		PromptTokenCount        api.TokenCount `json:"promptTokenCount"`
+		CandidatesTokenCount    api.TokenCount `json:"candidatesTokenCount"`
+		ThoughtsTokenCount      api.TokenCount `json:"thoughtsTokenCount"`
+		CachedContentTokenCount api.TokenCount `json:"cachedContentTokenCount"`
 	} `json:"usageMetadata"`
 	ModelVersion string       `json:"modelVersion"`
 	ResponseID   string       `json:"responseId"`
 	Error        *googleError `json:"error"`
-}
-
-// count is a token count that reads any JSON number, as the stream does.
-type count int
-
-func (c *count) UnmarshalJSON(b []byte) error {
-	if f, err := strconv.ParseFloat(string(b), 64); err == nil && f >= 0 && f <= maxCount {
-		*c = count(math.Floor(f + 0.5))
-	}
-	return nil
 }
 
 // completion translates a non-streaming answer into an OpenAI
@@ -123,14 +112,18 @@ func completion(body []byte, model string, created int64, seed [8]byte) ([]byte,
 	}
 	msg.Content, msg.ReasoningContent = text.String(), thoughts.String()
 	c.Choices = []api.Choice{{Message: msg, FinishReason: finish}}
-	if u := r.UsageMetadata; u != nil {
-		completion := int(u.CandidatesTokenCount + u.ThoughtsTokenCount)
+	// Counts read as the stream reads them (api.Count): an answer whose
+	// billed counts are not all token counts has no usage, and the gateway
+	// estimates it.
+	if u := r.UsageMetadata; u != nil && !u.PromptTokenCount.Invalid && !u.CandidatesTokenCount.Invalid && !u.ThoughtsTokenCount.Invalid &&
+		u.PromptTokenCount.N+u.CandidatesTokenCount.N+u.ThoughtsTokenCount.N < api.CountLimit {
+		completion := u.CandidatesTokenCount.N + u.ThoughtsTokenCount.N
 		c.Usage = &api.Usage{
-			PromptTokens:            int(u.PromptTokenCount),
+			PromptTokens:            u.PromptTokenCount.N,
 			CompletionTokens:        completion,
-			TotalTokens:             int(u.PromptTokenCount) + completion,
-			PromptTokensDetails:     &api.PromptTokensDetails{CachedTokens: int(u.CachedContentTokenCount)},
-			CompletionTokensDetails: &api.CompletionTokensDetails{ReasoningTokens: int(u.ThoughtsTokenCount)},
+			TotalTokens:             u.PromptTokenCount.N + completion,
+			PromptTokensDetails:     &api.PromptTokensDetails{CachedTokens: u.CachedContentTokenCount.N},
+			CompletionTokensDetails: &api.CompletionTokensDetails{ReasoningTokens: u.ThoughtsTokenCount.N},
 		}
 	}
 	var buf bytes.Buffer

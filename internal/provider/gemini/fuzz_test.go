@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"math"
+	"math/big"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -208,24 +208,49 @@ func oracle(t *testing.T, data []byte) (r result) {
 	}
 	if um, ok := root["usageMetadata"].(map[string]any); ok {
 		r.hasUsage = true
+		var bad [4]bool
 		r.usage = usage{
-			prompt: oracleCount(um["promptTokenCount"]), candidates: oracleCount(um["candidatesTokenCount"]),
-			thoughts: oracleCount(um["thoughtsTokenCount"]), cached: oracleCount(um["cachedContentTokenCount"]),
+			prompt: oracleCount(um, "promptTokenCount", &bad[0]), candidates: oracleCount(um, "candidatesTokenCount", &bad[1]),
+			thoughts: oracleCount(um, "thoughtsTokenCount", &bad[2]), cached: oracleCount(um, "cachedContentTokenCount", &bad[3]),
+		}
+		for i, b := range bad[:3] { // cached is a detail, not billed
+			if b {
+				r.usage.bad |= 1 << i
+			}
 		}
 	}
 	return r
 }
 
-func oracleCount(v any) int {
+// oracleCount reads the count name of um by the rule of api.Count, with
+// big.Rat: absent and null are 0 and valid; anything else that is not an
+// integer in [0, api.CountLimit) is 0 and sets *bad.
+func oracleCount(um map[string]any, name string, bad *bool) int {
+	v, ok := um[name]
+	if !ok || v == nil {
+		return 0
+	}
 	n, ok := v.(json.Number)
 	if !ok {
+		*bad = true
 		return 0
 	}
-	f, err := strconv.ParseFloat(string(n), 64)
-	if err != nil || f < 0 || f > maxCount {
+	if e := strings.IndexAny(string(n), "eE"); e >= 0 {
+		if exp, err := strconv.Atoi(strings.TrimPrefix(string(n[e+1:]), "+")); err != nil || exp > 1000 || exp < -1000 {
+			// Beyond big.Rat's patience: 0 when the mantissa is, else out
+			// of range or a fraction.
+			if m, ok := new(big.Rat).SetString(string(n[:e])); !ok || m.Sign() != 0 {
+				*bad = true
+			}
+			return 0
+		}
+	}
+	r, ok := new(big.Rat).SetString(string(n))
+	if !ok || r.Sign() < 0 || !r.IsInt() || r.Num().Cmp(big.NewInt(api.CountLimit)) >= 0 {
+		*bad = true
 		return 0
 	}
-	return int(math.Floor(f + 0.5))
+	return int(r.Num().Int64())
 }
 
 // normalize turns json.Numbers into float64, as decoding the output's

@@ -384,8 +384,8 @@ func (s *stream) end(err error) (*sse.Event, error) {
 	switch {
 	case err == io.EOF && s.t.finished:
 		s.done, s.err = true, io.EOF
-		if !s.t.hasUsage {
-			return nil, io.EOF
+		if !s.t.hasUsage || !s.t.usage.reportable() {
+			return nil, io.EOF // no usage, or counts that are not counts: the gateway estimates
 		}
 		s.t.usageChunk()
 		s.ev.Data, s.ev.Comment = s.t.pop(), nil

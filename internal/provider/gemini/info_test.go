@@ -2,6 +2,7 @@ package gemini
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"strings"
 	"testing"
@@ -61,14 +62,13 @@ func newTestStream(body io.Reader) *stream {
 
 // TestChunkInfo: each kind of chunk the stream writes, and the heartbeats,
 // get the info api.ScanChunk finds in them, spelled out here so a
-// ChunkInfo that agrees with nothing fails too. The total count sums to
-// more than 1<<40, which api.ScanChunk reads as 0.
+// ChunkInfo that agrees with nothing fails too.
 func TestChunkInfo(t *testing.T) {
 	body := strings.Join([]string{
 		`data: {"candidates":[{"content":{"parts":[{"text":"hm","thought":true},{"text":"hi"},{"functionCall":{"name":"f","args":{}}}]}}]}`,
 		`: keep-alive`,
 		`data: {"candidates":[{"content":{"parts":[{"text":"\u0000"}]}}]}`,
-		`data: {"usageMetadata":{"promptTokenCount":1099511627776,"candidatesTokenCount":3,"thoughtsTokenCount":2}}`,
+		`data: {"usageMetadata":{"promptTokenCount":12,"candidatesTokenCount":3,"thoughtsTokenCount":2}}`,
 		`data: {"candidates":[{"content":{"parts":[{"text":""}]},"finishReason":"STOP"}]}`,
 	}, "\n\n") + "\n\n"
 	content := api.ChunkInfo{Content: true}
@@ -80,7 +80,7 @@ func TestChunkInfo(t *testing.T) {
 		content, // "\u0000" is not empty
 		{},      // usage only: heartbeat
 		{Finish: true},
-		{HasUsage: true, Usage: api.Usage{PromptTokens: 1 << 40, CompletionTokens: 5, TotalTokens: 0}},
+		{HasUsage: true, Usage: api.Usage{PromptTokens: 12, CompletionTokens: 5, TotalTokens: 17}},
 	}
 	st := newTestStream(strings.NewReader(body))
 	for i, w := range want {
@@ -96,5 +96,58 @@ func TestChunkInfo(t *testing.T) {
 	}
 	if _, err := st.Next(); err != io.EOF {
 		t.Fatalf("got %v after the usage chunk, want io.EOF", err)
+	}
+}
+
+// TestBadCountsNotReported: a billed count that is not a token count
+// (api.Count: negative, fractional, a string, 2^40, 1e30), or counts whose
+// sum is not below api.CountLimit, in the last usageMetadata leave the
+// stream without a usage chunk and the answer without usage: the gateway
+// then estimates them. A bad cached count (a detail) does not.
+func TestBadCountsNotReported(t *testing.T) {
+	tests := []struct {
+		name, usage string
+		reported    bool
+	}{
+		{"negative prompt", `{"promptTokenCount":-1,"candidatesTokenCount":3}`, false},
+		{"string candidates", `{"promptTokenCount":5,"candidatesTokenCount":"12"}`, false},
+		{"fraction", `{"promptTokenCount":1.5,"candidatesTokenCount":3}`, false},
+		{"1e30", `{"promptTokenCount":1e30,"candidatesTokenCount":3}`, false},
+		{"2^40 thoughts", `{"promptTokenCount":5,"candidatesTokenCount":3,"thoughtsTokenCount":1099511627776}`, false},
+		{"sum at the limit", `{"promptTokenCount":99999999,"candidatesTokenCount":1}`, false},
+		{"repeated: the last counts", `{"promptTokenCount":-1,"promptTokenCount":5,"candidatesTokenCount":3}`, true},
+		{"bad cached count", `{"promptTokenCount":5,"candidatesTokenCount":3,"cachedContentTokenCount":-1}`, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body := `data: {"candidates":[{"content":{"parts":[{"text":"hi"}]}}],"usageMetadata":{"promptTokenCount":5,"candidatesTokenCount":1}}` + "\n\n" +
+				`data: {"candidates":[{"content":{"parts":[{"text":""}]},"finishReason":"STOP"}],"usageMetadata":` + tt.usage + "}\n\n"
+			st := newTestStream(strings.NewReader(body))
+			reported := false
+			for i := 0; ; i++ {
+				ev, err := st.Next()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatalf("event %d: %v", i, err)
+				}
+				got := streamInfo(t, st)
+				checkInfo(t, got, ev.Data)
+				reported = reported || got.HasUsage
+			}
+			if reported != tt.reported {
+				t.Errorf("stream: got a usage chunk %v, want %v", reported, tt.reported)
+			}
+			answer := `{"candidates":[{"content":{"parts":[{"text":"hi"}]},"finishReason":"STOP"}],"usageMetadata":` + tt.usage + `}`
+			out, err := completion([]byte(answer), "m", 1700000000, [8]byte{})
+			if err != nil {
+				t.Fatalf("completion(%s): %v", answer, err)
+			}
+			var c api.Completion
+			if err := json.Unmarshal(out, &c); err != nil || (c.Usage != nil) != tt.reported || c.Choices[0].Message.Content != "hi" {
+				t.Errorf("completion(%s) = %s (%v), want usage %v", answer, out, err, tt.reported)
+			}
+		})
 	}
 }

@@ -303,38 +303,23 @@ func (s *scanner) boolean() (bool, error) {
 	return false, s.skip()
 }
 
-// count reads a token count: any JSON number, rounded to the nearest
-// integer (halves up); a negative count, one above maxCount or a value that
-// is not a number reads as 0.
-func (s *scanner) count() (int, error) {
-	if c := s.peek(); c != '-' && (c < '0' || c > '9') {
-		return 0, s.skip()
+// count reads a token count by the rule of api.Count (the one every
+// dialect's usage is read by): present is false for null (absent, as for
+// a count Gemini omits); valid is false for a value that is there but not a
+// count (a string, a fraction, a negative or out-of-range number), n then 0.
+func (s *scanner) count() (n int, present, valid bool, err error) {
+	switch c := s.peek(); {
+	case c == 'n':
+		return 0, false, false, s.lit("null")
+	case c != '-' && (c < '0' || c > '9'):
+		return 0, true, false, s.skip()
 	}
 	start := s.i
 	if err := s.number(); err != nil {
-		return 0, err
+		return 0, false, false, err
 	}
-	return countOf(s.b[start:s.i]), nil
-}
-
-// maxCount bounds a token count, far above any context window.
-const maxCount = 1 << 40
-
-func countOf(num []byte) int {
-	v := 0
-	for _, c := range num {
-		if c < '0' || c > '9' {
-			f, err := strconv.ParseFloat(string(num), 64)
-			if err != nil || f < 0 || f > maxCount {
-				return 0
-			}
-			return int(f + 0.5)
-		}
-		if v = v*10 + int(c-'0'); v > maxCount {
-			return 0
-		}
-	}
-	return v
+	n, valid = api.Count(s.b[start:s.i])
+	return n, true, valid, nil
 }
 
 // null consumes a null literal if one comes next.

@@ -24,6 +24,19 @@ type part struct {
 // usage is Gemini's usageMetadata, the counts the OpenAI usage needs.
 type usage struct {
 	prompt, candidates, thoughts, cached int
+	// bad has bit i set when billed count i (prompt, candidates, thoughts)
+	// is not a token count (see api.Count): the usage is not reported. Per
+	// count, so a repeated member is read as encoding/json reads it (the
+	// last one).
+	bad uint8
+}
+
+// reportable reports whether u makes a usage chunk: every billed count
+// was a token count, and the chunk's sums are too (api.CountLimit), so
+// api.ScanChunk reads the chunk as valid usage.
+func (u usage) reportable() bool {
+	_, _, total := u.openAI()
+	return u.bad == 0 && total < api.CountLimit
 }
 
 // event is what one GenerateContentResponse event holds, as parsed.
@@ -140,8 +153,8 @@ func (t *translator) pop() []byte {
 // info returns what api.ScanChunk finds in the event pop returned last,
 // known from how the translator wrote it (no chunk holds an "error"
 // member: an error event is a *provider.Error). The usage counts are the
-// chunk's as api.ScanChunk reads them, above maxCount as 0 (a sum of
-// counts may pass it); the details are left nil, as api.ScanChunk leaves
+// chunk's as api.ScanChunk reads them (a usage chunk is written only with
+// reportable counts); the details are left nil, as api.ScanChunk leaves
 // them. The usage chunk is the stream's last event, so t.usage is still
 // the one it holds.
 func (t *translator) info() api.ChunkInfo {
@@ -153,19 +166,10 @@ func (t *translator) info() api.ChunkInfo {
 	case chunkUsage:
 		prompt, completion, total := t.usage.openAI()
 		return api.ChunkInfo{HasUsage: true, Usage: api.Usage{
-			PromptTokens: scannedCount(prompt), CompletionTokens: scannedCount(completion), TotalTokens: scannedCount(total),
+			PromptTokens: prompt, CompletionTokens: completion, TotalTokens: total,
 		}}
 	}
 	return api.ChunkInfo{}
-}
-
-// scannedCount is a count as api.ScanChunk reads it from the decimal the
-// translator wrote: 0 when negative or above maxCount.
-func scannedCount(n int) int {
-	if n < 0 || n > maxCount {
-		return 0
-	}
-	return n
 }
 
 // start fixes the stream's id and model from its first event.
@@ -625,20 +629,26 @@ func (t *translator) part() error {
 func (t *translator) usageMember(key []byte) error {
 	s, u := &t.s, &t.e.usage
 	var dst *int
+	var bit uint8 // 0: a detail, not billed
 	switch string(key) {
 	case "promptTokenCount":
-		dst = &u.prompt
+		dst, bit = &u.prompt, 1
 	case "candidatesTokenCount":
-		dst = &u.candidates
+		dst, bit = &u.candidates, 2
 	case "thoughtsTokenCount":
-		dst = &u.thoughts
+		dst, bit = &u.thoughts, 4
 	case "cachedContentTokenCount":
-		dst = &u.cached
+		dst = &u.cached // a detail of the prompt's count
 	default:
 		return s.skip()
 	}
-	n, err := s.count() // a count that is not a number is 0
+	n, present, valid, err := s.count()
 	*dst = n
+	if present && !valid {
+		u.bad |= bit
+	} else {
+		u.bad &^= bit
+	}
 	return err
 }
 
@@ -646,7 +656,7 @@ func (t *translator) errorMember(key []byte) error {
 	s, e := &t.s, &t.e
 	switch string(key) {
 	case "code":
-		n, err := s.count()
+		n, _, _, err := s.count()
 		e.errCode = n
 		return err
 	case "message":
