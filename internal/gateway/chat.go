@@ -370,6 +370,11 @@ func (g *Gateway) prepareStream(p *plan, t *target, sess *relay.Session, req *pr
 func (g *Gateway) streamDone(a *streamTry, sess *relay.Session, req *provider.Request, err error) error {
 	p, t, c := a.p, a.t, a.p.c
 	c.stats = sess.Stats()
+	if a.backup != nil {
+		// The race is decided; its loser's goroutine may still be ending, and
+		// a backup refused after the decision was no hedge (relay.Race.Wait).
+		a.race.Wait()
+	}
 	if a.race.Hedged {
 		return g.hedged(p, sess, t, a.backup, a.bpos, &a.race, req, err, a.chunks)
 	}
@@ -390,7 +395,6 @@ func (g *Gateway) streamDone(a *streamTry, sess *relay.Session, req *provider.Re
 // target's health hears its own outcome (the cancelled loser's is neutral).
 func (g *Gateway) hedged(p *plan, sess *relay.Session, t, backup *target, bpos int, race *relay.Race, req *provider.Request, err error, chunks int) error {
 	c := p.c
-	race.Wait() // the loser's goroutine is done: its Opened can be read
 	p.used |= 1 << bpos
 	c.entry.Attempts++
 	c.entry.Hedged = true

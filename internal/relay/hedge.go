@@ -26,23 +26,31 @@ type Opener func(ctx context.Context) (provider.Stream, error)
 // Race is the outcome of a hedged first token, for the caller's billing,
 // route health and metrics.
 type Race struct {
-	Hedged bool     // the backup was started
+	Hedged bool     // the backup was started, and not refused (ErrNoHedge): an attempt was made
 	Winner int      // 0 the primary, 1 the backup: the attempt whose stream Hedge returned
 	Opened [2]bool  // the upstream accepted the attempt (it bills it)
 	Err    [2]error // how each attempt ended in the race: nil for the returned one, ErrHedgeLost for a cancelled loser
 	Start  [2]time.Time
 
-	done [2]chan struct{} // closed when each started attempt's goroutine is done
+	done   [2]chan struct{} // closed when each started attempt's goroutine is done
+	backup *runner          // the backup's runner, once started
 }
 
 // Wait returns once both attempts' goroutines are done (the loser ends as
-// soon as it sees its cancellation). Call it before reading Opened: the
-// loser's goroutine writes it.
+// soon as it sees its cancellation). Call it before reading Hedged, Opened
+// and Err[1]: the loser's goroutine decides them. A backup whose opener
+// refused (ErrNoHedge) after the race was decided, as a backup goroutine
+// scheduled late does, was no attempt: Wait clears Hedged and its Err, so
+// the caller neither bills it nor ends its route's in-flight count, which
+// a refused opener never began.
 func (r *Race) Wait() {
 	for _, d := range r.done {
 		if d != nil {
 			<-d
 		}
+	}
+	if b := r.backup; b != nil && errors.Is(b.final, ErrNoHedge) {
+		r.Hedged, r.Err[1], r.backup = false, nil, nil
 	}
 }
 
@@ -111,15 +119,21 @@ func race(ctx context.Context, after time.Duration, open [2]Opener, r *Race) (pr
 			}
 			r.Hedged = true
 			start(1)
+			r.backup = runners[1]
 			pending++
 		case i := <-notify:
 			pending--
 			ru := runners[i]
 			if i == 1 && errors.Is(ru.final, ErrNoHedge) {
-				r.Hedged, runners[1] = false, nil // not an attempt: the primary goes on alone
-				continue
-			}
-			if !ru.won {
+				r.Hedged, runners[1], r.backup = false, nil, nil // not an attempt: the primary goes on alone
+				if pending > 0 {
+					continue
+				}
+				// The primary failed while the backup was being refused:
+				// its failure is the attempt's.
+				i, ru = 0, runners[0]
+				r.Err[0] = nil
+			} else if !ru.won {
 				r.Err[i] = errOf(ru)
 				if pending > 0 {
 					continue // the other attempt may still serve
@@ -167,7 +181,10 @@ func infoerOf(st provider.Stream) provider.ChunkInfoer {
 func (ru *runner) run(ctx context.Context, open Opener, opened *bool) {
 	st, err := open(ctx)
 	if err != nil {
-		ru.final = cause(ctx, err)
+		ru.final = err
+		if !errors.Is(err, ErrNoHedge) { // a refusal stays one, even after the race was decided
+			ru.final = cause(ctx, err)
+		}
 		return
 	}
 	ru.st, *opened = st, true

@@ -184,3 +184,56 @@ func TestHedgeBothFail(t *testing.T) {
 		}
 	})
 }
+
+// TestHedgeRefusedLate: the backup's opener refuses (relay.ErrNoHedge: the
+// hedge budget is spent, its route ejected) only after the primary has
+// already won or failed, as a descheduled backup goroutine does. The race
+// then was never hedged: after Wait, Hedged is false and the backup has no
+// error (nothing to bill, no in-flight count to give back), and a primary
+// that failed meanwhile ends the race with its failure instead of leaving
+// it waiting forever (synctest reports that as a deadlock).
+func TestHedgeRefusedLate(t *testing.T) {
+	errDown := errors.New("upstream down")
+	failing := func(context.Context) (provider.Stream, error) {
+		time.Sleep(60 * time.Millisecond)
+		return nil, errDown
+	}
+	for _, tt := range []struct {
+		name    string
+		primary relay.Opener
+		wantErr error // the open function's, nil: the primary's stream serves
+	}{
+		{"primary wins first", opener(60*time.Millisecond, nil, nil), nil},
+		{"primary fails first", failing, errDown},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				refused := make(chan struct{})
+				backup := func(context.Context) (provider.Stream, error) {
+					time.Sleep(70 * time.Millisecond) // the hedge starts at 50 ms; the refusal comes after the primary's 60 ms
+					close(refused)
+					return nil, relay.ErrNoHedge
+				}
+				var r relay.Race
+				ctx, cancel := context.WithTimeoutCause(t.Context(), time.Second, provider.ErrFirstTokenTimeout)
+				defer cancel()
+				st, err := relay.Hedge(50*time.Millisecond, tt.primary, backup, &r)(ctx)
+				if !errors.Is(err, tt.wantErr) || (err == nil) != (tt.wantErr == nil) {
+					t.Fatalf("got %v, want %v", err, tt.wantErr)
+				}
+				if err == nil {
+					if n, err := drain(st); n != 3 || err != io.EOF {
+						t.Errorf("read %d events then %v, want 3 then EOF", n, err)
+					}
+					st.Close()
+				}
+				r.Wait()
+				<-refused
+				if r.Hedged || r.Winner != 0 || r.Err[1] != nil || r.Opened[1] {
+					t.Errorf("got hedged %v winner %d backup error %v opened %v; want no hedge: the backup was refused, never sent",
+						r.Hedged, r.Winner, r.Err[1], r.Opened[1])
+				}
+			})
+		})
+	}
+}
