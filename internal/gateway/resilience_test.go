@@ -264,11 +264,13 @@ func TestContinuationOff(t *testing.T) {
 
 // Hedged first token: the first route stalls before its first token; after
 // hedge.after the second starts and serves; both attempts are billed and
-// recorded, the winner named. With the budget spent, no hedge starts.
+// recorded, the winner named. The budget's bucket starts with 10 hedges,
+// so the first requests of a run get theirs; once they are spent (budget
+// 0.01 refills a hundredth per request), no hedge starts.
 func TestHedge(t *testing.T) {
 	cfg, so := resilienceConfig("fallback", sim.Faults{StallFirst: 2 * time.Second})
 	cfg.Timeouts.FirstToken = config.Duration(5 * time.Second)
-	cfg.Models[0].Hedge = &config.Hedge{After: "50ms", Budget: 0.5}
+	cfg.Models[0].Hedge = &config.Hedge{After: "50ms", Budget: 0.01}
 	e := startWith(t, gateway.Options{Config: cfg, KeepAlive: -1, Sim: so})
 	want := reference(t, e, "hedge")
 	resp := do(t, "POST", e.url+"/v1/chat/completions", devKey, promptBody("m", true, "hedge"))
@@ -292,15 +294,21 @@ func TestHedge(t *testing.T) {
 	if got := sumSeries(m, "streamgate_time_to_first_token_seconds_count", `model="m",route="sim/healthy"`); got != 1 {
 		t.Errorf("TTFT observations of m on sim/healthy: got %v, want 1 (the hedge that won)", got)
 	}
-	// Budget 0.5 of 2 requests (the reference went elsewhere): one hedge
-	// used; a second request on a budget of ceil(0.5×2) = 1 gets none and
-	// waits for the stalled first route.
-	resp = do(t, "POST", e.url+"/v1/chat/completions", devKey, promptBody("m", true, "hedge"))
-	if s := readChat(t, resp); !s.done || s.text != want {
-		t.Errorf("second: got done=%v text %q", s.done, s.text)
-	}
-	if en := e.waitEntries(t, 3)[2]; en.Hedged || en.Route != "sim/faulty" {
-		t.Errorf("second: got entry %+v, want no hedge (budget spent), served by the stalled route", en)
+	// Nine more hedged requests spend the bucket's 10 hedges; the
+	// eleventh finds 0.1 of a hedge in it, gets none and waits for the
+	// stalled first route.
+	for i := 2; i <= 11; i++ {
+		resp = do(t, "POST", e.url+"/v1/chat/completions", devKey, promptBody("m", true, "hedge"))
+		if s := readChat(t, resp); !s.done || s.text != want {
+			t.Errorf("request %d: got done=%v text %q", i, s.done, s.text)
+		}
+		en := e.waitEntries(t, i+1)[i]
+		if hedged := i <= 10; en.Hedged != hedged {
+			t.Errorf("request %d: got entry %+v, want hedged %v (10 hedges in the bucket)", i, en, hedged)
+		}
+		if i == 11 && en.Route != "sim/faulty" {
+			t.Errorf("request 11: got entry %+v, want it served by the stalled route", en)
+		}
 	}
 }
 
