@@ -10,6 +10,7 @@ import (
 	"github.com/streamgate/streamgate/internal/budget"
 	"github.com/streamgate/streamgate/internal/config"
 	"github.com/streamgate/streamgate/internal/fit"
+	"github.com/streamgate/streamgate/internal/metrics"
 	"github.com/streamgate/streamgate/internal/provider"
 )
 
@@ -41,7 +42,7 @@ func (g *Gateway) reserveBudget(r *http.Request, c *call, p *auth.Principal, m *
 	var ex *budget.Exceeded
 	switch {
 	case errors.As(err, &ex):
-		g.m.Rejected("budget")
+		g.m.Rejected(metrics.ScopeBudget)
 		return err
 	case err != nil:
 		g.log.LogAttrs(r.Context(), slog.LevelWarn, "budget check failed; request let through", slog.String("key", p.KeyID), slog.String("error", err.Error()))

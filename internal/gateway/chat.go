@@ -19,6 +19,7 @@ import (
 	"github.com/streamgate/streamgate/internal/budget"
 	"github.com/streamgate/streamgate/internal/config"
 	"github.com/streamgate/streamgate/internal/fit"
+	"github.com/streamgate/streamgate/internal/metrics"
 	"github.com/streamgate/streamgate/internal/provider"
 	"github.com/streamgate/streamgate/internal/relay"
 	"github.com/streamgate/streamgate/internal/route"
@@ -243,9 +244,9 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request, c *call, rs *ro
 	}
 	err := g.run(ctx, c, rs, try, goOn)
 	if c.entry.Continuations > 0 {
-		outcome := "ok"
+		outcome := metrics.ContinuationOK
 		if err != nil {
-			outcome = "failed"
+			outcome = metrics.ContinuationFailed
 		}
 		g.m.Continuation(c.model.Name, outcome)
 	}
@@ -415,12 +416,12 @@ func (g *Gateway) hedged(p *plan, sess *relay.Session, t, backup *target, bpos i
 		win.obs.End(c.stats.MaxGap, tokensPerSecond(&c.stats))
 	}
 	lres := route.Result{Outcome: outcomeFor(race.Err[l])}
-	outcome := "none"
+	outcome := metrics.HedgeNone
 	switch {
 	case err == nil && race.Winner == 1:
-		outcome = "won"
+		outcome = metrics.HedgeWon
 	case err == nil:
-		outcome = "lost"
+		outcome = metrics.HedgeLost
 	}
 	g.m.Hedge(c.model.Name, outcome)
 	// The loop ends t's attempt with p.res; the backup's is ended here.

@@ -291,7 +291,8 @@ func requestOutcome(err error, status int) string {
 	return metrics.OutcomeError
 }
 
-// fallbackReason is the label of streamgate_fallbacks_total for err, or ""
+// fallbackReason is the label of streamgate_fallbacks_total for err (one
+// of metrics.FallbackReasons), or ""
 // when err must not move the request to another route: the client left, the
 // total timeout or the shutdown fired, or the upstream refused the request
 // itself (a 4xx other than 429).
@@ -304,33 +305,33 @@ func fallbackReason(err error) string {
 		errors.Is(err, errShutdown):
 		return ""
 	case errors.Is(err, provider.ErrFirstTokenTimeout):
-		return "first_token_timeout"
+		return metrics.ReasonFirstTokenTimeout
 	case errors.Is(err, provider.ErrIdleTimeout):
-		return "idle_timeout"
+		return metrics.ReasonIdleTimeout
 	case errors.Is(err, provider.ErrConnect):
-		return "connect"
+		return metrics.ReasonConnect
 	case errors.As(err, &perr):
 		switch {
 		case !perr.Retryable:
 			return ""
 		case errors.Is(err, provider.ErrUntranslatable):
-			return "untranslatable"
+			return metrics.ReasonUntranslatable
 		case perr.Status == http.StatusTooManyRequests:
-			return "rate_limited"
+			return metrics.ReasonRateLimited
 		case perr.Status == http.StatusUnauthorized, perr.Status == http.StatusForbidden:
-			return "upstream_auth"
+			return metrics.ReasonUpstreamAuth
 		case perr.Status == http.StatusNotFound:
-			return "upstream_not_found"
+			return metrics.ReasonUpstreamNotFound
 		case perr.Status >= 500:
-			return "status_5xx"
+			return metrics.ReasonStatus5xx
 		}
-		return "upstream_error"
+		return metrics.ReasonUpstreamError
 	case errors.Is(err, provider.ErrTruncated):
-		return "truncated"
+		return metrics.ReasonTruncated
 	case errors.Is(err, provider.ErrMalformed):
-		return "malformed"
+		return metrics.ReasonMalformed
 	case errors.As(err, &uerr):
-		return "error_event"
+		return metrics.ReasonErrorEvent
 	}
 	return ""
 }

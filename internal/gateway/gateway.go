@@ -284,6 +284,11 @@ func New(opts Options) (*Gateway, error) {
 				embed = append(embed, t)
 			}
 		}
+		names := make([]string, len(all))
+		for i := range all {
+			names[i] = all[i].name
+		}
+		g.m.Known(m.Name, names, m.Hedge != nil, m.ContinueOnCut) // its counters at 0 from the start
 		var err error
 		if g.routes[m.Name], err = newRouteSet(m, all); err == nil && len(embed) > 0 {
 			g.embedRoutes[m.Name], err = newRouteSet(m, embed)

@@ -31,6 +31,75 @@ const (
 	OutcomeError         = "error"          // any other failure of the gateway
 )
 
+// RequestOutcomes are the outcomes of streamgate_requests_total.
+var RequestOutcomes = []string{OutcomeOK, OutcomeErrorEvent, OutcomeClientGone, OutcomeTimeout, OutcomeUpstreamError, OutcomeRejected, OutcomeError}
+
+// Reasons of streamgate_fallbacks_total: why an attempt was abandoned for
+// the next route. The gateway labels with these constants only.
+const (
+	ReasonConnect           = "connect"             // no connection to the upstream
+	ReasonUpstreamAuth      = "upstream_auth"       // 401 or 403: a wrong or revoked provider key
+	ReasonUpstreamNotFound  = "upstream_not_found"  // 404: the model missing on that provider
+	ReasonRateLimited       = "rate_limited"        // 429
+	ReasonStatus5xx         = "status_5xx"          // a 5xx status
+	ReasonUpstreamError     = "upstream_error"      // another retryable status (408, 409…)
+	ReasonUntranslatable    = "untranslatable"      // the route's adapter cannot express the request
+	ReasonFirstTokenTimeout = "first_token_timeout" // no content within timeouts.first_token
+	ReasonIdleTimeout       = "idle_timeout"        // a stall past timeouts.idle (continue_on_cut)
+	ReasonTruncated         = "truncated"           // the stream ended before its end
+	ReasonMalformed         = "malformed"           // an event that is not what the dialect allows
+	ReasonErrorEvent        = "error_event"         // the upstream's own error event
+)
+
+// FallbackReasons is every reason of streamgate_fallbacks_total.
+var FallbackReasons = []string{ReasonConnect, ReasonUpstreamAuth, ReasonUpstreamNotFound, ReasonRateLimited, ReasonStatus5xx,
+	ReasonUpstreamError, ReasonUntranslatable, ReasonFirstTokenTimeout, ReasonIdleTimeout, ReasonTruncated, ReasonMalformed, ReasonErrorEvent}
+
+// Outcomes of streamgate_hedges_total.
+const (
+	HedgeWon  = "won"  // the hedge served
+	HedgeLost = "lost" // the first route served
+	HedgeNone = "none" // neither served
+)
+
+// HedgeOutcomes is every outcome of streamgate_hedges_total.
+var HedgeOutcomes = []string{HedgeWon, HedgeLost, HedgeNone}
+
+// Outcomes of streamgate_continuations_total.
+const (
+	ContinuationOK     = "ok"     // the next attempt went on
+	ContinuationFailed = "failed" // it could not
+)
+
+// ContinuationOutcomes is every outcome of streamgate_continuations_total.
+var ContinuationOutcomes = []string{ContinuationOK, ContinuationFailed}
+
+// Kinds of streamgate_tokens_total.
+const (
+	KindInput  = "input"
+	KindOutput = "output"
+)
+
+// Scopes of streamgate_admission_rejected_total.
+const (
+	ScopeGateway = "gateway" // limits.max_streams
+	ScopeKey     = "key"     // a key's concurrent requests
+	ScopeRPM     = "rpm"     // a key's requests per minute
+	ScopeTPM     = "tpm"     // a key's tokens per minute
+	ScopeBudget  = "budget"  // a key's budget spent
+)
+
+// AdmissionScopes is every scope of streamgate_admission_rejected_total.
+var AdmissionScopes = []string{ScopeGateway, ScopeKey, ScopeRPM, ScopeTPM, ScopeBudget}
+
+// knownRequests are the code and outcome pairs of streamgate_requests_total
+// a route has whatever happens to it, created at 0 by Known; other codes (a
+// status the gateway refused with, an upstream's own) appear when first
+// counted.
+var knownRequests = [][2]string{
+	{"200", OutcomeOK}, {"200", OutcomeErrorEvent}, {"499", OutcomeClientGone}, {"504", OutcomeTimeout}, {"502", OutcomeUpstreamError},
+}
+
 // Metrics is every collector of the gateway. Labels carry model and route
 // names, never a key.
 type Metrics struct {
@@ -114,6 +183,9 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "streamgate_admission_rejected_total", Help: "Requests refused by admission control or a key's rate limit, by scope: gateway (limits.max_streams), key (a key's concurrent requests), rpm, tpm (a key's requests or tokens per minute), budget (a key's budget spent).",
 		}, []string{"scope"}),
 	}
+	for _, scope := range AdmissionScopes {
+		m.Admission.WithLabelValues(scope) // 0 until the first refusal
+	}
 	if reg != nil {
 		reg.MustRegister(m.TTFT, m.ITL, m.MaxGap, m.TPS, m.Overhead, m.Requests, m.Tokens, m.Cost, m.Fallbacks, m.Inflight,
 			m.Hedges, m.Continuations, m.Retries, m.Admission,
@@ -189,6 +261,45 @@ func (s *Stream) RequestOverhead(d time.Duration) {
 	}
 }
 
+// Known creates, with value 0, the series of the labelled counters a
+// configured model has before anything happened, so that rate() and
+// increase() read 0 rather than nothing until the first event:
+// streamgate_requests_total for each of its routes with the pairs of
+// knownRequests, streamgate_tokens_total of both kinds,
+// streamgate_cost_usd_total, streamgate_fallbacks_total of every reason,
+// streamgate_retries_total, streamgate_hedges_total of every outcome when
+// the model hedges, streamgate_continuations_total of every outcome when
+// it continues cut streams. The scopes of
+// streamgate_admission_rejected_total, which carry no model, are created
+// by New.
+func (m *Metrics) Known(model string, routes []string, hedges, continues bool) {
+	if m == nil {
+		return
+	}
+	for _, r := range routes {
+		for _, k := range knownRequests {
+			m.Requests.WithLabelValues(model, r, k[0], k[1])
+		}
+	}
+	m.Tokens.WithLabelValues(model, KindInput)
+	m.Tokens.WithLabelValues(model, KindOutput)
+	m.Cost.WithLabelValues(model)
+	for _, reason := range FallbackReasons {
+		m.Fallbacks.WithLabelValues(model, reason)
+	}
+	m.Retries.WithLabelValues(model)
+	if hedges {
+		for _, o := range HedgeOutcomes {
+			m.Hedges.WithLabelValues(model, o)
+		}
+	}
+	if continues {
+		for _, o := range ContinuationOutcomes {
+			m.Continuations.WithLabelValues(model, o)
+		}
+	}
+}
+
 // Request counts one finished request with its status and outcome (one of
 // the Outcome constants).
 func (m *Metrics) Request(model, route string, status int, outcome string) {
@@ -203,10 +314,10 @@ func (m *Metrics) Usage(model string, input, output int, costUSD float64) {
 		return
 	}
 	if input > 0 {
-		m.Tokens.WithLabelValues(model, "input").Add(float64(input))
+		m.Tokens.WithLabelValues(model, KindInput).Add(float64(input))
 	}
 	if output > 0 {
-		m.Tokens.WithLabelValues(model, "output").Add(float64(output))
+		m.Tokens.WithLabelValues(model, KindOutput).Add(float64(output))
 	}
 	if costUSD > 0 {
 		m.Cost.WithLabelValues(model).Add(costUSD)
