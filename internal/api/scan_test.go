@@ -358,9 +358,9 @@ func hasDuplicateKeys(data []byte) bool {
 	}
 }
 
-// refCount is the token count of n by exact rational arithmetic: rounded to
-// the nearest integer, halves up; 0 when negative or above 1<<40. ok is
-// false for exponents big.Rat would take too long to expand.
+// refCount is the token count of n by exact rational arithmetic: valid
+// when n is an integer in [0, CountLimit), else 0. ok is false for
+// exponents big.Rat would take too long to expand.
 func refCount(n json.Number) (count int, valid, ok bool) {
 	if e := strings.IndexAny(string(n), "eE"); e >= 0 {
 		if exp, err := strconv.Atoi(strings.TrimPrefix(string(n[e+1:]), "+")); err != nil || exp > 1000 || exp < -1000 {
