@@ -69,7 +69,9 @@ type Event struct {
 // Reader parses an SSE byte stream as the WHATWG HTML standard's
 // "interpreting an event stream" does: one UTF-8 byte order mark at the
 // start is dropped (also split across reads); lines end in CRLF, LF or a
-// lone CR (a CR that is the last byte of the input ends a line too); a line
+// lone CR, and a CR ends its line at once, also as the last byte of a read
+// (a LF that starts the next read is then taken as the rest of a CRLF, not
+// as a blank line): no event waits for a read that may never come; a line
 // without a colon is a field with an empty value, and one space after the
 // colon is dropped; "event", "data" and "id" fields are kept, "retry" and
 // unknown fields ignored; a blank line dispatches the block's event when the
@@ -77,11 +79,15 @@ type Event struct {
 // id, comment) whatever it held; an unterminated last line is discarded.
 //
 // Extensions, for LLM streams:
-//   - "[DONE]": an event whose data is exactly "[DONE]" (OpenAI's sentinel)
-//     ends the stream. Next returns io.EOF instead of the event and reads no
-//     further, so the source's error after it is never seen. This holds
-//     also when the input ends before its blank line, or even before its
-//     newline ("data: [DONE]" or "data:[DONE]" as the last bytes).
+//   - "[DONE]": a block whose first data line starts with "[DONE]"
+//     (OpenAI's sentinel) ends the stream at that line: Next returns io.EOF
+//     instead of an event and reads no further, so nothing after it (a
+//     second data line, the blank line, the source's error) is seen. The
+//     official SDKs match it so (openai-go's ssestream: bytes.HasPrefix of
+//     the event's data; openai-python: data.startswith("[DONE]")), so
+//     "data: [DONE] " and "[DONE]" followed by another data line end a
+//     complete answer, as they do for the SDKs (issue 22). An unterminated
+//     last line "data: [DONE]..." (or "data:[DONE]...") ends it too.
 //   - End of input (the source returns io.EOF, or io.ErrUnexpectedEOF as
 //     net/http's chunked reader does for a connection cut mid-body): a block
 //     whose data lines were all complete but whose blank line never came is
@@ -130,6 +136,7 @@ type Reader struct {
 	Hook  ReadHook
 	alias block // the fields of ev whose value points into buf
 	bom   bool  // the input's first bytes may still be a byte order mark
+	cr    bool  // the last line ended in a CR at the end of buf: a LF next ends the same line
 	saw   bool  // an event with data was returned (for NoDone)
 	// CommentsOnly, when set, reports comment-only blocks (heartbeats) as
 	// events with nil Data, so a relay can see keep-alives. Off by default:
@@ -217,7 +224,7 @@ func (r *Reader) Size() int {
 // and options: a byte order mark may start it again, and a sticky error is
 // cleared.
 func (r *Reader) Reset(src io.Reader) {
-	r.src, r.r, r.w, r.err, r.end, r.bom, r.saw = src, 0, 0, nil, nil, true, false
+	r.src, r.r, r.w, r.err, r.end, r.bom, r.saw, r.cr = src, 0, 0, nil, nil, true, false, false
 	r.clear()
 }
 
@@ -251,9 +258,6 @@ func (r *Reader) Next() (*Event, error) {
 		}
 		if len(line) == 0 { // blank line: dispatch
 			if b&hasData != 0 {
-				if bytes.Equal(r.ev.Data, done) {
-					return r.stop(io.EOF)
-				}
 				r.saw = true
 				return r.event(b), nil
 			}
@@ -296,6 +300,11 @@ func (r *Reader) field(line []byte, b block) (block, error) {
 		if len(r.ev.Data)+len(value) > r.max {
 			return 0, &LineTooLongError{Limit: r.max}
 		}
+		if b&hasData == 0 && bytes.HasPrefix(value, done) {
+			// The sentinel as the SDKs match it: what follows it (more of
+			// the line, more data lines) cannot make the block anything else.
+			return 0, io.EOF
+		}
 		if b&hasData != 0 {
 			// A second data line: joined with a newline, in own storage.
 			r.keep(fData)
@@ -318,8 +327,10 @@ func (r *Reader) field(line []byte, b block) (block, error) {
 }
 
 var (
-	done = []byte("[DONE]")
-	bom  = []byte("\xEF\xBB\xBF")
+	done            = []byte("[DONE]")
+	doneLine        = []byte("data: [DONE]")
+	doneLineNoSpace = []byte("data:[DONE]")
+	bom             = []byte("\xEF\xBB\xBF")
 	// empty is a present but empty field, without allocating.
 	empty = []byte{}
 )
@@ -334,16 +345,13 @@ func (r *Reader) finish(tail []byte, err error, b block) (*Event, error) {
 	}
 	if len(tail) > 0 {
 		// WHATWG discards an unterminated last line, so a cut mid-line
-		// reads as a truncation, not as malformed JSON. Only "[DONE]" alone,
-		// cut before its newline, is taken as the sentinel: nothing can
-		// follow it.
-		if b&hasData == 0 && (string(tail) == "data: [DONE]" || string(tail) == "data:[DONE]") {
+		// reads as a truncation, not as malformed JSON. Only a first data
+		// line that starts with "[DONE]", cut before its newline, is taken
+		// as the sentinel: nothing that follows can change it.
+		if b&hasData == 0 && (bytes.HasPrefix(tail, doneLine) || bytes.HasPrefix(tail, doneLineNoSpace)) {
 			return r.stop(io.EOF)
 		}
 		b |= hasLine
-	}
-	if b&hasData != 0 && bytes.Equal(r.ev.Data, done) {
-		return r.stop(io.EOF) // "data: [DONE]\n" without its blank line
 	}
 	r.end = ErrTruncated
 	if err == io.EOF && b&hasLine == 0 && r.NoDone && r.saw {
@@ -395,22 +403,33 @@ func present(b []byte) []byte {
 func (r *Reader) line() ([]byte, error) {
 	scanned := 0
 	for {
+		if r.cr && r.r < r.w {
+			// The previous line ended in a CR that was the last byte read:
+			// a LF now is the second half of its CRLF.
+			r.cr = false
+			if r.buf[r.r] == '\n' {
+				r.r++
+			}
+		}
 		if i := indexEOL(r.buf[r.r+scanned : r.w]); i >= 0 {
 			end := r.r + scanned + i
 			if end-r.r > r.max {
 				return nil, &LineTooLongError{Limit: r.max}
 			}
-			// A CR at the very end of the buffer may be the first half of
-			// CRLF: read more before deciding, unless the input has ended.
-			if r.buf[end] == '\r' && end+1 == r.w && r.err == nil {
-				scanned = end - r.r
-				r.fill()
-				continue
-			}
 			line := r.buf[r.r:end]
 			next := end + 1
-			if r.buf[end] == '\r' && next < r.w && r.buf[next] == '\n' {
-				next++
+			if r.buf[end] == '\r' {
+				// A CR ends the line at once, even as the last byte read
+				// (issue 22: waiting for a possible LF held a complete
+				// event until the upstream's next write); a LF that starts
+				// the next read is skipped then.
+				if next < r.w {
+					if r.buf[next] == '\n' {
+						next++
+					}
+				} else {
+					r.cr = true
+				}
 			}
 			r.r = next
 			return line, nil

@@ -132,9 +132,16 @@ var quirks = []quirk{
 		want: []seen{{data: "x"}}, err: io.EOF},
 	// Extension: the sentinel is matched on the data alone, whatever the event's name.
 	{name: "done with a name", in: "event: end\ndata: [DONE]\n\n", err: io.EOF},
-	// WHATWG spec: only data exactly "[DONE]" is the sentinel.
-	{name: "done must be exact", in: "data: [DONE] \n\ndata:  [DONE]\n\ndata: [DONE]\ndata: x\n\n",
-		want: []seen{{data: "[DONE] "}, {data: " [DONE]"}, {data: "[DONE]\nx"}}, err: ErrTruncated},
+	// openai-go and openai-python: data that starts with "[DONE]" is the
+	// sentinel (issue 22: a trailing space, or a second data line, turned a
+	// complete answer into a malformed event); a space more before it is not.
+	{name: "done with a trailing space", in: "data: x\n\ndata: [DONE] \n\n", want: []seen{{data: "x"}}, err: io.EOF},
+	{name: "done then a data line", in: "data: x\n\ndata: [DONE]\ndata: {\"a\":1}\n\n", want: []seen{{data: "x"}}, err: io.EOF},
+	{name: "done then a cut data line", in: "data: x\n\ndata: [DONE]\ndata: {\"a", want: []seen{{data: "x"}}, err: io.EOF},
+	{name: "done cut with a trailing space", in: "data: x\n\ndata: [DONE] ", want: []seen{{data: "x"}}, err: io.EOF},
+	{name: "done after an event line", in: "data: x\n\nevent: e\ndata: [DONE]\n\n", want: []seen{{data: "x"}}, err: io.EOF},
+	{name: "done must start the data", in: "data:  [DONE]\n\ndata: [DON\n\n",
+		want: []seen{{data: " [DONE]"}, {data: "[DON"}}, err: ErrTruncated},
 	// WHATWG spec: the cut line would have joined "a", so it is not the sentinel.
 	{name: "done cut after another data line", in: "data: a\ndata: [DONE]",
 		want: []seen{{data: "a"}}, err: ErrTruncated},
@@ -460,7 +467,114 @@ func FuzzReaderWHATWG(f *testing.F) {
 				}
 			}
 		}
+		// No event waits for a read: each event a blank line dispatched
+		// (a lone CR as the last byte read included) comes back before the
+		// source is asked for anything past the input's last byte.
+		early, _ := withExtensions(blocks, whatwgEnd{}, commentsOnly, noDone, false)
+		src := &askSource{in: string(in)}
+		r := NewReader(src, 0)
+		r.CommentsOnly, r.NoDone = commentsOnly, noDone
+		for i := range early {
+			ev, err := r.Next()
+			if err != nil {
+				t.Fatalf("event %d of %s: got %v", i, show(early), err)
+			}
+			if src.asked {
+				t.Fatalf("event %d (%+v) of %s came back only after a read past the input's end", i, seenOf(ev), show(early))
+			}
+		}
 	})
+}
+
+// askSource gives in one byte per Read and notes a Read past its end
+// (asked), which returns io.EOF.
+type askSource struct {
+	in    string
+	off   int
+	asked bool
+}
+
+func (s *askSource) Read(p []byte) (int, error) {
+	if s.off == len(s.in) {
+		s.asked = true
+		return 0, io.EOF
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	p[0] = s.in[s.off]
+	s.off++
+	return 1, nil
+}
+
+// A line that ends in a CR, the last byte of a read, ends at once: its
+// event is returned without a read more (issue 22: it waited 300-600 ms
+// for the upstream's next write), and a LF that starts the next read is
+// the rest of that CRLF, not a blank line.
+func TestReaderLoneCR(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		chunks []string
+		want   []seen
+	}{
+		{"cr cr", []string{"data: a\r\r", "data: b\r\r"}, []seen{{data: "a"}, {data: "b"}}},
+		{"crlf split after the blank line's cr", []string{"data: a\r\n\r", "\ndata: b\r\n\r", "\n"}, []seen{{data: "a"}, {data: "b"}}},
+		{"cr cr then lf", []string{"data: a\r\r", "\ndata: b\r\r"}, []seen{{data: "a"}, {data: "b"}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			// gate holds each chunk back until the event before it was
+			// returned: a Reader that waits for more before returning an
+			// event sees the gate shut.
+			g := &gateSource{chunks: tt.chunks}
+			r := NewReader(g, 0)
+			var got []seen
+			for {
+				g.open = true
+				ev, err := r.Next()
+				if err != nil {
+					break
+				}
+				got = append(got, seenOf(ev))
+			}
+			if g.waited {
+				t.Errorf("the Reader read on before returning the event a CR had ended")
+			}
+			if !sameEvents(got, tt.want) {
+				t.Errorf("got %s, want %s", show(got), show(tt.want))
+			}
+		})
+	}
+	// A data line's CR at the end of a read, and the LF the next read
+	// starts with, are one CRLF: the next data line joins the same event.
+	evs, err := collect(t, NewReader(&chunkedSource{chunks: []string{"data: a\r", "\ndata: b\r", "\n\r", "\ndata: [DONE]\r", "\n\r\n"}}, 0))
+	if want := []seen{{data: "a\nb"}}; err != io.EOF || !sameEvents(evs, want) {
+		t.Errorf("CRLF split after its CR: got %s and %v, want %s and io.EOF", show(evs), err, show(want))
+	}
+}
+
+// gateSource gives one chunk per Read while open; a Read that finds it
+// shut (an event whose bytes all arrived was not returned yet) is noted
+// in waited and gets the next chunk all the same. The chunks hold one
+// event each, its last byte at the end of a chunk.
+type gateSource struct {
+	chunks []string
+	open   bool
+	waited bool
+}
+
+func (g *gateSource) Read(p []byte) (int, error) {
+	if len(g.chunks) == 0 {
+		return 0, io.EOF
+	}
+	if !g.open {
+		g.waited = true
+	}
+	g.open = false
+	n := copy(p, g.chunks[0])
+	if g.chunks[0] = g.chunks[0][n:]; g.chunks[0] == "" {
+		g.chunks = g.chunks[1:]
+	}
+	return n, nil
 }
 
 // whatwg parses an event stream as the WHATWG HTML standard's
@@ -593,7 +707,7 @@ func withExtensions(blocks []whatwgBlock, end whatwgEnd, commentsOnly, noDone, c
 	saw := false
 	for _, b := range blocks {
 		switch {
-		case b.dispatched && b.data == "[DONE]":
+		case b.dispatched && strings.HasPrefix(b.data, "[DONE]"):
 			return evs, io.EOF // the sentinel, never returned as an event
 		case b.dispatched:
 			if b.ext.id != nil && *b.ext.id != b.lastEventID {
@@ -604,10 +718,11 @@ func withExtensions(blocks []whatwgBlock, end whatwgEnd, commentsOnly, noDone, c
 			evs = append(evs, extSeen(b.eventType, nil, b.ext))
 		}
 	}
-	// The end of the input: "[DONE]" without its blank line, or alone
-	// without its newline, still ends the stream cleanly.
-	if end.pending && end.data == "[DONE]" ||
-		!end.pending && (end.tail == "data: [DONE]" || end.tail == "data:[DONE]") {
+	// The end of the input: "[DONE]" without its blank line, or as the
+	// block's first data line without its newline, still ends the stream
+	// cleanly.
+	if end.pending && strings.HasPrefix(end.data, "[DONE]") ||
+		!end.pending && (strings.HasPrefix(end.tail, "data: [DONE]") || strings.HasPrefix(end.tail, "data:[DONE]")) {
 		return evs, io.EOF
 	}
 	err := ErrTruncated
