@@ -60,6 +60,12 @@ func hostileHandler(t *testing.T) http.HandlerFunc {
 		case "done-without-blank-line": // "[DONE]" is the last line, no blank line after it
 			sseStart()
 			io.WriteString(w, "data: "+chunkHi+"\n\ndata: "+chunkStop+"\n\ndata: [DONE]\n")
+		case "done-trailing-space": // "data: [DONE] ", which the SDKs take as [DONE]
+			sseStart()
+			io.WriteString(w, "data: "+chunkHi+"\n\ndata: "+chunkStop+"\n\ndata: [DONE] \n\n")
+		case "done-then-data": // a data line after "data: [DONE]" in the same block
+			sseStart()
+			io.WriteString(w, "data: "+chunkHi+"\n\ndata: "+chunkStop+"\n\ndata: [DONE]\ndata: "+chunkHi+"\n\n")
 		case "bom": // a UTF-8 BOM before the first line
 			sseStart()
 			io.WriteString(w, "\xEF\xBB\xBFdata: "+chunkHi+"\n\ndata: [DONE]\n\n")
@@ -178,6 +184,8 @@ func TestHostileUpstream(t *testing.T) {
 		{model: "h-huge", stream: true, status: 502, errCode: "malformed_upstream_event", outcome: usage.OutcomeUpstreamError, source: "estimated", in: -1, attempts: 1, viaRoute: "hostile/huge"},
 		{model: "fb-deep", stream: true, status: 200, done: true, contents: -1, outcome: usage.OutcomeOK, source: "estimated", in: -1, out: -1, attempts: 2, viaRoute: "sim/sim-fast", fallbacks: `reason="malformed"`},
 		{model: "h-done-without-blank-line", stream: true, status: 200, done: true, contents: 1, outcome: usage.OutcomeOK, source: "estimated", in: -1, out: 1, attempts: 1, viaRoute: "hostile/done-without-blank-line"},
+		{model: "h-done-trailing-space", stream: true, status: 200, done: true, contents: 1, outcome: usage.OutcomeOK, source: "estimated", in: -1, out: 1, attempts: 1, viaRoute: "hostile/done-trailing-space"},
+		{model: "h-done-then-data", stream: true, status: 200, done: true, contents: 1, outcome: usage.OutcomeOK, source: "estimated", in: -1, out: 1, attempts: 1, viaRoute: "hostile/done-then-data"},
 		{model: "h-bom", stream: true, status: 200, done: true, contents: 1, outcome: usage.OutcomeOK, source: "estimated", in: -1, out: 1, attempts: 1, viaRoute: "hostile/bom"},
 		{model: "h-float-usage", stream: true, status: 200, done: true, contents: 1, outcome: usage.OutcomeOK, source: "usage", in: 5, out: 7, attempts: 1, viaRoute: "hostile/float-usage"},
 		{model: "h-float-usage-json", stream: false, status: 200, outcome: usage.OutcomeOK, source: "usage", in: 5, out: 7, attempts: 1, viaRoute: "hostile/float-usage-json"},
