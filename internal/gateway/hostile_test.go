@@ -85,6 +85,11 @@ func hostileHandler(t *testing.T) http.HandlerFunc {
 			io.WriteString(w, "data: "+chunkHi+"\n\ndata: [DONE]\n\n")
 			flush()
 			time.Sleep(5 * time.Millisecond)
+		case "late-end": // the body ends 50 ms after [DONE], as proxies in front of providers do
+			sseStart()
+			io.WriteString(w, "data: "+chunkHi+"\n\ndata: [DONE]\n\n")
+			flush()
+			time.Sleep(50 * time.Millisecond)
 		case "unauthorized": // a revoked provider key; OpenAI's message names part of the key and a URL
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusUnauthorized)
@@ -339,6 +344,31 @@ func TestUpstreamConnectionReused(t *testing.T) {
 		}
 		// The next request starts once this one's handler is over.
 		e.waitEntries(t, i+1)
+	}
+	if n := conns.Load(); n > 2 {
+		t.Errorf("10 sequential streams opened %d upstream connections, want at most 2", n)
+	}
+}
+
+// Ten sequential streams whose upstream body ends 50 ms after [DONE], and
+// whose client hangs up as soon as it read [DONE] (as most SDK loops do),
+// reuse the upstream connection: the gateway drains the rest detached from
+// the client (issue 22: each stream opened a connection of its own). At
+// most two: the next request starts while the last one's rest is still
+// being drained.
+func TestUpstreamConnectionReusedAfterHangUp(t *testing.T) {
+	url, conns := hostile(t)
+	e := start(t, hostileConfig(url, "late-end"))
+	for i := range 10 {
+		resp := do(t, "POST", e.url+"/v1/chat/completions", devKey, chatBody("h-late-end", true, ""))
+		_, done := readStream(t, resp)
+		resp.Body.Close() // before the end of the response: the client's connection is closed
+		if !done {
+			t.Fatalf("stream %d: no [DONE]", i)
+		}
+		if en := e.waitEntries(t, i+1)[i]; en.Outcome != usage.OutcomeOK {
+			t.Fatalf("stream %d: got outcome %q, want ok", i, en.Outcome)
+		}
 	}
 	if n := conns.Load(); n > 2 {
 		t.Errorf("10 sequential streams opened %d upstream connections, want at most 2", n)

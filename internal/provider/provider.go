@@ -172,9 +172,34 @@ const (
 // chunked encoding's terminator, which arrives at once or within a few
 // milliseconds. Past either bound the body is closed unread and the
 // connection is given up. It returns the error of the read, nil at EOF.
-func DrainClose(body io.ReadCloser) error {
-	t := time.AfterFunc(drainTimeout, func() { body.Close() }) // unblocks the read below
-	_, err := io.Copy(io.Discard, io.LimitReader(body, drainMax))
+func DrainClose(body io.ReadCloser) error { return drain(body, drainMax, drainTimeout) }
+
+// The bounds of DrainRest: a stream's rest after its terminal event, which
+// a proxy in front of the provider may send late (issue 22: the chunked
+// terminator 50 ms after [DONE]).
+const (
+	restMax     = 256 << 10
+	restTimeout = time.Second
+)
+
+// DrainRest drains and closes what is left of a stream's body after its
+// terminal event: at most 256 KiB for at most 1 s, so that the transport
+// keeps the connection for the next request. The client has its whole
+// answer by then; the body's request must not be cancelled meanwhile (the
+// relay detaches it from the client at the terminal event, so a client
+// that hangs up right after [DONE] does not cut the drain). Past either
+// bound the body is closed unread. It drains before returning rather than
+// in the background: the handler returns, and the client's next request
+// comes, once the connection is back in the transport's pool; a drain in
+// the background lost that race to a new dial on every back-to-back
+// request. It returns the error of the read, nil at EOF.
+func DrainRest(body io.ReadCloser) error { return drain(body, restMax, restTimeout) }
+
+// drain reads body to its end, at most limit bytes for at most d, then
+// closes it.
+func drain(body io.ReadCloser, limit int64, d time.Duration) error {
+	t := time.AfterFunc(d, func() { body.Close() }) // unblocks the read below
+	_, err := io.Copy(io.Discard, io.LimitReader(body, limit))
 	t.Stop()
 	body.Close()
 	return err

@@ -241,6 +241,7 @@ type replay struct {
 	i      int
 	info   api.ChunkInfo
 	before sse.ReadHook // the read hook when the stream has no ReadNotifier
+	whole  bool         // the winner's terminal event was read
 }
 
 var (
@@ -256,6 +257,7 @@ func (r *replay) Next() (*sse.Event, error) {
 		return &h.ev, nil
 	}
 	if r.final != nil { // the stream ended during the race (io.EOF: complete)
+		r.whole = r.final == io.EOF
 		return nil, r.final
 	}
 	if r.before != nil {
@@ -263,6 +265,7 @@ func (r *replay) Next() (*sse.Event, error) {
 	}
 	ev, err := r.st.Next()
 	if err != nil || len(ev.Data) == 0 {
+		r.whole = err == io.EOF
 		return ev, err
 	}
 	if r.infoer != nil {
@@ -283,8 +286,13 @@ func (r *replay) BeforeRead(h sse.ReadHook) {
 	r.before = h
 }
 
+// Close closes the winner's stream and cancels its request, unless the
+// stream was complete: its Close drains the rest on its own deadline then
+// (see Session.Attempt), which the cancellation would cut.
 func (r *replay) Close() error {
 	err := r.st.Close()
-	r.cancel(nil)
+	if !r.whole {
+		r.cancel(nil)
+	}
 	return err
 }

@@ -199,3 +199,50 @@ func TestTimerEdges(t *testing.T) {
 		})
 	}
 }
+
+// ctxStream yields one content event, then "[DONE]"; it notes whether its
+// context (the upstream request's) was cancelled when it was closed.
+type ctxStream struct {
+	ctx            context.Context
+	n              int
+	ev             sse.Event
+	cancelledAtEnd bool
+}
+
+func (s *ctxStream) Next() (*sse.Event, error) {
+	if s.n++; s.n > 1 {
+		return nil, io.EOF
+	}
+	s.ev = sse.Event{Data: []byte(content("x"))}
+	return &s.ev, nil
+}
+
+func (s *ctxStream) Close() error {
+	s.cancelledAtEnd = s.ctx.Err() != nil
+	return nil
+}
+
+// Past the terminal event the upstream request no longer ends with the
+// client's context (issue 22): the stream's Close drains the rest of the
+// body on its own deadline, and a client that hangs up right after [DONE]
+// must not cut it. Before the terminal event the client's leaving still
+// cancels the upstream (TestClientDisconnectCancelsUpstream).
+func TestCompleteStreamOutlivesClient(t *testing.T) {
+	client, hangUp := context.WithCancel(context.Background())
+	defer hangUp()
+	var st *ctxStream
+	sess := relay.NewSession(httptest.NewRecorder(), relay.Options{})
+	defer sess.Close()
+	err := sess.Attempt(client, nil, func(ctx context.Context) (provider.Stream, error) {
+		st = &ctxStream{ctx: ctx}
+		return st, nil
+	})
+	if err != nil {
+		t.Fatalf("got %v, want nil", err)
+	}
+	hangUp()
+	if st.cancelledAtEnd || st.ctx.Err() != nil {
+		t.Errorf("the complete stream's context was cancelled (at Close %v, after the client left %v), want it left to the stream",
+			st.cancelledAtEnd, st.ctx.Err())
+	}
+}

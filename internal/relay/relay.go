@@ -369,15 +369,22 @@ func (s *Session) Fail(status int, body []byte) int {
 }
 
 // Attempt relays one upstream stream, opened by open with a context that
-// the attempt's timers cancel and that ends with ctx (the client's request).
-// It returns nil after "[DONE]" was relayed; otherwise an error to pass to
-// Fail, or to try the next route with when ContentSent is false. The error
-// is the context's cause when a timer or the client ended the attempt,
-// ErrClientGone when a write to the client failed.
+// the attempt's timers cancel and that ends with ctx (the client's request)
+// until the stream's terminal event: from there on the stream is complete,
+// and its Close may drain the rest of the upstream's body (the chunked
+// terminator a proxy sends late) on its own deadline, so the connection is
+// reused whether or not the client stays for the end of its response
+// (issue 22). It returns nil after "[DONE]" was relayed; otherwise an error
+// to pass to Fail, or to try the next route with when ContentSent is false.
+// The error is the context's cause when a timer or the client ended the
+// attempt, ErrClientGone when a write to the client failed.
 func (s *Session) Attempt(ctx context.Context, obs *metrics.Stream, open func(context.Context) (provider.Stream, error)) error {
-	actx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
+	actx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	a := &attempt{s: s, ctx: actx, cancel: cancel}
+	// The client's cancellation reaches the upstream through unlink, which
+	// the terminal event stops (see attempt.complete).
+	a.unlink = context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	defer a.release()
 	s.last.Store(int64(time.Since(s.t0)))
 	s.n, s.queued = 0, false
 	a.t = time.AfterFunc(time.Hour, a.fire)
@@ -436,6 +443,27 @@ type attempt struct {
 	t      *time.Timer
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	unlink func() bool // stops ctx's cancellation from reaching the upstream
+	whole  bool        // the terminal event was read: ctx is left to the stream's Close
+}
+
+// complete is called at the stream's terminal event: neither the client
+// leaving nor a timer cancels the upstream request from now on, so the
+// stream's Close can drain the rest of its body for the connection's reuse.
+func (a *attempt) complete() {
+	a.unlink()
+	a.over.Store(true)
+	a.whole = true
+}
+
+// release ends the attempt's link to the client's context, and cancels the
+// upstream request unless the stream was complete (its Close ran first and
+// bounds its drain itself).
+func (a *attempt) release() {
+	a.unlink()
+	if !a.whole {
+		a.cancel(nil)
+	}
 }
 
 // fire is the attempt's one timer: the first-token deadline, then the idle
@@ -480,6 +508,7 @@ func (s *Session) relay(a *attempt) error {
 		}
 		if err != nil {
 			if err == io.EOF {
+				a.complete()
 				return s.done()
 			}
 			return cause(a.ctx, err)

@@ -871,7 +871,7 @@ func (s *stream) Close() error {
 	s.closed = true
 	var err error
 	if s.stopped {
-		provider.DrainClose(s.body)
+		provider.DrainRest(s.body)
 	} else {
 		err = s.body.Close()
 	}

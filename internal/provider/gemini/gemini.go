@@ -414,7 +414,7 @@ func (s *stream) Close() error {
 	s.closed = true
 	var err error
 	if s.done {
-		provider.DrainClose(s.body)
+		provider.DrainRest(s.body)
 	} else {
 		err = s.body.Close()
 	}

@@ -260,7 +260,8 @@ func (s *stream) fail(err error) error {
 }
 
 // Close releases the connection: after "[DONE]" it drains the body's short
-// rest so the transport can reuse the connection; otherwise (a cut, a
+// rest (provider.DrainRest) so the transport can reuse the connection;
+// otherwise (a cut, a
 // timeout, the client gone) it closes at once, without reading what may be
 // a long remainder.
 func (s *stream) Close() error {
@@ -270,7 +271,7 @@ func (s *stream) Close() error {
 	s.closed = true
 	var err error
 	if s.done {
-		provider.DrainClose(s.body)
+		provider.DrainRest(s.body)
 	} else {
 		err = s.body.Close()
 	}
