@@ -155,7 +155,7 @@ func statusOf(err error) httpError {
 	case errors.Is(err, provider.ErrFirstTokenTimeout):
 		return upstream(http.StatusGatewayTimeout, "timeout_error", "first_token_timeout", "the upstream sent no first token within timeouts.first_token")
 	case errors.Is(err, provider.ErrIdleTimeout):
-		return upstream(http.StatusGatewayTimeout, "timeout_error", "idle_timeout", "the upstream sent nothing within timeouts.idle")
+		return upstream(http.StatusGatewayTimeout, "timeout_error", "idle_timeout", "the upstream sent no content within timeouts.idle")
 	case errors.Is(err, provider.ErrTotalTimeout):
 		return upstream(http.StatusGatewayTimeout, "timeout_error", "total_timeout", "the request ran past timeouts.total")
 	case errors.Is(err, provider.ErrResponseTimeout):

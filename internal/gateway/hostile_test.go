@@ -90,6 +90,31 @@ func hostileHandler(t *testing.T) http.HandlerFunc {
 			io.WriteString(w, "data: "+chunkHi+"\n\ndata: [DONE]\n\n")
 			flush()
 			time.Sleep(50 * time.Millisecond)
+		case "pings-forever", "anthropic-pings-forever": // content, then only pings until the gateway gives up
+			sseStart()
+			if req.Model == "pings-forever" {
+				io.WriteString(w, "data: "+chunkHi+"\n\n")
+			} else {
+				io.WriteString(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"x\",\"content\":[],\"usage\":{\"input_tokens\":3,\"output_tokens\":0}}}\n\n"+
+					"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"+
+					"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\n\n")
+			}
+			flush()
+			pings := []string{": keep-alive\n\n", "data:\n\n", "data: {\"choices\":[{\"index\":0,\"delta\":{}}]}\n\n"}
+			if req.Model != "pings-forever" {
+				pings = []string{"event: ping\ndata: {\"type\": \"ping\"}\n\n", ": keep-alive\n\n"}
+			}
+			tick := time.NewTicker(5 * time.Millisecond)
+			defer tick.Stop()
+			for i := 0; ; i++ {
+				select {
+				case <-r.Context().Done():
+					return
+				case <-tick.C:
+					io.WriteString(w, pings[i%len(pings)])
+					flush()
+				}
+			}
 		case "unauthorized": // a revoked provider key; OpenAI's message names part of the key and a URL
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusUnauthorized)
@@ -372,6 +397,29 @@ func TestUpstreamConnectionReusedAfterHangUp(t *testing.T) {
 	}
 	if n := conns.Load(); n > 2 {
 		t.Errorf("10 sequential streams opened %d upstream connections, want at most 2", n)
+	}
+}
+
+// An upstream that sends only pings after content (comments, empty events,
+// empty deltas; Anthropic's ping events) is idle: the stream ends with one
+// idle_timeout error event and one usage entry (issue 22: the pings reset
+// the idle window, and the stream stayed open for good; this test hung).
+func TestPingsAreNotProgress(t *testing.T) {
+	url, _ := hostile(t)
+	cfg := hostileConfig(url, "pings-forever")
+	cfg.Timeouts.Idle = config.Duration(200 * time.Millisecond)
+	cfg.Providers = append(cfg.Providers, config.Provider{Name: "hostile-anthropic", Kind: "anthropic", BaseURL: strings.TrimSuffix(url, "/v1")})
+	cfg.Models = append(cfg.Models, config.Model{Name: "a-pings", Routes: []config.Route{{Provider: "hostile-anthropic", Model: "anthropic-pings-forever"}}})
+	e := start(t, cfg)
+	for i, model := range []string{"h-pings-forever", "a-pings"} {
+		resp := do(t, "POST", e.url+"/v1/chat/completions", devKey, chatBody(model, true, ""))
+		events, done := readStream(t, resp)
+		if done || len(events) == 0 || errorCode([]byte(events[len(events)-1])) != "idle_timeout" {
+			t.Errorf("%s: got events %q (done %v), want content, then an idle_timeout error event", model, events, done)
+		}
+		if en := e.waitEntries(t, i+1)[i]; en.Outcome != usage.OutcomeTimeout {
+			t.Errorf("%s: got outcome %q, want %q", model, en.Outcome, usage.OutcomeTimeout)
+		}
 	}
 }
 

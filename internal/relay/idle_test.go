@@ -144,10 +144,13 @@ func (w *slowWriter) Write(b []byte) (int, error) {
 
 func (w *slowWriter) Unwrap() http.ResponseWriter { return w.ResponseRecorder }
 
+const emptyDelta = `{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":null}]}`
+
 // The timers' edges, on synctest's clock: the first-token deadline passing
 // while the first content is being written must not end a stream whose
 // content already went out (with or without an idle window), and heartbeats
-// (comment-only blocks, empty data events) keep the idle window open.
+// (comment-only blocks, empty data events, empty deltas) do not keep the
+// idle window open.
 func TestTimerEdges(t *testing.T) {
 	ms := time.Millisecond
 	chunk := []byte(content("x"))
@@ -166,12 +169,20 @@ func TestTimerEdges(t *testing.T) {
 		{"same with the idle window off",
 			relay.Options{FirstToken: 100 * ms}, 150 * ms,
 			[]step{{50 * ms, chunk}, {10 * ms, chunk}}, nil, 2, 210 * ms},
-		{"heartbeats keep the idle window open",
+		// Issue 22: pings are not progress, the idle window counts from the
+		// last content.
+		{"heartbeats do not keep the idle window open",
 			relay.Options{FirstToken: 100 * ms, Idle: 100 * ms}, 0,
-			[]step{{10 * ms, chunk}, {80 * ms, nil}, {80 * ms, nil}, {80 * ms, nil}, {80 * ms, chunk}}, nil, 2, 330 * ms},
-		{"empty data events are heartbeats",
+			[]step{{10 * ms, chunk}, {80 * ms, nil}, {80 * ms, nil}, {80 * ms, nil}, {80 * ms, chunk}}, provider.ErrIdleTimeout, 1, 110 * ms},
+		{"empty data events do not either",
 			relay.Options{FirstToken: 100 * ms, Idle: 100 * ms}, 0,
-			[]step{{10 * ms, chunk}, {80 * ms, []byte{}}, {80 * ms, []byte{}}, {80 * ms, chunk}}, nil, 2, 250 * ms},
+			[]step{{10 * ms, chunk}, {80 * ms, []byte{}}, {80 * ms, []byte{}}, {80 * ms, chunk}}, provider.ErrIdleTimeout, 1, 110 * ms},
+		{"nor chunks with an empty delta",
+			relay.Options{FirstToken: 100 * ms, Idle: 100 * ms}, 0,
+			[]step{{10 * ms, chunk}, {80 * ms, []byte(emptyDelta)}, {80 * ms, []byte(emptyDelta)}, {80 * ms, chunk}}, provider.ErrIdleTimeout, 1, 110 * ms},
+		{"a finish chunk is progress",
+			relay.Options{FirstToken: 100 * ms, Idle: 100 * ms}, 0,
+			[]step{{10 * ms, chunk}, {80 * ms, []byte(finish())}, {80 * ms, chunk}}, nil, 2, 170 * ms},
 		{"a heartbeat does not extend the first-token deadline",
 			relay.Options{FirstToken: 100 * ms, Idle: 100 * ms}, 0,
 			[]step{{60 * ms, nil}, {60 * ms, chunk}}, provider.ErrFirstTokenTimeout, 0, 100 * ms},

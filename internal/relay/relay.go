@@ -65,7 +65,9 @@ type Options struct {
 	// content chunk; 0 means no limit. Firing cancels the attempt with
 	// provider.ErrFirstTokenTimeout.
 	FirstToken time.Duration
-	// Idle bounds the wait between upstream events once content flows; 0
+	// Idle bounds the wait between upstream events that make progress
+	// (content, a finish, usage) once content flows; heartbeats (comments,
+	// empty events, pings, chunks with an empty delta) do not restart it. 0
 	// means no limit. Firing cancels the attempt with provider.ErrIdleTimeout.
 	Idle time.Duration
 	// KeepAlive is the interval of ": keep-alive" comments sent while waiting
@@ -514,9 +516,11 @@ func (s *Session) relay(a *attempt) error {
 			return cause(a.ctx, err)
 		}
 		if len(ev.Data) == 0 {
-			// A heartbeat: a comment-only block or an empty "data:" event.
-			// It shows the upstream is alive, so the idle window restarts.
-			s.last.Store(int64(time.Since(s.t0)))
+			// A heartbeat: a comment-only block, an empty "data:" event, an
+			// event without counterpart (Anthropic's ping). It is not
+			// progress: the idle window does not restart (issue 22: an
+			// upstream sending only pings after content held a stream
+			// forever).
 			continue
 		}
 		if err := s.event(a, ev); err != nil {
@@ -568,7 +572,11 @@ func (s *Session) event(a *attempt, ev *sse.Event) error {
 	}
 	now := time.Now()
 	since := int64(now.Sub(s.t0))
-	s.last.Store(since)
+	if !roleOnly(info) {
+		// Progress restarts the idle window: content, a finish, usage. A
+		// chunk with none of them (an empty delta) is a ping in data's dress.
+		s.last.Store(since)
+	}
 	s.lastWrite.Store(since)
 	if info.Finish {
 		s.finished = true
