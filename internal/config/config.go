@@ -37,7 +37,7 @@ type Timeouts struct {
 	Connect    Duration `yaml:"connect"`     // dial + TLS; default 5s
 	FirstToken Duration `yaml:"first_token"` // request sent → first upstream event; default 30s
 	Idle       Duration `yaml:"idle"`        // between upstream events; default 30s
-	Total      Duration `yaml:"total"`       // whole request; default 0 (off) for streams
+	Total      Duration `yaml:"total"`       // whole request, streams included; default 30m; 0 is off
 	NonStream  Duration `yaml:"non_stream"`  // a non-streaming answer, per attempt; default 10m
 }
 

@@ -26,11 +26,16 @@ const (
 	DefaultStrategy      = "fallback"
 	DefaultContextPolicy = "reject"
 	DefaultKeepAlive     = 15 * time.Second
+	// DefaultTotal bounds a whole request, streams included (issue 22:
+	// with no bound, a stream whose upstream trickles content stayed open
+	// for good). Long enough for the longest reasoning answers; "total: 0s"
+	// turns it off.
+	DefaultTotal = 30 * time.Minute
 )
 
 // New returns a Config holding only the built-in defaults: listen
 // 127.0.0.1:8080, database sqlite://streamgate.db, timeouts connect 5s,
-// first_token 30s, idle 30s, total 0 (off), non_stream 10m, max_body_bytes 10 MiB. It has no
+// first_token 30s, idle 30s, total 30m, non_stream 10m, max_body_bytes 10 MiB. It has no
 // providers, keys or models, so it does not validate on its own.
 func New() *Config {
 	return &Config{
@@ -40,6 +45,7 @@ func New() *Config {
 			Connect:    Duration(5e9),
 			FirstToken: Duration(30e9),
 			Idle:       Duration(30e9),
+			Total:      Duration(DefaultTotal),
 			NonStream:  Duration(600e9),
 		},
 		MaxBody:   DefaultMaxBody,

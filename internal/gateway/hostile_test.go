@@ -115,6 +115,19 @@ func hostileHandler(t *testing.T) http.HandlerFunc {
 					flush()
 				}
 			}
+		case "trickle": // content every 10 ms, for good
+			sseStart()
+			tick := time.NewTicker(10 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-r.Context().Done():
+					return
+				case <-tick.C:
+					io.WriteString(w, "data: "+chunkHi+"\n\n")
+					flush()
+				}
+			}
 		case "unauthorized": // a revoked provider key; OpenAI's message names part of the key and a URL
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusUnauthorized)
@@ -420,6 +433,24 @@ func TestPingsAreNotProgress(t *testing.T) {
 		if en := e.waitEntries(t, i+1)[i]; en.Outcome != usage.OutcomeTimeout {
 			t.Errorf("%s: got outcome %q, want %q", model, en.Outcome, usage.OutcomeTimeout)
 		}
+	}
+}
+
+// timeouts.total bounds a stream that never stops sending content (it has
+// a default since issue 22, config.DefaultTotal): one total_timeout error
+// event, one usage entry.
+func TestStreamTotalTimeout(t *testing.T) {
+	url, _ := hostile(t)
+	cfg := hostileConfig(url, "trickle")
+	cfg.Timeouts.Total = config.Duration(300 * time.Millisecond)
+	e := start(t, cfg)
+	resp := do(t, "POST", e.url+"/v1/chat/completions", devKey, chatBody("h-trickle", true, ""))
+	events, done := readStream(t, resp)
+	if done || len(events) < 2 || errorCode([]byte(events[len(events)-1])) != "total_timeout" {
+		t.Errorf("got %d events (done %v), want content, then a total_timeout error event", len(events), done)
+	}
+	if en := e.waitEntries(t, 1)[0]; en.Outcome != usage.OutcomeTimeout {
+		t.Errorf("got outcome %q, want %q", en.Outcome, usage.OutcomeTimeout)
 	}
 }
 

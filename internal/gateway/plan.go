@@ -17,8 +17,10 @@ import (
 )
 
 // DefaultRetryBudget bounds the time a request spends waiting to retry
-// (from its arrival) when timeouts.total is off: a retry whose backoff would
-// end later is not made.
+// (from its arrival), or timeouts.total when that is shorter: a retry whose
+// backoff would end later is not made. (Since total has a default of 30m,
+// issue 22, it no longer replaces this budget: a 30-minute wait on an
+// upstream's Retry-After would hold the client as long.)
 const DefaultRetryBudget = 30 * time.Second
 
 // target is one route of a model, resolved to its provider.
@@ -177,7 +179,7 @@ func (g *Gateway) run(ctx context.Context, c *call, rs *routeSet, try tryFunc, g
 	n := len(p.order)
 	limit := n + c.model.Retries // attempts, a hedge counting as one
 	deadline := c.info.start.Add(DefaultRetryBudget)
-	if total := g.cfg.Timeouts.Total.D(); total > 0 {
+	if total := g.cfg.Timeouts.Total.D(); total > 0 && total < DefaultRetryBudget {
 		deadline = c.info.start.Add(total)
 	}
 	var err error
