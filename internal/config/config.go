@@ -39,6 +39,10 @@ type Timeouts struct {
 	Idle       Duration `yaml:"idle"`        // between upstream events; default 30s
 	Total      Duration `yaml:"total"`       // whole request, streams included; default 30m; 0 is off
 	NonStream  Duration `yaml:"non_stream"`  // a non-streaming answer, per attempt; default 10m
+	// ClientWrite bounds each write of a stream to the client (nginx's
+	// send_timeout): a client that does not read for this long is gone;
+	// default 30s, 0 is off.
+	ClientWrite Duration `yaml:"client_write"`
 }
 
 // Limits is admission control: concurrent requests (streaming or not) the

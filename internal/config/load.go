@@ -31,22 +31,27 @@ const (
 	// for good). Long enough for the longest reasoning answers; "total: 0s"
 	// turns it off.
 	DefaultTotal = 30 * time.Minute
+	// DefaultClientWrite bounds a write to a stream's client (issue 22: a
+	// client reading 1 byte/s held its stream and its upstream for good).
+	DefaultClientWrite = 30 * time.Second
 )
 
 // New returns a Config holding only the built-in defaults: listen
 // 127.0.0.1:8080, database sqlite://streamgate.db, timeouts connect 5s,
-// first_token 30s, idle 30s, total 30m, non_stream 10m, max_body_bytes 10 MiB. It has no
+// first_token 30s, idle 30s, total 30m, non_stream 10m, client_write 30s,
+// max_body_bytes 10 MiB. It has no
 // providers, keys or models, so it does not validate on its own.
 func New() *Config {
 	return &Config{
 		Listen:   DefaultListen,
 		Database: DefaultDatabase,
 		Timeouts: Timeouts{
-			Connect:    Duration(5e9),
-			FirstToken: Duration(30e9),
-			Idle:       Duration(30e9),
-			Total:      Duration(DefaultTotal),
-			NonStream:  Duration(600e9),
+			Connect:     Duration(5e9),
+			FirstToken:  Duration(30e9),
+			Idle:        Duration(30e9),
+			Total:       Duration(DefaultTotal),
+			NonStream:   Duration(600e9),
+			ClientWrite: Duration(DefaultClientWrite),
 		},
 		MaxBody:   DefaultMaxBody,
 		KeepAlive: Duration(DefaultKeepAlive),

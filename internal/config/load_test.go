@@ -51,7 +51,7 @@ func TestLoadSpecExample(t *testing.T) {
 	want := &Config{
 		Listen:    "127.0.0.1:8080",
 		Database:  "sqlite://streamgate.db",
-		Timeouts:  Timeouts{Connect: Duration(5 * time.Second), FirstToken: Duration(30 * time.Second), Idle: Duration(30 * time.Second), NonStream: Duration(10 * time.Minute)}, // spec.yaml: total: 0s
+		Timeouts:  Timeouts{Connect: Duration(5 * time.Second), FirstToken: Duration(30 * time.Second), Idle: Duration(30 * time.Second), NonStream: Duration(10 * time.Minute), ClientWrite: Duration(30 * time.Second)}, // spec.yaml: total: 0s
 		MaxBody:   10 << 20,
 		KeepAlive: Duration(15 * time.Second),
 		Providers: []Provider{
@@ -338,10 +338,10 @@ func TestDefaultsAndOverrides(t *testing.T) {
 		{"strategy default", base, nil, func(c *Config) (any, any) { return c.Models[0].Strategy, "fallback" }},
 		{"context policy default", base, nil, func(c *Config) (any, any) { return c.Models[0].ContextPolicy, "reject" }},
 		{"timeouts default", base, nil, func(c *Config) (any, any) {
-			return c.Timeouts, Timeouts{Connect: Duration(5 * time.Second), FirstToken: Duration(30 * time.Second), Idle: Duration(30 * time.Second), Total: Duration(30 * time.Minute), NonStream: Duration(10 * time.Minute)}
+			return c.Timeouts, Timeouts{Connect: Duration(5 * time.Second), FirstToken: Duration(30 * time.Second), Idle: Duration(30 * time.Second), Total: Duration(30 * time.Minute), NonStream: Duration(10 * time.Minute), ClientWrite: Duration(30 * time.Second)}
 		}},
 		{"one timeout set keeps the others", base + "timeouts: {first_token: 2s}\n", nil, func(c *Config) (any, any) {
-			return c.Timeouts, Timeouts{Connect: Duration(5 * time.Second), FirstToken: Duration(2 * time.Second), Idle: Duration(30 * time.Second), Total: Duration(30 * time.Minute), NonStream: Duration(10 * time.Minute)}
+			return c.Timeouts, Timeouts{Connect: Duration(5 * time.Second), FirstToken: Duration(2 * time.Second), Idle: Duration(30 * time.Second), Total: Duration(30 * time.Minute), NonStream: Duration(10 * time.Minute), ClientWrite: Duration(30 * time.Second)}
 		}},
 		{"explicit 0s turns a timeout off", base + "timeouts: {idle: 0s}\n", nil, func(c *Config) (any, any) { return c.Timeouts.Idle.D(), time.Duration(0) }},
 		{"explicit 0s turns total off", base + "timeouts: {total: 0s}\n", nil, func(c *Config) (any, any) { return c.Timeouts.Total.D(), time.Duration(0) }},

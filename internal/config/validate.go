@@ -46,6 +46,7 @@ func (c *Config) Validate() error {
 	v.nonNegative("timeouts.first_token", c.Timeouts.FirstToken)
 	v.nonNegative("timeouts.idle", c.Timeouts.Idle)
 	v.nonNegative("timeouts.total", c.Timeouts.Total)
+	v.nonNegative("timeouts.client_write", c.Timeouts.ClientWrite)
 	v.nonNegative("timeouts.non_stream", c.Timeouts.NonStream)
 	if c.MaxBody < 0 {
 		v.add("max_body_bytes", "must not be negative, got %d", c.MaxBody)

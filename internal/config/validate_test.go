@@ -92,6 +92,7 @@ func TestValidateEachProblem(t *testing.T) {
 		{"first_token negative", func(c *Config) { c.Timeouts.FirstToken = -1 }, "timeouts.first_token: must not be negative, got -1ns"},
 		{"idle negative", func(c *Config) { c.Timeouts.Idle = Duration(-time.Millisecond) }, "timeouts.idle: must not be negative, got -1ms"},
 		{"total negative", func(c *Config) { c.Timeouts.Total = Duration(-time.Minute) }, "timeouts.total: must not be negative, got -1m0s"},
+		{"client_write negative", func(c *Config) { c.Timeouts.ClientWrite = Duration(-time.Second) }, "timeouts.client_write: must not be negative, got -1s"},
 		{"max body negative", func(c *Config) { c.MaxBody = -1 }, "max_body_bytes: must not be negative, got -1"},
 		{"no providers", func(c *Config) {
 			c.Providers = nil

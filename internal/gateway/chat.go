@@ -450,6 +450,7 @@ func (g *Gateway) newSession(w http.ResponseWriter, c *call, req *provider.Reque
 		Body:         body,
 		FirstToken:   to.FirstToken.D(),
 		Idle:         to.Idle.D(),
+		ClientWrite:  to.ClientWrite.D(),
 		KeepAlive:    g.keepAlive,
 		IncludeUsage: req.Chat.IncludeUsage(),
 		Start:        c.info.start,

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -127,6 +128,15 @@ func hostileHandler(t *testing.T) http.HandlerFunc {
 					io.WriteString(w, "data: "+chunkHi+"\n\n")
 					flush()
 				}
+			}
+		case "flood": // content as fast as it can be written, for good
+			sseStart()
+			line := "data: " + chunkHi + "\n\n"
+			for r.Context().Err() == nil {
+				if _, err := io.WriteString(w, line); err != nil {
+					return
+				}
+				flush()
 			}
 		case "unauthorized": // a revoked provider key; OpenAI's message names part of the key and a URL
 			w.Header().Set("Content-Type", "application/json")
@@ -451,6 +461,37 @@ func TestStreamTotalTimeout(t *testing.T) {
 	}
 	if en := e.waitEntries(t, 1)[0]; en.Outcome != usage.OutcomeTimeout {
 		t.Errorf("got outcome %q, want %q", en.Outcome, usage.OutcomeTimeout)
+	}
+}
+
+// A client that stops reading its stream (issue 22: one reading 1 byte/s
+// held its stream and its upstream with no end in sight): once the
+// connection's buffers are full, a write waits at most
+// timeouts.client_write, then the stream ends as the client's leaving
+// does, upstream cancelled, with one usage entry. Before the fix the
+// handler stayed in its write until the client read again, and this test
+// failed waiting for the entry.
+func TestSlowReaderBounded(t *testing.T) {
+	url, _ := hostile(t)
+	cfg := hostileConfig(url, "flood")
+	cfg.Timeouts.Idle = config.Duration(time.Minute) // the write deadline ends it, not the idle window
+	cfg.Timeouts.ClientWrite = config.Duration(200 * time.Millisecond)
+	e := start(t, cfg)
+	c, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.(*net.TCPConn).SetReadBuffer(4 << 10) // the buffers fill sooner
+	body := chatBody("h-flood", true, "")
+	fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		devKey, len(body), body)
+	if _, err := io.ReadFull(c, make([]byte, 64)); err != nil { // the status line: the stream began
+		t.Fatal(err)
+	}
+	// Then the client reads no more.
+	if en := e.waitEntries(t, 1)[0]; en.Outcome != usage.OutcomeClientCancelled {
+		t.Errorf("got outcome %q, want %q", en.Outcome, usage.OutcomeClientCancelled)
 	}
 }
 

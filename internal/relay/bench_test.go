@@ -59,6 +59,10 @@ func (w *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (w *discardWriter) WriteHeader(int)             {}
 func (w *discardWriter) Flush()                      { w.flushes++ }
 
+// SetWriteDeadline makes the writer's deadline settable, as net/http's
+// is, so the benchmarks pay for Options.ClientWrite's check.
+func (w *discardWriter) SetWriteDeadline(time.Time) error { return nil }
+
 // notifyingStream is a readerStream that tells the relay before each read,
 // as the openai adapter's streams do: events are then flushed per read.
 type notifyingStream struct{ readerStream }
@@ -82,7 +86,7 @@ func benchRelay(b *testing.B, batched bool) {
 	w := &discardWriter{h: http.Header{}}
 	src := &loopReader{ev: ev, n: b.N}
 	rd := sse.NewReader(src, 0)
-	sess := relay.NewSession(w, relay.Options{FirstToken: time.Minute, Idle: time.Minute})
+	sess := relay.NewSession(w, relay.Options{FirstToken: time.Minute, Idle: time.Minute, ClientWrite: 30 * time.Second})
 	defer sess.Close()
 	b.ReportAllocs()
 	b.SetBytes(int64(len(ev)))

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -70,6 +71,15 @@ type Options struct {
 	// empty events, pings, chunks with an empty delta) do not restart it. 0
 	// means no limit. Firing cancels the attempt with provider.ErrIdleTimeout.
 	Idle time.Duration
+	// ClientWrite bounds each write to the client (nginx's send_timeout):
+	// a write or flush that has not completed after it fails, as a client
+	// that went away does (ErrClientGone), and the upstream request is
+	// cancelled. It is the client connection's write deadline
+	// (http.ResponseController.SetWriteDeadline), renewed when half of it
+	// has passed rather than on every write, so a stalled write ends
+	// between ClientWrite/2 and ClientWrite after it started. 0 means no
+	// limit; so does a writer without write deadlines (a test recorder).
+	ClientWrite time.Duration
 	// KeepAlive is the interval of ": keep-alive" comments sent while waiting
 	// for the first content; they commit the headers but not content, so a
 	// fallback stays possible. 0 sends none.
@@ -134,13 +144,16 @@ type Session struct {
 	// latest upstream event, for its idle timer (see attempt).
 	lastWrite atomic.Int64
 	last      atomic.Int64
-	enc       Encoder
-	infoer    provider.ChunkInfoer // the attempt's stream, when it tells its chunks' info
-	st        provider.Stream      // the attempt's stream
-	info      api.ChunkInfo        // the latest event's scan
-	n         uint32               // the attempt's events relayed, for the overhead sample
-	queued    bool                 // the attempt's stream flushes the batch before each read
-	cont      bool                 // the attempt continues a cut answer (see Attempt)
+	// renew is when the client connection's write deadline is renewed, as
+	// time.Since(t0); MaxInt64 when there is none (see Options.ClientWrite).
+	renew  atomic.Int64
+	enc    Encoder
+	infoer provider.ChunkInfoer // the attempt's stream, when it tells its chunks' info
+	st     provider.Stream      // the attempt's stream
+	info   api.ChunkInfo        // the latest event's scan
+	n      uint32               // the attempt's events relayed, for the overhead sample
+	queued bool                 // the attempt's stream flushes the batch before each read
+	cont   bool                 // the attempt continues a cut answer (see Attempt)
 	// Once content flows the relay loop writes without s.mu; wmu serialises
 	// its writes with the keep-alive timer's, which writes a comment only
 	// when nothing was written for Options.KeepAlive (a long gap, a
@@ -151,7 +164,8 @@ type Session struct {
 	t0      time.Time
 	opts    Options
 	w       http.ResponseWriter
-	pendBuf bytes.Buffer // role-only events held until the commit point
+	rc      http.ResponseController // of Options.Body, for the write deadline
+	pendBuf bytes.Buffer            // role-only events held until the commit point
 	pendW   *sse.Writer
 
 	// Continuation (Options.Continuable): the content text sent so far,
@@ -185,8 +199,13 @@ func NewSession(w http.ResponseWriter, opts Options) *Session {
 	s := &Session{w: w, enc: opts.Encoder, opts: opts, t0: time.Now(), plain: true}
 	if opts.Body != nil {
 		s.sw.Init(opts.Body)
+		s.rc = *http.NewResponseController(opts.Body)
 	} else {
 		s.sw.Init(w)
+		s.rc = *http.NewResponseController(w)
+	}
+	if opts.ClientWrite <= 0 {
+		s.renew.Store(math.MaxInt64)
 	}
 	if s.enc == nil {
 		s.enc = OpenAI
@@ -301,6 +320,7 @@ func (s *Session) keepAlive() {
 		}
 		s.trailers = true
 	}
+	s.deadlineNow()
 	s.commitLocked()
 	if s.enc.KeepAlive(&s.sw) == nil {
 		s.ka.Reset(s.opts.KeepAlive)
@@ -322,6 +342,7 @@ func (s *Session) keepAliveStreaming() {
 		s.ka.Reset(rest)
 		return
 	}
+	s.deadlineNow()
 	if s.enc.KeepAlive(&s.sw) == nil {
 		s.lastWrite.Store(int64(time.Since(s.t0)))
 		s.ka.Reset(s.opts.KeepAlive)
@@ -354,6 +375,7 @@ func (s *Session) Fail(status int, body []byte) int {
 		return status
 	}
 	s.errSent = true
+	s.deadlineNow()
 	if !s.committed {
 		s.committed = true
 		h := s.w.Header()
@@ -676,6 +698,11 @@ func writeEvent(w *sse.Writer, enc Encoder, ev *sse.Event, info *api.ChunkInfo, 
 // keep-alives.
 func (s *Session) write(ev *sse.Event, info *api.ChunkInfo, flush bool) error {
 	s.wmu.Lock()
+	if flush {
+		// A stream that does not say when it reads (no production adapter):
+		// each event is flushed here, so the deadline needs the time now.
+		s.deadlineNow()
+	}
 	err := writeEvent(&s.sw, s.enc, ev, info, flush)
 	s.wmu.Unlock()
 	return err
@@ -879,6 +906,7 @@ func (s *Session) flush() {
 	}
 	b.dirty = false
 	s.wmu.Lock()
+	s.deadline(s.lastWrite.Load()) // the batch's last event was written just now
 	err := s.sw.Flush()
 	s.wmu.Unlock()
 	if err != nil && b.err == nil {
@@ -888,6 +916,38 @@ func (s *Session) flush() {
 		b.obs.ChunkOverhead(time.Since(b.read))
 		b.read = time.Time{}
 	}
+}
+
+// deadline renews the client connection's write deadline when half of
+// Options.ClientWrite has passed since it was set; now is time.Since(t0),
+// current: a write follows at once. One load and compare when nothing is
+// due, so the relay's flush of every batch can call it.
+func (s *Session) deadline(now int64) {
+	if now >= s.renew.Load() {
+		s.setDeadline(now)
+	}
+}
+
+// deadlineNow is deadline at the current time, for the writes off the
+// per-chunk path (the commit, keep-alives, the end, errors).
+func (s *Session) deadlineNow() {
+	if s.renew.Load() != math.MaxInt64 {
+		s.deadline(int64(time.Since(s.t0)))
+	}
+}
+
+// setDeadline sets the write deadline to now + ClientWrite. A writer
+// without write deadlines (a test recorder) turns the bound off. Out of
+// line: the flush that calls deadline stays small.
+//
+//go:noinline
+func (s *Session) setDeadline(now int64) {
+	cw := s.opts.ClientWrite
+	if err := s.rc.SetWriteDeadline(s.t0.Add(time.Duration(now) + cw)); err != nil {
+		s.renew.Store(math.MaxInt64)
+		return
+	}
+	s.renew.Store(now + int64(cw/2))
 }
 
 // arm sets t to fire after d, or stops it when d is 0.
@@ -950,6 +1010,7 @@ func (s *Session) commitContent(ev *sse.Event) error {
 	// it keeps the handler goroutine's stack at 8 KiB (see gateway.chat and
 	// BenchmarkOpenStreamStack).
 	var err error
+	s.deadlineNow()
 	if s.pendBuf.Len() > 0 {
 		err = s.sw.QueueRaw(s.pendBuf.Bytes())
 		s.pendBuf.Reset()
@@ -987,6 +1048,7 @@ func (s *Session) done() error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	s.ended.Store(true)
+	s.deadlineNow() // it also bounds the response's end, written after the handler returns
 	if err := s.enc.Done(&s.sw); err != nil {
 		return fmt.Errorf("%w: %w", ErrClientGone, err)
 	}
@@ -1007,6 +1069,7 @@ func (s *Session) upstreamError(data []byte) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	s.ended.Store(true)
+	s.deadlineNow()
 	if err := s.enc.Error(&s.sw, data); err != nil {
 		return fmt.Errorf("%w: %w", ErrClientGone, err)
 	}

@@ -213,6 +213,7 @@ func (sm *smoother) fire() {
 	}
 	now := time.Now()
 	if out := sm.buf.Expire(now); len(out) > 0 {
+		s.deadline(int64(now.Sub(s.t0)))
 		// A failed write means the client went away: the request's context
 		// ends the attempt, and the relay loop's next write fails too.
 		if sm.release(&s.sw, out, now) == nil {
@@ -251,6 +252,7 @@ func (sm *smoother) end() {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if !s.ended.Load() && sm.buf.Len() > 0 {
+		s.deadlineNow()
 		if sm.releaseHeld(&s.sw, time.Now()) == nil {
 			s.sw.Flush()
 		}
