@@ -123,8 +123,12 @@ func (t *translator) translate(data []byte) (int, error) {
 		t.start()
 		t.chunk(`{"role":"assistant","content":""}`, nil)
 	}
-	t.delta()
 	if !t.finished {
+		// Content after a finishReason is dropped, as the Anthropic adapter
+		// drops content after message_stop (issue 22: it was relayed after
+		// the finish chunk, and opened a second block on /v1/messages);
+		// the usage that follows is still read.
+		t.delta()
 		switch {
 		case e.finish != nil:
 			t.finished = true

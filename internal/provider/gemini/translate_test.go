@@ -174,3 +174,39 @@ func TestTranslateAllocs(t *testing.T) {
 		t.Errorf("got %v allocations per event, want 0", n)
 	}
 }
+
+// Text after the finishReason is dropped (issue 22: it was relayed after
+// the finish chunk); the text of the finishing event itself, and the
+// usage of later events, are kept.
+func TestContentAfterFinishDropped(t *testing.T) {
+	chunks, err := translateAll(t,
+		`{"candidates":[{"content":{"role":"model","parts":[{"text":"a"}]}}]}`,
+		`{"candidates":[{"content":{"role":"model","parts":[{"text":"b"}]},"finishReason":"STOP"}]}`,
+		`{"candidates":[{"content":{"role":"model","parts":[{"text":"late"},{"functionCall":{"name":"f","args":{}}}]}}],"usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":2,"totalTokenCount":5}}`,
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text, _ := contentOf(chunks); text != "ab" {
+		t.Errorf("got text %q, want %q", text, "ab")
+	}
+	last := chunks[len(chunks)-1]
+	for _, c := range chunks {
+		for _, ch := range c.Choices {
+			if len(ch.Delta.ToolCalls) > 0 {
+				t.Errorf("got a tool call after the finish: %+v", c)
+			}
+		}
+	}
+	finishes := 0
+	for _, c := range chunks {
+		for _, ch := range c.Choices {
+			if ch.FinishReason != nil {
+				finishes++
+			}
+		}
+	}
+	if finishes != 1 || len(last.Choices) != 1 || last.Choices[0].FinishReason == nil {
+		t.Errorf("got %d finish chunks, the last chunk %+v; want one, last", finishes, last)
+	}
+}
