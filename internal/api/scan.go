@@ -27,10 +27,12 @@ type ChunkInfo struct {
 	// HasUsage is true when the chunk carries a "usage" object (not null,
 	// not some other kind of value).
 	HasUsage bool
-	Usage    Usage
 	// Error is true when the chunk holds a non-null "error" member, the way
 	// OpenAI-compatible servers report a failure after the stream started.
+	// (Before Usage: the four flags share a word, and ChunkInfo, copied for
+	// every chunk, stays 7 words with Usage.Invalid.)
 	Error bool
+	Usage Usage
 }
 
 // SyntaxError reports malformed chunk JSON, or nesting deeper than MaxDepth.
