@@ -310,6 +310,11 @@ func TestHedge(t *testing.T) {
 			t.Errorf("request 11: got entry %+v, want it served by the stalled route", en)
 		}
 	}
+	// Every attempt that began on a route ended there, refused hedges
+	// included: nothing is left in flight.
+	if got := sumSeries(scrape(t, e.url), "streamgate_route_inflight", ""); got != 0 {
+		t.Errorf("streamgate_route_inflight: got %v in all, want 0 after the requests ended", got)
+	}
 }
 
 // failing answers 503 to its first n requests, then streams a short answer.
