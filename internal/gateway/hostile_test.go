@@ -418,6 +418,7 @@ func TestUpstreamConnectionReusedAfterHangUp(t *testing.T) {
 			t.Fatalf("stream %d: got outcome %q, want ok", i, en.Outcome)
 		}
 	}
+	t.Logf("10 streams, %d upstream connections", conns.Load())
 	if n := conns.Load(); n > 2 {
 		t.Errorf("10 sequential streams opened %d upstream connections, want at most 2", n)
 	}
