@@ -474,7 +474,7 @@ func (g *Gateway) streamFailed(sess *relay.Session, c *call, err error) {
 	body := errorJSON(h.body)
 	var uerr *relay.UpstreamError
 	if errors.As(err, &uerr) && sess.ContentSent() {
-		body = []byte(uerr.Data) // held back for a continuation that did not come
+		body = uerr.Body // held back for a continuation that did not come
 	}
 	c.status = sess.Fail(h.status, body)
 	if h.status == StatusClientClosed {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 	"strconv"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/streamgate/streamgate/internal/fit"
 	"github.com/streamgate/streamgate/internal/metrics"
 	"github.com/streamgate/streamgate/internal/provider"
+	"github.com/streamgate/streamgate/internal/redact"
 	"github.com/streamgate/streamgate/internal/relay"
 	"github.com/streamgate/streamgate/internal/usage"
 )
@@ -164,7 +164,7 @@ func statusOf(err error) httpError {
 		// Nothing reached the upstream: the route's adapter could not
 		// express the request; its message names the field.
 		return httpError{status: http.StatusBadRequest, body: api.NewError("invalid_request_error", "unsupported_by_route", "",
-			"the request cannot be sent to this model's provider: "+redactAddresses(perr.Message))}
+			"the request cannot be sent to this model's provider: "+redact.Text(perr.Message))}
 	case errors.As(err, &perr) && perr.Status != 0:
 		return upstreamStatusError(perr)
 	case errors.Is(err, provider.ErrConnect):
@@ -190,7 +190,7 @@ func upstreamStatusError(perr *provider.Error) httpError {
 	var msg string
 	switch s := perr.Status; {
 	case status == s && s >= 400 && s < 500 && s != http.StatusTooManyRequests:
-		msg = "the upstream rejected the request: " + redactAddresses(perr.Message)
+		msg = "the upstream rejected the request: " + redact.Text(perr.Message)
 	case s == http.StatusUnauthorized || s == http.StatusForbidden:
 		msg = fmt.Sprintf("the upstream refused the gateway's credentials (%d)", s)
 	case s == http.StatusNotFound:
@@ -200,7 +200,7 @@ func upstreamStatusError(perr *provider.Error) httpError {
 	default:
 		msg = fmt.Sprintf("the upstream failed (%d)", s)
 	}
-	code := redactAddresses(perr.Code)
+	code := redact.Text(perr.Code)
 	if s := perr.Status; s == http.StatusUnauthorized || s == http.StatusForbidden {
 		// The provider's code ("invalid_api_key") would read as the
 		// client's own key being wrong.
@@ -216,14 +216,6 @@ func upstreamStatusError(perr *provider.Error) httpError {
 		h.body.Error.Code = &code
 	}
 	return h
-}
-
-// addressPattern matches URLs, host:port pairs and IP addresses.
-var addressPattern = regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://[^\s"']*|\[[0-9a-fA-F:.]+\](:\d+)?|\b\d{1,3}(\.\d{1,3}){3}(:\d+)?\b|\b[a-zA-Z0-9.-]+\.[a-zA-Z]{2,}:\d+\b`)
-
-// redactAddresses replaces every URL and network address in s.
-func redactAddresses(s string) string {
-	return addressPattern.ReplaceAllString(s, "[address]")
 }
 
 // upstreamStatus maps an upstream's HTTP status to the gateway's.

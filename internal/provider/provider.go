@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/streamgate/streamgate/internal/api"
+	"github.com/streamgate/streamgate/internal/redact"
 	"github.com/streamgate/streamgate/internal/sse"
 )
 
@@ -266,6 +267,28 @@ type Caller struct {
 	Header http.Header
 	// StatusError turns a non-2xx answer into the adapter's *Error.
 	StatusError func(*http.Response) error
+	// Secret is the route's api key, removed from the upstream's words
+	// (Redact) besides the shapes package redact knows; "" means none.
+	Secret string
+}
+
+// Redactor is a Stream that knows its route's secrets: the relay passes an
+// upstream error event's strings through Redact before a client reads them.
+type Redactor interface {
+	Redact(s string) string
+}
+
+// Redact returns s without addresses, credentials and c.Secret (redact.Text).
+func (c *Caller) Redact(s string) string { return redact.Text(s, c.Secret) }
+
+// RedactError removes addresses, credentials and c.Secret from the strings
+// of err when it is an *Error (the upstream's words), and returns err.
+func (c *Caller) RedactError(err error) error {
+	var e *Error
+	if errors.As(err, &e) {
+		e.Message, e.Type, e.Code = c.Redact(e.Message), c.Redact(e.Type), c.Redact(e.Code)
+	}
+	return err
 }
 
 var (
@@ -303,7 +326,7 @@ func (c *Caller) Post(ctx context.Context, req *Request, url string, body []byte
 		return nil, TransportError(ctx, err)
 	}
 	if resp.StatusCode/100 != 2 {
-		err := c.StatusError(resp)
+		err := c.RedactError(c.StatusError(resp))
 		DrainClose(resp.Body)
 		return nil, err
 	}

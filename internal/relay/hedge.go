@@ -211,7 +211,7 @@ func (ru *runner) run(ctx context.Context, open Opener, opened *bool) {
 		}
 		ru.held = append(ru.held, heldEvent{ev: copyEvent(ev), info: info})
 		if info.Error {
-			ru.final = &UpstreamError{Data: string(ev.Data)}
+			ru.final = newUpstreamError(ev.Data, st)
 			return
 		}
 		if info.Content || info.Finish || info.HasUsage {

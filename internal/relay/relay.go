@@ -23,6 +23,7 @@ import (
 	"github.com/streamgate/streamgate/internal/api"
 	"github.com/streamgate/streamgate/internal/metrics"
 	"github.com/streamgate/streamgate/internal/provider"
+	"github.com/streamgate/streamgate/internal/redact"
 	"github.com/streamgate/streamgate/internal/sse"
 )
 
@@ -33,7 +34,70 @@ var ErrClientGone = errors.New("client went away")
 // came after content had been sent it was passed to the client as the
 // stream's one error event.
 type UpstreamError struct {
-	Data string // the event's JSON, as the upstream sent it
+	Data string // the event's JSON, as the upstream sent it (for the log)
+	// Body is the error object the client gets: Data's type and code kept,
+	// its message and every other string redacted (package redact).
+	Body []byte
+}
+
+// newUpstreamError is the *UpstreamError of the error event data read
+// from st, whose Redact (provider.Redactor) also knows the route's key.
+func newUpstreamError(data []byte, st provider.Stream) *UpstreamError {
+	red := func(s string) string { return redact.Text(s) }
+	if r, ok := st.(provider.Redactor); ok {
+		red = r.Redact
+	}
+	return &UpstreamError{Data: string(data), Body: clientError(data, red)}
+}
+
+// clientError re-encodes an upstream's error event ({"error":{...}} or
+// {"error":"text"}) as the OpenAI error object a client may read: message,
+// type, code and param with addresses and secrets redacted, a numeric code
+// kept as a number, any other member dropped (it could carry anything).
+// Only error events are decoded: the relay's chunks pass untouched.
+func clientError(data []byte, red func(string) string) []byte {
+	var ev struct {
+		Error json.RawMessage `json:"error"`
+	}
+	var body struct {
+		Message string          `json:"message"`
+		Type    string          `json:"type"`
+		Code    json.RawMessage `json:"code"`
+		Param   json.RawMessage `json:"param"`
+	}
+	var text string
+	if json.Unmarshal(data, &ev) == nil {
+		if json.Unmarshal(ev.Error, &body) != nil && json.Unmarshal(ev.Error, &text) == nil {
+			body.Message = text
+		}
+	}
+	if body.Message == "" {
+		body.Message = "the upstream sent an error event"
+	}
+	body.Message, body.Type = red(body.Message), red(body.Type)
+	body.Code, body.Param = redactRaw(body.Code, red), redactRaw(body.Param, red)
+	b, err := json.Marshal(struct {
+		Error any `json:"error"`
+	}{body})
+	if err != nil { // cannot happen: strings and valid raw values only
+		return []byte(`{"error":{"message":"the upstream sent an error event","type":"upstream_error","code":null,"param":null}}`)
+	}
+	return b
+}
+
+// redactRaw is a raw JSON member as a client may read it: a string
+// redacted, a number as it is, anything else null.
+func redactRaw(raw json.RawMessage, red func(string) string) json.RawMessage {
+	var s string
+	var n json.Number
+	switch {
+	case json.Unmarshal(raw, &s) == nil && len(raw) > 0 && raw[0] == '"':
+		b, _ := json.Marshal(red(s))
+		return b
+	case json.Unmarshal(raw, &n) == nil:
+		return raw
+	}
+	return json.RawMessage("null")
 }
 
 func (e *UpstreamError) Error() string { return "upstream sent an error event: " + e.Data }
@@ -1057,9 +1121,10 @@ func (s *Session) done() error {
 
 // upstreamError handles an error event of the upstream: before content it is
 // an attempt failure (another route may serve); after, it is relayed as the
-// stream's one error event.
+// stream's one error event, re-encoded with its strings redacted (the
+// upstream's words may name its addresses or keys).
 func (s *Session) upstreamError(data []byte) error {
-	e := &UpstreamError{Data: string(data)}
+	e := newUpstreamError(data, s.st)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.contentSent || s.closed || s.opts.Continuable {
@@ -1070,7 +1135,7 @@ func (s *Session) upstreamError(data []byte) error {
 	defer s.wmu.Unlock()
 	s.ended.Store(true)
 	s.deadlineNow()
-	if err := s.enc.Error(&s.sw, data); err != nil {
+	if err := s.enc.Error(&s.sw, e.Body); err != nil {
 		return fmt.Errorf("%w: %w", ErrClientGone, err)
 	}
 	return e

@@ -434,7 +434,7 @@ func TestSmoothingAtAttemptEnd(t *testing.T) {
 					got += "|" + ev.data
 				}
 			}
-			if want := `Hello wor|{"error":{"message":"overloaded"}}`; got != want {
+			if want := `Hello wor|{"error":{"message":"overloaded","type":"","code":null,"param":null}}`; got != want { // re-encoded, redacted
 				t.Errorf("got %q, want %q", got, want)
 			}
 		})

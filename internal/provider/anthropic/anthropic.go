@@ -77,7 +77,7 @@ func New(baseURL, apiKey string, opts Options) *Client {
 		})
 	}
 	c := &Client{url: messagesURL(baseURL), maxLine: opts.MaxEvent, now: time.Now, apiKey: apiKey}
-	c.call = provider.Caller{RT: rt, Header: http.Header{"Anthropic-Version": {Version}}, StatusError: c.statusError}
+	c.call = provider.Caller{RT: rt, Header: http.Header{"Anthropic-Version": {Version}}, StatusError: c.statusError, Secret: apiKey}
 	if c.maxLine <= 0 {
 		c.maxLine = openai.DefaultMaxEvent
 	}
@@ -147,7 +147,8 @@ func (c *Client) Complete(ctx context.Context, req *provider.Request) ([]byte, e
 	if len(b) > openai.MaxCompleteBody {
 		return nil, fmt.Errorf("%w: answer larger than %d bytes", provider.ErrMalformed, openai.MaxCompleteBody)
 	}
-	return completion(b, req.Model, c.now())
+	b, err = completion(b, req.Model, c.now())
+	return b, c.call.RedactError(err)
 }
 
 // post sends body to the Messages endpoint (see provider.Caller.Post).
@@ -198,17 +199,7 @@ func (c *Client) statusError(resp *http.Response) error {
 	if e.Message == "" && resp.StatusCode == StatusOverloaded {
 		e.Message = "Overloaded"
 	}
-	e.Message = c.redact(e.Message)
-	return e
-}
-
-// redact removes the API key from an upstream's words: Anthropic does not
-// echo keys, but a proxy in front of it might.
-func (c *Client) redact(msg string) string {
-	if len(c.apiKey) >= 8 && strings.Contains(msg, c.apiKey) {
-		return strings.ReplaceAll(msg, c.apiKey, "[redacted]")
-	}
-	return msg
+	return e // redacted by Caller.Post: Anthropic does not echo keys, but a proxy in front of it might
 }
 
 // typeStatus is the HTTP status Anthropic documents for each error type

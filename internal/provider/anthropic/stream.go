@@ -581,7 +581,7 @@ func (s *stream) translate() error {
 		_, err := s.afterStop()
 		return err
 	case evError:
-		return eventError(f.errType, f.errMsg)
+		return s.c.call.RedactError(eventError(f.errType, f.errMsg))
 	}
 	// ping and unknown event types ("handle unknown event types
 	// gracefully", Anthropic's versioning policy): a heartbeat.

@@ -226,7 +226,7 @@ func New(baseURL, apiKey string, opts Options) *Client {
 	}
 	c := &Client{
 		models:  apiBase(baseURL) + "/models/",
-		call:    provider.Caller{RT: rt, StatusError: statusError},
+		call:    provider.Caller{RT: rt, StatusError: statusError, Secret: apiKey},
 		maxLine: opts.MaxLine,
 		now:     time.Now,
 		rand:    func(b []byte) { rand.Read(b) },
@@ -311,7 +311,8 @@ func (c *Client) Complete(ctx context.Context, req *provider.Request) ([]byte, e
 	if len(b) > MaxCompleteBody {
 		return nil, fmt.Errorf("%w: answer larger than %d bytes", provider.ErrMalformed, MaxCompleteBody)
 	}
-	return completion(b, req.Model, c.now().Unix(), c.seed())
+	b, err = completion(b, req.Model, c.now().Unix(), c.seed())
+	return b, c.call.RedactError(err) // an error object in a 200: the upstream's words
 }
 
 // post sends body to url (see provider.Caller.Post).
@@ -360,8 +361,8 @@ func (s *stream) Next() (*sse.Event, error) {
 	}
 	n, err := s.t.translate(ev.Data)
 	if err != nil {
-		s.err = err
-		return nil, err
+		s.err = s.c.call.RedactError(err) // an error object in the stream: the upstream's words
+		return nil, s.err
 	}
 	if n == 0 {
 		s.hb.Comment = ev.Comment

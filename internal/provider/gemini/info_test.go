@@ -54,7 +54,7 @@ func sameInfo(a, b api.ChunkInfo) bool {
 func newTestStream(body io.Reader) *stream {
 	r := sse.NewReader(body, 4096)
 	r.CommentsOnly, r.NoDone = true, true
-	s := &stream{body: io.NopCloser(body), r: r, ctx: context.Background()}
+	s := &stream{c: &Client{}, body: io.NopCloser(body), r: r, ctx: context.Background()}
 	s.t.init("req-model", 1700000000, [8]byte{9, 9, 9, 9, 9, 9, 9, 9})
 	s.hb.Data = heartbeat
 	return s

@@ -89,7 +89,7 @@ func New(baseURL, apiKey string, opts Options) *Client {
 	c := &Client{
 		url:     base + "/chat/completions",
 		embed:   base + "/embeddings",
-		call:    provider.Caller{RT: rt, StatusError: statusError},
+		call:    provider.Caller{RT: rt, StatusError: statusError, Secret: apiKey},
 		maxLine: opts.MaxLine,
 	}
 	if c.maxLine <= 0 {
@@ -231,6 +231,12 @@ type stream struct {
 	done   bool // "[DONE]" was read: the rest of the body is drained on Close
 	closed bool
 }
+
+var _ provider.Redactor = (*stream)(nil)
+
+// Redact removes addresses, credentials and the route's key from s: the
+// relay decodes an error event of this stream and passes its strings here.
+func (s *stream) Redact(m string) string { return s.c.call.Redact(m) }
 
 func (s *stream) Next() (*sse.Event, error) {
 	ev, err := s.r.Next()
