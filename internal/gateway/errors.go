@@ -165,6 +165,11 @@ func statusOf(err error) httpError {
 		// express the request; its message names the field.
 		return httpError{status: http.StatusBadRequest, body: api.NewError("invalid_request_error", "unsupported_by_route", "",
 			"the request cannot be sent to this model's provider: "+redact.Text(perr.Message))}
+	case errors.As(err, &perr) && errors.Is(err, provider.ErrNotStream):
+		// A 200 whose body is the upstream's error (overloaded, a proxy's
+		// HTML page): what it said, redacted, rather than "truncated".
+		return upstream(http.StatusBadGateway, "upstream_error", "upstream_not_stream",
+			"the upstream answered "+strconv.Itoa(perr.Status)+" without an event stream: "+redact.Text(perr.Message))
 	case errors.As(err, &perr) && perr.Status != 0:
 		return upstreamStatusError(perr)
 	case errors.Is(err, provider.ErrConnect):

@@ -10,9 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/streamgate/streamgate/internal/api"
@@ -112,6 +114,12 @@ var (
 	// with status 400 whose Message names the field, Retryable when a route
 	// of another kind might serve the request.
 	ErrUntranslatable = errors.New("request cannot be translated for this provider")
+	// ErrNotStream: the upstream answered a stream request with a 2xx whose
+	// body is not an event stream (JSON, HTML, a compressed body): its own
+	// error, most likely ({"error":{"type":"overloaded_error"}} with 200).
+	// Caller.Post returns it in a retryable *Error with the upstream's
+	// words, before any content, so another route may serve.
+	ErrNotStream = errors.New("upstream answered a stream request with a body that is not an event stream")
 	// ErrMalformed: the upstream sent a chunk that is not valid JSON or a
 	// line longer than the reader's limit.
 	ErrMalformed = errors.New("upstream sent a malformed event")
@@ -330,5 +338,46 @@ func (c *Caller) Post(ctx context.Context, req *Request, url string, body []byte
 		DrainClose(resp.Body)
 		return nil, err
 	}
+	if stream && !eventStream(resp.Header) {
+		err := c.RedactError(c.notStream(resp))
+		DrainClose(resp.Body)
+		return nil, err
+	}
 	return resp, nil
+}
+
+// eventStream reports whether an answer's headers allow an event stream:
+// Content-Type text/event-stream, or text/plain or none (servers that set
+// none, which Go's server sniffs as text/plain), and no Content-Encoding
+// (the transports ask for none, so a compressed body cannot be read).
+func eventStream(h http.Header) bool {
+	if enc := h.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
+		return false
+	}
+	ct := h.Get("Content-Type")
+	if ct == "" {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && (mt == "text/event-stream" || mt == "text/plain")
+}
+
+// notStream is the *Error of a 2xx answer to a stream request whose body is
+// not an event stream: the adapter's StatusError reads it (bounded) for the
+// upstream's type, code and message, and the request may go to another
+// route, as after a 5xx.
+func (c *Caller) notStream(resp *http.Response) error {
+	e := &Error{Status: resp.StatusCode, Retryable: true, RetryAfter: RetryAfter(resp.Header.Get("Retry-After")), Err: ErrNotStream}
+	if enc := resp.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
+		e.Message = "a " + enc + "-encoded body"
+		return e
+	}
+	var read *Error
+	if errors.As(c.StatusError(resp), &read) {
+		e.Type, e.Code, e.Message = read.Type, read.Code, read.Message
+	}
+	if e.Message == "" || e.Message == http.StatusText(resp.StatusCode) {
+		e.Message = "an empty " + resp.Header.Get("Content-Type") + " body"
+	}
+	return e
 }
