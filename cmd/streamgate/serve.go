@@ -10,6 +10,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -37,12 +38,16 @@ func newServeCmd(e *env) *cobra.Command {
 		Short: "Run the gateway",
 		Long: `serve runs the OpenAI-compatible gateway: POST /v1/chat/completions (streaming and not),
 GET /v1/models, /healthz, /readyz, /metrics and the live dashboard at /dashboard
-(open without login on a loopback address, else after a login with admin_key).
+(after a login with admin_key, wherever the gateway listens; the config's
+dashboard: {open: true} asks for no credential).
 
 Without --config it starts on the embedded default: an in-process simulated upstream
 serving the demo models (sim-fast, sim-gpt-4.1, sim-claude-sonnet-4.5,
 sim-gemini-2.5-flash, sim-deepseek-v3.2, sim-fallback), the ledger in
-sqlite://streamgate.db, and a development key printed once (or STREAMGATE_DEV_KEY).
+sqlite://streamgate.db, a development key printed once (or STREAMGATE_DEV_KEY), and
+a one-time login link of the dashboard, "streamgate: dashboard (login link, works
+once): http://HOST:PORT/dashboard?token=..." (it has no admin_key: the link is the
+only way in; each start prints a new one).
 
 Start-up checks everything before it does anything: every problem of the config is
 listed at once, one per line as FILE:LINE: FIELD: PROBLEM, and the address is taken
@@ -182,13 +187,18 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 	}
 	defer stopTracing()
 	gw, err := gateway.New(gateway.Options{Config: cfg, Recorder: led.rec, Ping: led.ping, Logger: o.logger, KeepAlive: o.keepAlive, KeyStore: keyStore, Spent: led.spent,
-		ListenAddr: ln.Addr().String(), Report: led.report, Tracer: tracer, ConnState: ln.state})
+		Report: led.report, Tracer: tracer, ConnState: ln.state})
 	if err != nil {
 		return err
 	}
 	defer gw.Close()
 	if devKey != "" {
 		fmt.Fprintf(e.stdout, "streamgate: development key (shown once): %s\n", devKey)
+	}
+	if o.cfgPath == "" && !cfg.Dashboard.Open {
+		// The embedded default has no admin_key: this link is its login.
+		fmt.Fprintf(e.stdout, "streamgate: dashboard (login link, works once): http://%s/dashboard?token=%s\n",
+			browsable(ln.Addr()), gw.DashboardLoginToken())
 	}
 	fmt.Fprintf(e.stdout, "streamgate: listening on http://%s\n", ln.Addr())
 	if pprofLn != nil {
@@ -318,6 +328,20 @@ func loadConfig(path string, getenv func(string) string) (cfg *config.Config, de
 		return cfg, "", err
 	}
 	return config.Default(getenv)
+}
+
+// browsable is addr as a browser on this machine reaches it: a wildcard
+// address (0.0.0.0, ::) as the loopback address of its family.
+func browsable(addr net.Addr) string {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok || !tcp.IP.IsUnspecified() {
+		return addr.String()
+	}
+	ip := net.IPv6loopback
+	if tcp.IP.To4() != nil {
+		ip = net.IPv4(127, 0, 0, 1)
+	}
+	return net.JoinHostPort(ip.String(), strconv.Itoa(tcp.Port))
 }
 
 // listen listens on addr; flag names the flag it came from in messages

@@ -28,13 +28,14 @@ import (
 // loopback port.
 type inProcess struct {
 	key, url, db string
+	link         string // the dashboard's one-time login link
 	stderr       *strings.Builder
 	stop         context.CancelFunc
 	exit         chan int
 }
 
 // serveInProcess starts serve with --grace grace and waits until it printed
-// its development key and its address.
+// its development key, the dashboard's login link and its address.
 func serveInProcess(t *testing.T, grace string) *inProcess {
 	t.Helper()
 	p := &inProcess{db: "sqlite://" + filepath.Join(t.TempDir(), "ledger.db"), stderr: &strings.Builder{}, exit: make(chan int, 1)}
@@ -59,13 +60,16 @@ func serveInProcess(t *testing.T, grace string) *inProcess {
 		if k, ok := strings.CutPrefix(line, "streamgate: development key (shown once): "); ok {
 			p.key = k
 		}
+		if u, ok := strings.CutPrefix(line, "streamgate: dashboard (login link, works once): "); ok {
+			p.link = u
+		}
 		if u, ok := strings.CutPrefix(line, "streamgate: listening on "); ok {
 			p.url = u
 		}
 	}
 	go io.Copy(io.Discard, pr)
-	if p.key == "" || p.url == "" || strings.HasSuffix(p.url, ":0") {
-		t.Fatalf("got key %q url %q, want both printed with the real port; stderr %q", p.key, p.url, p.stderr.String())
+	if p.key == "" || p.url == "" || strings.HasSuffix(p.url, ":0") || !strings.HasPrefix(p.link, p.url+"/dashboard?token=") {
+		t.Fatalf("got key %q link %q url %q, want all printed with the real port; stderr %q", p.key, p.link, p.url, p.stderr.String())
 	}
 	return p
 }

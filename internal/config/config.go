@@ -21,8 +21,10 @@ type Config struct {
 	// Redis is a redis:// (or rediss://) URL: the keys' rate limits are
 	// then shared by every replica using it. Empty: limits per replica.
 	Redis string `yaml:"redis"`
-	// AdminKey guards /admin/*; empty means the admin API is off.
+	// AdminKey guards /admin/*; empty means the admin API is off. It is
+	// also the login of the dashboard.
 	AdminKey  string     `yaml:"admin_key"`
+	Dashboard Dashboard  `yaml:"dashboard"`
 	Limits    Limits     `yaml:"limits"`
 	Providers []Provider `yaml:"providers"`
 	Keys      []Key      `yaml:"keys"`
@@ -43,6 +45,15 @@ type Timeouts struct {
 	// send_timeout): a client that does not read for this long is gone;
 	// default 30s, 0 is off.
 	ClientWrite Duration `yaml:"client_write"`
+}
+
+// Dashboard is the `dashboard:` block of the live dashboard at /dashboard.
+type Dashboard struct {
+	// Open serves the dashboard to anyone who reaches the gateway, with no
+	// credential asked. false (the default): a login with admin_key, or
+	// the one-time link `streamgate serve` prints on its embedded default,
+	// wherever the gateway listens and whatever the request's Host.
+	Open bool `yaml:"open"`
 }
 
 // Limits is admission control: concurrent requests (streaming or not) the

@@ -170,7 +170,17 @@ func TestParseShapeErrors(t *testing.T) {
 		{
 			name: "unknown top-level field",
 			yaml: base + "listn: 127.0.0.1:1\n",
-			want: []string{`t.yaml:3: listn: unknown field "listn" (known fields: admin_key, database, keepalive, keys, limits, listen, max_body_bytes, models, otel, providers, redis, timeouts)`},
+			want: []string{`t.yaml:3: listn: unknown field "listn" (known fields: admin_key, dashboard, database, keepalive, keys, limits, listen, max_body_bytes, models, otel, providers, redis, timeouts)`},
+		},
+		{
+			name: "dashboard block: unknown field",
+			yaml: base + "dashboard: {opn: true}\n",
+			want: []string{`t.yaml:3: dashboard.opn: unknown field "opn" (known fields: open)`},
+		},
+		{
+			name: "dashboard.open given text",
+			yaml: base + "dashboard: {open: maybe}\n",
+			want: []string{`t.yaml:3: dashboard.open: want true or false, got "maybe"`},
 		},
 		{
 			name: "integer field given text",
@@ -699,5 +709,27 @@ models: [{name: m, routes: [{provider: upp, model: x}]}]
 `), 0o600)
 	if _, err := LoadWithoutSecrets(path, nil); err == nil || !strings.Contains(err.Error(), `unknown provider "upp"`) {
 		t.Errorf("other problems: got %v, want them reported", err)
+	}
+}
+
+// The dashboard is open only when the config says so; the embedded default
+// does not.
+func TestDashboardOpen(t *testing.T) {
+	const base = "providers: [{name: sim, kind: sim}]\nmodels: [{name: m, routes: [{provider: sim, model: m}]}]\n"
+	for yaml, want := range map[string]bool{"": false, "dashboard: {}\n": false, "dashboard: {open: false}\n": false, "dashboard: {open: true}\n": true} {
+		cfg, err := Parse("t.yaml", []byte(base+yaml), nil)
+		if err != nil {
+			t.Fatalf("%q: %v", yaml, err)
+		}
+		if cfg.Dashboard.Open != want {
+			t.Errorf("%q: got open %v, want %v", yaml, cfg.Dashboard.Open, want)
+		}
+	}
+	cfg, _, err := Default(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Dashboard.Open {
+		t.Error("the embedded default opens the dashboard without a credential")
 	}
 }

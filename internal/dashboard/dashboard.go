@@ -1,8 +1,9 @@
 // Package dashboard serves the gateway's live dashboard at /dashboard: one
 // embedded page fed by a server-sent event a second. The figures come from
 // sampling the gateway's own Prometheus registry while a page is open (no
-// cost when nobody looks), and the cost of the day from the usage ledger; a
-// page is open without login only on a loopback gateway.
+// cost when nobody looks), and the cost of the day from the usage ledger. It
+// asks for a login (the admin key, or a one-time link) unless the config
+// opens it explicitly.
 package dashboard
 
 import (
@@ -46,12 +47,12 @@ type Options struct {
 	// Gatherer is the gateway's registry, sampled once per Interval while
 	// at least one page is open.
 	Gatherer prometheus.Gatherer
-	// ListenAddr is the address the gateway listens on: a loopback address
-	// (127.0.0.0/8, ::1, localhost) opens the dashboard without login;
-	// anything else, "" included, requires AdminKey.
-	ListenAddr string
-	// AdminKey logs in to the dashboard when ListenAddr is not loopback;
-	// "": the dashboard is off there (its page says it needs admin_key).
+	// Open serves the dashboard with no credential asked (the config's
+	// dashboard.open); false: only after a login.
+	Open bool
+	// AdminKey logs in to the dashboard (the form, or a Bearer header);
+	// "": only a login link (NewLoginToken) does, and without one the
+	// dashboard is off (its page says it needs admin_key).
 	AdminKey string
 	// Throttle refuses a client that tried too many wrong admin keys, at
 	// the login form and in an Authorization header alike (shared with the
@@ -114,7 +115,7 @@ func New(opts Options) *Dashboard {
 	d := &Dashboard{
 		gather:   opts.Gatherer,
 		report:   opts.Report,
-		auth:     newAuthenticator(opts.ListenAddr, opts.AdminKey, opts.Throttle),
+		auth:     newAuthenticator(opts.Open, opts.AdminKey, opts.Throttle),
 		maxPages: opts.MaxPages,
 		interval: opts.Interval,
 		log:      opts.Logger,
@@ -134,6 +135,13 @@ func New(opts Options) *Dashboard {
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	return d
 }
+
+// NewLoginToken returns a fresh one-time login token: a browser that opens
+// /dashboard?token=<it> is logged in (the login cookie, as the form sets it)
+// and sent on to /dashboard without it. It works once; an earlier one not
+// used yet stops working. The caller shows it to whoever started the
+// gateway, as notebook servers print their login URL, and nowhere else.
+func (d *Dashboard) NewLoginToken() string { return d.auth.link.issue() }
 
 // ServeHTTP serves the page (/dashboard), its events (/dashboard/events),
 // login and logout.
@@ -372,7 +380,7 @@ func (d *Dashboard) serveEvents(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	auth := "login"
-	if d.auth.open(r) {
+	if d.auth.open {
 		auth = "open"
 	}
 	p, err := d.open(window, auth)

@@ -141,9 +141,9 @@ func (n *num) UnmarshalJSON(b []byte) error {
 	return err
 }
 
-// On a loopback gateway the page and its events need no login.
-func TestLoopbackOpen(t *testing.T) {
-	_, srv := serveDash(t, Options{ListenAddr: "127.0.0.1:8080"})
+// With dashboard.open the page and its events need no login.
+func TestOpen(t *testing.T) {
+	_, srv := serveDash(t, Options{Open: true})
 	resp := get(t, srv.URL+"/dashboard")
 	page := body(t, resp)
 	if resp.StatusCode != 200 || !strings.Contains(page, "/dashboard/events") {
@@ -163,21 +163,27 @@ func TestLoopbackOpen(t *testing.T) {
 	}
 }
 
-// A loopback gateway reached by another name (a DNS name rebound to
-// 127.0.0.1, a proxy on the same machine) is not open.
-func TestLoopbackByOtherName(t *testing.T) {
-	_, srv := serveDash(t, Options{ListenAddr: "127.0.0.1:8080", AdminKey: adminKey})
+// Unless the config opens it, the dashboard asks for a login from every
+// request, whatever it looks like: reached over loopback by a loopback name
+// with no forwarding header is what a reverse proxy on the same machine
+// sends by default (nginx's proxy_pass http://127.0.0.1:8080), so it says
+// nothing about who is behind it.
+func TestLoginAsked(t *testing.T) {
+	_, srv := serveDash(t, Options{AdminKey: adminKey})
+	host := strings.TrimPrefix(srv.URL, "http://")
 	tests := []struct {
 		name   string
 		header []string
 	}{
+		{"loopback Host, no forwarding header", []string{"Host", host}},
+		{"localhost", []string{"Host", "localhost:8080"}},
 		{"foreign Host", []string{"Host", "dash.example.com"}},
 		{"forwarded by a proxy", []string{"X-Forwarded-For", "203.0.113.9"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			resp := get(t, srv.URL+"/dashboard", tt.header...)
-			if page := body(t, resp); !strings.Contains(page, `name="admin_key"`) {
+			if page := body(t, resp); !strings.Contains(page, `name="admin_key"`) || strings.Contains(page, "/dashboard/events") {
 				t.Errorf("got %d %.120q, want the login form", resp.StatusCode, page)
 			}
 			wantError(t, get(t, srv.URL+"/dashboard/events", tt.header...), 401, "login_required")
@@ -185,13 +191,13 @@ func TestLoopbackByOtherName(t *testing.T) {
 	}
 }
 
-// Off loopback without admin_key the dashboard says what it needs.
+// Without admin_key or a login link the dashboard says what it needs.
 func TestNoAdminKey(t *testing.T) {
-	_, srv := serveDash(t, Options{ListenAddr: "0.0.0.0:8080"})
+	_, srv := serveDash(t, Options{})
 	resp := get(t, srv.URL+"/dashboard")
 	page := body(t, resp)
-	if resp.StatusCode != http.StatusForbidden || !strings.Contains(page, "admin_key") || strings.Contains(page, "<form") {
-		t.Errorf("got %d %q, want 403 and a page that says the dashboard needs admin_key", resp.StatusCode, page)
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(page, "admin_key") || !strings.Contains(page, "open: true") || strings.Contains(page, "<form") {
+		t.Errorf("got %d %q, want 403 and a page that says the dashboard needs admin_key or dashboard.open", resp.StatusCode, page)
 	}
 	wantError(t, get(t, srv.URL+"/dashboard/events"), 403, "dashboard_off")
 	resp = postForm(t, srv.URL+"/dashboard/login", url.Values{"admin_key": {""}})
@@ -200,10 +206,10 @@ func TestNoAdminKey(t *testing.T) {
 	}
 }
 
-// Off loopback: the login form, a wrong key 401, the right one an HttpOnly
-// cookie that is not the key, with which the events flow.
+// The login form, a wrong key 401, the right one an HttpOnly cookie that
+// is not the key, with which the events flow.
 func TestLogin(t *testing.T) {
-	_, srv := serveDash(t, Options{ListenAddr: "10.0.0.1:8080", AdminKey: adminKey})
+	_, srv := serveDash(t, Options{AdminKey: adminKey})
 	resp := get(t, srv.URL+"/dashboard")
 	if page := body(t, resp); resp.StatusCode != 200 || !strings.Contains(page, `method="post"`) || strings.Contains(page, "/dashboard/events") {
 		t.Fatalf("got %d %.120q, want the login form and not the dashboard", resp.StatusCode, page)
@@ -266,7 +272,8 @@ func TestLogin(t *testing.T) {
 
 // The token expires, and one from another admin key is worthless.
 func TestToken(t *testing.T) {
-	a, other := newAuthenticator("", adminKey, nil), newAuthenticator("", "sk-other", nil)
+	a, other := newAuthenticator(false, adminKey, nil), newAuthenticator(false, "sk-other", nil)
+	noKey := newAuthenticator(false, "", nil) // signs with a secret of its own
 	now := time.Unix(1_800_000_000, 0)
 	tok := a.token(now.Add(time.Hour))
 	tests := []struct {
@@ -280,7 +287,9 @@ func TestToken(t *testing.T) {
 		{"expired", a, tok, now.Add(time.Hour), false},
 		{"other key", other, tok, now, false},
 		{"later expiry, same mac", a, "1900000000." + strings.SplitN(tok, ".", 2)[1], now, false},
-		{"no admin key", newAuthenticator("", "", nil), newAuthenticator("", "", nil).token(now.Add(time.Hour)), now, true},
+		{"no admin key", noKey, noKey.token(now.Add(time.Hour)), now, true},
+		{"no admin key, another process", newAuthenticator(false, "", nil), noKey.token(now.Add(time.Hour)), now, false},
+		{"no admin key, signed with an admin key", noKey, newAuthenticator(false, "x", nil).token(now.Add(time.Hour)), now, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -289,45 +298,18 @@ func TestToken(t *testing.T) {
 			}
 		})
 	}
-	// Without admin_key no token is accepted, whatever validToken says:
-	// allowed checks the key first.
+	// Without admin_key, a cookie another gateway signed is refused.
 	req := httptest.NewRequest("GET", "http://gw.example/dashboard/events", nil)
-	req.AddCookie(&http.Cookie{Name: cookieName, Value: newAuthenticator("", "", nil).token(time.Now().Add(time.Hour))})
-	if newAuthenticator("0.0.0.0:1", "", nil).check(req) == nil {
-		t.Error("a gateway without admin_key off loopback let a cookie in")
-	}
-}
-
-func TestIsLoopback(t *testing.T) {
-	tests := []struct {
-		addr string
-		want bool
-	}{
-		{"127.0.0.1:8080", true},
-		{"127.1.2.3:80", true},
-		{"[::1]:8080", true},
-		{"localhost:8080", true},
-		{"127.0.0.1", true},
-		{"0.0.0.0:8080", false},
-		{":8080", false},
-		{"[::]:8080", false},
-		{"10.0.0.1:8080", false},
-		{"gw.example.com:443", false},
-		{"", false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.addr, func(t *testing.T) {
-			if got := IsLoopback(tt.addr); got != tt.want {
-				t.Errorf("got %v, want %v", got, tt.want)
-			}
-		})
+	req.AddCookie(&http.Cookie{Name: cookieName, Value: noKey.token(time.Now().Add(time.Hour))})
+	if newAuthenticator(false, "", nil).check(req) == nil {
+		t.Error("a gateway without admin_key let another one's cookie in")
 	}
 }
 
 // Beyond MaxPages an event stream is refused with 503; a page that goes
 // frees its place.
 func TestPageBound(t *testing.T) {
-	_, srv := serveDash(t, Options{ListenAddr: "127.0.0.1:8080", MaxPages: 2})
+	_, srv := serveDash(t, Options{Open: true, MaxPages: 2})
 	open := func() (*http.Response, context.CancelFunc) {
 		ctx, cancel := context.WithCancel(context.Background())
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/dashboard/events", nil)
@@ -375,7 +357,7 @@ func TestPageBound(t *testing.T) {
 
 // Shutdown ends open event streams at once and refuses new ones.
 func TestShutdownEndsStreams(t *testing.T) {
-	d, srv := serveDash(t, Options{ListenAddr: "127.0.0.1:8080"})
+	d, srv := serveDash(t, Options{Open: true})
 	resp := get(t, srv.URL+"/dashboard/events")
 	firstEvent(t, resp)
 	d.Shutdown()
@@ -386,7 +368,7 @@ func TestShutdownEndsStreams(t *testing.T) {
 }
 
 func TestBadRequests(t *testing.T) {
-	_, srv := serveDash(t, Options{ListenAddr: "127.0.0.1:8080"})
+	_, srv := serveDash(t, Options{Open: true})
 	wantError(t, get(t, srv.URL+"/dashboard/events?window=3h"), 400, "invalid_request")
 	wantError(t, get(t, srv.URL+"/dashboard/nope"), 404, "unknown_url")
 	wantError(t, get(t, srv.URL+"/dashboard/logout"), 405, "method_not_allowed")
@@ -515,7 +497,7 @@ func TestCostError(t *testing.T) {
 func TestWrongBearer(t *testing.T) {
 	frozen := time.Now() // the wait never runs out during the test
 	th := auth.NewThrottleClock(func() time.Time { return frozen })
-	_, srv := serveDash(t, Options{ListenAddr: "0.0.0.0:8080", AdminKey: adminKey, Throttle: th})
+	_, srv := serveDash(t, Options{AdminKey: adminKey, Throttle: th})
 	for range auth.ThrottleFree {
 		wantError(t, get(t, srv.URL+"/dashboard/events", "Authorization", "Bearer sk-wrong"), 401, "invalid_admin_key")
 	}
@@ -524,4 +506,93 @@ func TestWrongBearer(t *testing.T) {
 		t.Errorf("got Retry-After %q, want 1", ra)
 	}
 	wantError(t, resp, 429, "too_many_wrong_admin_keys")
+}
+
+// A one-time login link (the embedded default's, which has no admin_key):
+// before it, the page says to use it and the events need a login; opening
+// it sets the login cookie and redirects to /dashboard without the token;
+// the same link again is refused, sets nothing, and counts as a wrong key.
+func TestLoginLink(t *testing.T) {
+	frozen := time.Now() // the wait never runs out during the test
+	th := auth.NewThrottleClock(func() time.Time { return frozen })
+	d, srv := serveDash(t, Options{Throttle: th})
+	tok := d.NewLoginToken()
+	if len(tok) != 48 || strings.Trim(tok, "0123456789abcdef") != "" {
+		t.Fatalf("got token %q, want 48 hex digits", tok)
+	}
+	if other := d.NewLoginToken(); other == tok {
+		t.Fatal("two tokens alike: want random ones")
+	} else if resp := get(t, srv.URL+"/dashboard?token="+tok); resp.StatusCode != http.StatusUnauthorized {
+		// A second token replaces the first.
+		t.Fatalf("a replaced token: got %d, want 401", resp.StatusCode)
+	} else {
+		tok = other
+	}
+
+	resp := get(t, srv.URL+"/dashboard")
+	if page := body(t, resp); resp.StatusCode != 200 || !strings.Contains(page, "one-time link") || strings.Contains(page, "<form") || strings.Contains(page, "/dashboard/events") {
+		t.Fatalf("before the link: got %d %.200q, want the page that says to use the link", resp.StatusCode, page)
+	}
+	wantError(t, get(t, srv.URL+"/dashboard/events"), 401, "login_required")
+	// HEAD (a link previewer) does not spend it.
+	req, _ := http.NewRequest(http.MethodHead, srv.URL+"/dashboard?token="+tok, nil)
+	if resp, err := noRedirect.Do(req); err != nil || len(resp.Cookies()) != 0 {
+		t.Fatalf("HEAD with the token: %v, cookies %v, want none", err, resp.Cookies())
+	}
+
+	resp = get(t, srv.URL+"/dashboard?token="+tok)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/dashboard" {
+		t.Fatalf("the link: got %d to %q, want 303 to /dashboard (no token)", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if resp.Header.Get("Referrer-Policy") != "no-referrer" || resp.Header.Get("Cache-Control") != "no-store" {
+		t.Errorf("the link: got headers %v, want no-referrer and no-store", resp.Header)
+	}
+	cookies := resp.Cookies()
+	if len(cookies) != 1 || cookies[0].Name != cookieName || !cookies[0].HttpOnly || cookies[0].SameSite != http.SameSiteStrictMode ||
+		cookies[0].Path != "/dashboard" || cookies[0].MaxAge <= 0 || strings.Contains(cookies[0].Value, tok) {
+		t.Fatalf("the link: got cookies %+v, want the login cookie (HttpOnly, SameSite=Strict, Path /dashboard), not the token", cookies)
+	}
+	cookie := cookies[0].Name + "=" + cookies[0].Value
+	if page := body(t, get(t, srv.URL+"/dashboard", "Cookie", cookie)); !strings.Contains(page, "/dashboard/events") {
+		t.Errorf("with the cookie: got %.120q, want the dashboard", page)
+	}
+	if v := firstEvent(t, get(t, srv.URL+"/dashboard/events", "Cookie", cookie)); v.Auth != "login" {
+		t.Errorf("got auth %q, want login (the page offers logout)", v.Auth)
+	}
+	// The logged-in browser that opens the link again just goes on.
+	if resp := get(t, srv.URL+"/dashboard?token="+tok, "Cookie", cookie); resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) != 0 {
+		t.Errorf("the used link with the cookie: got %d, cookies %v, want 303 and none", resp.StatusCode, resp.Cookies())
+	}
+
+	// Another browser with the same link: refused, no cookie.
+	resp = get(t, srv.URL+"/dashboard?token="+tok)
+	if page := body(t, resp); resp.StatusCode != http.StatusUnauthorized || len(resp.Cookies()) != 0 || !strings.Contains(page, "used already") {
+		t.Fatalf("the link a second time: got %d, cookies %v, %.200q; want 401, none, and why", resp.StatusCode, resp.Cookies(), page)
+	}
+	wantError(t, get(t, srv.URL+"/dashboard/events"), 401, "login_required")
+	// Guessing counts as wrong admin keys do: one wrong link since the
+	// login (which cleared the count).
+	for range auth.ThrottleFree - 1 {
+		if resp := get(t, srv.URL+"/dashboard?token=00"); resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("a wrong token: got %d, want 401", resp.StatusCode)
+		}
+	}
+	tok = d.NewLoginToken()
+	if resp := get(t, srv.URL+"/dashboard?token="+tok); resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" || len(resp.Cookies()) != 0 {
+		t.Errorf("after %d wrong links: got %d, Retry-After %q, want 429 before the token is compared", auth.ThrottleFree, resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+}
+
+// With an admin key a login link works as well, and the form stays.
+func TestLoginLinkWithAdminKey(t *testing.T) {
+	d, srv := serveDash(t, Options{AdminKey: adminKey})
+	if page := body(t, get(t, srv.URL+"/dashboard")); !strings.Contains(page, `name="admin_key"`) {
+		t.Errorf("got %.120q, want the login form", page)
+	}
+	resp := get(t, srv.URL+"/dashboard?token="+d.NewLoginToken())
+	if resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) != 1 {
+		t.Fatalf("the link: got %d with cookies %v, want 303 and the login cookie", resp.StatusCode, resp.Cookies())
+	}
+	c := resp.Cookies()[0]
+	firstEvent(t, get(t, srv.URL+"/dashboard/events", "Cookie", c.Name+"="+c.Value))
 }

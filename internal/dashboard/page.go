@@ -65,11 +65,16 @@ func securityHeaders(h http.Header, csp string) {
 }
 
 // servePage serves the dashboard to whoever may see it, else the login
-// form, or the page that says the dashboard needs admin_key.
+// form, or the page that says the dashboard needs admin_key. A GET with
+// ?token= is a login link (linkLogin).
 func (d *Dashboard) servePage(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET")
 		writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed", "method not allowed: use GET")
+		return
+	}
+	if r.Method == http.MethodGet && r.URL.Query().Has("token") {
+		d.linkLogin(w, r)
 		return
 	}
 	if d.auth.check(r) != nil {
@@ -80,19 +85,49 @@ func (d *Dashboard) servePage(w http.ResponseWriter, r *http.Request) {
 	w.Write(indexHTML)
 }
 
-// loginForm writes the login form with message, or the page that says the
-// dashboard needs admin_key (403) when there is none.
+// loginForm writes the login form with message; without an admin key, the
+// page that says to use the login link serve printed, or the one that says
+// the dashboard needs admin_key (403) when there is no link either.
 func (d *Dashboard) loginForm(w http.ResponseWriter, status int, message string) {
-	off := d.auth.adminKey == ""
+	linkOnly := d.auth.linkOnly()
+	off := d.auth.adminKey == "" && !linkOnly
 	if off {
 		status = http.StatusForbidden
 	}
 	securityHeaders(w.Header(), loginCSP)
 	w.WriteHeader(status)
 	loginPage.Execute(w, struct {
-		Off, Loopback   bool
-		Listen, Message string
-	}{off, d.auth.loopback, d.auth.listen, message})
+		Off, LinkOnly bool
+		Message       string
+	}{off, linkOnly, message})
+}
+
+// linkLogin logs in with a one-time login link (NewLoginToken): the token
+// is spent, the login cookie set, and the browser sent on to /dashboard,
+// so the token does not stay in its address bar or history. A token used
+// already or never issued counts against the client as a wrong admin key.
+func (d *Dashboard) linkLogin(w http.ResponseWriter, r *http.Request) {
+	var thr *auth.ThrottledError
+	if errors.As(d.auth.th.Check(r), &thr) {
+		w.Header().Set("Retry-After", api.RetryAfter(thr.RetryAfter))
+		d.loginForm(w, http.StatusTooManyRequests, "Too many wrong logins from your address: try again in "+api.RetryAfter(thr.RetryAfter)+" s.")
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Referrer-Policy", "no-referrer")
+	switch {
+	case d.auth.link.use(r.URL.Query().Get("token")):
+		d.auth.th.Succeed(r)
+		http.SetCookie(w, cookie(r, d.auth.token(time.Now().Add(cookieTTL)), int(cookieTTL/time.Second)))
+	case d.auth.check(r) == nil:
+		// Logged in already (an old link opened again): nothing to do.
+	default:
+		d.auth.th.Fail(r)
+		d.log.Warn("dashboard: login with a used or unknown login link", slog.String("remote", r.RemoteAddr))
+		d.loginForm(w, http.StatusUnauthorized, "This login link was used already or is not this gateway's: each link works once.")
+		return
+	}
+	http.Redirect(w, r, "/dashboard", http.StatusSeeOther)
 }
 
 // login checks the admin key posted by the form and sets the login cookie.
@@ -107,7 +142,7 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 		d.loginForm(w, http.StatusBadRequest, "The admin key never goes in a URL: type it in the form.")
 		return
 	}
-	if d.auth.open(r) {
+	if d.auth.open {
 		http.Redirect(w, r, "/dashboard", http.StatusSeeOther)
 		return
 	}

@@ -45,7 +45,7 @@ type view struct {
 	At      int64  `json:"at"`       // Unix milliseconds of the newest sample
 	WindowS int    `json:"window_s"` // the window asked for
 	SpanS   num    `json:"span_s"`   // the time the figures cover: the window, or less while the samples are younger
-	Auth    string `json:"auth"`     // "open" (loopback) or "login"
+	Auth    string `json:"auth"`     // "open" (dashboard.open) or "login"
 
 	OpenStreams      num `json:"open_streams"`
 	RequestsPerS     num `json:"requests_per_s"`

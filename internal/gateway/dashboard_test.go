@@ -32,35 +32,72 @@ func serveDashboard(t *testing.T, opts gateway.Options, grace time.Duration) (ur
 	return e.url, stop, e.gw
 }
 
-// The gateway mounts the dashboard and tells it where it listens: open on
-// loopback, a login form elsewhere.
-func TestDashboardMounted(t *testing.T) {
+// A gateway on loopback, reached by a loopback Host with no forwarding
+// header (what nginx's default proxy_pass http://127.0.0.1:PORT sends for
+// whoever is behind it), asks for a login: the page is the login form and
+// the live figures (spend per key) need the admin key.
+func TestDashboardAsksForLoginOnLoopback(t *testing.T) {
 	cfg := baseConfig()
 	cfg.AdminKey = "sk-admin"
 	url, _, _ := serveDashboard(t, gateway.Options{Config: cfg}, time.Second)
 	resp := do(t, "GET", url+"/dashboard", "", "")
 	page, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(page), `name="admin_key"`) || strings.Contains(string(page), "/dashboard/events") {
+		t.Errorf("loopback: got %d %.80q, want the login form", resp.StatusCode, page)
+	}
+	if resp := do(t, "GET", url+"/dashboard/events", "", ""); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("loopback events without login: got %d, want 401", resp.StatusCode)
+	}
+	resp = do(t, "GET", url+"/dashboard/events", "sk-admin", "")
+	line, err := firstData(resp)
+	if err != nil || !strings.Contains(line, `"model":"m-sim","route":"sim/sim-fast"`) {
+		t.Errorf("events with the admin key: got %q (%v), want the configured route m-sim sim/sim-fast", line, err)
+	}
+}
+
+// The gateway mounts the dashboard and tells it what the config says:
+// dashboard.open serves it with no credential asked.
+func TestDashboardMounted(t *testing.T) {
+	cfg := baseConfig()
+	cfg.AdminKey = "sk-admin"
+	cfg.Dashboard.Open = true
+	url, _, _ := serveDashboard(t, gateway.Options{Config: cfg}, time.Second)
+	resp := do(t, "GET", url+"/dashboard", "", "")
+	page, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != 200 || !strings.Contains(string(page), "/dashboard/events") {
-		t.Errorf("loopback: got %d %.80q, want the dashboard", resp.StatusCode, page)
+		t.Errorf("open: got %d %.80q, want the dashboard", resp.StatusCode, page)
 	}
 	resp = do(t, "GET", url+"/dashboard/events", "", "")
 	line, err := firstData(resp)
-	if err != nil || !strings.Contains(line, `"model":"m-sim","route":"sim/sim-fast"`) {
-		t.Errorf("loopback events: got %q (%v), want the configured route m-sim sim/sim-fast", line, err)
+	if err != nil || !strings.Contains(line, `"model":"m-sim","route":"sim/sim-fast"`) || !strings.Contains(line, `"auth":"open"`) {
+		t.Errorf("open events: got %.300q (%v), want the configured route m-sim sim/sim-fast, auth open", line, err)
 	}
+}
 
-	url, _, _ = serveDashboard(t, gateway.Options{Config: cfg, ListenAddr: "0.0.0.0:8080"}, time.Second)
-	resp = do(t, "GET", url+"/dashboard", "", "")
-	page, _ = io.ReadAll(resp.Body)
-	if !strings.Contains(string(page), `name="admin_key"`) {
-		t.Errorf("0.0.0.0: got %d %.80q, want the login form", resp.StatusCode, page)
+// A login link from the gateway logs a browser in once, over real HTTP.
+func TestDashboardLoginLink(t *testing.T) {
+	url, _, gw := serveDashboard(t, gateway.Options{Config: baseConfig()}, time.Second)
+	link := url + "/dashboard?token=" + gw.DashboardLoginToken()
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noRedirect.Get(link)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if resp := do(t, "GET", url+"/dashboard/events", "", ""); resp.StatusCode != http.StatusUnauthorized {
-		t.Errorf("0.0.0.0 events without login: got %d, want 401", resp.StatusCode)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/dashboard" || len(resp.Cookies()) != 1 {
+		t.Fatalf("the link: got %d to %q with cookies %v, want 303 to /dashboard and the login cookie", resp.StatusCode, resp.Header.Get("Location"), resp.Cookies())
 	}
-	resp = do(t, "GET", url+"/dashboard/events", "sk-admin", "")
-	if _, err := firstData(resp); err != nil {
-		t.Errorf("0.0.0.0 events with the admin key: %v", err)
+	c := resp.Cookies()[0]
+	line, err := firstData(do(t, "GET", url+"/dashboard/events", "", "", "Cookie", c.Name+"="+c.Value))
+	if err != nil || !strings.Contains(line, `"auth":"login"`) {
+		t.Errorf("events with the cookie: got %.200q (%v), want them, auth login", line, err)
+	}
+	if resp, err = noRedirect.Get(link); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || len(resp.Cookies()) != 0 {
+		t.Errorf("the link again: got %d with cookies %v, want 401 and none", resp.StatusCode, resp.Cookies())
 	}
 }
 
@@ -73,7 +110,7 @@ func TestWrongAdminKeysThrottled(t *testing.T) {
 	cfg.AdminKey = "sk-admin"
 	frozen := time.Now() // the wait never runs out during the test
 	th := auth.NewThrottleClock(func() time.Time { return frozen })
-	url, _, _ := serveDashboard(t, gateway.Options{Config: cfg, ListenAddr: "0.0.0.0:8080", Throttle: th}, time.Second)
+	url, _, _ := serveDashboard(t, gateway.Options{Config: cfg, Throttle: th}, time.Second)
 	for i := 1; i <= auth.ThrottleFree; i++ {
 		resp := do(t, "GET", url+"/admin/keys", fmt.Sprintf("sk-guess-%d", i), "")
 		resp.Body.Close()
@@ -116,7 +153,9 @@ func firstData(resp *http.Response) (string, error) {
 // An open dashboard page does not hold the drain: its event stream ends
 // when shutdown begins, not after the grace period.
 func TestDashboardDoesNotHoldDrain(t *testing.T) {
-	url, stop, gw := serveDashboard(t, gateway.Options{Config: baseConfig()}, 10*time.Minute)
+	cfg := baseConfig()
+	cfg.Dashboard.Open = true
+	url, stop, gw := serveDashboard(t, gateway.Options{Config: cfg}, 10*time.Minute)
 	// A page that stays: no client timeout before the test's own.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -188,7 +227,7 @@ func TestDashboardBrowser(t *testing.T) {
 	cfg.Timeouts.Idle = config.Duration(5 * time.Second)
 	cfg.Models = append(cfg.Models, config.Model{Name: "m-slow", Routes: []config.Route{{Provider: "sim", Model: "sim-fast"}},
 		Price: config.Price{Input: 3, Output: 15}})
-	url, stop, _ := serveDashboard(t, gateway.Options{Config: cfg, Recorder: w,
+	url, stop, gw := serveDashboard(t, gateway.Options{Config: cfg, Recorder: w,
 		Report: func(ctx context.Context, q usage.ReportQuery) ([]usage.ReportRow, error) {
 			return usage.Report(ctx, store, q)
 		}}, time.Second)
@@ -235,8 +274,12 @@ func TestDashboardBrowser(t *testing.T) {
 		return f.TTFT !== "–" && parseFloat(f.TPS) > 0 && parseInt(f.Open) > 0 &&
 			document.querySelector('#cost-key tr[data-group="dev"]') !== null && f;
 	})()`
-	if err := chromedp.Do(browser, chromedp.Navigate(url+"/dashboard")); err != nil {
+	// Logged in by a login link, as `streamgate serve` prints one.
+	if err := chromedp.Do(browser, chromedp.Navigate(url+"/dashboard?token="+gw.DashboardLoginToken())); err != nil {
 		t.Fatalf("open the dashboard: %v", err)
+	}
+	if loc, err := chromedp.Run(browser, chromedp.Location()); err != nil || strings.Contains(loc, "token") {
+		t.Errorf("got location %q (%v), want /dashboard without the token", loc, err)
 	}
 	f, err := chromedp.Run(browser, chromedp.Poll[figures](read, chromedp.WithPollingTimeout(45*time.Second)))
 	if err != nil {
@@ -328,7 +371,7 @@ func openBrowser(t *testing.T, ctx context.Context) (browser context.Context, pa
 	}
 }
 
-// Off loopback in a real browser: the login form, the admin key typed in,
+// In a real browser: the login form, the admin key typed in,
 // and the dashboard live behind its cookie; logout brings the form back.
 func TestDashboardBrowserLogin(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -336,7 +379,7 @@ func TestDashboardBrowserLogin(t *testing.T) {
 	browser, pageErrors := openBrowser(t, ctx)
 	cfg := baseConfig()
 	cfg.AdminKey = "sk-admin-browser"
-	url, _, _ := serveDashboard(t, gateway.Options{Config: cfg, ListenAddr: "0.0.0.0:8080"}, time.Second)
+	url, _, _ := serveDashboard(t, gateway.Options{Config: cfg}, time.Second)
 
 	if err := chromedp.Do(browser,
 		chromedp.Navigate(url+"/dashboard"),

@@ -89,10 +89,6 @@ type Options struct {
 	// Tracer makes a span per chat, messages and embeddings request and one
 	// per upstream attempt (trace.go); nil: no tracing, and no cost.
 	Tracer trace.Tracer
-	// ListenAddr is the address the gateway listens on (HOST:PORT): on a
-	// loopback address /dashboard is open without login, elsewhere it needs
-	// the admin key. "": not loopback.
-	ListenAddr string
 	// Report totals the usage ledger (usage.Report on its store), for the
 	// dashboard's cost of the day and GET /admin/usage; nil: the dashboard
 	// shows no cost and /admin/usage answers 404 usage_ledger_off.
@@ -303,7 +299,7 @@ func New(opts Options) (*Gateway, error) {
 	if g.throttle == nil {
 		g.throttle = auth.NewThrottle()
 	}
-	g.dash = dashboard.New(dashboard.Options{Gatherer: g.reg, ListenAddr: opts.ListenAddr, AdminKey: cfg.AdminKey,
+	g.dash = dashboard.New(dashboard.Options{Gatherer: g.reg, Open: cfg.Dashboard.Open, AdminKey: cfg.AdminKey,
 		Throttle: g.throttle, Report: opts.Report, Logger: g.log})
 	g.mux = g.routesTable()
 	return g, nil
@@ -436,6 +432,10 @@ func (g *Gateway) Close() error {
 
 // Metrics returns the gateway's collectors.
 func (g *Gateway) Metrics() *metrics.Metrics { return g.m }
+
+// DashboardLoginToken returns a fresh one-time login token of /dashboard:
+// GET /dashboard?token=<it> logs a browser in once (dashboard.NewLoginToken).
+func (g *Gateway) DashboardLoginToken() string { return g.dash.NewLoginToken() }
 
 // errShutdown is the cause of requests cancelled after the grace period.
 var errShutdown = errors.New("server shutting down")

@@ -112,8 +112,7 @@ func serve(t *testing.T, cfg *config.Config, grace time.Duration) (e *env, stop 
 }
 
 // serveWith is serve with opts: keep-alives off; by default a recorder
-// (e.rec), a discarding logger, and the loopback port as ListenAddr (the
-// dashboard is then open without login).
+// (e.rec) and a discarding logger.
 func serveWith(t *testing.T, opts gateway.Options, grace time.Duration) (e *env, stop func() error) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -127,9 +126,6 @@ func serveWith(t *testing.T, opts gateway.Options, grace time.Duration) (e *env,
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	if opts.ListenAddr == "" {
-		opts.ListenAddr = ln.Addr().String()
 	}
 	opts.KeepAlive = -1
 	gw, err := gateway.New(opts)
