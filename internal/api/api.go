@@ -155,7 +155,8 @@ func (m Message) Parts() ([]ContentPart, error) {
 	if json.Unmarshal(m.Content, &s) == nil {
 		return []ContentPart{{Type: "text", Text: s}}, nil
 	}
-	var parts []ContentPart
+	// Made at its length first: decoding would grow it ~1.25x at a time.
+	parts := make([]ContentPart, 0, countElements(m.Content))
 	if err := json.Unmarshal(m.Content, &parts); err != nil {
 		return nil, errors.New("content must be a string, an array of content parts or null")
 	}

@@ -13,6 +13,11 @@ type Config struct {
 	Database string   `yaml:"database"` // sqlite://PATH or postgres://...
 	Timeouts Timeouts `yaml:"timeouts"`
 	MaxBody  int64    `yaml:"max_body_bytes"` // request body limit; default 10 MiB
+	// MaxDecodingBytes bounds the request bytes the gateway reads and
+	// decodes at once, over all requests: a body larger than 64 KiB waits
+	// for room (up to 1 s) and is then refused with 503 and Retry-After.
+	// Default 32 MiB; at least max_body_bytes.
+	MaxDecodingBytes int64 `yaml:"max_decoding_bytes"`
 	// KeepAlive is the interval of SSE keep-alive comments while a stream
 	// waits: for its first token, and in a long gap mid-stream (a thinking
 	// model), so that idle timeouts of load balancers do not end it.
@@ -45,6 +50,13 @@ type Timeouts struct {
 	// send_timeout): a client that does not read for this long is gone;
 	// default 30s, 0 is off.
 	ClientWrite Duration `yaml:"client_write"`
+	// RequestBody bounds reading a request's body, from the end of its
+	// headers (net/http's ReadTimeout, nginx's client_body_timeout): a
+	// client that drips its body is answered 408 and its connection
+	// closed; default 60s, 0 is off. A request refused before its body is
+	// read (no key, a wrong key, a body over max_body_bytes) is answered
+	// at once, its body left unread and its connection closed.
+	RequestBody Duration `yaml:"request_body"`
 }
 
 // Dashboard is the `dashboard:` block of the live dashboard at /dashboard.

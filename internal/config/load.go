@@ -34,12 +34,19 @@ const (
 	// DefaultClientWrite bounds a write to a stream's client (issue 22: a
 	// client reading 1 byte/s held its stream and its upstream for good).
 	DefaultClientWrite = 30 * time.Second
+	// DefaultRequestBody bounds reading a request body (issue 22: a client
+	// dripping its body held a connection for good).
+	DefaultRequestBody = 60 * time.Second
+	// DefaultMaxDecodingBytes bounds the request bytes being read and
+	// decoded at once (issue 22: 8 large bodies at once peaked at 2.8 GiB).
+	DefaultMaxDecodingBytes = 32 << 20
 )
 
 // New returns a Config holding only the built-in defaults: listen
 // 127.0.0.1:8080, database sqlite://streamgate.db, timeouts connect 5s,
 // first_token 30s, idle 30s, total 30m, non_stream 10m, client_write 30s,
-// max_body_bytes 10 MiB. It has no
+// request_body 60s, max_body_bytes 10 MiB (max_decoding_bytes is left to
+// SetDefaults, as it follows max_body_bytes). It has no
 // providers, keys or models, so it does not validate on its own.
 func New() *Config {
 	return &Config{
@@ -52,6 +59,7 @@ func New() *Config {
 			Total:       Duration(DefaultTotal),
 			NonStream:   Duration(600e9),
 			ClientWrite: Duration(DefaultClientWrite),
+			RequestBody: Duration(DefaultRequestBody),
 		},
 		MaxBody:   DefaultMaxBody,
 		KeepAlive: Duration(DefaultKeepAlive),
@@ -59,7 +67,7 @@ func New() *Config {
 }
 
 // SetDefaults fills the values left empty in c: Listen, Database, a zero
-// MaxBody, and each model's Strategy ("fallback") and ContextPolicy
+// MaxBody and MaxDecodingBytes (at least MaxBody), and each model's Strategy ("fallback") and ContextPolicy
 // ("reject"); so "max_body_bytes: 0" means the default, not "no limit". It never changes Timeouts, because a zero
 // timeout means "off"; start from New to get the default timeouts. Load
 // calls it; call it on a Config built in code before Validate.
@@ -72,6 +80,9 @@ func (c *Config) SetDefaults() {
 	}
 	if c.MaxBody == 0 {
 		c.MaxBody = DefaultMaxBody
+	}
+	if c.MaxDecodingBytes == 0 {
+		c.MaxDecodingBytes = max(DefaultMaxDecodingBytes, c.MaxBody)
 	}
 	for i := range c.Models {
 		m := &c.Models[i]

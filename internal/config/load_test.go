@@ -49,10 +49,10 @@ func TestLoadSpecExample(t *testing.T) {
 		t.Fatalf("Load: %v", err)
 	}
 	want := &Config{
-		Listen:    "127.0.0.1:8080",
-		Database:  "sqlite://streamgate.db",
-		Timeouts:  Timeouts{Connect: Duration(5 * time.Second), FirstToken: Duration(30 * time.Second), Idle: Duration(30 * time.Second), NonStream: Duration(10 * time.Minute), ClientWrite: Duration(30 * time.Second)}, // spec.yaml: total: 0s
-		MaxBody:   10 << 20,
+		Listen:   "127.0.0.1:8080",
+		Database: "sqlite://streamgate.db",
+		Timeouts: Timeouts{Connect: Duration(5 * time.Second), FirstToken: Duration(30 * time.Second), Idle: Duration(30 * time.Second), NonStream: Duration(10 * time.Minute), ClientWrite: Duration(30 * time.Second), RequestBody: Duration(time.Minute)}, // spec.yaml: total: 0s
+		MaxBody:  10 << 20, MaxDecodingBytes: 32 << 20,
 		KeepAlive: Duration(15 * time.Second),
 		Providers: []Provider{
 			{Name: "openai", Kind: "openai", BaseURL: "https://api.openai.com/v1", APIKey: "sk-proj-0123456789abcdef"},
@@ -170,7 +170,7 @@ func TestParseShapeErrors(t *testing.T) {
 		{
 			name: "unknown top-level field",
 			yaml: base + "listn: 127.0.0.1:1\n",
-			want: []string{`t.yaml:3: listn: unknown field "listn" (known fields: admin_key, dashboard, database, keepalive, keys, limits, listen, max_body_bytes, models, otel, providers, redis, timeouts)`},
+			want: []string{`t.yaml:3: listn: unknown field "listn" (known fields: admin_key, dashboard, database, keepalive, keys, limits, listen, max_body_bytes, max_decoding_bytes, models, otel, providers, redis, timeouts)`},
 		},
 		{
 			name: "dashboard block: unknown field",
@@ -345,13 +345,15 @@ func TestDefaultsAndOverrides(t *testing.T) {
 		{"database default", base, nil, func(c *Config) (any, any) { return c.Database, "sqlite://streamgate.db" }},
 		{"max body default", base, nil, func(c *Config) (any, any) { return c.MaxBody, int64(10 << 20) }},
 		{"max body 0 means default", base + "max_body_bytes: 0\n", nil, func(c *Config) (any, any) { return c.MaxBody, int64(10 << 20) }},
+		{"max decoding default", base, nil, func(c *Config) (any, any) { return c.MaxDecodingBytes, int64(32 << 20) }},
+		{"max decoding follows a larger max body", base + "max_body_bytes: 100000000\n", nil, func(c *Config) (any, any) { return c.MaxDecodingBytes, int64(100000000) }},
 		{"strategy default", base, nil, func(c *Config) (any, any) { return c.Models[0].Strategy, "fallback" }},
 		{"context policy default", base, nil, func(c *Config) (any, any) { return c.Models[0].ContextPolicy, "reject" }},
 		{"timeouts default", base, nil, func(c *Config) (any, any) {
-			return c.Timeouts, Timeouts{Connect: Duration(5 * time.Second), FirstToken: Duration(30 * time.Second), Idle: Duration(30 * time.Second), Total: Duration(30 * time.Minute), NonStream: Duration(10 * time.Minute), ClientWrite: Duration(30 * time.Second)}
+			return c.Timeouts, Timeouts{Connect: Duration(5 * time.Second), FirstToken: Duration(30 * time.Second), Idle: Duration(30 * time.Second), Total: Duration(30 * time.Minute), NonStream: Duration(10 * time.Minute), ClientWrite: Duration(30 * time.Second), RequestBody: Duration(time.Minute)}
 		}},
 		{"one timeout set keeps the others", base + "timeouts: {first_token: 2s}\n", nil, func(c *Config) (any, any) {
-			return c.Timeouts, Timeouts{Connect: Duration(5 * time.Second), FirstToken: Duration(2 * time.Second), Idle: Duration(30 * time.Second), Total: Duration(30 * time.Minute), NonStream: Duration(10 * time.Minute), ClientWrite: Duration(30 * time.Second)}
+			return c.Timeouts, Timeouts{Connect: Duration(5 * time.Second), FirstToken: Duration(2 * time.Second), Idle: Duration(30 * time.Second), Total: Duration(30 * time.Minute), NonStream: Duration(10 * time.Minute), ClientWrite: Duration(30 * time.Second), RequestBody: Duration(time.Minute)}
 		}},
 		{"explicit 0s turns a timeout off", base + "timeouts: {idle: 0s}\n", nil, func(c *Config) (any, any) { return c.Timeouts.Idle.D(), time.Duration(0) }},
 		{"explicit 0s turns total off", base + "timeouts: {total: 0s}\n", nil, func(c *Config) (any, any) { return c.Timeouts.Total.D(), time.Duration(0) }},

@@ -48,8 +48,14 @@ func (c *Config) Validate() error {
 	v.nonNegative("timeouts.total", c.Timeouts.Total)
 	v.nonNegative("timeouts.client_write", c.Timeouts.ClientWrite)
 	v.nonNegative("timeouts.non_stream", c.Timeouts.NonStream)
+	v.nonNegative("timeouts.request_body", c.Timeouts.RequestBody)
 	if c.MaxBody < 0 {
 		v.add("max_body_bytes", "must not be negative, got %d", c.MaxBody)
+	}
+	if c.MaxDecodingBytes < 0 {
+		v.add("max_decoding_bytes", "must not be negative, got %d", c.MaxDecodingBytes)
+	} else if c.MaxDecodingBytes > 0 && c.MaxDecodingBytes < c.MaxBody {
+		v.add("max_decoding_bytes", "must be at least max_body_bytes (%d), got %d: a body of the largest size allowed could never be read", c.MaxBody, c.MaxDecodingBytes)
 	}
 	v.nonNegative("keepalive", c.KeepAlive)
 	if c.Limits.MaxStreams < 0 {

@@ -94,6 +94,8 @@ func TestValidateEachProblem(t *testing.T) {
 		{"total negative", func(c *Config) { c.Timeouts.Total = Duration(-time.Minute) }, "timeouts.total: must not be negative, got -1m0s"},
 		{"client_write negative", func(c *Config) { c.Timeouts.ClientWrite = Duration(-time.Second) }, "timeouts.client_write: must not be negative, got -1s"},
 		{"max body negative", func(c *Config) { c.MaxBody = -1 }, "max_body_bytes: must not be negative, got -1"},
+		{"max decoding below max body", func(c *Config) { c.MaxDecodingBytes = 1000 }, "max_decoding_bytes: must be at least max_body_bytes (10485760), got 1000: a body of the largest size allowed could never be read"},
+		{"request body timeout negative", func(c *Config) { c.Timeouts.RequestBody = -1 }, "timeouts.request_body: must not be negative, got -1ns"},
 		{"no providers", func(c *Config) {
 			c.Providers = nil
 			c.Models[0].Routes = c.Models[0].Routes[:0:0]

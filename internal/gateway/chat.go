@@ -6,12 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"reflect"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/streamgate/streamgate/internal/admit"
@@ -40,13 +40,25 @@ type call struct {
 	// client's dialect; nil leaves it as it is.
 	reshape func([]byte) ([]byte, error)
 	release func() // gives back the admission slot; nil when none was taken
-	tpmKey  string // the key whose tokens count against its TPM; "" none
+	// decoding gives back the request's room in the decoding budget once
+	// its first upstream body is built (provider.Request.Built), or at
+	// finish; nil when it took none.
+	decoding     func()
+	decodingDone atomic.Bool
+	tpmKey       string // the key whose tokens count against its TPM; "" none
 	// reservation holds the request's estimated cost against its key's
 	// budget until finish settles it; nil without a budget.
 	reservation *budget.Reservation
 	tr          *reqTrace // the request's spans; nil: tracing off
 	// smoothing is a stream's smoothing max delay (see smoothingOf); 0 is off.
 	smoothing time.Duration
+}
+
+// decoded gives back the call's room in the decoding budget, once.
+func (c *call) decoded() {
+	if c.decoding != nil && c.decodingDone.CompareAndSwap(false, true) {
+		c.decoding()
+	}
 }
 
 // newCall returns a call on the heap: kept out of the handler's frame, which
@@ -128,13 +140,24 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, c *call, parse p
 	}
 	c.entry.KeyID = principal.KeyID
 
-	// Parse and validate.
+	// Parse and validate, within the decoding budget.
+	release, err := g.decodeSlot(r)
+	if err != nil {
+		g.reject(w, r, c, err)
+		return nil, nil
+	}
+	c.decoding = release // nil: a body that takes no room
 	req, name, err := parse(w, r)
 	if err != nil {
 		g.reject(w, r, c, err)
 		return nil, nil
 	}
 	c.entry.Model, c.entry.Stream = name, req.Stream
+	if release != nil {
+		// The room is held until the first upstream body is built: a
+		// translating adapter's structures cost more than the decoding.
+		req.Built = c.decoded
+	}
 	model, ok := g.cfg.Model(name)
 	if !ok {
 		g.reject(w, r, c, unknownModel(name))
@@ -624,32 +647,6 @@ func (g *Gateway) parseEmbeddings(w http.ResponseWriter, r *http.Request) (*prov
 	return &provider.Request{Body: body}, e.Model, nil
 }
 
-// readBody reads the request body within the size limit.
-func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	var body []byte
-	var err error
-	if n := r.ContentLength; n > 0 && n <= g.maxBody {
-		// The length is known: one allocation of the right size instead of
-		// ReadAll's doubling.
-		body = make([]byte, n)
-		_, err = io.ReadFull(r.Body, body)
-	} else {
-		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, g.maxBody))
-	}
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return nil, err
-		}
-		return nil, invalid("", "read request body: %v", err)
-	}
-	// Closed once read: net/http then need not probe for an unread rest
-	// when the headers are written, a deep call that would otherwise double
-	// the stream goroutine's stack (8 to 16 KiB) for the stream's life.
-	r.Body.Close()
-	return body, nil
-}
-
 // decodeObject decodes a JSON object body into v.
 func decodeObject(body []byte, v any) error {
 	if err := json.Unmarshal(body, v); err != nil {
@@ -665,6 +662,10 @@ func decodeObject(body []byte, v any) error {
 // decodeError turns a json.Unmarshal error into the client's error: the
 // field and the JSON it must be, in JSON's words, never Go's type names.
 func decodeError(err error) error {
+	var many *api.TooManyError
+	if errors.As(err, &many) {
+		return invalid(many.Field, "%v", many)
+	}
 	var te *json.UnmarshalTypeError
 	if !errors.As(err, &te) {
 		var se *json.SyntaxError
@@ -761,6 +762,7 @@ func (g *Gateway) finish(c *call) {
 	if c.release != nil {
 		c.release()
 	}
+	c.decoded()
 	in, out, source := c.bill.in, c.bill.out, c.bill.source()
 	cost := 0.0
 	label := "" // only configured model names become label values

@@ -83,12 +83,20 @@ func statusOf(err error) httpError {
 		rle      *rateLimitError
 		thr      *auth.ThrottledError
 		exceeded *budget.Exceeded
+		busy     *decodeBusyError
+		slow     *bodyTimeoutError
 	)
 	switch {
 	case errors.As(err, &long):
 		return e(http.StatusBadRequest, "invalid_request_error", "context_length_exceeded", "messages")
 	case errors.As(err, &inv):
 		return e(http.StatusBadRequest, "invalid_request_error", "invalid_request", inv.param)
+	case errors.As(err, &busy):
+		h := e(http.StatusServiceUnavailable, "server_error", "gateway_busy", "")
+		h.retryAfter = time.Second
+		return h
+	case errors.As(err, &slow):
+		return e(http.StatusRequestTimeout, "invalid_request_error", "request_body_timeout", "")
 	case errors.As(err, &tooLarge):
 		return httpError{status: http.StatusRequestEntityTooLarge, body: api.NewError("invalid_request_error", "request_too_large", "",
 			fmt.Sprintf("request body too large: the limit is %d bytes", tooLarge.Limit))}
@@ -251,7 +259,8 @@ func outcomeOf(err error, status int) string {
 		errors.Is(err, provider.ErrTotalTimeout), errors.Is(err, provider.ErrResponseTimeout), errors.Is(err, errShutdown):
 		return usage.OutcomeTimeout
 	case status == http.StatusBadRequest || status == http.StatusUnauthorized || status == http.StatusForbidden ||
-		status == http.StatusNotFound || status == http.StatusMethodNotAllowed || status == http.StatusRequestEntityTooLarge:
+		status == http.StatusNotFound || status == http.StatusMethodNotAllowed || status == http.StatusRequestEntityTooLarge ||
+		status == http.StatusRequestTimeout:
 		var perr *provider.Error
 		if errors.As(err, &perr) {
 			return usage.OutcomeUpstreamError // a 4xx the upstream gave
@@ -370,5 +379,6 @@ func isAdmission(err error) bool {
 	var full *admit.Full
 	var rle *rateLimitError
 	var ex *budget.Exceeded
-	return errors.As(err, &full) || errors.As(err, &rle) || errors.As(err, &ex)
+	var busy *decodeBusyError
+	return errors.As(err, &full) || errors.As(err, &rle) || errors.As(err, &ex) || errors.As(err, &busy)
 }

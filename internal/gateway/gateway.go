@@ -132,6 +132,8 @@ type Gateway struct {
 	keepAlive   time.Duration  // 0: none
 	idle        time.Duration
 	maxBody     int64
+	bodyTimeout time.Duration // timeouts.request_body; 0: none
+	decoding    *decodeBudget // max_decoding_bytes
 	mux         *http.ServeMux
 	created     int64
 
@@ -173,6 +175,7 @@ func New(opts Options) (*Gateway, error) {
 		keepAlive:   opts.KeepAlive,
 		idle:        opts.IdleTimeout,
 		maxBody:     cfg.MaxBody,
+		bodyTimeout: cfg.Timeouts.RequestBody.D(),
 		created:     time.Now().Unix(),
 	}
 	if g.rec == nil {
@@ -220,6 +223,11 @@ func New(opts Options) (*Gateway, error) {
 	if g.maxBody <= 0 {
 		g.maxBody = DefaultMaxBody
 	}
+	decoding := cfg.MaxDecodingBytes
+	if decoding <= 0 {
+		decoding = max(config.DefaultMaxDecodingBytes, g.maxBody)
+	}
+	g.decoding = newDecodeBudget(max(decoding, g.maxBody))
 	if g.idle <= 0 {
 		g.idle = DefaultIdleTimeout
 	}

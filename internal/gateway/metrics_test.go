@@ -59,7 +59,7 @@ var allowedValues = map[string][]string{
 		"failed"}, // continuations (and ok)
 	"kind":  {"input", "output"},
 	"stage": {"request", "chunk"},
-	"scope": {"gateway", "key", "rpm", "tpm", "budget"},
+	"scope": {"gateway", "key", "rpm", "tpm", "budget", "decoding"},
 }
 
 // Labels that Prometheus adds to every scraped series (the target's), which

@@ -59,7 +59,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer g.handlers.Done()
 	info := &reqInfo{id: requestID(r), start: time.Now()}
 	w.Header().Set(HeaderRequestID, info.id)
-	sw := &statusWriter{ResponseWriter: w}
+	// An HTTP/1 request's body is unread until readBody reads it (HTTP/2
+	// resets a stream whose body is left unread, and a "Connection: close"
+	// there would end every stream of the connection).
+	sw := &statusWriter{ResponseWriter: w, unread: r.ProtoMajor == 1 && r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody}
 	r = r.WithContext(context.WithValue(r.Context(), infoKey{}, info))
 	if r.URL.Path == "/v1/chat/completions" {
 		// What the mux would choose, without its frames under every stream.
@@ -159,15 +162,21 @@ func newRequestID() string {
 }
 
 // statusWriter remembers the status written. It implements Unwrap so that
-// http.ResponseController (used by the SSE writer) still reaches Flush.
+// http.ResponseController (used by the SSE writer) still reaches Flush. A
+// reply written while the request's body is unread (see readBody) is the
+// connection's last (closeUnread).
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	unread bool // the request has a body not yet read to its end
 }
 
 func (w *statusWriter) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
+		if w.unread {
+			closeUnread(w.ResponseWriter)
+		}
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
@@ -175,6 +184,9 @@ func (w *statusWriter) WriteHeader(code int) {
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
+		if w.unread {
+			closeUnread(w.ResponseWriter)
+		}
 	}
 	return w.ResponseWriter.Write(b)
 }

@@ -87,10 +87,13 @@ const (
 	ScopeRPM     = "rpm"     // a key's requests per minute
 	ScopeTPM     = "tpm"     // a key's tokens per minute
 	ScopeBudget  = "budget"  // a key's budget spent
+	// ScopeDecoding: max_decoding_bytes of large request bodies were being
+	// read and decoded already.
+	ScopeDecoding = "decoding"
 )
 
 // AdmissionScopes is every scope of streamgate_admission_rejected_total.
-var AdmissionScopes = []string{ScopeGateway, ScopeKey, ScopeRPM, ScopeTPM, ScopeBudget}
+var AdmissionScopes = []string{ScopeGateway, ScopeKey, ScopeRPM, ScopeTPM, ScopeBudget, ScopeDecoding}
 
 // knownRequests are the code and outcome pairs of streamgate_requests_total
 // a route has whatever happens to it, created at 0 by Known; other codes (a

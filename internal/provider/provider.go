@@ -91,6 +91,12 @@ type Request struct {
 	// Header holds other request headers to forward (X-Sim-* faults). Nil
 	// means none.
 	Header http.Header
+	// Built, when not nil, is called by Caller.Post once the upstream body
+	// is built, as it is sent, for each upstream call (it may be called
+	// more than once, and from several goroutines for a hedge): the
+	// gateway bounds the memory of requests being decoded and translated
+	// at once with it (max_decoding_bytes).
+	Built func()
 }
 
 // Sentinels wrapped by the errors adapters and the relay return; the gateway
@@ -328,6 +334,9 @@ func (c *Caller) Post(ctx context.Context, req *Request, url string, body []byte
 	}
 	for k, v := range c.Header {
 		hr.Header[k] = v
+	}
+	if req.Built != nil {
+		req.Built()
 	}
 	resp, err := c.RT.RoundTrip(hr)
 	if err != nil {

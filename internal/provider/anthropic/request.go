@@ -45,6 +45,8 @@ type request struct {
 	OutputConfig  *outputConfig `json:"output_config,omitempty"`
 	Metadata      *metadata     `json:"metadata,omitempty"`
 	Stream        bool          `json:"stream"`
+
+	pending []turn // turns of messages before mergeTurns
 }
 
 type turn struct {
@@ -200,6 +202,7 @@ func checkUnsupported(x *extra) error {
 // messages translates the conversation: system and developer messages into
 // the top-level system, the rest into alternating user and assistant turns.
 func (out *request) messages(msgs []api.Message) error {
+	out.pending = make([]turn, 0, len(msgs))
 	for i, m := range msgs {
 		path := fmt.Sprintf("messages[%d]", i)
 		switch m.Role {
@@ -251,46 +254,83 @@ func (out *request) messages(msgs []api.Message) error {
 			return invalid(path+".role", "unknown role %q (want system, developer, user, assistant or tool)", m.Role)
 		}
 	}
+	out.mergeTurns()
+	out.toolResultsFirst()
 	return nil
 }
 
-// add appends blocks as a turn of role, merged into the previous turn when
-// it has the same role: the API wants user and assistant turns to
-// alternate. In a user turn tool_result blocks go first, as the API
-// requires of the turn that answers tool calls. A message without blocks
-// (empty text) adds nothing.
+// add appends blocks as a turn of role. Consecutive turns of the same role
+// are merged afterwards, by mergeTurns: the API wants user and assistant
+// turns to alternate. A message without blocks (empty text) adds nothing.
 func (out *request) add(role string, blocks []block) {
-	if len(blocks) == 0 {
-		return
+	if len(blocks) > 0 {
+		out.pending = append(out.pending, turn{Role: role, Content: blocks})
 	}
-	n := len(out.Messages)
-	if n == 0 || out.Messages[n-1].Role != role {
-		out.Messages = append(out.Messages, turn{Role: role})
-		n++
+}
+
+// mergeTurns makes out.Messages of the pending turns, each run of one role
+// merged into one turn made at its final length: appending message after
+// message to a turn grew it ~1.25x at a time, five times its final size
+// for a long run (issue 22). A turn of one message keeps its blocks.
+func (out *request) mergeTurns() {
+	p := out.pending
+	n := 0
+	for i := range p {
+		if i == 0 || p[i].Role != p[i-1].Role {
+			n++
+		}
 	}
-	t := &out.Messages[n-1]
-	t.Content = append(t.Content, blocks...)
-	if role == "user" {
+	out.Messages = make([]turn, 0, n)
+	for i := 0; i < len(p); {
+		j, size := i+1, len(p[i].Content)
+		for ; j < len(p) && p[j].Role == p[i].Role; j++ {
+			size += len(p[j].Content)
+		}
+		t := p[i]
+		if j > i+1 {
+			t.Content = make([]block, 0, size)
+			for _, q := range p[i:j] {
+				t.Content = append(t.Content, q.Content...)
+			}
+		}
+		out.Messages = append(out.Messages, t)
+		i = j
+	}
+	out.pending = nil
+}
+
+// toolResultsFirst puts the tool_result blocks of each user turn before
+// its other blocks, keeping the order within each kind, as the API
+// requires of the turn that answers tool calls. Once for the whole
+// conversation: sorting in add, per message merged, was quadratic in a
+// turn's length (issue 22: a body of 300,000 user messages never ended).
+func (out *request) toolResultsFirst() {
+	for i := range out.Messages {
+		t := &out.Messages[i]
+		if t.Role != "user" {
+			continue
+		}
 		results := 0
 		for _, b := range t.Content {
 			if b.Type == "tool_result" {
 				results++
 			}
 		}
-		if results > 0 && results < len(t.Content) {
-			sorted := make([]block, 0, len(t.Content))
-			for _, b := range t.Content {
-				if b.Type == "tool_result" {
-					sorted = append(sorted, b)
-				}
-			}
-			for _, b := range t.Content {
-				if b.Type != "tool_result" {
-					sorted = append(sorted, b)
-				}
-			}
-			t.Content = sorted
+		if results == 0 || results == len(t.Content) {
+			continue
 		}
+		sorted := make([]block, 0, len(t.Content))
+		for _, b := range t.Content {
+			if b.Type == "tool_result" {
+				sorted = append(sorted, b)
+			}
+		}
+		for _, b := range t.Content {
+			if b.Type != "tool_result" {
+				sorted = append(sorted, b)
+			}
+		}
+		t.Content = sorted
 	}
 }
 
@@ -299,7 +339,7 @@ func userBlocks(m api.Message, path string) ([]block, error) {
 	if err != nil {
 		return nil, invalid(path+".content", "%v", err)
 	}
-	var blocks []block
+	blocks := make([]block, 0, len(parts)) // 160 bytes a block: grown, it cost 5x that
 	for j, p := range parts {
 		b, err := partBlock(p, fmt.Sprintf("%s.content[%d]", path, j))
 		if err != nil {
@@ -432,6 +472,9 @@ func (out *request) sampling(chat *api.ChatRequest, x *extra) error {
 
 // tools translates the function tools and tool_choice.
 func (out *request) tools(chat *api.ChatRequest) error {
+	if len(chat.Tools) > 0 {
+		out.Tools = make([]tool, 0, len(chat.Tools))
+	}
 	for i, t := range chat.Tools {
 		if t.Type != "" && t.Type != "function" {
 			return unsupported(fmt.Sprintf("tools[%d].type", i), fmt.Sprintf("a tool of type %q", t.Type))
