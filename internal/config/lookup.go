@@ -1,5 +1,7 @@
 package config
 
+import "github.com/streamgate/streamgate/internal/usd"
+
 // index maps names to positions in a Config's slices, built by prepare at
 // the end of Load/Parse/Default so per-request lookups are O(1).
 type index struct {
@@ -91,9 +93,13 @@ func (c *Config) Price(model string) (p Price, ok bool) {
 	return m.Price, true
 }
 
-// Cost returns the USD cost of input and output tokens at p.
+// Cost returns the USD cost of input and output tokens at p, in
+// [0, usd.Max] ($1e9) whatever the counts and prices: a count ≤ 0 or a price
+// that is not positive (NaN included) adds nothing, and a cost past $1e9
+// (+Inf included) is $1e9, so that no cost the ledger, the metrics or a
+// budget counts is +Inf, NaN or negative.
 func (p Price) Cost(inputTokens, outputTokens int64) float64 {
-	return (float64(inputTokens)*p.Input + float64(outputTokens)*p.Output) / 1e6
+	return usd.Cost(inputTokens, p.Input, outputTokens, p.Output)
 }
 
 // Allows reports whether k may use the model called model: a key with no

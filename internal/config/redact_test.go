@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -199,10 +200,35 @@ func TestLookups(t *testing.T) {
 	}
 }
 
+// TestPriceCost: a cost is a number of USD in [0, $1e9] whatever the token
+// counts and prices: never +Inf (which the ledger, the metrics and JSON
+// reports would keep for ever), NaN or negative.
 func TestPriceCost(t *testing.T) {
-	p := Price{Input: 2, Output: 8}
-	if got, want := p.Cost(1_000_000, 500_000), 6.0; got != want {
-		t.Errorf("Cost: got %v, want %v", got, want)
+	inf, huge := math.Inf(1), math.MaxFloat64
+	tests := []struct {
+		name    string
+		p       Price
+		in, out int64
+		want    float64
+	}{
+		{"plain", Price{Input: 2, Output: 8}, 1_000_000, 500_000, 6},
+		{"no tokens", Price{Input: 2, Output: 8}, 0, 0, 0},
+		{"MaxInt64 tokens", Price{Input: 2, Output: 8}, math.MaxInt64, math.MaxInt64, 1e9},
+		{"MaxInt64 output tokens at $2", Price{Output: 2}, 0, math.MaxInt64, 1e9},
+		{"largest price", Price{Input: huge, Output: huge}, 1, 1, 1e9},
+		{"largest price, MaxInt64 tokens", Price{Input: huge, Output: huge}, math.MaxInt64, math.MaxInt64, 1e9},
+		{"+Inf price", Price{Input: inf, Output: 8}, 1_000_000, 0, 1e9},
+		{"+Inf price, no tokens", Price{Input: inf, Output: inf}, 0, 0, 0},
+		{"NaN price", Price{Input: math.NaN(), Output: 8}, 1_000_000, 1_000_000, 8},
+		{"negative price", Price{Input: -2, Output: 8}, 1_000_000, 1_000_000, 8},
+		{"negative tokens", Price{Input: 2, Output: 8}, math.MinInt64, 1_000_000, 8},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.p.Cost(tt.in, tt.out); got != tt.want {
+				t.Errorf("Cost(%d, %d) at %+v: got %v, want %v", tt.in, tt.out, tt.p, got, tt.want)
+			}
+		})
 	}
 }
 

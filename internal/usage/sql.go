@@ -4,13 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/streamgate/streamgate/internal/sqldb"
+	"github.com/streamgate/streamgate/internal/usd"
 )
 
 // schemaComponent is this package's row in streamgate_schema, the version table
@@ -218,10 +218,10 @@ func (s *sqlStore) Insert(ctx context.Context, entries []Entry) error {
 }
 
 func (s *sqlStore) appendArgs(args []any, e *Entry) []any {
-	cost := e.CostUSD
-	if math.IsNaN(cost) {
-		cost = 0 // SQLite stores NaN as NULL, which the NOT NULL column refuses
-	}
+	// In [0, $1e9]: SQLite stores NaN as NULL, which the NOT NULL column
+	// refuses, and one ±Inf makes every SUM over it Inf, NaN or NULL, so a
+	// key's spend could not be loaded again.
+	cost := usd.Clamp(e.CostUSD)
 	return append(args,
 		e.ID,
 		clean(e.RequestID, 0),

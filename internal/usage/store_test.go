@@ -3,6 +3,7 @@ package usage
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"math"
 	"path/filepath"
 	"reflect"
@@ -215,6 +216,31 @@ func TestStoreCleansUnstorableText(t *testing.T) {
 		}
 		if got[0].CostUSD != 0 {
 			t.Errorf("CostUSD of NaN: got %v, want 0", got[0].CostUSD)
+		}
+	})
+}
+
+// TestStoreCostSaturates: a cost is stored in [0, $1e9] (usd.Clamp), so
+// the ledger's sums, and the budgets loaded from them, stay finite: +Inf
+// would make a key's spend +Inf for good and its reports unencodable.
+func TestStoreCostSaturates(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s Store) {
+		ctx := testCtx(t)
+		at := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+		costs := []float64{math.Inf(1), math.MaxFloat64, -5, math.Inf(-1), 0.25}
+		var in []Entry
+		for i, c := range costs {
+			in = append(in, Entry{ID: fmt.Sprint("c", i), Time: at, KeyID: "k", Model: "m", CostUSD: c})
+		}
+		if err := s.Insert(ctx, in); err != nil {
+			t.Fatalf("Insert: %v", err)
+		}
+		rows, err := s.Summarize(ctx, Filter{KeyID: "k"})
+		if err != nil || len(rows) != 1 {
+			t.Fatalf("Summarize: got %d rows, %v; want 1, nil", len(rows), err)
+		}
+		if got, want := rows[0].CostUSD, 2e9+0.25; got != want {
+			t.Errorf("sum of costs +Inf, MaxFloat64, -5, -Inf, 0.25: got %v, want %v", got, want)
 		}
 	})
 }

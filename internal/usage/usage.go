@@ -44,7 +44,7 @@ type Entry struct {
 	InputTokens   int
 	OutputTokens  int
 	TokenSource   string        // one of the TokenSource constants
-	CostUSD       float64       // from the model's configured prices
+	CostUSD       float64       // from the model's configured prices; stored in [0, $1e9] (usd.Clamp)
 	TTFT          time.Duration // 0: no first token (a non-stream, a stream that failed before content), stored as NULL
 	Duration      time.Duration
 	Error         string // the error message when Outcome is not ok
