@@ -10,32 +10,50 @@
 // # Admission rule and overspend bound
 //
 // A key's committed spend in a window is settled (actual costs) plus reserved
-// (estimates of requests in flight), counted in integer micro-dollars. A
-// request is allowed while committed < budget; it then reserves its estimate,
-// and Settle replaces the estimate by the actual cost. The estimate does not
-// take part in the check, so a large estimate alone never refuses a key that
-// has budget left; it only holds that much budget while the request runs.
+// (what requests in flight hold), counted in integer micro-dollars. A request
+// is allowed while committed < budget; it then holds its estimate, but never
+// more than what is left of the budget (budget − committed), and Settle
+// replaces what it holds by its actual cost. The estimate takes no part in
+// the check: a request whose estimate alone exceeds what is left (a
+// max_tokens of 2^63 − 1, a huge prompt) is served and holds all that is
+// left, so that the key's other requests are refused until it settles; its
+// spend is then its actual cost, as for any request, and the key serves again
+// while that leaves budget. Refusing on the estimate would refuse requests
+// that cost little (clients often set max_tokens to the model's limit), and
+// could not stop the overspend below anyway: a request without max_tokens may
+// also cost more than its estimate.
+//
+// All amounts saturate (package usd): a cost, estimate or budget counts at
+// most $1e9, a sum at most 2^53 − 1 µ$ (≈ $9e9, exact in Redis's Lua). Holds
+// in flight never total more than the budget; only actual costs push the
+// committed spend past it, and a sum that saturated stays above every budget
+// until the window ends. So the committed spend never wraps or goes below
+// zero, and after every request settled it is exactly the sum of their actual
+// costs (below the saturation point).
 //
 // Bound: let L be the last request allowed in a window, F the requests in
-// flight when L was allowed (L excluded). Then the window's final spend is
+// flight when L was allowed (L excluded), held(i) ≤ est(i) what i holds. Then
+// the window's final spend is
 //
-//	spend < budget + actual(L) + Σ_{i∈F} (actual(i) − est(i))
+//	spend < budget + actual(L) + Σ_{i∈F} (actual(i) − held(i))
 //
-// since committed = settled + Σ_F est(i) < budget when L was allowed. So
+// since committed = settled + Σ_F held(i) < budget when L was allowed. So
 // concurrent requests overspend by less than the actual cost of what was in
-// flight at the last admission (Σ over F and L of actual, as est ≥ 0), and
-// with exact estimates by less than one request's cost. Sequential requests
-// (F empty) overspend by less than the last request's cost. Across replicas
-// sharing Redis the same bound holds (one atomic check-and-reserve per
-// request); while Redis is unreachable each replica decides alone (see Redis).
+// flight at the last admission (Σ over F and L of actual, as held ≥ 0), and
+// with exact estimates that fit the budget by less than one request's cost.
+// Sequential requests (F empty) overspend by less than the last request's
+// cost. Across replicas sharing Redis the same bound holds (one atomic
+// check-and-reserve per request); while Redis is unreachable each replica
+// decides alone (see Redis).
 package budget
 
 import (
 	"context"
 	"fmt"
-	"math"
 	"sync/atomic"
 	"time"
+
+	"github.com/streamgate/streamgate/internal/usd"
 )
 
 // Period of a budget: calendar months or days in UTC, or no period at all.
@@ -46,7 +64,8 @@ const (
 )
 
 // Limit of one key: USD per Period. USD 0 (or less, or NaN) means no budget:
-// Reserve allows at once and tracks nothing.
+// Reserve allows at once and tracks nothing; above $1e9 (+Inf included) it
+// counts as $1e9.
 type Limit struct {
 	USD    float64
 	Period string // Month, Day or Total; anything else is an error of Reserve
@@ -79,8 +98,9 @@ func Window(period string, now time.Time) (start, end time.Time) {
 type Exceeded struct {
 	Key   string
 	Limit Limit
-	// Spent is the key's committed spend: settled plus reserved by its
-	// requests in flight, at least Limit.USD.
+	// Spent is the key's committed spend: settled plus held by its
+	// requests in flight, at least Limit.USD (at least $1e9 for a larger
+	// budget), at most about $9e9 (see the package comment).
 	Spent float64
 	// Reset is the end of the window, when the budget is available again;
 	// zero for Total.
@@ -102,7 +122,7 @@ func (e *Exceeded) Error() string {
 // on it does nothing.
 type Reservation struct {
 	done atomic.Bool
-	est  int64 // micro-dollars reserved
+	held int64 // micro-dollars held: the estimate, at most what was left
 
 	// Local: the entry and its load generation when reserved.
 	e   *entry
@@ -122,30 +142,13 @@ func (r *Reservation) Settle(ctx context.Context, actual float64) {
 	if r == nil || !r.done.CompareAndSwap(false, true) {
 		return
 	}
-	a := micro(actual)
+	a := usd.Micro(actual)
 	if r.r != nil {
 		r.r.settle(ctx, r, a)
 		return
 	}
-	r.e.settle(r.gen, r.est, a)
+	r.e.settle(r.gen, r.held, a)
 }
-
-const (
-	microPerUSD = 1_000_000
-	// maxMicro caps budgets and costs ($1e9) so that sums stay exact in the
-	// Redis script's float64 (2^53 ≈ 9.007e15 micro-dollars).
-	maxMicro = 1_000_000_000 * microPerUSD
-)
-
-// micro converts USD to integer micro-dollars, rounded, in [0, maxMicro].
-func micro(usd float64) int64 {
-	if !(usd > 0) {
-		return 0
-	}
-	return int64(math.Round(min(usd, maxMicro/microPerUSD) * microPerUSD))
-}
-
-func usd(micro int64) float64 { return float64(micro) / microPerUSD }
 
 // SpentFunc returns what key already spent since a window's start (the zero
 // time for Total), in USD, from the usage ledger: the gateway passes a SUM
@@ -160,7 +163,8 @@ type SpentFunc func(ctx context.Context, key string, since time.Time) (float64, 
 type Ledger interface {
 	// Reserve allows the request while the key's settled spend plus its
 	// reservations stays below l.USD, and then reserves est (the request's
-	// estimated cost in USD; negative or NaN counts as 0). It returns the
+	// estimated cost in USD; negative or NaN counts as 0, +Inf or more
+	// than $1e9 as $1e9), at most what is left of l.USD. It returns the
 	// Reservation to settle, nil and no error when l has no budget, or an
 	// *Exceeded when the budget of the current window is spent. Other errors:
 	// an unknown period, a failed SpentFunc, or ctx ended.

@@ -6,6 +6,8 @@ import (
 	"hash/maphash"
 	"sync"
 	"time"
+
+	"github.com/streamgate/streamgate/internal/usd"
 )
 
 // shards of the per-key map: requests of different keys rarely share a lock.
@@ -66,7 +68,7 @@ func (l *Local) Reserve(ctx context.Context, key string, lim Limit, est float64)
 	if !validPeriod(lim.Period) {
 		return nil, fmt.Errorf("budget: key %q: unknown period %q (want %q, %q or %q)", key, lim.Period, Month, Day, Total)
 	}
-	return l.reserveAt(ctx, key, lim, micro(est), l.now())
+	return l.reserveAt(ctx, key, lim, usd.Micro(est), l.now())
 }
 
 func (l *Local) reserveAt(ctx context.Context, key string, lim Limit, est int64, now time.Time) (*Reservation, error) {
@@ -86,21 +88,25 @@ func (l *Local) reserveAt(ctx context.Context, key string, lim Limit, est int64,
 		}
 		e.loaded, e.period, e.start = true, lim.Period, start.Unix()
 		e.gen++
-		e.settled, e.reserved = micro(spent), 0
+		e.settled, e.reserved = usd.Micro(spent), 0
 	}
-	committed := e.settled + e.reserved
-	if committed >= micro(lim.USD) {
-		return nil, &Exceeded{Key: key, Limit: lim, Spent: usd(committed), Reset: end}
+	budget := usd.Micro(lim.USD)
+	committed := usd.Add(e.settled, e.reserved)
+	if committed >= budget {
+		return nil, &Exceeded{Key: key, Limit: lim, Spent: usd.FromMicro(committed), Reset: end}
 	}
-	e.reserved += est
-	return &Reservation{est: est, e: e, gen: e.gen}, nil
+	held := min(est, budget-committed)
+	e.reserved = usd.Add(e.reserved, held)
+	return &Reservation{held: held, e: e, gen: e.gen}, nil
 }
 
-func (e *entry) settle(gen uint64, est, actual int64) {
+// settle replaces held by actual. reserved, the sum of what is held, never
+// passes the budget, so it stays exact; settled saturates (usd.Add).
+func (e *entry) settle(gen uint64, held, actual int64) {
 	e.mu.Lock()
 	if e.gen == gen {
-		e.reserved -= est
-		e.settled += actual
+		e.reserved = usd.Add(e.reserved, -held)
+		e.settled = usd.Add(e.settled, actual)
 	}
 	e.mu.Unlock()
 }

@@ -3,6 +3,7 @@ package budget
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -109,32 +110,37 @@ func TestLocalReserveSettle(t *testing.T) {
 			t.Fatalf("a: got %v, want allowed", err)
 		}
 		step("after a", 400_000, 300_000)
-		// 0.70 < 1: allowed although 0.70 + 0.50 > 1 (the estimate is not checked).
+		// 0.70 < 1: allowed although 0.70 + 0.50 > 1 (the estimate is not
+		// checked); it holds what is left, 0.30.
 		b, err := l.Reserve(ctx, "k", lim, 0.50)
 		if err != nil {
 			t.Fatalf("b: got %v, want allowed", err)
 		}
-		step("after b", 400_000, 800_000)
+		step("after b", 400_000, 600_000)
 		_, err = l.Reserve(ctx, "k", lim, 0.01)
 		var ex *Exceeded
-		if !errors.As(err, &ex) || ex.Spent != 1.20 {
-			t.Fatalf("c at 1.20 committed: got %v, want *Exceeded with Spent 1.20", err)
+		if !errors.As(err, &ex) || ex.Spent != 1 {
+			t.Fatalf("c at 1.00 committed: got %v, want *Exceeded with Spent 1.00", err)
 		}
 		a.Settle(ctx, 0.10)
-		step("a settled", 500_000, 500_000)
+		step("a settled", 500_000, 300_000)
 		a.Settle(ctx, 5) // no-op
-		step("a settled twice", 500_000, 500_000)
-		if _, err := l.Reserve(ctx, "k", lim, 0); err == nil {
-			t.Fatal("d at exactly 1.00 committed: got allowed, want refused")
-		}
-		b.Settle(ctx, 0.20)
-		step("b settled", 700_000, 0)
-		d, err := l.Reserve(ctx, "k", lim, 0)
+		step("a settled twice", 500_000, 300_000)
+		d, err := l.Reserve(ctx, "k", lim, 0.25)
 		if err != nil {
-			t.Fatalf("d at 0.70: got %v, want allowed", err)
+			t.Fatalf("d at 0.80: got %v, want allowed", err)
 		}
+		step("after d (holds the 0.20 left)", 500_000, 500_000)
+		if _, err := l.Reserve(ctx, "k", lim, 0); err == nil {
+			t.Fatal("e at exactly 1.00 committed: got allowed, want refused")
+		}
+		b.Settle(ctx, 0.60) // more than its estimate
+		step("b settled", 1_100_000, 200_000)
 		d.Settle(ctx, -3) // counts as 0
-		step("d settled negative", 700_000, 0)
+		step("d settled negative", 1_100_000, 0)
+		if _, err := l.Reserve(ctx, "k", lim, 0); err == nil {
+			t.Fatal("e at 1.10 settled: got allowed, want refused")
+		}
 		if n := calls.Load(); n != 1 {
 			t.Fatalf("SpentFunc calls: got %d, want 1", n)
 		}
@@ -328,10 +334,10 @@ func TestLocalConcurrentSettle(t *testing.T) {
 	if r != 0 {
 		t.Fatalf("reserved after all settled: got %d µ$, want 0", r)
 	}
-	if s < micro(1) || s >= micro(2.01) {
+	if s < 1_000_000 || s >= 2_010_000 {
 		t.Fatalf("spent: got %d µ$, want in [1000000, 2010000)", s)
 	}
-	t.Logf("spent $%.2f of a $1 budget", usd(s))
+	t.Logf("spent $%.2f of a $1 budget", float64(s)/1e6)
 }
 
 func TestLocalNoBudget(t *testing.T) {
@@ -387,4 +393,109 @@ func BenchmarkLocalReserveSettleParallel(b *testing.B) {
 			r.Settle(ctx, 0)
 		}
 	})
+}
+
+// capMicro is the largest cost, estimate or budget counted: $1e9 in µ$.
+const capMicro = 1_000_000_000_000_000
+
+// TestLocalExtremes: estimates and costs at the extremes count as $0 (NaN,
+// negative, below half a micro-dollar) or as the $1e9 cap (+Inf, the largest
+// float64); a request holds at most what is left of the budget ($1), and
+// after the settle the key's spend is exactly the actual cost.
+func TestLocalExtremes(t *testing.T) {
+	tests := []struct {
+		name        string
+		est, actual float64
+		wantHeld    int64
+		wantSettled int64
+	}{
+		{"+Inf", math.Inf(1), math.Inf(1), 1_000_000, capMicro},
+		{"MaxFloat64", math.MaxFloat64, math.MaxFloat64, 1_000_000, capMicro},
+		{"NaN", math.NaN(), math.NaN(), 0, 0},
+		{"-Inf", math.Inf(-1), math.Inf(-1), 0, 0},
+		{"-MaxFloat64", -math.MaxFloat64, -math.MaxFloat64, 0, 0},
+		{"smallest positive", math.SmallestNonzeroFloat64, 4e-7, 0, 0},
+		{"estimate +Inf, actual a cent", math.Inf(1), 0.01, 1_000_000, 10_000},
+		{"estimate $0.40, actual $0.40", 0.40, 0.40, 400_000, 400_000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := NewLocal(nil)
+			res, err := l.Reserve(t.Context(), "k", Limit{USD: 1, Period: Month}, tt.est)
+			if err != nil {
+				t.Fatalf("got %v, want allowed (the estimate alone never refuses)", err)
+			}
+			if s, r := committed(l, "k"); s != 0 || r != tt.wantHeld {
+				t.Fatalf("reserved: got settled %d, reserved %d µ$, want 0, %d", s, r, tt.wantHeld)
+			}
+			res.Settle(t.Context(), tt.actual)
+			if s, r := committed(l, "k"); s != tt.wantSettled || r != 0 {
+				t.Fatalf("settled: got settled %d, reserved %d µ$, want %d, 0", s, r, tt.wantSettled)
+			}
+		})
+	}
+}
+
+// TestLocalManyMaxEstimates: 10,000 requests of one key reserve the largest
+// estimate at once against the largest budget: the first one's hold reaches
+// the budget, so exactly one is allowed; after its settle the key's spend is
+// exactly its actual cost.
+func TestLocalManyMaxEstimates(t *testing.T) {
+	l := NewLocal(nil)
+	lim := Limit{USD: math.MaxFloat64, Period: Month}
+	var allowed []*Reservation
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range 10_000 {
+		wg.Go(func() {
+			res, err := l.Reserve(context.Background(), "k", lim, math.Inf(1))
+			var ex *Exceeded
+			switch {
+			case err == nil:
+				mu.Lock()
+				allowed = append(allowed, res)
+				mu.Unlock()
+			case !errors.As(err, &ex) || ex.Spent != capMicro/1e6:
+				t.Errorf("got %v, want allowed or *Exceeded with Spent 1e9", err)
+			}
+		})
+	}
+	wg.Wait()
+	if len(allowed) != 1 {
+		t.Fatalf("allowed %d of 10000, want 1", len(allowed))
+	}
+	allowed[0].Settle(context.Background(), 0.25)
+	if s, r := committed(l, "k"); s != 250_000 || r != 0 {
+		t.Fatalf("got settled %d, reserved %d µ$, want 250000, 0", s, r)
+	}
+}
+
+// TestLocalManyMaxCosts: 10,000 requests in flight at once (estimate 0) on
+// the largest budget each cost the most that is counted. 10,000 × $1e9 in µ$
+// is past MaxInt64: the spend must saturate, not wrap to a negative that
+// frees the key.
+func TestLocalManyMaxCosts(t *testing.T) {
+	l := NewLocal(nil)
+	lim := Limit{USD: math.MaxFloat64, Period: Month}
+	held := make([]*Reservation, 10_000)
+	for i := range held {
+		res, err := l.Reserve(context.Background(), "k", lim, 0)
+		if err != nil {
+			t.Fatalf("request %d: got %v, want allowed", i+1, err)
+		}
+		held[i] = res
+	}
+	var wg sync.WaitGroup
+	for _, res := range held {
+		wg.Go(func() { res.Settle(context.Background(), math.Inf(1)) })
+	}
+	wg.Wait()
+	if s, r := committed(l, "k"); s < capMicro || r != 0 {
+		t.Fatalf("got settled %d, reserved %d µ$, want at least %d, 0", s, r, int64(capMicro))
+	}
+	_, err := l.Reserve(context.Background(), "k", lim, 0)
+	var ex *Exceeded
+	if !errors.As(err, &ex) || !(ex.Spent >= capMicro/1e6) {
+		t.Fatalf("after $1e13 of costs: got %v, want *Exceeded with Spent at least 1e9", err)
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/streamgate/streamgate/internal/redisguard"
+	"github.com/streamgate/streamgate/internal/usd"
 )
 
 const (
@@ -24,30 +25,55 @@ const (
 	totalTTL = 24 * time.Hour
 )
 
-// reserveScript checks and reserves in one round trip; all values are
-// integers < 2^53, exact in Lua.
+// reserveScript checks and reserves in one round trip: it holds the
+// estimate, at most what is left of the budget. The counter is at most
+// usd.MaxSum (2^53 − 1) and the arguments at most usd.MaxMicro, so every
+// value is an integer exact in Lua's float64; numbers are written to Redis
+// only from ARGV, never formatted by Lua.
 //
-//	KEYS: the window's counter (micro-dollars settled + reserved)
+//	KEYS: the window's counter (micro-dollars settled + held)
 //	ARGV: budget, estimate (micro-dollars), ttl s to renew (0: none)
-//	returns {-1, 0} when the counter is missing (load it, then call again),
-//	{0, committed} when refused, {1, committed after reserving} when allowed
+//	returns {-1, 0, 0} when the counter is missing (load it, then call
+//	again), {0, committed, 0} when refused, {1, committed after reserving,
+//	held} when allowed
 var reserveScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
-if not v then return {-1, 0} end
+if not v then return {-1, 0, 0} end
 v = tonumber(v)
-if v >= tonumber(ARGV[1]) then return {0, v} end
-v = redis.call('INCRBY', KEYS[1], ARGV[2])
+local b = tonumber(ARGV[1])
+if v >= b then return {0, v, 0} end
+local e = tonumber(ARGV[2])
+if e < b - v then
+  v = redis.call('INCRBY', KEYS[1], ARGV[2])
+else
+  e = b - v
+  v = b
+  redis.call('SET', KEYS[1], ARGV[1], 'KEEPTTL')
+end
 if ARGV[3] ~= '0' then redis.call('EXPIRE', KEYS[1], ARGV[3]) end
-return {1, v}
+return {1, v, e}
 `)
 
-// settleScript is INCRBY of (actual − est), only on a counter that exists: a
-// plain INCRBY on a counter gone (Redis restarted, or expired) would make one
-// with no TTL holding only this delta, which Reserve would then take as the
-// window's whole spend.
+// settleScript adds (actual − held) to the counter, saturating in
+// [0, usd.MaxSum] as usd.Add does (a plain INCRBY past 2^63 − 1 is an error,
+// which would count as Redis being down), and only to a counter that exists:
+// one gone (Redis restarted, or expired) would be made with no TTL holding
+// only this delta, which Reserve would then take as the window's whole
+// spend. The sum is compared in float64: exact up to 2^53, and past it still
+// above usd.MaxSum.
+//
+//	ARGV: delta (micro-dollars, |delta| ≤ usd.MaxMicro), usd.MaxSum
 var settleScript = redis.NewScript(`
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-redis.call('INCRBY', KEYS[1], ARGV[1])
+local v = redis.call('GET', KEYS[1])
+if not v then return 0 end
+local n = tonumber(v) + tonumber(ARGV[1])
+if n > tonumber(ARGV[2]) then
+  redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL')
+elseif n < 0 then
+  redis.call('SET', KEYS[1], '0', 'KEEPTTL')
+else
+  redis.call('INCRBY', KEYS[1], ARGV[1])
+end
 return 1
 `)
 
@@ -61,8 +87,9 @@ return 1
 // the others' loads are dropped; within a replica concurrent first requests
 // share one load), then asks again. Every other Reserve is one
 // round trip: EVALSHA of a script that checks committed < budget and
-// reserves the estimate with INCRBY. Settle is one round trip: INCRBY of
-// (actual − est) on the counter, if it still exists (a script).
+// holds the estimate (at most what is left) with INCRBY. Settle is one round
+// trip: a script adding (actual − held) to the counter, if it still exists,
+// saturating as the Local ledger does. Needs Redis 6.0 or later (KEEPTTL).
 //
 // Replicas compute windows from their own clocks: keep them synced.
 //
@@ -138,7 +165,7 @@ func (r *Redis) Reserve(ctx context.Context, key string, lim Limit, est float64)
 	if !validPeriod(lim.Period) {
 		return nil, fmt.Errorf("budget: key %q: unknown period %q (want %q, %q or %q)", key, lim.Period, Month, Day, Total)
 	}
-	e, now := micro(est), r.now()
+	e, now := usd.Micro(est), r.now()
 	if !r.guard.Use(now) {
 		return r.local.reserveAt(ctx, key, lim, e, now)
 	}
@@ -169,15 +196,15 @@ func (r *Redis) reserve(ctx context.Context, key string, lim Limit, est int64, n
 		renew = int(totalTTL / time.Second)
 	}
 	for range 3 {
-		v, err := r.run(ctx, k, micro(lim.USD), est, renew)
+		v, err := r.run(ctx, k, usd.Micro(lim.USD), est, renew)
 		if err != nil {
 			return nil, err
 		}
 		switch v[0] {
 		case 1:
-			return &Reservation{est: est, r: r, counter: k}, nil
+			return &Reservation{held: v[2], r: r, counter: k}, nil
 		case 0:
-			return nil, &Exceeded{Key: key, Limit: lim, Spent: usd(v[1]), Reset: end}
+			return nil, &Exceeded{Key: key, Limit: lim, Spent: usd.FromMicro(v[1]), Reset: end}
 		}
 		if err := r.loadOnce(ctx, k, key, start, end, now); err != nil {
 			return nil, err
@@ -243,8 +270,8 @@ func (r *Redis) run(ctx context.Context, k string, budget, est int64, renew int)
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
 	v, err := reserveScript.Run(ctx, r.client, []string{k}, budget, est, renew).Int64Slice()
-	if err == nil && len(v) != 2 {
-		err = fmt.Errorf("budget: script answered %d values, want 2", len(v))
+	if err == nil && len(v) != 3 {
+		err = fmt.Errorf("budget: script answered %d values, want 3", len(v))
 	}
 	return v, err
 }
@@ -265,7 +292,7 @@ func (r *Redis) load(ctx context.Context, k, key string, start, end, now time.Ti
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	return r.client.SetNX(ctx, k, micro(spent), ttl).Err()
+	return r.client.SetNX(ctx, k, usd.Micro(spent), ttl).Err()
 }
 
 // settle is Reservation.Settle of a Redis reservation: bounded by 50 ms and
@@ -273,13 +300,13 @@ func (r *Redis) load(ctx context.Context, k, key string, start, end, now time.Ti
 // failure is logged through fail and the delta lost (the ledger still has the
 // cost, for the next window's load).
 func (r *Redis) settle(ctx context.Context, res *Reservation, actual int64) {
-	delta := actual - res.est
+	delta := actual - res.held
 	if delta == 0 || r.guard.IsDown() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.timeout)
 	defer cancel()
-	if err := settleScript.Run(ctx, r.client, []string{res.counter}, delta).Err(); err != nil {
+	if err := settleScript.Run(ctx, r.client, []string{res.counter}, delta, int64(usd.MaxSum)).Err(); err != nil {
 		if r.guard.Fail(err, r.now()) {
 			r.local.reset()
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -353,5 +354,134 @@ func TestRedisLoadError(t *testing.T) {
 	}
 	if deg, _ := r.Degraded(); deg {
 		t.Fatal("a failed SpentFunc made Redis degraded")
+	}
+}
+
+// counterOf returns key's counter in r's current month window, in µ$,
+// checking that it still expires (the scripts' SET keeps the TTL).
+func counterOf(t *testing.T, r *Redis, key string) int64 {
+	t.Helper()
+	start, _ := Window(Month, r.now())
+	k := r.counter(key, Month, start)
+	v, err := r.client.Get(t.Context(), k).Int64()
+	if err != nil {
+		t.Fatalf("counter of %q: %v", key, err)
+	}
+	if ttl, err := r.client.TTL(t.Context(), k).Result(); err != nil || ttl <= 0 {
+		t.Fatalf("TTL of the counter of %q: got %v, %v, want > 0", key, ttl, err)
+	}
+	return v
+}
+
+// TestRedisExtremes: as TestLocalExtremes, on the shared counter.
+func TestRedisExtremes(t *testing.T) {
+	r := replica(t, redistest.Prefix(t, redistest.Client(t, nil), "budget"), time.Now(), nil)
+	tests := []struct {
+		name        string
+		est, actual float64
+		wantHeld    int64
+		wantSettled int64
+	}{
+		{"+Inf", math.Inf(1), math.Inf(1), 1_000_000, capMicro},
+		{"MaxFloat64", math.MaxFloat64, math.MaxFloat64, 1_000_000, capMicro},
+		{"NaN", math.NaN(), math.NaN(), 0, 0},
+		{"-Inf", math.Inf(-1), math.Inf(-1), 0, 0},
+		{"estimate +Inf, actual a cent", math.Inf(1), 0.01, 1_000_000, 10_000},
+		{"estimate $0.40, actual $0.40", 0.40, 0.40, 400_000, 400_000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := r.Reserve(t.Context(), tt.name, Limit{USD: 1, Period: Month}, tt.est)
+			if err != nil {
+				t.Fatalf("got %v, want allowed (the estimate alone never refuses)", err)
+			}
+			if v := counterOf(t, r, tt.name); v != tt.wantHeld {
+				t.Fatalf("reserved: got counter %d µ$, want %d", v, tt.wantHeld)
+			}
+			res.Settle(t.Context(), tt.actual)
+			if v := counterOf(t, r, tt.name); v != tt.wantSettled {
+				t.Fatalf("settled: got counter %d µ$, want %d", v, tt.wantSettled)
+			}
+		})
+	}
+	if deg, reason := r.Degraded(); deg {
+		t.Fatalf("degraded: %s", reason)
+	}
+}
+
+// TestRedisManyMaxEstimates: as TestLocalManyMaxEstimates, from 16
+// goroutines (10,000 reservations at once in the budget's sense; the pool is
+// not the point).
+func TestRedisManyMaxEstimates(t *testing.T) {
+	r := replica(t, redistest.Prefix(t, redistest.Client(t, nil), "budget"), time.Now(), nil)
+	r.timeout = time.Minute // under -race on a shared machine: the count must be Redis's
+	lim := Limit{USD: math.MaxFloat64, Period: Month}
+	var allowed []*Reservation
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for range 10_000 / 16 {
+				res, err := r.Reserve(context.Background(), "k", lim, math.Inf(1))
+				var ex *Exceeded
+				switch {
+				case err == nil:
+					mu.Lock()
+					allowed = append(allowed, res)
+					mu.Unlock()
+				case !errors.As(err, &ex) || ex.Spent != capMicro/1e6:
+					t.Errorf("got %v, want allowed or *Exceeded with Spent 1e9", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if deg, reason := r.Degraded(); deg {
+		t.Fatalf("degraded: %s", reason)
+	}
+	if len(allowed) != 1 {
+		t.Fatalf("allowed %d of 10000, want 1", len(allowed))
+	}
+	allowed[0].Settle(context.Background(), 0.25)
+	if v := counterOf(t, r, "k"); v != 250_000 {
+		t.Fatalf("got counter %d µ$, want 250000", v)
+	}
+}
+
+// TestRedisManyMaxCosts: as TestLocalManyMaxCosts. 10,000 × $1e9 in µ$ is
+// past what INCRBY holds: its overflow error must not be taken for Redis
+// being down, and the counter must stay above the budget.
+func TestRedisManyMaxCosts(t *testing.T) {
+	r := replica(t, redistest.Prefix(t, redistest.Client(t, nil), "budget"), time.Now(), nil)
+	r.timeout = time.Minute
+	lim := Limit{USD: math.MaxFloat64, Period: Month}
+	held := make([]*Reservation, 10_000)
+	for i := range held {
+		res, err := r.Reserve(context.Background(), "k", lim, 0)
+		if err != nil {
+			t.Fatalf("request %d: got %v, want allowed", i+1, err)
+		}
+		held[i] = res
+	}
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Go(func() {
+			for i := g; i < len(held); i += 16 {
+				held[i].Settle(context.Background(), math.Inf(1))
+			}
+		})
+	}
+	wg.Wait()
+	if deg, reason := r.Degraded(); deg {
+		t.Fatalf("degraded: %s", reason)
+	}
+	if v := counterOf(t, r, "k"); v < capMicro {
+		t.Fatalf("got counter %d µ$, want at least %d", v, int64(capMicro))
+	}
+	_, err := r.Reserve(context.Background(), "k", lim, 0)
+	var ex *Exceeded
+	if !errors.As(err, &ex) || !(ex.Spent >= capMicro/1e6) {
+		t.Fatalf("after $1e13 of costs: got %v, want *Exceeded with Spent at least 1e9", err)
 	}
 }

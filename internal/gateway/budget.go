@@ -21,8 +21,11 @@ const defaultOutputEstimate = 1024
 // reserveBudget reserves the request's estimated cost against the key's
 // budget: its prompt (estimated on the high side) at the input price and
 // its max_tokens (else the model's max_output_tokens, else 1,024) at the
-// output price. Concurrent requests of a key can thus overspend by no more
-// than what they have in flight beyond their estimates. A budget ledger
+// output price, a cost that saturates at $1e9 (config.Price.Cost), so a
+// max_tokens of 2^63 − 1 or a huge prompt holds at most what is left of
+// the budget (package budget). Concurrent requests of a key can thus
+// overspend by no more than what they have in flight beyond what they
+// hold. A budget ledger
 // that fails lets the request through and logs it: a budget is a guard,
 // not a reason to refuse service.
 func (g *Gateway) reserveBudget(r *http.Request, c *call, p *auth.Principal, m *config.Model, req *provider.Request) error {
