@@ -1,7 +1,9 @@
 // Package api holds the OpenAI Chat Completions wire types, the lingua franca
 // of streamgate: the gateway accepts them, provider adapters translate to and
 // from them, and the simulator and the benchmark speak them. ScanChunk reads
-// the few fields the hot path needs from a stream chunk without decoding it.
+// the few fields the hot path needs from a stream chunk without decoding it;
+// CheckFields refuses a request body whose enforced fields have two readings
+// (named twice, or under a case encoding/json folds and upstreams do not).
 package api
 
 import (
