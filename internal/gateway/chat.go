@@ -608,6 +608,9 @@ func (g *Gateway) parse(w http.ResponseWriter, r *http.Request) (*provider.Reque
 	if err != nil {
 		return nil, "", err
 	}
+	if err := oneReading(body, chatFields); err != nil {
+		return nil, "", err
+	}
 	// One decode: the typed view validates the JSON and the types of the
 	// fields the gateway reads; the body itself goes upstream as received.
 	chat := &api.ChatRequest{}
@@ -628,6 +631,9 @@ func (g *Gateway) parse(w http.ResponseWriter, r *http.Request) (*provider.Reque
 func (g *Gateway) parseEmbeddings(w http.ResponseWriter, r *http.Request) (*provider.Request, string, error) {
 	body, err := g.readBody(w, r)
 	if err != nil {
+		return nil, "", err
+	}
+	if err := oneReading(body, embeddingsFields); err != nil {
 		return nil, "", err
 	}
 	var e struct {

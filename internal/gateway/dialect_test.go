@@ -183,7 +183,7 @@ func TestFallbackAcrossDialects(t *testing.T) {
 	cfg, so := dialectConfig()
 	e := startWith(t, gateway.Options{Config: cfg, KeepAlive: -1, Sim: so})
 	for _, stream := range []bool{true, false} {
-		resp := do(t, "POST", e.url+"/v1/chat/completions", devKey, chatBody("fb-cross", stream, `,"max_tokens":4`))
+		resp := do(t, "POST", e.url+"/v1/chat/completions", devKey, chatBody("fb-cross", stream, ""))
 		b, _ := io.ReadAll(resp.Body)
 		if resp.StatusCode != 200 || resp.Header.Get(gateway.HeaderRoute) != "sim-gemini/sim-fast" || resp.Header.Get(gateway.HeaderAttempts) != "2" {
 			t.Errorf("stream=%v: got %d via %q after %q attempts: %s; want 200 via sim-gemini/sim-fast after 2", stream, resp.StatusCode,
@@ -243,7 +243,7 @@ func TestFaultsAcrossDialects(t *testing.T) {
 			if f.name == "stall" {
 				hdr = append(hdr, "X-Sim-Stall-For", "5s") // past the 300 ms idle timeout
 			}
-			resp := do(t, "POST", e.url+"/v1/chat/completions", devKey, chatBody(model, true, `,"max_tokens":6`), hdr...)
+			resp := do(t, "POST", e.url+"/v1/chat/completions", devKey, strings.Replace(chatBody(model, true, ""), `"max_tokens":4`, `"max_tokens":6`, 1), hdr...)
 			b, _ := io.ReadAll(resp.Body)
 			n++
 			body := string(b)

@@ -42,6 +42,9 @@ func (g *Gateway) parseMessages(w http.ResponseWriter, r *http.Request) (*provid
 	if err != nil {
 		return nil, "", err
 	}
+	if err := oneReading(body, messagesFields); err != nil {
+		return nil, "", err
+	}
 	var m messages.Request
 	if err := decodeObject(body, &m); err != nil {
 		return nil, "", err
@@ -86,6 +89,10 @@ func (g *Gateway) countTokens(w http.ResponseWriter, r *http.Request) {
 	info.keyID = p.KeyID
 	body, err := g.readBody(w, r)
 	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	if err := oneReading(body, messagesFields); err != nil {
 		g.writeError(w, r, err)
 		return
 	}
