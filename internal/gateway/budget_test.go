@@ -96,7 +96,7 @@ func TestBudgetHugeEstimate(t *testing.T) {
 	tests := []struct {
 		name  string
 		price config.Price
-		extra string // members added to a request with max_tokens 4
+		extra string // members of a request besides model and stream (default: max_tokens 4 and one message)
 		// want400 names the field refused; else the request is served.
 		want400 string
 		// wantCost is the request's recorded cost; wantSpent the key's
@@ -105,14 +105,14 @@ func TestBudgetHugeEstimate(t *testing.T) {
 		wantCost  float64
 		wantSpent string
 	}{
-		{name: "max_tokens 1e18", extra: `,"max_tokens":1e18`, want400: "max_tokens"},
-		{name: "max_completion_tokens 1e18", extra: `,"max_completion_tokens":1e18`, want400: "max_completion_tokens"},
-		{name: "max_tokens 10^18", extra: `,"max_tokens":1000000000000000000`},
-		{name: "max_tokens 2^63-1", extra: `,"max_tokens":9223372036854775807`},
-		{name: "max_completion_tokens 10^18", extra: `,"max_completion_tokens":1000000000000000000`},
-		{name: "max_completion_tokens 2^63-1", extra: `,"max_completion_tokens":9223372036854775807`},
+		{name: "max_tokens 1e18", extra: `,"max_tokens":1e18,"messages":[{"role":"user","content":"hi"}]`, want400: "max_tokens"},
+		{name: "max_completion_tokens 1e18", extra: `,"max_completion_tokens":1e18,"messages":[{"role":"user","content":"hi"}]`, want400: "max_completion_tokens"},
+		{name: "max_tokens 10^18", extra: `,"max_tokens":1000000000000000000,"messages":[{"role":"user","content":"hi"}]`},
+		{name: "max_tokens 2^63-1", extra: `,"max_tokens":9223372036854775807,"messages":[{"role":"user","content":"hi"}]`},
+		{name: "max_completion_tokens 10^18", extra: `,"max_completion_tokens":1000000000000000000,"messages":[{"role":"user","content":"hi"}]`},
+		{name: "max_completion_tokens 2^63-1", extra: `,"max_completion_tokens":9223372036854775807,"messages":[{"role":"user","content":"hi"}]`},
 		{name: "huge prompt", price: config.Price{Input: 1000, Output: 2},
-			extra: `,"messages":[{"role":"user","content":"` + huge + `"}]`, wantCost: 0.01001},
+			extra: `,"max_tokens":4,"messages":[{"role":"user","content":"` + huge + `"}]`, wantCost: 0.01001},
 		{name: "largest price", price: config.Price{Input: 1, Output: math.MaxFloat64},
 			wantCost: 1e9, wantSpent: "($1000000000.00 used)"},
 	}
@@ -137,7 +137,11 @@ func TestBudgetHugeEstimate(t *testing.T) {
 				wantCost = price.Cost(10, 5)
 			}
 
-			resp := do(t, "POST", e.url+"/v1/chat/completions", "sk-one", chatBody("held", true, tt.extra))
+			extra := tt.extra
+			if extra == "" {
+				extra = `,"max_tokens":4,"messages":[{"role":"user","content":"hi"}]`
+			}
+			resp := do(t, "POST", e.url+"/v1/chat/completions", "sk-one", `{"model":"held","stream":true`+extra+`}`)
 			if tt.want400 != "" {
 				er := readError(t, resp)
 				if resp.StatusCode != 400 || er.Error.Param == nil || *er.Error.Param != tt.want400 {
@@ -147,7 +151,7 @@ func TestBudgetHugeEstimate(t *testing.T) {
 				return
 			}
 			if resp.StatusCode != 200 {
-				t.Fatalf("got %d, want 200 (the estimate alone never refuses)", resp.StatusCode)
+				b, _ := io.ReadAll(resp.Body); t.Fatalf("got %d %s, want 200 (the estimate alone never refuses)", resp.StatusCode, b)
 			}
 			rd := sse.NewReader(resp.Body, 0)
 			if _, err := rd.Next(); err != nil { // admitted: its hold is in place
