@@ -200,13 +200,18 @@ func TextMessage(role, text string) Message {
 
 // Usage is the token accounting of one completion. PromptTokens counts
 // every input token, cached ones included (OpenAI's convention; adapters of
-// dialects that count cache reads and writes apart add them in).
+// dialects that count cache reads and writes apart add them in), and
+// PromptTokensDetails says how many of them were read from or written to a
+// prompt cache: the gateway bills those at the model's cache prices.
 type Usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
 	TotalTokens      int `json:"total_tokens"`
-	// Details, written by adapters; UnmarshalJSON reads the counts above only.
-	PromptTokensDetails     *PromptTokensDetails     `json:"prompt_tokens_details,omitempty"`
+	// PromptTokensDetails is a value, not a pointer, so that ScanChunk can
+	// fill it without allocating; it is always encoded, as OpenAI does.
+	PromptTokensDetails PromptTokensDetails `json:"prompt_tokens_details"`
+	// CompletionTokensDetails is written by adapters; UnmarshalJSON and
+	// ScanChunk leave it alone (reasoning tokens are in CompletionTokens).
 	CompletionTokensDetails *CompletionTokensDetails `json:"completion_tokens_details,omitempty"`
 	// Invalid is set when a count was there but is not a token count (see
 	// CountLimit): the usage reads as not reported, and the gateway
@@ -215,8 +220,10 @@ type Usage struct {
 }
 
 // PromptTokensDetails splits the prompt tokens. CachedTokens were read from
-// a prompt cache (OpenAI's field); CacheWriteTokens were written to one
-// (Anthropic's cache_creation_input_tokens; not an OpenAI field).
+// a prompt cache (OpenAI's field; Anthropic's cache_read_input_tokens,
+// Gemini's cachedContentTokenCount); CacheWriteTokens were written to one
+// (Anthropic's cache_creation_input_tokens; not an OpenAI field). Both are
+// parts of Usage.PromptTokens; zero when the upstream did not say.
 type PromptTokensDetails struct {
 	CachedTokens     int `json:"cached_tokens"`
 	CacheWriteTokens int `json:"cache_write_tokens,omitempty"`
@@ -232,10 +239,12 @@ type CompletionTokensDetails struct {
 // integral numbers (12, 12.0, 1.2e1) are counts; a count that is not (a
 // string, a fraction, a negative or out-of-range number) reads as 0 and
 // sets Invalid. Without it, one float count (some OpenAI-compatible
-// servers send 12.0) failed the whole decode. Member names match exactly;
-// other members (prompt_tokens_details…) and null counts are ignored,
-// leaving their fields as they were, as null leaves all of u. A value that is not an object is a
-// *json.UnmarshalTypeError; nesting deeper than MaxDepth is a *SyntaxError.
+// servers send 12.0) failed the whole decode. prompt_tokens_details'
+// cached_tokens and cache_write_tokens are counts too. Member names match
+// exactly; other members (completion_tokens_details…) and null counts are
+// ignored, leaving their fields as they were, as null leaves all of u. A
+// value that is not an object is a *json.UnmarshalTypeError; nesting
+// deeper than MaxDepth is a *SyntaxError.
 func (u *Usage) UnmarshalJSON(data []byte) error {
 	s := scanner{b: data}
 	switch s.peek() {

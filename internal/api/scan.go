@@ -30,7 +30,7 @@ type ChunkInfo struct {
 	// Error is true when the chunk holds a non-null "error" member, the way
 	// OpenAI-compatible servers report a failure after the stream started.
 	// (Before Usage: the four flags share a word, and ChunkInfo, copied for
-	// every chunk, stays 7 words with Usage.Invalid.)
+	// every chunk, stays 8 words with Usage.Invalid.)
 	Error bool
 	Usage Usage
 }
@@ -60,11 +60,12 @@ func (e *SyntaxError) Error() string {
 // Member names are matched exactly, after unescaping (\u0063 is "c"); a
 // repeated member is read each time (encoding/json keeps the last).
 //
-// Usage counts are read by the rule of Count: integers, integral floats
-// and exponent forms (12.0, 7e0, 1.2e3) as their value; a count that is
-// negative, fractional, not below CountLimit or not a number (a string
-// "12") reads as 0 and makes the usage Invalid. A null count is not
-// reported: it leaves its field as it was.
+// Usage counts, prompt_tokens_details' cached_tokens and
+// cache_write_tokens included, are read by the rule of Count: integers,
+// integral floats and exponent forms (12.0, 7e0, 1.2e3) as their value; a
+// count that is negative, fractional, not below CountLimit or not a number
+// (a string "12") reads as 0 and makes the usage Invalid. A null count is
+// not reported: it leaves its field as it was.
 func ScanChunk(data []byte) (ChunkInfo, error) {
 	s := scanner{b: data}
 	var info ChunkInfo
@@ -134,40 +135,57 @@ func (s *scanner) choice(info *ChunkInfo) error {
 	})
 }
 
-// usage reads the counts of a usage object into u; a count that is null
-// leaves its field as it was, one that is not a valid count (see Count)
-// sets it to 0 and u.Invalid.
+// usage reads the counts of a usage object into u, with the cache reads
+// and writes of its prompt_tokens_details (a details value that is not an
+// object is skipped, like any other member of unexpected kind).
 func (s *scanner) usage(u *Usage) error {
 	return s.object(func(k []byte) error {
-		var dst *int
 		switch string(k) {
 		case "prompt_tokens":
-			dst = &u.PromptTokens
+			return s.count(&u.PromptTokens, u)
 		case "completion_tokens":
-			dst = &u.CompletionTokens
+			return s.count(&u.CompletionTokens, u)
 		case "total_tokens":
-			dst = &u.TotalTokens
-		default:
-			return s.skip()
-		}
-		if c := s.peek(); c != '-' && (c < '0' || c > '9') {
-			if s.null() {
-				return nil
+			return s.count(&u.TotalTokens, u)
+		case "prompt_tokens_details":
+			if s.peek() != '{' {
+				return s.skip()
 			}
-			*dst, u.Invalid = 0, true
-			return s.skip()
+			d := &u.PromptTokensDetails
+			return s.object(func(k []byte) error {
+				switch string(k) {
+				case "cached_tokens":
+					return s.count(&d.CachedTokens, u)
+				case "cache_write_tokens":
+					return s.count(&d.CacheWriteTokens, u)
+				}
+				return s.skip()
+			})
 		}
-		start := s.i
-		if err := s.number(); err != nil {
-			return err
-		}
-		n, ok := Count(s.b[start:s.i])
-		*dst = n
-		if !ok {
-			u.Invalid = true
-		}
-		return nil
+		return s.skip()
 	})
+}
+
+// count reads a token count into dst: null leaves dst as it was, a value
+// that is not a valid count (see Count) sets it to 0 and u.Invalid.
+func (s *scanner) count(dst *int, u *Usage) error {
+	if c := s.peek(); c != '-' && (c < '0' || c > '9') {
+		if s.null() {
+			return nil
+		}
+		*dst, u.Invalid = 0, true
+		return s.skip()
+	}
+	start := s.i
+	if err := s.number(); err != nil {
+		return err
+	}
+	n, ok := Count(s.b[start:s.i])
+	*dst = n
+	if !ok {
+		u.Invalid = true
+	}
+	return nil
 }
 
 // text skips a value and sets *nonEmpty when it is a non-empty string.
@@ -469,6 +487,7 @@ var knownKeys = [][]byte{
 	[]byte("content"), []byte("reasoning_content"), []byte("reasoning"), []byte("refusal"),
 	[]byte("tool_calls"), []byte("function_call"),
 	[]byte("prompt_tokens"), []byte("completion_tokens"), []byte("total_tokens"),
+	[]byte("prompt_tokens_details"), []byte("cached_tokens"), []byte("cache_write_tokens"),
 }
 
 // knownKey unescapes raw, a member name str accepted, and returns the known
@@ -476,7 +495,7 @@ var knownKeys = [][]byte{
 // known name. Servers do not escape these names; encoding/json unescapes
 // every name, and the scanner must agree with it.
 func knownKey(raw []byte) []byte {
-	var buf [len("reasoning_content")]byte
+	var buf [len("prompt_tokens_details")]byte // the longest known name
 	n := 0
 	for i := 0; i < len(raw); i++ {
 		c := raw[i]

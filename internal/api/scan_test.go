@@ -25,6 +25,20 @@ func TestScanChunk(t *testing.T) {
 		{"finish", `{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`, ChunkInfo{Finish: true}},
 		{"usage", `{"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":34,"total_tokens":46,"prompt_tokens_details":{"cached_tokens":0}}}`,
 			ChunkInfo{HasUsage: true, Usage: Usage{PromptTokens: 12, CompletionTokens: 34, TotalTokens: 46}}},
+		// OpenAI's usage chunk as sent with a prompt cache hit.
+		{"cached usage", `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1764441600,"model":"gpt-4.1","choices":[],"usage":{"prompt_tokens":2006,"completion_tokens":300,"total_tokens":2306,"prompt_tokens_details":{"cached_tokens":1920,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}}`,
+			ChunkInfo{HasUsage: true, Usage: Usage{PromptTokens: 2006, CompletionTokens: 300, TotalTokens: 2306, PromptTokensDetails: PromptTokensDetails{CachedTokens: 1920}}}},
+		// The usage chunk of the gateway's Anthropic adapter: cache writes too.
+		{"cache writes", `{"choices":[],"usage":{"prompt_tokens":1500,"completion_tokens":7,"total_tokens":1507,"prompt_tokens_details":{"cached_tokens":1000,"cache_write_tokens":480}}}`,
+			ChunkInfo{HasUsage: true, Usage: Usage{PromptTokens: 1500, CompletionTokens: 7, TotalTokens: 1507, PromptTokensDetails: PromptTokensDetails{CachedTokens: 1000, CacheWriteTokens: 480}}}},
+		{"null details", `{"usage":{"prompt_tokens":3,"prompt_tokens_details":null}}`, ChunkInfo{HasUsage: true, Usage: Usage{PromptTokens: 3}}},
+		{"details not an object", `{"usage":{"prompt_tokens":3,"prompt_tokens_details":[1]}}`, ChunkInfo{HasUsage: true, Usage: Usage{PromptTokens: 3}}},
+		{"null cached count", `{"usage":{"prompt_tokens":3,"prompt_tokens_details":{"cached_tokens":null}}}`, ChunkInfo{HasUsage: true, Usage: Usage{PromptTokens: 3}}},
+		{"bad cached count", `{"usage":{"prompt_tokens":3,"prompt_tokens_details":{"cached_tokens":"2"}}}`, ChunkInfo{HasUsage: true, Usage: Usage{PromptTokens: 3, Invalid: true}}},
+		{"fractional cache writes", `{"usage":{"prompt_tokens":3,"prompt_tokens_details":{"cache_write_tokens":1.5}}}`, ChunkInfo{HasUsage: true, Usage: Usage{PromptTokens: 3, Invalid: true}}},
+		{"escaped details names", `{"usage":{"prompt_tokens":3,"prompt\u005ftokens_details":{"cache\u005fwrite_tokens":2,"cached_tokens":1}}}`,
+			ChunkInfo{HasUsage: true, Usage: Usage{PromptTokens: 3, PromptTokensDetails: PromptTokensDetails{CachedTokens: 1, CacheWriteTokens: 2}}}},
+		{"details outside usage", `{"choices":[],"prompt_tokens_details":{"cached_tokens":5}}`, ChunkInfo{}},
 		{"whitespace", " {\n \"choices\" : [ { \"delta\" : { \"content\" : \"x\" } } ] }\n", ChunkInfo{Content: true}},
 		{"error event", `{"error":{"message":"boom","type":"server_error","code":null}}`, ChunkInfo{Error: true}},
 		{"null error", `{"error":null,"choices":[]}`, ChunkInfo{}},
@@ -281,7 +295,16 @@ func reference(data []byte) (ChunkInfo, bool) {
 	}
 	if u, ok := obj["usage"].(map[string]any); ok {
 		info.HasUsage = true
-		for k, dst := range map[string]*int{"prompt_tokens": &info.Usage.PromptTokens, "completion_tokens": &info.Usage.CompletionTokens, "total_tokens": &info.Usage.TotalTokens} {
+		counts := map[string]*int{"prompt_tokens": &info.Usage.PromptTokens, "completion_tokens": &info.Usage.CompletionTokens, "total_tokens": &info.Usage.TotalTokens}
+		details := map[string]*int{"cached_tokens": &info.Usage.PromptTokensDetails.CachedTokens, "cache_write_tokens": &info.Usage.PromptTokensDetails.CacheWriteTokens}
+		d, _ := u["prompt_tokens_details"].(map[string]any)
+		for k, dst := range details {
+			if v, there := d[k]; there {
+				u["details."+k] = v
+				counts["details."+k] = dst
+			}
+		}
+		for k, dst := range counts {
 			v, there := u[k]
 			if !there || v == nil {
 				continue // absent or null: not reported
@@ -503,6 +526,21 @@ func TestUsageUnmarshalJSON(t *testing.T) {
 }
 
 var sink ChunkInfo
+
+// BenchmarkScanChunkUsage scans OpenAI's usage chunk with its details: the
+// cache reads are read without allocating.
+func BenchmarkScanChunkUsage(b *testing.B) {
+	data := []byte(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1764441600,"model":"gpt-4.1","choices":[],"usage":{"prompt_tokens":2006,"completion_tokens":300,"total_tokens":2306,"prompt_tokens_details":{"cached_tokens":1920,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}}`)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		info, err := ScanChunk(data)
+		if err != nil || info.Usage.PromptTokensDetails.CachedTokens != 1920 {
+			b.Fatal(info, err)
+		}
+		sink = info
+	}
+}
 
 func BenchmarkScanChunk(b *testing.B) {
 	data := []byte(`{"id":"chatcmpl-sim-42","object":"chat.completion.chunk","created":1764441600,"model":"sim-gpt-4.1","choices":[{"index":0,"delta":{"content":" token"},"finish_reason":null}],"usage":null}`)

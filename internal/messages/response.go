@@ -74,21 +74,17 @@ func FromCompletion(body []byte, model string) ([]byte, error) {
 }
 
 // readUsage reads an OpenAI usage object the Anthropic way: input_tokens
-// without the cached tokens, which are counted apart. The counts are read
-// like the relay reads them (floats too); the details as they come.
+// without the cached tokens, which are counted apart. The counts, the
+// details' too, are read like the relay reads them (floats too).
 func readUsage(raw json.RawMessage) usage {
 	var u api.Usage
 	json.Unmarshal(raw, &u)
-	var d struct {
-		Details *api.PromptTokensDetails `json:"prompt_tokens_details"`
+	d := u.PromptTokensDetails
+	return usage{
+		input:     max(0, u.PromptTokens-d.CachedTokens-d.CacheWriteTokens),
+		output:    u.CompletionTokens,
+		cacheRead: d.CachedTokens, cacheWrite: d.CacheWriteTokens,
 	}
-	json.Unmarshal(raw, &d)
-	out := usage{input: u.PromptTokens, output: u.CompletionTokens}
-	if d.Details != nil {
-		out.cacheRead, out.cacheWrite = d.Details.CachedTokens, d.Details.CacheWriteTokens
-		out.input = max(0, u.PromptTokens-out.cacheRead-out.cacheWrite)
-	}
-	return out
 }
 
 // ErrorBody turns an OpenAI error object into Anthropic's

@@ -62,7 +62,7 @@ func (u *messageUsage) openAI() *api.Usage {
 		PromptTokens:        prompt,
 		CompletionTokens:    out,
 		TotalTokens:         prompt + out,
-		PromptTokensDetails: &api.PromptTokensDetails{CachedTokens: u.CacheReadInputTokens.N, CacheWriteTokens: u.CacheCreationInputTokens.N},
+		PromptTokensDetails: api.PromptTokensDetails{CachedTokens: u.CacheReadInputTokens.N, CacheWriteTokens: u.CacheCreationInputTokens.N},
 	}
 	if d := u.OutputTokensDetails; d != nil && !d.ThinkingTokens.Invalid {
 		usage.CompletionTokensDetails = &api.CompletionTokensDetails{ReasoningTokens: d.ThinkingTokens.N}

@@ -33,13 +33,14 @@ func checkInfo(t testing.TB, st provider.Stream, data []byte) {
 	}
 }
 
-// sameInfo compares what the relay reads of a ChunkInfo: the four flags
-// and the three counts.
+// sameInfo compares what the relay reads of a ChunkInfo: the four flags,
+// the three counts and the cache reads and writes.
 func sameInfo(a, b api.ChunkInfo) bool {
 	return a.Content == b.Content && a.Finish == b.Finish && a.HasUsage == b.HasUsage && a.Error == b.Error &&
 		a.Usage.PromptTokens == b.Usage.PromptTokens &&
 		a.Usage.CompletionTokens == b.Usage.CompletionTokens &&
-		a.Usage.TotalTokens == b.Usage.TotalTokens
+		a.Usage.TotalTokens == b.Usage.TotalTokens &&
+		a.Usage.PromptTokensDetails == b.Usage.PromptTokensDetails
 }
 
 // TestChunkInfo: each kind of chunk the stream writes, and a heartbeat,
@@ -77,7 +78,7 @@ func TestChunkInfo(t *testing.T) {
 		{},      // "" partial_json: heartbeat
 		content, // content_block_stop: arguments "{}"
 		finish,
-		{HasUsage: true, Usage: api.Usage{PromptTokens: 14, CompletionTokens: 7, TotalTokens: 21}},
+		{HasUsage: true, Usage: api.Usage{PromptTokens: 14, CompletionTokens: 7, TotalTokens: 21, PromptTokensDetails: api.PromptTokensDetails{CachedTokens: 2}}},
 	}
 	st := openStream(t, strings.NewReader(body.String()))
 	defer st.Close()

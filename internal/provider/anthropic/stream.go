@@ -844,8 +844,9 @@ const (
 // the event Next returned last, known from how the stream wrote it (no
 // chunk holds an "error" member: an error event ends the stream with a
 // *provider.Error). The usage counts are the chunk's as api.ScanChunk reads
-// them (a usage chunk is written only with reportable counts); the details
-// are left nil, as api.ScanChunk leaves them.
+// them (a usage chunk is written only with reportable counts), the cache
+// reads and writes included; the completion details are left nil, as
+// api.ScanChunk leaves them.
 func (s *stream) ChunkInfo() api.ChunkInfo {
 	switch s.last {
 	case chunkContent:
@@ -856,6 +857,7 @@ func (s *stream) ChunkInfo() api.ChunkInfo {
 		prompt, completion, total := s.usage.openAI()
 		return api.ChunkInfo{HasUsage: true, Usage: api.Usage{
 			PromptTokens: int(prompt), CompletionTokens: int(completion), TotalTokens: int(total),
+			PromptTokensDetails: api.PromptTokensDetails{CachedTokens: int(s.usage.cacheRead), CacheWriteTokens: int(s.usage.cacheWrite)},
 		}}
 	}
 	return api.ChunkInfo{}

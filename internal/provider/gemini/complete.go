@@ -116,13 +116,13 @@ func completion(body []byte, model string, created int64, seed [8]byte) ([]byte,
 	// billed counts are not all token counts has no usage, and the gateway
 	// estimates it.
 	if u := r.UsageMetadata; u != nil && !u.PromptTokenCount.Invalid && !u.CandidatesTokenCount.Invalid && !u.ThoughtsTokenCount.Invalid &&
-		u.PromptTokenCount.N+u.CandidatesTokenCount.N+u.ThoughtsTokenCount.N < api.CountLimit {
+		!u.CachedContentTokenCount.Invalid && u.PromptTokenCount.N+u.CandidatesTokenCount.N+u.ThoughtsTokenCount.N < api.CountLimit {
 		completion := u.CandidatesTokenCount.N + u.ThoughtsTokenCount.N
 		c.Usage = &api.Usage{
 			PromptTokens:            u.PromptTokenCount.N,
 			CompletionTokens:        completion,
 			TotalTokens:             u.PromptTokenCount.N + completion,
-			PromptTokensDetails:     &api.PromptTokensDetails{CachedTokens: u.CachedContentTokenCount.N},
+			PromptTokensDetails:     api.PromptTokensDetails{CachedTokens: u.CachedContentTokenCount.N},
 			CompletionTokensDetails: &api.CompletionTokensDetails{ReasoningTokens: u.ThoughtsTokenCount.N},
 		}
 	}

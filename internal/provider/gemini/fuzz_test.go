@@ -213,7 +213,7 @@ func oracle(t *testing.T, data []byte) (r result) {
 			prompt: oracleCount(um, "promptTokenCount", &bad[0]), candidates: oracleCount(um, "candidatesTokenCount", &bad[1]),
 			thoughts: oracleCount(um, "thoughtsTokenCount", &bad[2]), cached: oracleCount(um, "cachedContentTokenCount", &bad[3]),
 		}
-		for i, b := range bad[:3] { // cached is a detail, not billed
+		for i, b := range bad {
 			if b {
 				r.usage.bad |= 1 << i
 			}

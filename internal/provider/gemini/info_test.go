@@ -40,13 +40,14 @@ func streamInfo(t testing.TB, st provider.Stream) api.ChunkInfo {
 	return ci.ChunkInfo()
 }
 
-// sameInfo compares what the relay reads of a ChunkInfo: the four flags
-// and the three counts.
+// sameInfo compares what the relay reads of a ChunkInfo: the four flags,
+// the three counts and the cache reads and writes.
 func sameInfo(a, b api.ChunkInfo) bool {
 	return a.Content == b.Content && a.Finish == b.Finish && a.HasUsage == b.HasUsage && a.Error == b.Error &&
 		a.Usage.PromptTokens == b.Usage.PromptTokens &&
 		a.Usage.CompletionTokens == b.Usage.CompletionTokens &&
-		a.Usage.TotalTokens == b.Usage.TotalTokens
+		a.Usage.TotalTokens == b.Usage.TotalTokens &&
+		a.Usage.PromptTokensDetails == b.Usage.PromptTokensDetails
 }
 
 // newTestStream is a stream reading body without HTTP, as Open builds it
@@ -103,7 +104,8 @@ func TestChunkInfo(t *testing.T) {
 // (api.Count: negative, fractional, a string, 2^40, 1e30), or counts whose
 // sum is not below api.CountLimit, in the last usageMetadata leave the
 // stream without a usage chunk and the answer without usage: the gateway
-// then estimates them. A bad cached count (a detail) does not.
+// then estimates them. So does a bad cached count: cache reads are billed
+// at their own price.
 func TestBadCountsNotReported(t *testing.T) {
 	tests := []struct {
 		name, usage string
@@ -116,7 +118,8 @@ func TestBadCountsNotReported(t *testing.T) {
 		{"2^40 thoughts", `{"promptTokenCount":5,"candidatesTokenCount":3,"thoughtsTokenCount":1099511627776}`, false},
 		{"sum at the limit", `{"promptTokenCount":99999999,"candidatesTokenCount":1}`, false},
 		{"repeated: the last counts", `{"promptTokenCount":-1,"promptTokenCount":5,"candidatesTokenCount":3}`, true},
-		{"bad cached count", `{"promptTokenCount":5,"candidatesTokenCount":3,"cachedContentTokenCount":-1}`, true},
+		{"bad cached count", `{"promptTokenCount":5,"candidatesTokenCount":3,"cachedContentTokenCount":-1}`, false},
+		{"good cached count", `{"promptTokenCount":5,"candidatesTokenCount":3,"cachedContentTokenCount":4}`, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

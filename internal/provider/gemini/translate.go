@@ -24,8 +24,9 @@ type part struct {
 // usage is Gemini's usageMetadata, the counts the OpenAI usage needs.
 type usage struct {
 	prompt, candidates, thoughts, cached int
-	// bad has bit i set when billed count i (prompt, candidates, thoughts)
-	// is not a token count (see api.Count): the usage is not reported. Per
+	// bad has bit i set when billed count i (prompt, candidates, thoughts,
+	// cached: cache reads are billed at their own price) is not a token
+	// count (see api.Count): the usage is not reported. Per
 	// count, so a repeated member is read as encoding/json reads it (the
 	// last one).
 	bad uint8
@@ -158,8 +159,8 @@ func (t *translator) pop() []byte {
 // known from how the translator wrote it (no chunk holds an "error"
 // member: an error event is a *provider.Error). The usage counts are the
 // chunk's as api.ScanChunk reads them (a usage chunk is written only with
-// reportable counts); the details are left nil, as api.ScanChunk leaves
-// them. The usage chunk is the stream's last event, so t.usage is still
+// reportable counts), the cache reads included; the completion details are
+// left nil, as api.ScanChunk leaves them. The usage chunk is the stream's last event, so t.usage is still
 // the one it holds.
 func (t *translator) info() api.ChunkInfo {
 	switch t.last {
@@ -171,6 +172,7 @@ func (t *translator) info() api.ChunkInfo {
 		prompt, completion, total := t.usage.openAI()
 		return api.ChunkInfo{HasUsage: true, Usage: api.Usage{
 			PromptTokens: prompt, CompletionTokens: completion, TotalTokens: total,
+			PromptTokensDetails: api.PromptTokensDetails{CachedTokens: t.usage.cached},
 		}}
 	}
 	return api.ChunkInfo{}
@@ -633,7 +635,7 @@ func (t *translator) part() error {
 func (t *translator) usageMember(key []byte) error {
 	s, u := &t.s, &t.e.usage
 	var dst *int
-	var bit uint8 // 0: a detail, not billed
+	var bit uint8
 	switch string(key) {
 	case "promptTokenCount":
 		dst, bit = &u.prompt, 1
@@ -642,7 +644,7 @@ func (t *translator) usageMember(key []byte) error {
 	case "thoughtsTokenCount":
 		dst, bit = &u.thoughts, 4
 	case "cachedContentTokenCount":
-		dst = &u.cached // a detail of the prompt's count
+		dst, bit = &u.cached, 8 // a part of the prompt's count
 	default:
 		return s.skip()
 	}
