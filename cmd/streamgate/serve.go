@@ -192,6 +192,7 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 		return err
 	}
 	defer gw.Close()
+	warnCachePrices(o.logger, cfg)
 	if devKey != "" {
 		fmt.Fprintf(e.stdout, "streamgate: development key (shown once): %s\n", devKey)
 	}
@@ -490,6 +491,19 @@ func openLedger(ctx context.Context, dsn string, logger *slog.Logger) (*ledger, 
 		return usage.Report(ctx, store, q)
 	}
 	return &ledger{rec: w, ping: store.Ping, run: w.Run, flush: w.Close, close: store.Close, spent: spent, report: report}, nil
+}
+
+// warnCachePrices logs one warning per model whose prompt cache reads and
+// writes are billed at the input price for want of cache prices
+// (config.Price.CacheUnpriced): every provider kind reports cache reads,
+// which then cost up to ten times what the provider charges.
+func warnCachePrices(logger *slog.Logger, cfg *config.Config) {
+	for _, m := range cfg.Models {
+		if m.Price.CacheUnpriced() {
+			logger.Warn("model has no cache prices: its prompt cache reads and writes are billed at the input price (set price.cached_input and price.cache_write)",
+				slog.String("model", m.Name), slog.Float64("input", m.Price.Input))
+		}
+	}
 }
 
 type nopRecorder struct{}

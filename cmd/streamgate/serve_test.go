@@ -131,6 +131,9 @@ func TestServeDefault(t *testing.T) {
 	if len(entries) != 1 || entries[0].KeyID != "dev" || entries[0].Outcome != usage.OutcomeOK || entries[0].OutputTokens != 3 {
 		t.Errorf("got ledger %+v, want one ok entry of key dev with 3 output tokens", entries)
 	}
+	if strings.Contains(p.stderr.String(), "no cache prices") {
+		t.Errorf("stderr: got %q, want no cache price warning (the default prices its caches)", p.stderr.String())
+	}
 }
 
 func TestServeUsageErrors(t *testing.T) {
@@ -214,6 +217,51 @@ func TestServeUnsetProviderKey(t *testing.T) {
 	}
 	if _, err := os.Stat(db); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("ledger file: got %v, want it not created", err)
+	}
+}
+
+// A model with an input price and no cache prices is named once at start,
+// in one warning line; a model with cache prices, or without a price, is
+// not (issue 21).
+func TestServeWarnsOfCachePrices(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "gateway.yaml")
+	os.WriteFile(cfg, []byte("database: sqlite://"+filepath.Join(dir, "ledger.db")+"\n"+
+		"providers: [{name: sim, kind: sim}]\n"+
+		"keys: [{name: k, key: sg-test-0123456789}]\n"+
+		"models:\n"+
+		"  - {name: unpriced-cache, routes: [{provider: sim, model: a}], price: {input: 3, output: 15}}\n"+
+		"  - {name: priced-cache, routes: [{provider: sim, model: b}], price: {input: 3, output: 15, cached_input: 0.3, cache_write: 3.75}}\n"+
+		"  - {name: free-cache-reads, routes: [{provider: sim, model: b}], price: {input: 2, output: 8, cached_input: 0}}\n"+
+		"  - {name: free, routes: [{provider: sim, model: c}]}\n"), 0o600)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	var errb strings.Builder
+	exit := make(chan int, 1)
+	go func() {
+		code := run(ctx, []string{"serve", "--config", cfg, "--addr", "127.0.0.1:0"}, func(string) string { return "" }, pw, &errb)
+		pw.Close()
+		exit <- code
+	}()
+	sc := bufio.NewScanner(pr)
+	for sc.Scan() && !strings.HasPrefix(sc.Text(), "streamgate: listening on ") {
+	}
+	go io.Copy(io.Discard, pr)
+	cancel() // started: the warnings come before the listening line
+	if code := <-exit; code != 0 {
+		t.Fatalf("got exit %d, want 0; stderr %q", code, errb.String())
+	}
+	stderr := errb.String()
+	var warned []string
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.Contains(l, "no cache prices") {
+			warned = append(warned, l)
+		}
+	}
+	if len(warned) != 1 || !strings.Contains(warned[0], "level=WARN") || !strings.Contains(warned[0], "model=unpriced-cache") ||
+		!strings.Contains(warned[0], "billed at the input price") {
+		t.Errorf("got warnings %q, want one WARN line naming model=unpriced-cache", warned)
 	}
 }
 

@@ -150,10 +150,27 @@ type Route struct {
 	Weight   int    `yaml:"weight"`
 }
 
-// Price is USD per 1M tokens.
+// Price is USD per 1M tokens. Input is the price of a fresh prompt token,
+// Output of an output token (reasoning tokens included). CachedInput is
+// the price of a prompt token read from the provider's prompt cache
+// (OpenAI's cached_tokens, Anthropic's cache_read_input_tokens, Gemini's
+// cachedContentTokenCount), CacheWrite of one written to it (Anthropic's
+// cache_creation_input_tokens); nil (not configured) means Input's price.
 type Price struct {
-	Input  float64 `yaml:"input"`
-	Output float64 `yaml:"output"`
+	Input       float64  `yaml:"input"`
+	Output      float64  `yaml:"output"`
+	CachedInput *float64 `yaml:"cached_input"`
+	CacheWrite  *float64 `yaml:"cache_write"`
+}
+
+// CacheUnpriced reports whether p bills cache reads and writes at the
+// input price for want of cache prices while input costs something: input
+// above 0, neither cached_input nor cache_write configured. Every provider
+// kind can report cache reads, so such a model is likely billed above what
+// the provider charges (a cache read costs 0.1 to 0.5 times the input
+// price at Anthropic, OpenAI and Gemini).
+func (p Price) CacheUnpriced() bool {
+	return p.Input > 0 && p.CachedInput == nil && p.CacheWrite == nil
 }
 
 // Hedge starts a second attempt when the first is slow (routing issue).

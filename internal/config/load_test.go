@@ -62,7 +62,7 @@ func TestLoadSpecExample(t *testing.T) {
 		Models: []Model{{
 			Name:          "gpt-4.1",
 			Routes:        []Route{{Provider: "openai", Model: "gpt-4.1"}, {Provider: "local-sim", Model: "sim-fast"}},
-			Price:         Price{Input: 2, Output: 8},
+			Price:         Price{Input: 2, Output: 8, CachedInput: ptr(0.5), CacheWrite: ptr(2.5)},
 			Strategy:      "fallback",
 			Retries:       2,
 			Hedge:         &Hedge{After: "500ms", Budget: 0.1},
@@ -512,17 +512,20 @@ func TestDefault(t *testing.T) {
 	if cfg.Database != "sqlite://streamgate.db" || cfg.Listen != "127.0.0.1:8080" {
 		t.Errorf("database, listen: got %q, %q; want sqlite://streamgate.db, 127.0.0.1:8080", cfg.Database, cfg.Listen)
 	}
+	// The published prices, prompt cache reads and writes included: no
+	// priced model of the default is billed at the input price for its
+	// cache reads (serve would warn of it at every start).
 	wantModels := []struct {
-		name          string
-		input, output float64
-		routes        []Route
+		name   string
+		price  Price
+		routes []Route
 	}{
-		{"sim-gpt-4.1", 2.00, 8.00, nil},
-		{"sim-claude-sonnet-4.5", 3.00, 15.00, []Route{{Provider: "sim-anthropic", Model: "sim-claude-sonnet-4.5"}}},
-		{"sim-gemini-2.5-flash", 0.30, 2.50, []Route{{Provider: "sim-gemini", Model: "sim-gemini-2.5-flash"}}},
-		{"sim-deepseek-v3.2", 0.28, 0.42, nil},
-		{"sim-fast", 0, 0, nil},
-		{"sim-fallback", 0, 0, []Route{{Provider: "sim", Model: "sim-flaky"}, {Provider: "sim", Model: "sim-fast"}}},
+		{"sim-gpt-4.1", Price{Input: 2.00, Output: 8.00, CachedInput: ptr(0.50)}, nil},
+		{"sim-claude-sonnet-4.5", Price{Input: 3.00, Output: 15.00, CachedInput: ptr(0.30), CacheWrite: ptr(3.75)}, []Route{{Provider: "sim-anthropic", Model: "sim-claude-sonnet-4.5"}}},
+		{"sim-gemini-2.5-flash", Price{Input: 0.30, Output: 2.50, CachedInput: ptr(0.03)}, []Route{{Provider: "sim-gemini", Model: "sim-gemini-2.5-flash"}}},
+		{"sim-deepseek-v3.2", Price{Input: 0.28, Output: 0.42, CachedInput: ptr(0.028)}, nil},
+		{"sim-fast", Price{}, nil},
+		{"sim-fallback", Price{}, []Route{{Provider: "sim", Model: "sim-flaky"}, {Provider: "sim", Model: "sim-fast"}}},
 	}
 	if len(cfg.Models) != len(wantModels) {
 		t.Fatalf("models: got %d, want %d", len(cfg.Models), len(wantModels))
@@ -534,8 +537,11 @@ func TestDefault(t *testing.T) {
 			if routes == nil {
 				routes = []Route{{Provider: "sim", Model: w.name}}
 			}
-			if m.Name != w.name || m.Price != (Price{w.input, w.output}) || !reflect.DeepEqual(m.Routes, routes) {
-				t.Errorf("got %s %+v %+v, want %s %v/%v %+v", m.Name, m.Price, m.Routes, w.name, w.input, w.output, routes)
+			if m.Name != w.name || !reflect.DeepEqual(m.Price, w.price) || !reflect.DeepEqual(m.Routes, routes) {
+				t.Errorf("got %s %+v %+v, want %s %+v %+v", m.Name, m.Price, m.Routes, w.name, w.price, routes)
+			}
+			if m.Price.CacheUnpriced() {
+				t.Errorf("model %q: priced without cache prices", m.Name)
 			}
 			if !strings.HasPrefix(m.Name, "sim-") {
 				t.Errorf("model %q: name does not say it is simulated", m.Name)
@@ -703,7 +709,7 @@ models: [{name: "${M:-m}", routes: [{provider: up, model: x}], price: {input: 1,
 	if err != nil {
 		t.Fatalf("LoadWithoutSecrets: %v", err)
 	}
-	if m, ok := cfg.Model("m"); !ok || m.Price != (Price{1, 2}) {
+	if m, ok := cfg.Model("m"); !ok || m.Price != (Price{Input: 1, Output: 2}) {
 		t.Errorf("model m: got %+v, %v; want its price", m, ok)
 	}
 	os.WriteFile(path, []byte(`providers: [{name: up, kind: openai, base_url: "http://127.0.0.1:9/v1"}]

@@ -93,13 +93,31 @@ func (c *Config) Price(model string) (p Price, ok bool) {
 	return m.Price, true
 }
 
-// Cost returns the USD cost of input and output tokens at p, in
-// [0, usd.Max] ($1e9) whatever the counts and prices: a count ≤ 0 or a price
-// that is not positive (NaN included) adds nothing, and a cost past $1e9
-// (+Inf included) is $1e9, so that no cost the ledger, the metrics or a
-// budget counts is +Inf, NaN or negative.
-func (p Price) Cost(inputTokens, outputTokens int64) float64 {
-	return usd.Cost(inputTokens, p.Input, outputTokens, p.Output)
+// Tokens are one request's token counts as a Price applies to them.
+// Input counts every prompt token, the cache reads and writes included
+// (OpenAI's prompt_tokens); CacheRead and CacheWrite are the parts of it
+// read from and written to the provider's prompt cache. Output counts the
+// reasoning tokens too.
+type Tokens struct {
+	Input, CacheRead, CacheWrite, Output int64
+}
+
+// Cost returns the USD cost of t at p: the fresh input (Input less the
+// cache reads and writes, 0 when they exceed it) at p.Input, the cache
+// reads at p.CachedInput, the writes at p.CacheWrite (either at p.Input
+// when not configured), the output at p.Output; in [0, usd.Max] ($1e9)
+// whatever the counts and prices (see usd.Cost), so that no cost the
+// ledger, the metrics or a budget counts is +Inf, NaN or negative.
+func (p Price) Cost(t Tokens) float64 {
+	read, write := p.Input, p.Input
+	if p.CachedInput != nil {
+		read = *p.CachedInput
+	}
+	if p.CacheWrite != nil {
+		write = *p.CacheWrite
+	}
+	fresh := max(t.Input-t.CacheRead-t.CacheWrite, 0)
+	return usd.Clamp((usd.At(fresh, p.Input) + usd.At(t.CacheRead, read) + usd.At(t.CacheWrite, write) + usd.At(t.Output, p.Output)) / 1e6)
 }
 
 // Allows reports whether k may use the model called model: a key with no

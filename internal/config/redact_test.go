@@ -183,7 +183,7 @@ func TestLookups(t *testing.T) {
 	if m, ok := cfg.Model("m"); !ok || m.Name != "m" {
 		t.Errorf("after prepend, Model(m): got %v, %v; want m", m, ok)
 	}
-	if p, ok := cfg.Price("first"); !ok || p != (Price{1, 3}) {
+	if p, ok := cfg.Price("first"); !ok || p != (Price{Input: 1, Output: 3}) {
 		t.Errorf("Price(first): got %v, %v; want {1 3}, true", p, ok)
 	}
 	if _, ok := cfg.Price("nope"); ok {
@@ -200,10 +200,10 @@ func TestLookups(t *testing.T) {
 	}
 }
 
-// TestPriceCost: a cost is a number of USD in [0, $1e9] whatever the token
+// TestPriceCostSaturates: a cost is a number of USD in [0, $1e9] whatever the token
 // counts and prices: never +Inf (which the ledger, the metrics and JSON
 // reports would keep for ever), NaN or negative.
-func TestPriceCost(t *testing.T) {
+func TestPriceCostSaturates(t *testing.T) {
 	inf, huge := math.Inf(1), math.MaxFloat64
 	tests := []struct {
 		name    string
@@ -225,8 +225,63 @@ func TestPriceCost(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := tt.p.Cost(tt.in, tt.out); got != tt.want {
+			if got := tt.p.Cost(Tokens{Input: tt.in, Output: tt.out}); got != tt.want {
 				t.Errorf("Cost(%d, %d) at %+v: got %v, want %v", tt.in, tt.out, tt.p, got, tt.want)
+			}
+		})
+	}
+}
+
+func ptr(v float64) *float64 { return &v }
+
+// TestPriceCost: fresh input, cache reads, cache writes and output each at
+// their price; unconfigured cache prices are the input price; cache counts
+// above the prompt leave no fresh input rather than a negative one.
+func TestPriceCost(t *testing.T) {
+	// Claude Sonnet 4.5's published prices.
+	sonnet := Price{Input: 3, Output: 15, CachedInput: ptr(0.3), CacheWrite: ptr(3.75)}
+	tests := []struct {
+		name  string
+		price Price
+		t     Tokens
+		want  float64 // USD, compared to the micro-dollar
+	}{
+		{"input and output", Price{Input: 2, Output: 8}, Tokens{Input: 1_000_000, Output: 500_000}, 6},
+		// An agent turn: 50k prompt tokens of which 45k read from the cache
+		// and 4k written to it, 500 output tokens: 1k fresh.
+		{"agent turn", sonnet, Tokens{Input: 50_000, CacheRead: 45_000, CacheWrite: 4_000, Output: 500}, 0.003 + 0.0135 + 0.015 + 0.0075},
+		{"no cache prices: the input price", Price{Input: 3, Output: 15}, Tokens{Input: 50_000, CacheRead: 45_000, CacheWrite: 4_000, Output: 500}, 0.15 + 0.0075},
+		{"cache reads priced, writes not", Price{Input: 2, Output: 8, CachedInput: ptr(0.5)}, Tokens{Input: 10_000, CacheRead: 8_000, CacheWrite: 1_000}, 0.002 + 0.004 + 0.002},
+		{"free cache reads", Price{Input: 2, CachedInput: ptr(0)}, Tokens{Input: 10_000, CacheRead: 10_000}, 0},
+		{"cache counts above the prompt", sonnet, Tokens{Input: 10, CacheRead: 20, CacheWrite: 5}, (20*0.3 + 5*3.75) / 1e6},
+		{"nothing", sonnet, Tokens{}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.price.Cost(tt.t); math.Round(got*1e6) != math.Round(tt.want*1e6) {
+				t.Errorf("Cost(%+v): got %.9f, want %.9f", tt.t, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestCacheUnpriced(t *testing.T) {
+	tests := []struct {
+		name  string
+		price Price
+		want  bool
+	}{
+		{"no price", Price{}, false},
+		{"free input", Price{Output: 2}, false},
+		{"input priced, no cache prices", Price{Input: 2, Output: 8}, true},
+		{"cached_input", Price{Input: 2, Output: 8, CachedInput: ptr(0.5)}, false},
+		{"cache_write only", Price{Input: 2, CacheWrite: ptr(2.5)}, false},
+		{"free cache reads", Price{Input: 2, CachedInput: ptr(0)}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.price.CacheUnpriced(); got != tt.want {
+				t.Errorf("got %v, want %v", got, tt.want)
 			}
 		})
 	}

@@ -256,6 +256,12 @@ func (v *problems) model(path string, m Model, providers map[string]int, list []
 	}
 	v.price(path+".price.input", m.Price.Input)
 	v.price(path+".price.output", m.Price.Output)
+	if p := m.Price.CachedInput; p != nil {
+		v.price(path+".price.cached_input", *p)
+	}
+	if p := m.Price.CacheWrite; p != nil {
+		v.price(path+".price.cache_write", *p)
+	}
 	if !oneOf(m.Strategy, strategies) {
 		v.add(path+".strategy", "unknown strategy %q (want one of %s)", m.Strategy, strings.Join(strategies, ", "))
 	}

@@ -328,7 +328,14 @@ func gatewayConfig(d *config.Config, simURL, dir string) []byte {
 	fmt.Fprintf(&b, "keys:\n  - {name: demo, key: \"${STREAMGATE_DEMO_KEY}\"}\n")
 	fmt.Fprintf(&b, "models:\n")
 	for _, m := range d.Models {
-		fmt.Fprintf(&b, "  - name: %q\n    price: {input: %g, output: %g}\n    routes:\n", m.Name, m.Price.Input, m.Price.Output)
+		fmt.Fprintf(&b, "  - name: %q\n    price: {input: %g, output: %g", m.Name, m.Price.Input, m.Price.Output)
+		if p := m.Price.CachedInput; p != nil {
+			fmt.Fprintf(&b, ", cached_input: %g", *p)
+		}
+		if p := m.Price.CacheWrite; p != nil {
+			fmt.Fprintf(&b, ", cache_write: %g", *p)
+		}
+		fmt.Fprintf(&b, "}\n    routes:\n")
 		for _, r := range m.Routes {
 			fmt.Fprintf(&b, "      - {provider: %q, model: %q}\n", r.Provider, r.Model)
 		}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -37,7 +38,7 @@ func TestGatewayConfigLoads(t *testing.T) {
 	for _, m := range costModels {
 		want, _ := d.Price(m)
 		got, ok := cfg.Price(m)
-		if !ok || got != want {
+		if !ok || !reflect.DeepEqual(got, want) {
 			t.Errorf("price of %s: got %+v (%v), want %+v", m, got, ok, want)
 		}
 	}

@@ -19,13 +19,14 @@ import (
 const defaultOutputEstimate = 1024
 
 // reserveBudget reserves the request's estimated cost against the key's
-// budget: its prompt (estimated on the high side) at the input price and
-// its max_tokens (else the model's max_output_tokens, else 1,024) at the
-// output price, a cost that saturates at $1e9 (config.Price.Cost), so a
-// max_tokens of 2^63 − 1 or a huge prompt holds at most what is left of
-// the budget (package budget). Concurrent requests of a key can thus
-// overspend by no more than what they have in flight beyond what they
-// hold. A budget ledger
+// budget: its prompt (estimated on the high side) at the input price, as
+// if none of it came from a prompt cache, and its max_tokens (else the
+// model's max_output_tokens, else 1,024) at the output price, a cost that
+// saturates at $1e9 (config.Price.Cost), so a max_tokens of 2^63 − 1 or a
+// huge prompt holds at most what is left of the budget (package budget);
+// finish settles it with the cost the cache reads and writes really had.
+// Concurrent requests of a key can thus overspend by no more than what
+// they have in flight beyond what they hold. A budget ledger
 // that fails lets the request through and logs it: a budget is a guard,
 // not a reason to refuse service.
 func (g *Gateway) reserveBudget(r *http.Request, c *call, p *auth.Principal, m *config.Model, req *provider.Request) error {
@@ -40,7 +41,7 @@ func (g *Gateway) reserveBudget(r *http.Request, c *call, p *auth.Principal, m *
 			out = *ch.MaxTokens
 		}
 	}
-	est := m.Price.Cost(int64(fit.EstimateTokens(req.Body)), int64(out))
+	est := m.Price.Cost(config.Tokens{Input: int64(fit.EstimateTokens(req.Body)), Output: int64(out)})
 	res, err := g.budget.Reserve(r.Context(), p.KeyID, budget.Limit{USD: p.BudgetUSD, Period: p.BudgetPeriod}, est)
 	var ex *budget.Exceeded
 	switch {

@@ -134,7 +134,7 @@ func TestBudgetHugeEstimate(t *testing.T) {
 			small := chatBody("held", true, "")
 			wantCost := tt.wantCost
 			if wantCost == 0 {
-				wantCost = price.Cost(10, 5)
+				wantCost = price.Cost(config.Tokens{Input: 10, Output: 5})
 			}
 
 			extra := tt.extra
@@ -151,7 +151,8 @@ func TestBudgetHugeEstimate(t *testing.T) {
 				return
 			}
 			if resp.StatusCode != 200 {
-				b, _ := io.ReadAll(resp.Body); t.Fatalf("got %d %s, want 200 (the estimate alone never refuses)", resp.StatusCode, b)
+				b, _ := io.ReadAll(resp.Body)
+				t.Fatalf("got %d %s, want 200 (the estimate alone never refuses)", resp.StatusCode, b)
 			}
 			rd := sse.NewReader(resp.Body, 0)
 			if _, err := rd.Next(); err != nil { // admitted: its hold is in place

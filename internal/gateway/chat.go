@@ -773,7 +773,7 @@ func (g *Gateway) finish(c *call) {
 	cost := 0.0
 	label := "" // only configured model names become label values
 	if c.model != nil {
-		cost = c.model.Price.Cost(int64(in), int64(out))
+		cost = c.model.Price.Cost(config.Tokens{Input: int64(in), Output: int64(out)})
 		label = c.model.Name
 	}
 	e := &c.entry

@@ -36,12 +36,13 @@ func Clamp(x float64) float64 {
 // [0, Max]: a count ≤ 0 or a price that is not positive (NaN included) adds
 // nothing, and a cost past Max (+Inf included) is Max.
 func Cost(in int64, inPrice float64, out int64, outPrice float64) float64 {
-	return Clamp((product(in, inPrice) + product(out, outPrice)) / 1e6)
+	return Clamp((At(in, inPrice) + At(out, outPrice)) / 1e6)
 }
 
-// product is tokens·price, or 0 when either is not positive: never NaN or
-// negative, at most +Inf.
-func product(tokens int64, price float64) float64 {
+// At is tokens·price (USD per 1M tokens, not yet divided), or 0 when either
+// is not positive: never NaN or negative, at most +Inf; a sum of them
+// divided by 1e6 and Clamped is a cost.
+func At(tokens int64, price float64) float64 {
 	if tokens <= 0 || !(price > 0) {
 		return 0
 	}
