@@ -39,8 +39,11 @@ func newUsageCmd(e *env) *cobra.Command {
 		Long: `usage reads the usage ledger (the config's database:, or --database) and prints,
 per group of --by over the window [--since, --until): requests, failed
 (outcome not ok), error rate, fallbacks (more than one attempt, not hedged),
-hedged, continued (a cut stream continued), input and output tokens and cost;
-then the total and the window's cost scaled to 30 days.
+hedged, continued (a cut stream continued), input tokens (every prompt token),
+the parts of them read from and written to the providers' prompt caches
+(cache read, cache write: billed at the models' cached_input and cache_write
+prices), output tokens and cost; then the total and the window's cost scaled
+to 30 days.
 
 --since and --until take a duration back from now (30d, 720h, 90m), a date
 (2026-11-01: midnight UTC at its start) or an RFC 3339 time; --until is
@@ -49,9 +52,10 @@ exclusive, so "--since 2026-11-01 --until 2026-12-01" is November. Days
 
 --json prints {"since", "until", "by", "groups": [{"group", "requests",
 "failed", "error_rate", "fallbacks", "hedged", "continued", "input_tokens",
-"output_tokens", "cost_usd"}], "total": {the same without "group"},
-"projected_monthly_usd", "projection_days"}; --csv prints a header row and one
-row per group, its first column named after --by.`,
+"output_tokens", "cache_read_tokens", "cache_write_tokens", "cost_usd"}],
+"total": {the same without "group"}, "projected_monthly_usd",
+"projection_days"}; --csv prints a header row and one row per group, its
+first column named after --by, the cache columns last.`,
 		Example: `  streamgate usage
   streamgate usage --config streamgate.yaml --since 7d --by key
   streamgate usage --since 2026-11-01 --until 2026-12-01 --by day --csv > november.csv`,
@@ -160,10 +164,10 @@ func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 // benchmark's, then the total and the projection.
 func writeUsageTable(w io.Writer, rep *usage.Breakdown) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%s\trequests\tfailed\terror rate\tfallbacks\thedged\tcontinued\tinput tok\toutput tok\tcost USD\t\n", rep.By)
+	fmt.Fprintf(tw, "%s\trequests\tfailed\terror rate\tfallbacks\thedged\tcontinued\tinput tok\tcache read\tcache write\toutput tok\tcost USD\t\n", rep.By)
 	line := func(name string, t *usage.Totals) {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.2f%%\t%d\t%d\t%d\t%d\t%d\t%.4f\t\n", name, t.Requests, t.Failed, 100*t.ErrorRate,
-			t.Fallbacks, t.Hedged, t.Continued, t.InputTokens, t.OutputTokens, t.CostUSD)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.2f%%\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.4f\t\n", name, t.Requests, t.Failed, 100*t.ErrorRate,
+			t.Fallbacks, t.Hedged, t.Continued, t.InputTokens, t.CacheReadTokens, t.CacheWriteTokens, t.OutputTokens, t.CostUSD)
 	}
 	for i := range rep.Groups {
 		name := rep.Groups[i].Group
@@ -195,12 +199,13 @@ func daysText(d float64) string {
 // one row per group; the total is left to the spreadsheet.
 func writeUsageCSV(w io.Writer, rep *usage.Breakdown) error {
 	cw := csv.NewWriter(w)
-	cw.Write([]string{rep.By, "requests", "failed", "error_rate", "fallbacks", "hedged", "continued", "input_tokens", "output_tokens", "cost_usd"})
+	cw.Write([]string{rep.By, "requests", "failed", "error_rate", "fallbacks", "hedged", "continued", "input_tokens", "output_tokens", "cost_usd",
+		"cache_read_tokens", "cache_write_tokens"})
 	i := func(n int64) string { return strconv.FormatInt(n, 10) }
 	f := func(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
 	for _, g := range rep.Groups {
 		cw.Write([]string{g.Group, i(g.Requests), i(g.Failed), f(g.ErrorRate), i(g.Fallbacks), i(g.Hedged), i(g.Continued),
-			i(g.InputTokens), i(g.OutputTokens), f(g.CostUSD)})
+			i(g.InputTokens), i(g.OutputTokens), f(g.CostUSD), i(g.CacheReadTokens), i(g.CacheWriteTokens)})
 	}
 	cw.Flush()
 	return cw.Error()

@@ -32,9 +32,9 @@ func usageLedger(t *testing.T) string {
 	defer s.Close()
 	now := time.Now()
 	entries := []usage.Entry{
-		{Time: now.Add(-time.Hour), KeyID: "app", Model: "m1", Route: "p/a", Attempts: 1, Outcome: usage.OutcomeOK, InputTokens: 100, OutputTokens: 1000, CostUSD: 1.5},
+		{Time: now.Add(-time.Hour), KeyID: "app", Model: "m1", Route: "p/a", Attempts: 1, Outcome: usage.OutcomeOK, InputTokens: 100, CacheReadTokens: 60, CacheWriteTokens: 10, OutputTokens: 1000, CostUSD: 1.5},
 		{Time: now.Add(-2 * time.Hour), KeyID: "app", Model: "m1", Route: "p/b", Attempts: 2, Outcome: usage.OutcomeOK, InputTokens: 100, OutputTokens: 500, CostUSD: 0.5},
-		{Time: now.Add(-3 * time.Hour), KeyID: "dev", Model: "m2", Route: "p/a", Attempts: 2, Hedged: true, Continuations: 1, Outcome: usage.OutcomeOK, InputTokens: 10, OutputTokens: 20, CostUSD: 1},
+		{Time: now.Add(-3 * time.Hour), KeyID: "dev", Model: "m2", Route: "p/a", Attempts: 2, Hedged: true, Continuations: 1, Outcome: usage.OutcomeOK, InputTokens: 10, CacheReadTokens: 4, OutputTokens: 20, CostUSD: 1},
 		{Time: now.Add(-4 * time.Hour), KeyID: "dev", Model: "m2", Attempts: 1, Outcome: usage.OutcomeUpstreamError},
 		{Time: now.Add(-40 * 24 * time.Hour), KeyID: "old", Model: "m1", Route: "p/a", Attempts: 1, Outcome: usage.OutcomeOK, InputTokens: 5, OutputTokens: 5, CostUSD: 100},
 	}
@@ -65,13 +65,13 @@ func TestUsageCLIJSON(t *testing.T) {
 		t.Fatalf("decode %q: %v", out, err)
 	}
 	wantGroups := []usage.Group{
-		{Group: "m1", Totals: usage.Totals{Requests: 2, Fallbacks: 1, InputTokens: 200, OutputTokens: 1500, CostUSD: 2}},
-		{Group: "m2", Totals: usage.Totals{Requests: 2, Failed: 1, ErrorRate: 0.5, Hedged: 1, Continued: 1, InputTokens: 10, OutputTokens: 20, CostUSD: 1}},
+		{Group: "m1", Totals: usage.Totals{Requests: 2, Fallbacks: 1, InputTokens: 200, CacheReadTokens: 60, CacheWriteTokens: 10, OutputTokens: 1500, CostUSD: 2}},
+		{Group: "m2", Totals: usage.Totals{Requests: 2, Failed: 1, ErrorRate: 0.5, Hedged: 1, Continued: 1, InputTokens: 10, CacheReadTokens: 4, OutputTokens: 20, CostUSD: 1}},
 	}
 	if got.By != "model" || !reflect.DeepEqual(got.Groups, wantGroups) {
 		t.Errorf("by %q, groups %+v; want model, %+v", got.By, got.Groups, wantGroups)
 	}
-	wantTotal := usage.Totals{Requests: 4, Failed: 1, ErrorRate: 0.25, Fallbacks: 1, Hedged: 1, Continued: 1, InputTokens: 210, OutputTokens: 1520, CostUSD: 3}
+	wantTotal := usage.Totals{Requests: 4, Failed: 1, ErrorRate: 0.25, Fallbacks: 1, Hedged: 1, Continued: 1, InputTokens: 210, CacheReadTokens: 64, CacheWriteTokens: 10, OutputTokens: 1520, CostUSD: 3}
 	if got.Total != wantTotal {
 		t.Errorf("total: got %+v, want %+v", got.Total, wantTotal)
 	}
@@ -113,11 +113,11 @@ func TestUsageCLITable(t *testing.T) {
 		t.Fatalf("got %d lines, want header, (none), p/a, p/b, total and the projection:\n%s", len(lines), out)
 	}
 	for i, want := range [][]string{
-		{"route", "requests", "failed", "error", "rate", "fallbacks", "hedged", "continued", "input", "tok", "output", "tok", "cost", "USD"},
-		{"(none)", "1", "1", "100.00%", "0", "0", "0", "0", "0", "0.0000"},
-		{"p/a", "2", "0", "0.00%", "0", "1", "1", "110", "1020", "2.5000"},
-		{"p/b", "1", "0", "0.00%", "1", "0", "0", "100", "500", "0.5000"},
-		{"total", "4", "1", "25.00%", "1", "1", "1", "210", "1520", "3.0000"},
+		{"route", "requests", "failed", "error", "rate", "fallbacks", "hedged", "continued", "input", "tok", "cache", "read", "cache", "write", "output", "tok", "cost", "USD"},
+		{"(none)", "1", "1", "100.00%", "0", "0", "0", "0", "0", "0", "0", "0.0000"},
+		{"p/a", "2", "0", "0.00%", "0", "1", "1", "110", "64", "10", "1020", "2.5000"},
+		{"p/b", "1", "0", "0.00%", "1", "0", "0", "100", "0", "0", "500", "0.5000"},
+		{"total", "4", "1", "25.00%", "1", "1", "1", "210", "64", "10", "1520", "3.0000"},
 	} {
 		if got := strings.Fields(lines[i]); !reflect.DeepEqual(got, want) {
 			t.Errorf("line %d: got %q, want fields %q", i, lines[i], want)
@@ -142,12 +142,13 @@ func TestUsageCLICSV(t *testing.T) {
 	if err != nil {
 		t.Fatalf("parse %q: %v", out, err)
 	}
-	wantHeader := []string{"day", "requests", "failed", "error_rate", "fallbacks", "hedged", "continued", "input_tokens", "output_tokens", "cost_usd"}
+	wantHeader := []string{"day", "requests", "failed", "error_rate", "fallbacks", "hedged", "continued", "input_tokens", "output_tokens", "cost_usd",
+		"cache_read_tokens", "cache_write_tokens"}
 	if len(records) < 2 || !reflect.DeepEqual(records[0], wantHeader) {
 		t.Fatalf("got %q, want header %q and rows", records, wantHeader)
 	}
 	// The entries of the last 4 hours fall on one or two UTC days.
-	var requests int
+	var requests, cacheRead, cacheWrite int
 	for _, r := range records[1:] {
 		if _, err := time.Parse(time.DateOnly, r[0]); err != nil {
 			t.Errorf("row %q: day not a date", r)
@@ -157,9 +158,15 @@ func TestUsageCLICSV(t *testing.T) {
 			t.Errorf("row %q: requests not a number", r)
 		}
 		requests += n
+		read, err1 := strconv.Atoi(r[10])
+		write, err2 := strconv.Atoi(r[11])
+		if err1 != nil || err2 != nil {
+			t.Errorf("row %q: cache tokens not numbers", r)
+		}
+		cacheRead, cacheWrite = cacheRead+read, cacheWrite+write
 	}
-	if requests != 4 || len(records) > 3 {
-		t.Errorf("got %d rows with %d requests, want 1 or 2 days with 4:\n%s", len(records)-1, requests, out)
+	if requests != 4 || len(records) > 3 || cacheRead != 64 || cacheWrite != 10 {
+		t.Errorf("got %d rows with %d requests, %d cache reads, %d writes; want 1 or 2 days with 4, 64, 10:\n%s", len(records)-1, requests, cacheRead, cacheWrite, out)
 	}
 }
 

@@ -16,7 +16,7 @@ import (
 
 // latestVersion is the schema version this binary writes. A change to it
 // needs a migration test from the version before.
-const latestVersion = 3
+const latestVersion = 4
 
 func TestSchemaLatestVersion(t *testing.T) {
 	for _, d := range []*dialect{sqliteDialect, postgresDialect} {
@@ -59,7 +59,7 @@ var migrationCases = []migrationCase{
 	}},
 }
 
-// oldLedger creates the schema of version (1 or 2) as a binary of that
+// oldLedger creates the schema of version (1, 2 or 3) as a binary of that
 // version left it, migrations[:version], and stores entries through the
 // columns it had.
 func oldLedger(ctx context.Context, t *testing.T, db *sql.DB, d *dialect, version int, entries []Entry) {
@@ -77,17 +77,24 @@ func oldLedger(ctx context.Context, t *testing.T, db *sql.DB, d *dialect, versio
 		}
 	}
 	for _, e := range entries {
-		if _, err := db.ExecContext(ctx, insertV2SQL(), oldArgs(d, version, e)...); err != nil {
+		if _, err := db.ExecContext(ctx, oldInsertSQL(version), oldArgs(d, version, e)...); err != nil {
 			t.Fatalf("version-%d row %s: %v", version, e.ID, err)
 		}
 	}
 }
 
 // insertV2SQL is the single-row INSERT of schema versions 1 and 2.
-func insertV2SQL() string {
+func insertV2SQL() string { return oldInsertSQL(2) }
+
+// oldInsertSQL is the single-row INSERT of schema version (1, 2 or 3).
+func oldInsertSQL(version int) string {
+	cols, n := columnsV2, 17
+	if version == 3 {
+		cols, n = columnsV2+", hedged, continuations", 19
+	}
 	var b strings.Builder
-	b.WriteString("INSERT INTO usage_entries (" + columnsV2 + ") VALUES (")
-	for i := range 17 {
+	b.WriteString("INSERT INTO usage_entries (" + cols + ") VALUES (")
+	for i := range n {
 		if i > 0 {
 			b.WriteByte(',')
 		}
@@ -97,16 +104,21 @@ func insertV2SQL() string {
 	return b.String()
 }
 
-// oldArgs are e's values for insertV2SQL as a binary of version wrote them:
-// version 1 stored a missing TTFT as 0.
+// oldArgs are e's values for oldInsertSQL(version) as a binary of version
+// wrote them: version 1 stored a missing TTFT as 0; version 3 added
+// hedged and continuations.
 func oldArgs(d *dialect, version int, e Entry) []any {
 	ttft := ttftArg(e.TTFT)
 	if version == 1 {
 		ttft = int64(e.TTFT)
 	}
-	return []any{e.ID, e.RequestID, d.timeArg(e.Time), e.KeyID, e.Model, e.Route, int64(e.Attempts), e.Stream,
+	args := []any{e.ID, e.RequestID, d.timeArg(e.Time), e.KeyID, e.Model, e.Route, int64(e.Attempts), e.Stream,
 		int64(e.Status), e.Outcome, int64(e.InputTokens), int64(e.OutputTokens), e.TokenSource, e.CostUSD,
 		ttft, int64(e.Duration), e.Error}
+	if version == 3 {
+		args = append(args, e.Hedged, int64(e.Continuations))
+	}
+	return args
 }
 
 func schemaVersion(ctx context.Context, t *testing.T, db *sql.DB) int {
@@ -185,6 +197,7 @@ func TestMigrateHedgedContinuations(t *testing.T) {
 			old := []Entry{fullEntry("v2-ok", at), failed}
 			for i := range old {
 				old[i].Hedged, old[i].Continuations = false, 0 // a version-2 binary had neither
+				old[i].CacheReadTokens, old[i].CacheWriteTokens = 0, 0
 			}
 			oldLedger(ctx, t, db, tt.d, 2, old)
 
@@ -218,5 +231,65 @@ func TestMigrateHedgedContinuations(t *testing.T) {
 				t.Errorf("Count: got %d, %v; want 4", n, err)
 			}
 		})
+	}
+}
+
+// TestMigrateCacheTokens: a ledger of every earlier version, with rows,
+// opened by this version becomes version 4: every row kept as it was,
+// with no cache reads or writes; a new entry keeps its cache tokens, which
+// List and Report give back; and a binary of the version before still
+// running during a rolling upgrade (its INSERT names its own columns only)
+// can still write, its rows read back without cache tokens.
+func TestMigrateCacheTokens(t *testing.T) {
+	for _, tt := range migrationCases {
+		for version := 1; version < latestVersion; version++ {
+			t.Run(tt.name+"/from-v"+strconv.Itoa(version), func(t *testing.T) {
+				ctx := testCtx(t)
+				dsn, db := tt.open(t)
+				at := time.Date(2026, 3, 4, 5, 6, 7, 890000, time.UTC)
+				old := []Entry{fullEntry("old-ok", at)}
+				for i := range old {
+					old[i].CacheReadTokens, old[i].CacheWriteTokens = 0, 0
+					if version < 3 {
+						old[i].Hedged, old[i].Continuations = false, 0
+					}
+				}
+				oldLedger(ctx, t, db, tt.d, version, old)
+
+				s, err := Open(ctx, dsn)
+				if err != nil {
+					t.Fatalf("Open of a version-%d ledger: %v", version, err)
+				}
+				defer s.Close()
+				if v := schemaVersion(ctx, t, db); v != latestVersion {
+					t.Errorf("version: got %d, want %d", v, latestVersion)
+				}
+				cached := fullEntry("v4-cached", at.Add(time.Second))
+				cached.InputTokens, cached.CacheReadTokens, cached.CacheWriteTokens = 50_000, 45_000, 4_000
+				if err := s.Insert(ctx, []Entry{cached}); err != nil {
+					t.Fatalf("Insert after migration: %v", err)
+				}
+				fromOld := Entry{ID: "old-binary", Time: at.Add(2 * time.Second), Model: "gpt-4.1", Status: 200, Outcome: OutcomeOK, InputTokens: 7}
+				if _, err := db.ExecContext(ctx, oldInsertSQL(version), oldArgs(tt.d, version, fromOld)...); err != nil {
+					t.Fatalf("version-%d INSERT into a version-%d ledger: %v", version, latestVersion, err)
+				}
+
+				got, err := s.List(ctx, Filter{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := append(old, cached, fromOld)
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("List after migration:\ngot  %+v\nwant %+v", got, want)
+				}
+				rows, err := Report(ctx, s, ReportQuery{By: "model"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(rows) != 1 || rows[0].InputTokens != 1234+50_000+7 || rows[0].CacheReadTokens != 45_000 || rows[0].CacheWriteTokens != 4_000 {
+					t.Errorf("Report after migration: got %+v, want input 51241, cache reads 45000, writes 4000", rows)
+				}
+			})
+		}
 	}
 }

@@ -41,15 +41,19 @@ func (q ReportQuery) Validate() error {
 
 // ReportRow is the total of the entries of one group.
 type ReportRow struct {
-	Group        string  // the value of the dimension; "" for entries without one (no key, no route)
-	Requests     int64   // entries
-	Failed       int64   // entries whose Outcome is not OutcomeOK
-	Fallbacks    int64   // entries with more than one attempt that were not hedged
-	Hedged       int64   // entries with a hedged attempt
-	Continued    int64   // entries with at least one continuation
-	InputTokens  int64   // sum of InputTokens
-	OutputTokens int64   // sum of OutputTokens
-	CostUSD      float64 // sum of CostUSD
+	Group        string // the value of the dimension; "" for entries without one (no key, no route)
+	Requests     int64  // entries
+	Failed       int64  // entries whose Outcome is not OutcomeOK
+	Fallbacks    int64  // entries with more than one attempt that were not hedged
+	Hedged       int64  // entries with a hedged attempt
+	Continued    int64  // entries with at least one continuation
+	InputTokens  int64  // sum of InputTokens
+	OutputTokens int64  // sum of OutputTokens
+	// CacheReadTokens and CacheWriteTokens are the sums of the entries'
+	// CacheReadTokens and CacheWriteTokens (parts of InputTokens).
+	CacheReadTokens  int64
+	CacheWriteTokens int64
+	CostUSD          float64 // sum of CostUSD
 }
 
 // reporter is the optional capability of a Store that Report needs.
@@ -109,7 +113,8 @@ func (s *sqlStore) report(ctx context.Context, q ReportQuery) ([]ReportRow, erro
 		"CAST(SUM(CASE WHEN attempts > 1 AND NOT hedged THEN 1 ELSE 0 END) AS BIGINT), " +
 		"CAST(SUM(CASE WHEN hedged THEN 1 ELSE 0 END) AS BIGINT), " +
 		"CAST(SUM(CASE WHEN continuations > 0 THEN 1 ELSE 0 END) AS BIGINT), " +
-		"CAST(SUM(input_tokens) AS BIGINT), CAST(SUM(output_tokens) AS BIGINT), SUM(cost_usd) " +
+		"CAST(SUM(input_tokens) AS BIGINT), CAST(SUM(output_tokens) AS BIGINT), " +
+		"CAST(SUM(cache_read_tokens) AS BIGINT), CAST(SUM(cache_write_tokens) AS BIGINT), SUM(cost_usd) " +
 		"FROM usage_entries")
 	b.where(s.d, Filter{Since: q.Since, Until: q.Until})
 	b.b.WriteString(" GROUP BY 1 ORDER BY 1")
@@ -122,7 +127,7 @@ func (s *sqlStore) report(ctx context.Context, q ReportQuery) ([]ReportRow, erro
 	for rows.Next() {
 		var r ReportRow
 		if err := rows.Scan(&r.Group, &r.Requests, &r.Failed, &r.Fallbacks, &r.Hedged, &r.Continued,
-			&r.InputTokens, &r.OutputTokens, &r.CostUSD); err != nil {
+			&r.InputTokens, &r.OutputTokens, &r.CacheReadTokens, &r.CacheWriteTokens, &r.CostUSD); err != nil {
 			return nil, fmt.Errorf("usage: report by %s from %s: %w", q.By, s.d.name, err)
 		}
 		out = append(out, r)
@@ -171,9 +176,13 @@ type Totals struct {
 	Fallbacks    int64   `json:"fallbacks"`
 	Hedged       int64   `json:"hedged"`
 	Continued    int64   `json:"continued"`
-	InputTokens  int64   `json:"input_tokens"`
+	InputTokens  int64   `json:"input_tokens"` // every prompt token, the cache reads and writes included
 	OutputTokens int64   `json:"output_tokens"`
-	CostUSD      float64 `json:"cost_usd"`
+	// CacheReadTokens and CacheWriteTokens are the parts of InputTokens
+	// read from and written to the upstreams' prompt caches.
+	CacheReadTokens  int64   `json:"cache_read_tokens"`
+	CacheWriteTokens int64   `json:"cache_write_tokens"`
+	CostUSD          float64 `json:"cost_usd"`
 }
 
 func (t *Totals) add(r ReportRow) {
@@ -184,6 +193,8 @@ func (t *Totals) add(r ReportRow) {
 	t.Continued += r.Continued
 	t.InputTokens += r.InputTokens
 	t.OutputTokens += r.OutputTokens
+	t.CacheReadTokens += r.CacheReadTokens
+	t.CacheWriteTokens += r.CacheWriteTokens
 	t.CostUSD += r.CostUSD
 	t.ErrorRate = 0
 	if t.Requests > 0 {

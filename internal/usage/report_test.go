@@ -15,12 +15,16 @@ func reportEntries(t0 time.Time) []Entry {
 		return Entry{ID: id, Time: t0.Add(at), KeyID: key, Model: model, Route: route, Outcome: outcome,
 			Attempts: attempts, Hedged: hedged, Continuations: cont, InputTokens: in, OutputTokens: out, CostUSD: cost}
 	}
+	cached := func(e Entry, read, write int) Entry {
+		e.CacheReadTokens, e.CacheWriteTokens = read, write
+		return e
+	}
 	return []Entry{
 		mk("1", "a", "m1", "p/x", OutcomeOK, 0, 1, false, 0, 10, 100, 0.25),
 		mk("2", "a", "m1", "", OutcomeUpstreamError, time.Minute-time.Microsecond, 2, false, 0, 20, 0, 0),
-		mk("3", "a", "m2", "p/y", OutcomeOK, time.Minute, 2, true, 0, 30, 300, 0.5),
-		mk("4", "b", "m1", "p/y", OutcomeOK, 2*time.Minute, 2, false, 0, 40, 400, 1),
-		mk("5", "b", "m1", "p/x", OutcomeOK, 3*time.Minute, 3, true, 1, 50, 500, 0.125),
+		cached(mk("3", "a", "m2", "p/y", OutcomeOK, time.Minute, 2, true, 0, 30, 300, 0.5), 20, 5),
+		cached(mk("4", "b", "m1", "p/y", OutcomeOK, 2*time.Minute, 2, false, 0, 40, 400, 1), 0, 10),
+		cached(mk("5", "b", "m1", "p/x", OutcomeOK, 3*time.Minute, 3, true, 1, 50, 500, 0.125), 40, 0),
 		mk("6", "", "m1", "", OutcomeRejected, 4*time.Minute, 0, false, 0, 0, 0, 0),
 	}
 }
@@ -38,40 +42,40 @@ func TestReport(t *testing.T) {
 			want []ReportRow
 		}{
 			{"by model", ReportQuery{By: "model"}, []ReportRow{
-				{Group: "m1", Requests: 5, Failed: 2, Fallbacks: 2, Hedged: 1, Continued: 1, InputTokens: 120, OutputTokens: 1000, CostUSD: 1.375},
-				{Group: "m2", Requests: 1, Hedged: 1, InputTokens: 30, OutputTokens: 300, CostUSD: 0.5},
+				{Group: "m1", Requests: 5, Failed: 2, Fallbacks: 2, Hedged: 1, Continued: 1, InputTokens: 120, OutputTokens: 1000, CacheReadTokens: 40, CacheWriteTokens: 10, CostUSD: 1.375},
+				{Group: "m2", Requests: 1, Hedged: 1, InputTokens: 30, OutputTokens: 300, CacheReadTokens: 20, CacheWriteTokens: 5, CostUSD: 0.5},
 			}},
 			{"empty by is model", ReportQuery{}, []ReportRow{
-				{Group: "m1", Requests: 5, Failed: 2, Fallbacks: 2, Hedged: 1, Continued: 1, InputTokens: 120, OutputTokens: 1000, CostUSD: 1.375},
-				{Group: "m2", Requests: 1, Hedged: 1, InputTokens: 30, OutputTokens: 300, CostUSD: 0.5},
+				{Group: "m1", Requests: 5, Failed: 2, Fallbacks: 2, Hedged: 1, Continued: 1, InputTokens: 120, OutputTokens: 1000, CacheReadTokens: 40, CacheWriteTokens: 10, CostUSD: 1.375},
+				{Group: "m2", Requests: 1, Hedged: 1, InputTokens: 30, OutputTokens: 300, CacheReadTokens: 20, CacheWriteTokens: 5, CostUSD: 0.5},
 			}},
 			{"by key", ReportQuery{By: "key"}, []ReportRow{
 				{Group: "", Requests: 1, Failed: 1},
-				{Group: "a", Requests: 3, Failed: 1, Fallbacks: 1, Hedged: 1, InputTokens: 60, OutputTokens: 400, CostUSD: 0.75},
-				{Group: "b", Requests: 2, Fallbacks: 1, Hedged: 1, Continued: 1, InputTokens: 90, OutputTokens: 900, CostUSD: 1.125},
+				{Group: "a", Requests: 3, Failed: 1, Fallbacks: 1, Hedged: 1, InputTokens: 60, OutputTokens: 400, CacheReadTokens: 20, CacheWriteTokens: 5, CostUSD: 0.75},
+				{Group: "b", Requests: 2, Fallbacks: 1, Hedged: 1, Continued: 1, InputTokens: 90, OutputTokens: 900, CacheReadTokens: 40, CacheWriteTokens: 10, CostUSD: 1.125},
 			}},
 			{"by route", ReportQuery{By: "route"}, []ReportRow{
 				{Group: "", Requests: 2, Failed: 2, Fallbacks: 1, InputTokens: 20},
-				{Group: "p/x", Requests: 2, Hedged: 1, Continued: 1, InputTokens: 60, OutputTokens: 600, CostUSD: 0.375},
-				{Group: "p/y", Requests: 2, Fallbacks: 1, Hedged: 1, InputTokens: 70, OutputTokens: 700, CostUSD: 1.5},
+				{Group: "p/x", Requests: 2, Hedged: 1, Continued: 1, InputTokens: 60, OutputTokens: 600, CacheReadTokens: 40, CostUSD: 0.375},
+				{Group: "p/y", Requests: 2, Fallbacks: 1, Hedged: 1, InputTokens: 70, OutputTokens: 700, CacheReadTokens: 20, CacheWriteTokens: 15, CostUSD: 1.5},
 			}},
 			{"by day (UTC, midnight belongs to the next day)", ReportQuery{By: "day"}, []ReportRow{
 				{Group: "2025-06-01", Requests: 2, Failed: 1, Fallbacks: 1, InputTokens: 30, OutputTokens: 100, CostUSD: 0.25},
-				{Group: "2025-06-02", Requests: 4, Failed: 1, Fallbacks: 1, Hedged: 2, Continued: 1, InputTokens: 120, OutputTokens: 1200, CostUSD: 1.625},
+				{Group: "2025-06-02", Requests: 4, Failed: 1, Fallbacks: 1, Hedged: 2, Continued: 1, InputTokens: 120, OutputTokens: 1200, CacheReadTokens: 60, CacheWriteTokens: 15, CostUSD: 1.625},
 			}},
 			{"since inclusive, until exclusive", ReportQuery{Since: t0.Add(time.Minute), Until: t0.Add(3 * time.Minute), By: "model"}, []ReportRow{
-				{Group: "m1", Requests: 1, Fallbacks: 1, InputTokens: 40, OutputTokens: 400, CostUSD: 1},
-				{Group: "m2", Requests: 1, Hedged: 1, InputTokens: 30, OutputTokens: 300, CostUSD: 0.5},
+				{Group: "m1", Requests: 1, Fallbacks: 1, InputTokens: 40, OutputTokens: 400, CacheWriteTokens: 10, CostUSD: 1},
+				{Group: "m2", Requests: 1, Hedged: 1, InputTokens: 30, OutputTokens: 300, CacheReadTokens: 20, CacheWriteTokens: 5, CostUSD: 0.5},
 			}},
 			{"since only", ReportQuery{Since: t0.Add(3 * time.Minute), By: "key"}, []ReportRow{
 				{Group: "", Requests: 1, Failed: 1},
-				{Group: "b", Requests: 1, Hedged: 1, Continued: 1, InputTokens: 50, OutputTokens: 500, CostUSD: 0.125},
+				{Group: "b", Requests: 1, Hedged: 1, Continued: 1, InputTokens: 50, OutputTokens: 500, CacheReadTokens: 40, CostUSD: 0.125},
 			}},
 			{"until only, a microsecond before midnight", ReportQuery{Until: t0.Add(time.Minute - time.Microsecond), By: "day"}, []ReportRow{
 				{Group: "2025-06-01", Requests: 1, InputTokens: 10, OutputTokens: 100, CostUSD: 0.25},
 			}},
 			{"non-UTC bounds", ReportQuery{Since: t0.Add(time.Minute).In(time.FixedZone("UTC-7", -7*3600)), By: "day"}, []ReportRow{
-				{Group: "2025-06-02", Requests: 4, Failed: 1, Fallbacks: 1, Hedged: 2, Continued: 1, InputTokens: 120, OutputTokens: 1200, CostUSD: 1.625},
+				{Group: "2025-06-02", Requests: 4, Failed: 1, Fallbacks: 1, Hedged: 2, Continued: 1, InputTokens: 120, OutputTokens: 1200, CacheReadTokens: 60, CacheWriteTokens: 15, CostUSD: 1.625},
 			}},
 			{"empty window", ReportQuery{Since: t0.Add(time.Hour), By: "route"}, []ReportRow{}},
 		}

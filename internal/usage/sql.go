@@ -21,9 +21,9 @@ const schemaComponent = "usage"
 const maxErrorLen = 4096
 
 // columns of usage_entries in the order insert and scan use them.
-const columns = columnsV2 + ", hedged, continuations"
+const columns = columnsV2 + ", hedged, continuations, cache_read_tokens, cache_write_tokens"
 
-const numColumns = 19
+const numColumns = 21
 
 // columnsV2 are the columns of schema versions 1 and 2. A migration names its
 // columns itself: it must keep doing what it did when columns grows.
@@ -110,6 +110,11 @@ var sqliteDialect = &dialect{
 		// had neither.
 		`ALTER TABLE usage_entries ADD COLUMN hedged INTEGER NOT NULL DEFAULT 0`,
 		`ALTER TABLE usage_entries ADD COLUMN continuations INTEGER NOT NULL DEFAULT 0`,
+	}, {
+		// Version 4: prompt cache reads and writes, parts of input_tokens.
+		// Rows written before counted none.
+		`ALTER TABLE usage_entries ADD COLUMN cache_read_tokens INTEGER NOT NULL DEFAULT 0`,
+		`ALTER TABLE usage_entries ADD COLUMN cache_write_tokens INTEGER NOT NULL DEFAULT 0`,
 	}},
 	maxRows:    1,
 	timeArg:    func(t time.Time) any { return t.UnixMicro() },
@@ -150,6 +155,11 @@ var postgresDialect = &dialect{
 		`ALTER TABLE usage_entries
 			ADD COLUMN hedged BOOLEAN NOT NULL DEFAULT false,
 			ADD COLUMN continuations INTEGER NOT NULL DEFAULT 0`,
+	}, {
+		// Version 4: prompt cache reads and writes, parts of input_tokens.
+		`ALTER TABLE usage_entries
+			ADD COLUMN cache_read_tokens BIGINT NOT NULL DEFAULT 0,
+			ADD COLUMN cache_write_tokens BIGINT NOT NULL DEFAULT 0`,
 	}},
 	maxRows: 500,
 	timeArg: func(t time.Time) any { return t.UTC() },
@@ -242,6 +252,8 @@ func (s *sqlStore) appendArgs(args []any, e *Entry) []any {
 		clean(e.Error, maxErrorLen),
 		e.Hedged,
 		int64(e.Continuations),
+		int64(e.CacheReadTokens),
+		int64(e.CacheWriteTokens),
 	)
 }
 
@@ -362,7 +374,8 @@ func (s *sqlStore) List(ctx context.Context, f Filter) ([]Entry, error) {
 		)
 		if err := rows.Scan(&e.ID, &e.RequestID, &arrived, &e.KeyID, &e.Model, &e.Route,
 			&e.Attempts, &e.Stream, &e.Status, &e.Outcome, &e.InputTokens, &e.OutputTokens,
-			&e.TokenSource, &e.CostUSD, &ttft, &dur, &e.Error, &e.Hedged, &e.Continuations); err != nil {
+			&e.TokenSource, &e.CostUSD, &ttft, &dur, &e.Error, &e.Hedged, &e.Continuations,
+			&e.CacheReadTokens, &e.CacheWriteTokens); err != nil {
 			return nil, fmt.Errorf("usage: list entries from %s: %w", s.d.name, err)
 		}
 		switch v := arrived.(type) {

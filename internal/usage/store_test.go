@@ -90,25 +90,27 @@ func testCtx(t *testing.T) context.Context {
 // fullEntry has every field set to a value distinct from its zero value.
 func fullEntry(id string, at time.Time) Entry {
 	return Entry{
-		ID:            id,
-		RequestID:     "req-" + id,
-		Time:          at,
-		KeyID:         "team-a",
-		Model:         "gpt-4.1",
-		Route:         "local-sim/sim-fast",
-		Attempts:      4, // two for the first token (hedged), one per continuation
-		Continuations: 2,
-		Hedged:        true,
-		Stream:        true,
-		Status:        200,
-		Outcome:       OutcomeOK,
-		InputTokens:   1234,
-		OutputTokens:  987654,
-		TokenSource:   "usage",
-		CostUSD:       0.0123456789012345,
-		TTFT:          123456789 * time.Nanosecond,
-		Duration:      9*time.Second + 87654321*time.Nanosecond,
-		Error:         "",
+		ID:               id,
+		RequestID:        "req-" + id,
+		Time:             at,
+		KeyID:            "team-a",
+		Model:            "gpt-4.1",
+		Route:            "local-sim/sim-fast",
+		Attempts:         4, // two for the first token (hedged), one per continuation
+		Continuations:    2,
+		Hedged:           true,
+		Stream:           true,
+		Status:           200,
+		Outcome:          OutcomeOK,
+		InputTokens:      1234,
+		CacheReadTokens:  1000,
+		CacheWriteTokens: 200,
+		OutputTokens:     987654,
+		TokenSource:      "usage",
+		CostUSD:          0.0123456789012345,
+		TTFT:             123456789 * time.Nanosecond,
+		Duration:         9*time.Second + 87654321*time.Nanosecond,
+		Error:            "",
 	}
 }
 

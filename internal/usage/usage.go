@@ -41,13 +41,19 @@ type Entry struct {
 	Stream        bool
 	Status        int    // HTTP status sent (499 for a client that went away)
 	Outcome       string // one of the Outcome constants
-	InputTokens   int
-	OutputTokens  int
-	TokenSource   string        // one of the TokenSource constants
-	CostUSD       float64       // from the model's configured prices; stored in [0, $1e9] (usd.Clamp)
-	TTFT          time.Duration // 0: no first token (a non-stream, a stream that failed before content), stored as NULL
-	Duration      time.Duration
-	Error         string // the error message when Outcome is not ok
+	InputTokens   int    // every prompt token, the cache reads and writes included
+	OutputTokens  int    // reasoning tokens included
+	// CacheReadTokens and CacheWriteTokens are the parts of InputTokens
+	// the upstreams read from and wrote to their prompt caches, billed at
+	// the model's cached_input and cache_write prices (0 for entries
+	// written before the ledger kept them).
+	CacheReadTokens  int
+	CacheWriteTokens int
+	TokenSource      string        // one of the TokenSource constants
+	CostUSD          float64       // from the model's configured prices; stored in [0, $1e9] (usd.Clamp)
+	TTFT             time.Duration // 0: no first token (a non-stream, a stream that failed before content), stored as NULL
+	Duration         time.Duration
+	Error            string // the error message when Outcome is not ok
 }
 
 // Recorder accepts ledger entries. Record must not block the request path.
