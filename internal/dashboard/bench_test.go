@@ -30,7 +30,7 @@ func BenchmarkTick(b *testing.B) {
 			}
 			st.End(50*time.Millisecond, 80)
 			m.Request(model, route, 200, metrics.OutcomeOK)
-			m.Usage(model, 10, 100, 0.01)
+			m.Usage(model, 10, 100, 0, 0, 0.01)
 		}
 	}
 	d := New(Options{Gatherer: reg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})

@@ -194,7 +194,7 @@ func TestComputeFromGatewayMetrics(t *testing.T) {
 	// Before the window: what it must not count.
 	st.TTFT(5 * time.Second)
 	m.Request("m1", "p/a", 200, metrics.OutcomeOK)
-	m.Usage("m1", 10, 1000, 0)
+	m.Usage("m1", 10, 1000, 0, 0, 0)
 	take(0)
 	// In the window (60 s): 4 requests, one error event, one client gone
 	// (not an error), 1 fallback, 1 hedge, 2 continuations; 600 output tokens.
@@ -211,7 +211,7 @@ func TestComputeFromGatewayMetrics(t *testing.T) {
 	m.Request("m1", "p/a", 200, metrics.OutcomeErrorEvent)
 	m.Request("m1", "p/a", 499, metrics.OutcomeClientGone)
 	m.Request("m1", "", 502, metrics.OutcomeUpstreamError) // failed before a route served it
-	m.Usage("m1", 40, 600, 0.5)
+	m.Usage("m1", 40, 600, 0, 0, 0.5)
 	m.Fallback("m1", "status_502")
 	m.Hedge("m1", "won")
 	m.Continuation("m1", "ok")

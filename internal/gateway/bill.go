@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/streamgate/streamgate/internal/api"
+	"github.com/streamgate/streamgate/internal/config"
 	"github.com/streamgate/streamgate/internal/fit"
 	"github.com/streamgate/streamgate/internal/provider"
 	"github.com/streamgate/streamgate/internal/relay"
@@ -22,21 +23,30 @@ type bill struct {
 	billed    bool // some attempt reached an upstream
 	estimated bool // some attempt's tokens were estimated
 	prompt    int  // the prompt estimate, once computed (0: not yet)
+
+	// cacheRead and cacheWrite are the parts of in that the upstreams
+	// reported read from and written to their prompt caches.
+	cacheRead, cacheWrite int
 }
 
 // attempt adds one attempt: opened when the upstream accepted it, err how
 // it ended, u its reported usage (nil when none came), chunks the content
 // chunks it sent to the client. Usage with a count that is not a token
 // count (u.Invalid: negative, fractional, not a number, not below
-// api.CountLimit) is not reported usage: the attempt is estimated.
+// api.CountLimit) is not reported usage: the attempt is estimated. The
+// cache reads and writes are bounded by the prompt tokens (reads first),
+// so that they never bill more prompt tokens than the upstream counted.
 func (b *bill) attempt(req *provider.Request, opened bool, err error, u *api.Usage, chunks int) {
 	if !opened && !abandonedInFlight(err) {
 		return
 	}
 	b.billed = true
 	if u != nil && !u.Invalid {
+		read := min(u.PromptTokensDetails.CachedTokens, u.PromptTokens)
 		b.in += u.PromptTokens
 		b.out += u.CompletionTokens
+		b.cacheRead += read
+		b.cacheWrite += min(u.PromptTokensDetails.CacheWriteTokens, u.PromptTokens-read)
 		return
 	}
 	b.estimated = true
@@ -72,6 +82,11 @@ func (b *bill) answer(req *provider.Request, body []byte) error {
 		return err // not JSON; a JSON value of unexpected shape is only unbilled detail
 	}
 	return nil
+}
+
+// tokens returns the bill's tokens as prices apply to them.
+func (b *bill) tokens() config.Tokens {
+	return config.Tokens{Input: int64(b.in), CacheRead: int64(b.cacheRead), CacheWrite: int64(b.cacheWrite), Output: int64(b.out)}
 }
 
 // source is the entry's token source (usage.SourceUsage, SourceEstimated,

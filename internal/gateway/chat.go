@@ -773,13 +773,14 @@ func (g *Gateway) finish(c *call) {
 	cost := 0.0
 	label := "" // only configured model names become label values
 	if c.model != nil {
-		cost = c.model.Price.Cost(config.Tokens{Input: int64(in), Output: int64(out)})
+		cost = c.model.Price.Cost(c.bill.tokens())
 		label = c.model.Name
 	}
 	e := &c.entry
 	e.Status = c.status
 	e.Outcome = outcomeOf(c.err, c.status)
 	e.InputTokens, e.OutputTokens, e.TokenSource = in, out, source
+	e.CacheReadTokens, e.CacheWriteTokens = c.bill.cacheRead, c.bill.cacheWrite
 	e.CostUSD = cost
 	e.TTFT = c.stats.TTFT
 	e.Duration = time.Since(c.info.start)
@@ -788,7 +789,7 @@ func (g *Gateway) finish(c *call) {
 	}
 	g.m.Request(label, e.Route, c.status, requestOutcome(c.err, c.status))
 	if label != "" {
-		g.m.Usage(label, in, out, cost)
+		g.m.Usage(label, in, out, c.bill.cacheRead, c.bill.cacheWrite, cost)
 	}
 	settleBudget(c, cost)
 	g.rec.Record(*e)

@@ -57,7 +57,7 @@ var allowedValues = map[string][]string{
 	"outcome": {"ok", "error_event", "client_gone", "timeout", "upstream_error", "rejected", "error", // requests
 		"won", "lost", "none", // hedges
 		"failed"}, // continuations (and ok)
-	"kind":  {"input", "output"},
+	"kind":  {"input", "output", "cache_read", "cache_write"},
 	"stage": {"request", "chunk"},
 	"scope": {"gateway", "key", "rpm", "tpm", "budget", "decoding"},
 }

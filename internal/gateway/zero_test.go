@@ -25,9 +25,10 @@ func TestZeroSeriesAtStart(t *testing.T) {
 		for _, r := range metrics.FallbackReasons {
 			want = append(want, `streamgate_fallbacks_total{model="`+m+`",reason="`+r+`"} 0`)
 		}
+		for _, k := range []string{"input", "output", "cache_read", "cache_write"} {
+			want = append(want, `streamgate_tokens_total{kind="`+k+`",model="`+m+`"} 0`)
+		}
 		want = append(want,
-			`streamgate_tokens_total{kind="input",model="`+m+`"} 0`,
-			`streamgate_tokens_total{kind="output",model="`+m+`"} 0`,
 			`streamgate_cost_usd_total{model="`+m+`"} 0`,
 			`streamgate_retries_total{model="`+m+`"} 0`,
 			`streamgate_requests_total{code="200",model="`+m+`",outcome="ok",route="sim/sim-fast"} 0`,

@@ -74,11 +74,19 @@ const (
 // ContinuationOutcomes is every outcome of streamgate_continuations_total.
 var ContinuationOutcomes = []string{ContinuationOK, ContinuationFailed}
 
-// Kinds of streamgate_tokens_total.
+// Kinds of streamgate_tokens_total. Input counts every prompt token;
+// cache_read and cache_write count the parts of it read from and written
+// to the upstreams' prompt caches (so input is not their sum with fresh
+// tokens: fresh input is input - cache_read - cache_write).
 const (
-	KindInput  = "input"
-	KindOutput = "output"
+	KindInput      = "input"
+	KindOutput     = "output"
+	KindCacheRead  = "cache_read"
+	KindCacheWrite = "cache_write"
 )
+
+// TokenKinds is every kind of streamgate_tokens_total.
+var TokenKinds = []string{KindInput, KindOutput, KindCacheRead, KindCacheWrite}
 
 // Scopes of streamgate_admission_rejected_total.
 const (
@@ -112,7 +120,7 @@ type Metrics struct {
 	TPS       *prometheus.HistogramVec // model, route
 	Overhead  *prometheus.HistogramVec // model, route, stage
 	Requests  *prometheus.CounterVec   // model, route, code, outcome
-	Tokens    *prometheus.CounterVec   // model, kind (input|output)
+	Tokens    *prometheus.CounterVec   // model, kind (input|output|cache_read|cache_write)
 	Cost      *prometheus.CounterVec   // model
 	Fallbacks *prometheus.CounterVec   // model, reason
 	Inflight  prometheus.Gauge
@@ -162,7 +170,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "streamgate_requests_total", Help: "Chat completion requests by model, serving route, HTTP status (499: client went away) and outcome (ok, error_event, client_gone, timeout, upstream_error, rejected, error).",
 		}, []string{"model", "route", "code", "outcome"}),
 		Tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "streamgate_tokens_total", Help: "Tokens by model and kind (input, output).",
+			Name: "streamgate_tokens_total", Help: "Tokens by model and kind: input (every prompt token), output, and the parts of input read from (cache_read) and written to (cache_write) the upstreams' prompt caches.",
 		}, []string{"model", "kind"}),
 		Cost: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "streamgate_cost_usd_total", Help: "Cost in USD from the model's configured prices.",
@@ -268,7 +276,7 @@ func (s *Stream) RequestOverhead(d time.Duration) {
 // configured model has before anything happened, so that rate() and
 // increase() read 0 rather than nothing until the first event:
 // streamgate_requests_total for each of its routes with the pairs of
-// knownRequests, streamgate_tokens_total of both kinds,
+// knownRequests, streamgate_tokens_total of every kind,
 // streamgate_cost_usd_total, streamgate_fallbacks_total of every reason,
 // streamgate_retries_total, streamgate_hedges_total of every outcome when
 // the model hedges, streamgate_continuations_total of every outcome when
@@ -284,8 +292,9 @@ func (m *Metrics) Known(model string, routes []string, hedges, continues bool) {
 			m.Requests.WithLabelValues(model, r, k[0], k[1])
 		}
 	}
-	m.Tokens.WithLabelValues(model, KindInput)
-	m.Tokens.WithLabelValues(model, KindOutput)
+	for _, k := range TokenKinds {
+		m.Tokens.WithLabelValues(model, k)
+	}
 	m.Cost.WithLabelValues(model)
 	for _, reason := range FallbackReasons {
 		m.Fallbacks.WithLabelValues(model, reason)
@@ -311,16 +320,20 @@ func (m *Metrics) Request(model, route string, status int, outcome string) {
 	}
 }
 
-// Usage adds a request's tokens and cost.
-func (m *Metrics) Usage(model string, input, output int, costUSD float64) {
+// Usage adds a request's tokens and cost: input counts every prompt
+// token, cacheRead and cacheWrite the parts of it read from and written to
+// a prompt cache.
+func (m *Metrics) Usage(model string, input, output, cacheRead, cacheWrite int, costUSD float64) {
 	if m == nil {
 		return
 	}
-	if input > 0 {
-		m.Tokens.WithLabelValues(model, KindInput).Add(float64(input))
-	}
-	if output > 0 {
-		m.Tokens.WithLabelValues(model, KindOutput).Add(float64(output))
+	for _, t := range [...]struct {
+		kind string
+		n    int
+	}{{KindInput, input}, {KindOutput, output}, {KindCacheRead, cacheRead}, {KindCacheWrite, cacheWrite}} {
+		if t.n > 0 {
+			m.Tokens.WithLabelValues(model, t.kind).Add(float64(t.n))
+		}
 	}
 	if costUSD > 0 {
 		m.Cost.WithLabelValues(model).Add(costUSD)

@@ -24,7 +24,7 @@ func TestNamesAndRegistration(t *testing.T) {
 	s.End(time.Millisecond, 50)
 	s.RequestOverhead(time.Microsecond)
 	m.Request("gpt", "openai/gpt", 200, OutcomeOK)
-	m.Usage("gpt", 10, 20, 0.5)
+	m.Usage("gpt", 10, 20, 6, 3, 0.5)
 	m.Fallback("gpt", "connect")
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -55,7 +55,7 @@ func TestNamesAndRegistration(t *testing.T) {
 					kind = l.GetValue()
 				}
 			}
-			if want := map[string]float64{"input": 10, "output": 20}[kind]; mt.GetCounter().GetValue() != want {
+			if want := map[string]float64{"input": 10, "output": 20, "cache_read": 6, "cache_write": 3}[kind]; mt.GetCounter().GetValue() != want {
 				t.Errorf("got %s tokens %v, want %v", kind, mt.GetCounter().GetValue(), want)
 			}
 		}
