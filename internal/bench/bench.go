@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/streamgate/streamgate/internal/config"
 )
 
 // Schema names the JSON layout of a Result.
@@ -95,11 +97,10 @@ type SLO struct {
 // IsZero reports whether no objective is set.
 func (s SLO) IsZero() bool { return s == SLO{} }
 
-// Price is a model's price in USD per 1M tokens.
-type Price struct {
-	Input  float64 `json:"input" yaml:"input"`
-	Output float64 `json:"output" yaml:"output"`
-}
+// Price is a model's price in USD per 1M tokens, the gateway's: input,
+// output, and the prompt cache's cached_input and cache_write (the input
+// price when unset).
+type Price = config.Price
 
 // Result is the whole outcome of a benchmark invocation, marshalled as the
 // "streamgate.bench/v1" JSON of SPEC.md.
@@ -172,6 +173,11 @@ type RunResult struct {
 	OutTok int    `json:"output_tokens"`
 	InTok  int    `json:"input_tokens"`
 	TokSrc string `json:"token_source"`
+	// CacheReadTok and CacheWriteTok are the parts of InTok the endpoint
+	// reported read from and written to a prompt cache, billed at the
+	// price's cached_input and cache_write.
+	CacheReadTok  int `json:"cache_read_tokens"`
+	CacheWriteTok int `json:"cache_write_tokens"`
 
 	Throughput float64 `json:"throughput_tokens_per_s"`
 	// RequestsPerS is successful requests over the run's duration.

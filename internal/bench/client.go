@@ -36,12 +36,17 @@ type Request struct {
 	Interrupted bool   `json:"interrupted,omitempty"`
 	Incomplete  bool   `json:"incomplete,omitempty"`
 
-	OutputTokens int    `json:"output_tokens"`
-	InputTokens  int    `json:"input_tokens"`
-	TokenSource  string `json:"token_source"`
-	Events       int    `json:"events"`
-	Done         bool   `json:"done"`
-	Finish       bool   `json:"finish"`
+	OutputTokens int `json:"output_tokens"`
+	InputTokens  int `json:"input_tokens"` // every prompt token, the cache reads and writes included
+	// CacheReadTokens and CacheWriteTokens are the parts of InputTokens
+	// the endpoint reported read from and written to a prompt cache
+	// (usage.prompt_tokens_details.cached_tokens and cache_write_tokens).
+	CacheReadTokens  int    `json:"cache_read_tokens,omitempty"`
+	CacheWriteTokens int    `json:"cache_write_tokens,omitempty"`
+	TokenSource      string `json:"token_source"`
+	Events           int    `json:"events"`
+	Done             bool   `json:"done"`
+	Finish           bool   `json:"finish"`
 	// Arrivals are the content chunks' arrival offsets from the send time.
 	Arrivals []time.Duration `json:"-"`
 	// Delays are arrival − server stamp for stamped events (nanoseconds).
@@ -204,6 +209,8 @@ func (s *stream) onEvent(ev *sse.Event, now time.Time) bool {
 	if info.HasUsage {
 		r.OutputTokens = info.Usage.CompletionTokens
 		r.InputTokens = info.Usage.PromptTokens
+		r.CacheReadTokens = info.Usage.PromptTokensDetails.CachedTokens
+		r.CacheWriteTokens = info.Usage.PromptTokensDetails.CacheWriteTokens
 		r.TokenSource = "usage"
 	}
 	return true

@@ -89,7 +89,12 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	emit(`{"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`)
 	if req.IncludeUsage() && r.Header.Get("X-Test-No-Usage") == "" {
-		emit(fmt.Sprintf(`{"id":"x","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":11,"completion_tokens":%d,"total_tokens":%d}}`, tokens, tokens+11))
+		details := "" // X-Test-Cached: the prompt's cache reads and writes, as "READ,WRITE"
+		if c := r.Header.Get("X-Test-Cached"); c != "" {
+			read, write, _ := strings.Cut(c, ",")
+			details = `,"prompt_tokens_details":{"cached_tokens":` + read + `,"cache_write_tokens":` + write + `}`
+		}
+		emit(fmt.Sprintf(`{"id":"x","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":11,"completion_tokens":%d,"total_tokens":%d%s}}`, tokens, tokens+11, details))
 	}
 	if r.Header.Get("X-Test-No-Done") == "" {
 		sw.Done()

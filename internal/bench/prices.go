@@ -14,8 +14,10 @@ import (
 
 // LoadPrices reads model prices in USD per 1M tokens from path: either a
 // gateway config file, whose models[].price are taken, or a YAML/JSON map
-// {model: {input: 2.0, output: 8.0}}. A file is a price map when it parses
-// as plain YAML and has none of the gateway config's top-level fields.
+// {model: {input: 2.0, output: 8.0, cached_input: 0.5, cache_write: 2.5}}
+// (the cache prices optional, as in the gateway's config). A file is a
+// price map when it parses as plain YAML and has none of the gateway
+// config's top-level fields.
 //
 // A gateway config is read by the gateway's own loader, the way
 // "streamgate serve --config" reads it (${VAR} and ${VAR:-default} expanded
@@ -44,7 +46,7 @@ func LoadPrices(path string, getenv func(string) string) (map[string]Price, erro
 func modelPrices(c *config.Config) map[string]Price {
 	out := make(map[string]Price, len(c.Models))
 	for _, m := range c.Models {
-		out[m.Name] = Price{Input: m.Price.Input, Output: m.Price.Output}
+		out[m.Name] = m.Price
 	}
 	return out
 }
@@ -71,11 +73,11 @@ func isGatewayConfig(doc *yaml.Node) bool {
 	return false
 }
 
-// priceMap reads {model: {input: N, output: N}}, naming the line of the
-// first problem.
+// priceMap reads {model: {input: N, output: N, cached_input: N,
+// cache_write: N}}, naming the line of the first problem.
 func priceMap(path string, doc *yaml.Node) (map[string]Price, error) {
 	bad := func(n *yaml.Node, format string, a ...any) error {
-		return fmt.Errorf("prices %s:%d: %s (want {model: {input: N, output: N}} or a gateway config)", path, n.Line, fmt.Sprintf(format, a...))
+		return fmt.Errorf("prices %s:%d: %s (want {model: {input: N, output: N, cached_input: N, cache_write: N}} or a gateway config)", path, n.Line, fmt.Sprintf(format, a...))
 	}
 	if len(doc.Content) == 0 {
 		return nil, fmt.Errorf("prices %s: empty file", path)
@@ -99,6 +101,12 @@ func priceMap(path string, doc *yaml.Node) (map[string]Price, error) {
 				dst = &p.Input
 			case "output":
 				dst = &p.Output
+			case "cached_input":
+				p.CachedInput = new(float64)
+				dst = p.CachedInput
+			case "cache_write":
+				p.CacheWrite = new(float64)
+				dst = p.CacheWrite
 			default:
 				return nil, bad(k, "%s: unknown field %q", name, k.Value)
 			}

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -57,27 +58,33 @@ func TestLoadPricesGatewayConfig(t *testing.T) {
 		want       Price
 		wantErr    string
 	}{
-		{"readme, variables unset", filepath.Join("testdata", "readme-config.yaml"), nil, "gpt-4.1", Price{2, 8}, ""},
+		{"readme, variables unset", filepath.Join("testdata", "readme-config.yaml"), nil, "gpt-4.1", Price{Input: 2, Output: 8, CachedInput: usd(0.5)}, ""},
 		{"readme, variables set", filepath.Join("testdata", "readme-config.yaml"),
-			map[string]string{"OPENAI_API_KEY": "sk-1", "STREAMGATE_DEV_KEY": "sg-dev-1", "APP_KEY": "sg-app-1"}, "gpt-4.1", Price{2, 8}, ""},
+			map[string]string{"OPENAI_API_KEY": "sk-1", "STREAMGATE_DEV_KEY": "sg-dev-1", "APP_KEY": "sg-app-1"}, "gpt-4.1", Price{Input: 2, Output: 8, CachedInput: usd(0.5)}, ""},
 		{"price from the environment and a default", write("env.yaml", head+"models:\n  - {name: m, routes: [{provider: s, model: x}], price: {input: ${IN:-2.5}, output: ${OUT}}}\n"),
-			with(keys, "OUT", "10"), "m", Price{2.5, 10}, ""},
+			with(keys, "OUT", "10"), "m", Price{Input: 2.5, Output: 10}, ""},
 		{"price from the environment, keys unset", write("env2.yaml", head+"models:\n  - {name: m, routes: [{provider: s, model: x}], price: {input: 1, output: ${OUT}}}\n"),
-			map[string]string{"OUT": "10"}, "m", Price{1, 10}, ""},
+			map[string]string{"OUT": "10"}, "m", Price{Input: 1, Output: 10}, ""},
 		{"model name from an unset variable", write("name.yaml", head+"models:\n  - {name: \"${MODEL}\", routes: [{provider: s, model: x}], price: {input: 1, output: 2}}\n"),
 			keys, "", Price{}, "MODEL"},
 		{"model name from an unset variable, keys unset", write("name2.yaml", head+"models:\n  - {name: \"${MODEL}\", routes: [{provider: s, model: x}], price: {input: 1, output: 2}}\n"),
 			nil, "", Price{}, "MODEL"},
 		{"model name from a default", write("namedef.yaml", head+"models:\n  - {name: \"${MODEL:-mm}\", routes: [{provider: s, model: x}], price: {input: 1, output: 2}}\n"),
-			keys, "mm", Price{1, 2}, ""},
+			keys, "mm", Price{Input: 1, Output: 2}, ""},
 		// Unset keys do not touch the other variables' defaults.
 		{"model name from a default, keys unset", write("namedef2.yaml", head+"models:\n  - {name: \"${MODEL:-mm}\", routes: [{provider: s, model: x}], price: {input: 1, output: 2}}\n"),
-			nil, "mm", Price{1, 2}, ""},
+			nil, "mm", Price{Input: 1, Output: 2}, ""},
 		{"unknown field", write("typo.yaml", head+"models:\n  - {name: m, routes: [{provider: s, model: x}], prcie: {input: 1, output: 2}}\n"),
 			nil, "", Price{}, "typo.yaml:4: models[0].prcie"},
 		{"bad price", write("neg.yaml", head+"models:\n  - {name: m, routes: [{provider: s, model: x}], price: {input: -1, output: 2}}\n"),
 			nil, "", Price{}, "models[0].price.input"},
-		{"price map", write("map.yaml", "m: {input: 1, output: 3}\n"), nil, "m", Price{1, 3}, ""},
+		{"price map", write("map.yaml", "m: {input: 1, output: 3}\n"), nil, "m", Price{Input: 1, Output: 3}, ""},
+		{"price map with cache prices", write("mapcache.yaml", "m: {input: 3, output: 15, cached_input: 0.3, cache_write: 3.75}\n"), nil, "m",
+			Price{Input: 3, Output: 15, CachedInput: usd(0.3), CacheWrite: usd(3.75)}, ""},
+		{"price map with free cache reads", write("mapfree.yaml", "m: {input: 2, cached_input: 0}\n"), nil, "m", Price{Input: 2, CachedInput: usd(0)}, ""},
+		{"price map with a bad cache price", write("mapbad.yaml", "m: {input: 2, cache_write: -1}\n"), nil, "", Price{}, "mapbad.yaml:1: m.cache_write"},
+		{"config with cache prices", write("cache.yaml", head+"models:\n  - {name: m, routes: [{provider: s, model: x}], price: {input: 3, output: 15, cached_input: 0.3, cache_write: 3.75}}\n"),
+			keys, "m", Price{Input: 3, Output: 15, CachedInput: usd(0.3), CacheWrite: usd(3.75)}, ""},
 		{"bad price map", write("badmap.yaml", "m: {input: 1, outptu: 3}\n"), nil, "", Price{}, "badmap.yaml"},
 	}
 	for _, tt := range tests {
@@ -92,9 +99,11 @@ func TestLoadPricesGatewayConfig(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got, ok := ps[tt.model]; !ok || got != tt.want || len(ps) != 1 {
+			if got, ok := ps[tt.model]; !ok || !reflect.DeepEqual(got, tt.want) || len(ps) != 1 {
 				t.Errorf("got %v, want only %s: %+v", ps, tt.model, tt.want)
 			}
 		})
 	}
 }
+
+func usd(v float64) *float64 { return &v }

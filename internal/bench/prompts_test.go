@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -153,13 +154,13 @@ func TestLoadPrices(t *testing.T) {
 	tests := []struct {
 		path, model string
 		want        Price
-	}{{flat, "gpt-4.1", Price{2, 8}}, {flat, "sim-deepseek-v3.2", Price{0.28, 0.42}}, {gw, "gpt-4.1", Price{2, 8}}, {js, "m", Price{1, 3}}}
+	}{{flat, "gpt-4.1", Price{Input: 2, Output: 8}}, {flat, "sim-deepseek-v3.2", Price{Input: 0.28, Output: 0.42}}, {gw, "gpt-4.1", Price{Input: 2, Output: 8}}, {js, "m", Price{Input: 1, Output: 3}}}
 	for _, tt := range tests {
 		ps, err := LoadPrices(tt.path, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ps[tt.model] != tt.want {
+		if !reflect.DeepEqual(ps[tt.model], tt.want) {
 			t.Errorf("%s %s: got %+v, want %+v", filepath.Base(tt.path), tt.model, ps[tt.model], tt.want)
 		}
 	}
@@ -174,6 +175,19 @@ func TestLoadPrices(t *testing.T) {
 	// 4 requests × (11 prompt tokens × $1 + 10 output tokens × $2) per 1M.
 	if want := 4 * (11*1.0 + 10*2.0) / 1e6; !approx(r.CostUSD, want, 1e-12) || r.MonthlyCost != 20 {
 		t.Errorf("cost: got %g and monthly %g, want %g and 20", r.CostUSD, r.MonthlyCost, want)
+	}
+
+	// Cache reads and writes the endpoint reports are priced apart: of the
+	// 11 prompt tokens, 8 read from the cache and 2 written to it.
+	cached, cacheWrite := 0.1, 1.25
+	res, err = RunAll(context.Background(), []Config{{BaseURL: url, Model: "m", Requests: 4, MaxTokens: 10, Headers: hdr("X-Test-Cached", "8,2"),
+		Price: Price{Input: 1, Output: 2, CachedInput: &cached, CacheWrite: &cacheWrite}}}, RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = res.Runs[0]
+	if want := 4 * (1*1.0 + 8*0.1 + 2*1.25 + 10*2.0) / 1e6; !approx(r.CostUSD, want, 1e-12) || r.InTok != 44 || r.CacheReadTok != 32 || r.CacheWriteTok != 8 {
+		t.Errorf("cached run: got cost %g, input %d, cache reads %d, writes %d; want %g, 44, 32, 8", r.CostUSD, r.InTok, r.CacheReadTok, r.CacheWriteTok, want)
 	}
 }
 

@@ -286,6 +286,8 @@ type requestLine struct {
 	EndMs       float64   `json:"end_ms"`
 	Output      int       `json:"output_tokens"`
 	Input       int       `json:"input_tokens"`
+	CacheRead   int       `json:"cache_read_tokens,omitempty"`
+	CacheWrite  int       `json:"cache_write_tokens,omitempty"`
 	TokenSource string    `json:"token_source,omitempty"`
 	Events      int       `json:"events"`
 	Done        bool      `json:"done"`
@@ -303,7 +305,7 @@ func WriteRequests(w io.Writer, runs ...RunResult) error {
 			l := requestLine{Run: ri, Label: r.Label, Model: r.Model, Index: q.Index, Prompt: q.Prompt, MaxTokens: q.MaxTokens,
 				SentMs: round(q.Sent), Status: q.Status, OK: q.OK(), ErrorKind: q.Kind, Error: q.Err, Interrupted: q.Interrupted,
 				Incomplete: q.Incomplete, EndMs: round(q.End), Output: q.OutputTokens, Input: q.InputTokens,
-				TokenSource: q.TokenSource, Events: q.Events, Done: q.Done, ChunksMs: make([]float64, len(q.Arrivals))}
+				CacheRead: q.CacheReadTokens, CacheWrite: q.CacheWriteTokens, TokenSource: q.TokenSource, Events: q.Events, Done: q.Done, ChunksMs: make([]float64, len(q.Arrivals))}
 			if r.RequestedRate > 0 {
 				iv, sw := round(q.Intended), round(q.SlotWait)
 				l.IntendedMs, l.SlotWaitMs = &iv, &sw

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/streamgate/streamgate/internal/config"
 )
 
 // summarize turns the run's records into a RunResult.
@@ -58,6 +60,8 @@ func (r *runner) summarize(elapsed time.Duration, self selfStats) RunResult {
 		sources[q.TokenSource]++
 		rr.OutTok += q.OutputTokens
 		rr.InTok += q.InputTokens
+		rr.CacheReadTok += q.CacheReadTokens
+		rr.CacheWriteTok += q.CacheWriteTokens
 		toks = append(toks, float64(q.OutputTokens))
 		if d, ok := q.TTFT(); ok {
 			ttft = append(ttft, ms(d))
@@ -100,7 +104,7 @@ func (r *runner) summarize(elapsed time.Duration, self selfStats) RunResult {
 	if cfg.Rate > 0 && n > 1 && lastSent > firstSent {
 		rr.AchievedRate = float64(n-1) / (lastSent - firstSent).Seconds()
 	}
-	rr.CostUSD = (float64(rr.InTok)*cfg.Price.Input + float64(rr.OutTok)*cfg.Price.Output) / 1e6
+	rr.CostUSD = cfg.Price.Cost(config.Tokens{Input: int64(rr.InTok), CacheRead: int64(rr.CacheReadTok), CacheWrite: int64(rr.CacheWriteTok), Output: int64(rr.OutTok)})
 	if !cfg.Goodput.IsZero() && rr.Requests > 0 {
 		rr.Goodput = &Goodput{Fraction: float64(good) / float64(rr.Requests), SLO: cfg.Goodput.String()}
 		if s := elapsed.Seconds(); s > 0 {

@@ -185,7 +185,7 @@ func Run(ctx context.Context, o Options) (*bench.Result, error) {
 		cfgs = append(cfgs, bench.Config{
 			BaseURL: gw.url + "/v1", APIKey: key, Model: m, Label: "cost " + m,
 			Concurrency: costLoad.concurrency, Requests: costLoad.requests, MaxTokens: costLoad.maxTokens,
-			Seed: o.Seed, Price: bench.Price{Input: p.Input, Output: p.Output}, KeepRequests: true,
+			Seed: o.Seed, Price: p, KeepRequests: true,
 		})
 	}
 	fmt.Fprintf(o.Log, "demo: [2/3] model × cost: %d models, %d requests each\n", len(cfgs), costLoad.requests)
