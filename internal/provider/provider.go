@@ -1,7 +1,11 @@
 // Package provider is the seam between the gateway and an upstream: one small
 // interface that opens a stream or runs a non-stream completion, the typed
 // *Error every adapter returns, and the sentinels the gateway maps to HTTP
-// statuses. Adapters live in sub-packages (openai; anthropic and gemini later).
+// statuses. Adapters live in sub-packages (openai, anthropic, gemini). A
+// client of another dialect than OpenAI chat (Request.Native) reaches an
+// adapter that speaks it (Speaker) as it sent its request, and gets the
+// upstream's events back untranslated (Passthrough): same dialect, same
+// bytes.
 package provider
 
 import (
@@ -30,7 +34,9 @@ type Provider interface {
 	// while the Stream is being read.
 	Open(ctx context.Context, req *Request) (Stream, error)
 	// Complete sends a non-streaming request and returns the upstream's
-	// response body (an OpenAI chat.completion object).
+	// response body: an OpenAI chat.completion object, or for a request
+	// the provider passes through (Passes) the upstream's answer as it is,
+	// in the client's dialect.
 	Complete(ctx context.Context, req *Request) ([]byte, error)
 }
 
@@ -83,20 +89,91 @@ type Request struct {
 	// (nil means {}). Adapters that pass it through copy its members
 	// byte for byte, so fields the gateway does not know still reach the
 	// upstream, and rewrite only the members they must (see openai.Body).
+	// For a client of another dialect (Native) it is the chat request the
+	// gateway translated the client's into, nil when it could not.
 	Body []byte
-	// Chat is the typed view of Body, for adapters that translate.
+	// Chat is the typed view of Body, for adapters that translate; nil
+	// when Body is.
 	Chat *api.ChatRequest
+	// Native is the client's request in its own dialect when that is not
+	// OpenAI chat (POST /v1/messages: Anthropic's), for the adapters that
+	// speak it (Speaker); nil for an OpenAI client.
+	Native *Native
 	// RequestID is sent upstream as X-Request-Id; "" sends none.
 	RequestID string
 	// Header holds other request headers to forward (X-Sim-* faults). Nil
 	// means none.
 	Header http.Header
-	// Built, when not nil, is called by Caller.Post once the upstream body
+	// Built, when not nil, is called by Caller.Post (and PostNative) once the upstream body
 	// is built, as it is sent, for each upstream call (it may be called
 	// more than once, and from several goroutines for a hedge): the
 	// gateway bounds the memory of requests being decoded and translated
 	// at once with it (max_decoding_bytes).
 	Built func()
+}
+
+// Client dialects besides OpenAI chat (Native.Dialect).
+const (
+	// DialectAnthropic is Anthropic's Messages API (POST /v1/messages).
+	DialectAnthropic = "anthropic"
+)
+
+// Native is a client's request in its own dialect, for an adapter whose
+// upstream speaks that dialect: same dialect, same bytes. Such an adapter
+// sends Body with "model" set to Request.Model and nothing else changed,
+// and Header over its own headers, so that fields, block types and beta
+// features the gateway does not know reach the upstream as the client
+// sent them; it answers in that dialect too (see Speaker).
+type Native struct {
+	// Dialect names the API (DialectAnthropic).
+	Dialect string
+	// Body is the client's JSON body as received, but for what the gateway
+	// had to change (a max_tokens its context guard lowered).
+	Body []byte
+	// Header holds the client's headers of the dialect to forward
+	// (anthropic-version, anthropic-beta), never its credentials; they
+	// win over the adapter's own (its default anthropic-version). Nil
+	// means none.
+	Header http.Header
+	// Err is why the request has no OpenAI form (Request.Body and Chat are
+	// nil): a retryable *Error with Status 400 wrapping ErrUntranslatable,
+	// whose message names the field, returned for a route that would have
+	// to translate (see Passes); nil when it has one.
+	Err error
+}
+
+// Speaker is an optional capability of a Provider whose upstream speaks a
+// client dialect natively (the anthropic adapter: DialectAnthropic). For a
+// Request whose Native is in a dialect it speaks, Open sends Native.Body
+// (see Native) and returns a Passthrough stream of the upstream's own
+// events, and Complete returns the upstream's answer as it is, in that
+// dialect; for any other Request it translates, as every adapter does.
+type Speaker interface {
+	Speaks(dialect string) bool
+}
+
+// Passes reports whether p sends req as its client sent it: req has a
+// Native form in a dialect p speaks (Speaker).
+func Passes(p Provider, req *Request) bool {
+	if req.Native == nil {
+		return false
+	}
+	sp, ok := p.(Speaker)
+	return ok && sp.Speaks(req.Native.Dialect)
+}
+
+// Passthrough is an optional capability of a Stream whose events are the
+// upstream's own in the client's dialect (Dialect, Request.Native's), not
+// OpenAI chunks: the relay writes them to the client as they came, through
+// the client encoder's passthrough (relay.Passer). Such a stream is a
+// ChunkInfoer: ChunkInfo tells what each event carries as api.ScanChunk
+// would tell it of the event's OpenAI counterpart (content, a finish, the
+// usage so far), which the measurements read; an error event ends the
+// stream with an *Error from Next, so the relay answers it in the
+// client's dialect, redacted.
+type Passthrough interface {
+	ChunkInfoer
+	Dialect() string
 }
 
 // Sentinels wrapped by the errors adapters and the relay return; the gateway
@@ -316,6 +393,22 @@ var (
 // TransportError's, a non-2xx answer is drained and returned as
 // StatusError's error.
 func (c *Caller) Post(ctx context.Context, req *Request, url string, body []byte, stream bool) (*http.Response, error) {
+	return c.post(ctx, req, url, body, stream, nil)
+}
+
+// PostNative is Post for a body in the client's own dialect (req.Native's,
+// passed through): the client's headers of that dialect (Native.Header)
+// are set last, over c.Header, so the client's anthropic-version wins over
+// the adapter's default.
+func (c *Caller) PostNative(ctx context.Context, req *Request, url string, body []byte, stream bool) (*http.Response, error) {
+	var h http.Header
+	if req.Native != nil {
+		h = req.Native.Header
+	}
+	return c.post(ctx, req, url, body, stream, h)
+}
+
+func (c *Caller) post(ctx context.Context, req *Request, url string, body []byte, stream bool, native http.Header) (*http.Response, error) {
 	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("provider: build request to %s: %w", url, err)
@@ -333,6 +426,9 @@ func (c *Caller) Post(ctx context.Context, req *Request, url string, body []byte
 		hr.Header["Accept"] = jsonType
 	}
 	for k, v := range c.Header {
+		hr.Header[k] = v
+	}
+	for k, v := range native {
 		hr.Header[k] = v
 	}
 	if req.Built != nil {

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/streamgate/streamgate/internal/api"
 	"github.com/streamgate/streamgate/internal/provider"
 	"github.com/streamgate/streamgate/internal/provider/openai"
 	"github.com/streamgate/streamgate/internal/sse"
@@ -50,7 +51,10 @@ type Client struct {
 	apiKey  string           // to keep it out of error messages
 }
 
-var _ provider.Provider = (*Client)(nil)
+var (
+	_ provider.Provider = (*Client)(nil)
+	_ provider.Speaker  = (*Client)(nil)
+)
 
 func init() {
 	provider.Register("anthropic", func(c provider.Config) (provider.Provider, error) {
@@ -107,14 +111,27 @@ func (c *Client) CloseIdleConnections() {
 // dropped instead of pooled.
 const maxPooledReader = 16 << 10
 
+// Speaks implements provider.Speaker: the client's own Messages requests
+// (provider.DialectAnthropic) are passed through.
+func (c *Client) Speaks(dialect string) bool { return dialect == provider.DialectAnthropic }
+
 // Open implements provider.Provider: a streaming Messages request whose
-// events are translated into OpenAI chunks as they are read.
+// events are translated into OpenAI chunks as they are read; or, for a
+// Messages client (provider.Passes), the client's body as it sent it and
+// the upstream's events as they come (a provider.Passthrough stream).
 func (c *Client) Open(ctx context.Context, req *provider.Request) (provider.Stream, error) {
-	body, err := Body(req, true)
+	native := provider.Passes(c, req)
+	var body []byte
+	var err error
+	if native {
+		body, err = NativeBody(req)
+	} else {
+		body, err = Body(req, true)
+	}
 	if err != nil {
 		return nil, err
 	}
-	resp, err := c.post(ctx, req, body, true)
+	resp, err := c.post(ctx, req, body, true, native)
 	if err != nil {
 		return nil, err
 	}
@@ -125,17 +142,29 @@ func (c *Client) Open(ctx context.Context, req *provider.Request) (provider.Stre
 		r.NoDone = true       // Anthropic has no "[DONE]"; message_stop ends a stream
 	}
 	r.Reset(resp.Body)
+	if native {
+		return &passStream{stream{c: c, body: resp.Body, r: r, ctx: ctx, model: req.Model}}, nil
+	}
 	return &stream{c: c, body: resp.Body, r: r, ctx: ctx, model: req.Model, buf: make([]byte, 0, 512)}, nil
 }
 
 // Complete implements provider.Provider: a non-streaming Messages request
-// whose answer is translated into an OpenAI chat.completion.
+// whose answer is translated into an OpenAI chat.completion; or, for a
+// Messages client (provider.Passes), the client's body as it sent it and
+// the upstream's Message as it came.
 func (c *Client) Complete(ctx context.Context, req *provider.Request) ([]byte, error) {
-	body, err := Body(req, false)
+	native := provider.Passes(c, req)
+	var body []byte
+	var err error
+	if native {
+		body, err = NativeBody(req)
+	} else {
+		body, err = Body(req, false)
+	}
 	if err != nil {
 		return nil, err
 	}
-	resp, err := c.post(ctx, req, body, false)
+	resp, err := c.post(ctx, req, body, false, native)
 	if err != nil {
 		return nil, err
 	}
@@ -147,16 +176,54 @@ func (c *Client) Complete(ctx context.Context, req *provider.Request) ([]byte, e
 	if len(b) > openai.MaxCompleteBody {
 		return nil, fmt.Errorf("%w: answer larger than %d bytes", provider.ErrMalformed, openai.MaxCompleteBody)
 	}
-	b, err = completion(b, req.Model, c.now())
+	if native {
+		err = answerError(b)
+	} else {
+		b, err = completion(b, req.Model, c.now())
+	}
 	return b, c.call.RedactError(err)
 }
 
-// post sends body to the Messages endpoint (see provider.Caller.Post).
-func (c *Client) post(ctx context.Context, req *provider.Request, body []byte, stream bool) (*http.Response, error) {
+// post sends body to the Messages endpoint (see provider.Caller.Post), a
+// native body with the client's Anthropic headers (Caller.PostNative).
+func (c *Client) post(ctx context.Context, req *provider.Request, body []byte, stream, native bool) (*http.Response, error) {
+	if native {
+		return c.call.PostNative(ctx, req, c.url, body, stream)
+	}
 	return c.call.Post(ctx, req, c.url, body, stream)
 }
 
-var ()
+// NativeBody returns the client's own Messages body (req.Native's) with
+// "model" set to req.Model, every other member copied byte for byte in its
+// order (api.SetMembers): cache_control breakpoints, thinking blocks and
+// their signatures, fields and block types to come.
+func NativeBody(req *provider.Request) ([]byte, error) {
+	b, err := api.SetMembers(req.Native.Body, map[string]json.RawMessage{"model": api.AppendString(nil, req.Model)})
+	if err != nil {
+		return nil, invalid("", "the request body: %v", err)
+	}
+	return b, nil
+}
+
+// answerError reads a passed-through answer as completion does: a 200
+// whose body is Anthropic's error shape is that error, a body that is not
+// JSON is malformed; a Message is nil.
+func answerError(b []byte) error {
+	var m struct {
+		Type  string `json:"type"`
+		Error *struct {
+			Type    string `json:"type"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return fmt.Errorf("%w: anthropic: answer: %w", provider.ErrMalformed, err)
+	}
+	if m.Type == "error" && m.Error != nil {
+		return eventError(quote(m.Error.Type), quote(m.Error.Message))
+	}
+	return nil
+}
 
 // StatusOverloaded is Anthropic's "overloaded_error" status: not an IANA
 // status, retryable like a 503.

@@ -171,6 +171,30 @@ func BenchmarkRelayChunkTranslated(b *testing.B) {
 	}
 }
 
+// BenchmarkRelayChunkNative is the same for a Messages client's stream
+// passed through (provider.Passthrough): Next and ChunkInfo of the
+// upstream's own event, which the relay then writes as it came.
+func BenchmarkRelayChunkNative(b *testing.B) {
+	for _, name := range []string{"TextDelta", "ThinkingDelta", "InputJSONDelta"} {
+		b.Run(name, func(b *testing.B) {
+			st := openPass(b, newLoopBody(benchHead, benchEvents[name]))
+			defer st.Close()
+			for range 4 { // the head's events
+				if _, err := st.Next(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			ci := st.(provider.ChunkInfoer)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, info, err := relayChunk(st, ci); err != nil || !info.Content {
+					b.Fatal(info, err)
+				}
+			}
+		})
+	}
+}
+
 func BenchmarkRelayChunkPassthrough(b *testing.B) {
 	for _, name := range []string{"TextDelta", "ThinkingDelta", "InputJSONDelta"} {
 		b.Run(name, func(b *testing.B) {

@@ -648,38 +648,56 @@ func (s *stream) start() {
 	s.delta(`"role":"assistant","content":""`, nil, "")
 }
 
-// blockStart reads content_block_start. Blocks start in index order without
-// gaps (the official SDK rejects anything else, and so does this).
+// blockStart reads content_block_start.
 func (s *stream) blockStart() error {
+	b, err := s.newBlock()
+	if err != nil {
+		return err
+	}
+	f := &s.f
+	switch b.kind {
+	case kindText:
+		s.content(keyContent, f.cbText)
+	case kindThinking:
+		s.content(keyReasoning, f.cbThinking)
+	case kindTool:
+		// The input is {} and arrives in input_json_delta events; an input
+		// given whole here is sent as the first arguments.
+		args := []byte(`""`)
+		if b.args {
+			args = api.AppendString(nil, string(f.cbInput))
+		}
+		s.toolStart(b.tool, f.cbID, f.cbName, args)
+	}
+	return nil
+}
+
+// newBlock adds the block content_block_start starts. Blocks start in
+// index order without gaps (the official SDK rejects anything else, and so
+// does this). A tool_use block gets the next tool_calls index, and args
+// when its input is given whole (not {} or null).
+func (s *stream) newBlock() (*blockState, error) {
 	f := &s.f
 	if !f.hasIx || f.index != int64(len(s.blocks)) {
-		return malformed(fmt.Errorf("anthropic: content block %d started, want %d", f.index, len(s.blocks)))
+		return nil, malformed(fmt.Errorf("anthropic: content block %d started, want %d", f.index, len(s.blocks)))
 	}
 	if len(s.blocks) == maxBlocks {
-		return malformed(fmt.Errorf("anthropic: more than %d content blocks", maxBlocks))
+		return nil, malformed(fmt.Errorf("anthropic: more than %d content blocks", maxBlocks))
 	}
 	b := blockState{}
 	switch {
 	case is(f.cbType, "text"):
 		b.kind = kindText
-		s.content(keyContent, f.cbText)
 	case is(f.cbType, "thinking"):
 		b.kind = kindThinking
-		s.content(keyReasoning, f.cbThinking)
 	case is(f.cbType, "tool_use"):
 		b.kind, b.tool = kindTool, s.tools
 		s.tools++
-		// The input is {} and arrives in input_json_delta events; an input
-		// given whole here is sent as the first arguments.
-		args := []byte(`""`)
-		if in := f.cbInput; len(in) > 0 && !emptyObject(in) && string(in) != "null" {
-			args = api.AppendString(nil, string(in))
-			b.args = true
-		}
-		s.toolStart(b.tool, f.cbID, f.cbName, args)
+		in := f.cbInput
+		b.args = len(in) > 0 && !emptyObject(in) && string(in) != "null"
 	}
 	s.blocks = append(s.blocks, b)
-	return nil
+	return &s.blocks[len(s.blocks)-1], nil
 }
 
 // emptyObject reports whether the valid JSON value v is {} (spaces aside).
@@ -830,14 +848,16 @@ func (u *counts) openAI() (prompt, completion, total int64) {
 	return prompt, u.output, prompt + u.output
 }
 
-// chunkKind is what api.ScanChunk finds in a chunk the stream wrote.
+// chunkKind is what api.ScanChunk finds in a chunk the stream wrote, or
+// in the OpenAI counterpart of an event a passStream passes.
 type chunkKind uint8
 
 const (
-	chunkNone    chunkKind = iota // a heartbeat, or the role chunk (its content is "")
-	chunkContent                  // non-empty content or reasoning_content, or one tool call
-	chunkFinish                   // a finish_reason
-	chunkUsage                    // the usage chunk (choices [])
+	chunkNone        chunkKind = iota // a heartbeat, or the role chunk (its content is "")
+	chunkContent                      // non-empty content or reasoning_content, or one tool call
+	chunkFinish                       // a finish_reason
+	chunkUsage                        // the usage chunk (choices [])
+	chunkFinishUsage                  // a finish_reason and the usage (a passed message_delta)
 )
 
 // ChunkInfo implements provider.ChunkInfoer: what api.ScanChunk finds in
@@ -853,9 +873,9 @@ func (s *stream) ChunkInfo() api.ChunkInfo {
 		return api.ChunkInfo{Content: true}
 	case chunkFinish:
 		return api.ChunkInfo{Finish: true}
-	case chunkUsage:
+	case chunkUsage, chunkFinishUsage:
 		prompt, completion, total := s.usage.openAI()
-		return api.ChunkInfo{HasUsage: true, Usage: api.Usage{
+		return api.ChunkInfo{Finish: s.last == chunkFinishUsage, HasUsage: true, Usage: api.Usage{
 			PromptTokens: int(prompt), CompletionTokens: int(completion), TotalTokens: int(total),
 			PromptTokensDetails: api.PromptTokensDetails{CachedTokens: int(s.usage.cacheRead), CacheWriteTokens: int(s.usage.cacheWrite)},
 		}}
@@ -895,3 +915,140 @@ var (
 	_ provider.ReadNotifier = (*stream)(nil)
 	_ provider.ChunkInfoer  = (*stream)(nil)
 )
+
+// passStream is a stream passed through (provider.Passthrough): Next
+// returns the upstream's events as they came, for a Messages client, and
+// reads each only for what the relay measures and checks: the same scan
+// and the same order rules as the translation (an event that is not JSON,
+// content before message_start or a delta for a block that did not start
+// ends it with provider.ErrMalformed, an end before message_stop with
+// provider.ErrTruncated, an "error" event with its *provider.Error), but
+// nothing is written. ChunkInfo tells what the OpenAI counterpart of the
+// event would carry: content for a non-empty text, thinking or partial
+// JSON delta of a tool_use block and for a tool_use block's start; a
+// finish for message_delta's stop_reason; the usage so far (input and
+// cache counts of message_start, output of message_delta, as the
+// translated usage chunk has them) with message_delta. message_start,
+// pings, empty block starts, block stops, signature and citation deltas
+// and unknown events carry none of those: the relay holds them until the
+// first content, and they do not restart its idle window.
+type passStream struct{ stream }
+
+var (
+	_ provider.Passthrough  = (*passStream)(nil)
+	_ provider.ReadNotifier = (*passStream)(nil)
+)
+
+// Dialect implements provider.Passthrough.
+func (p *passStream) Dialect() string { return provider.DialectAnthropic }
+
+// Next implements provider.Stream: the upstream's next event as it came.
+func (p *passStream) Next() (*sse.Event, error) {
+	s := &p.stream
+	if s.err != nil {
+		return nil, s.err
+	}
+	s.last = chunkNone
+	if s.stopped {
+		return nil, s.fail(io.EOF)
+	}
+	in, err := s.r.Next()
+	if err != nil {
+		return nil, s.fail(s.readErr(err))
+	}
+	if len(in.Data) == 0 || isPing(in.Data) {
+		return in, nil
+	}
+	if kind, index, lit, ok := scanFastDelta(in.Data); ok {
+		if err := s.seeDelta(index, true, kind, lit); err != nil {
+			return nil, s.fail(err)
+		}
+		return in, nil
+	}
+	if err := s.parse(in.Data); err != nil {
+		return nil, s.fail(fmt.Errorf("%w: anthropic: %w", provider.ErrMalformed, err))
+	}
+	if err := s.see(); err != nil {
+		return nil, s.fail(err)
+	}
+	return in, nil
+}
+
+// see reads the parsed event as translate does, without writing a chunk.
+func (s *stream) see() error {
+	f := &s.f
+	if f.kind != evMessageStart && f.kind != evError && f.kind != evOther && !s.started {
+		return malformed(errBeforeStart)
+	}
+	switch f.kind {
+	case evBlockDelta:
+		var lit []byte
+		switch f.delta {
+		case deltaText:
+			lit = f.text
+		case deltaThinking:
+			lit = f.thinking
+		case deltaJSON:
+			lit = f.partial
+		}
+		return s.seeDelta(f.index, f.hasIx, f.delta, lit)
+	case evBlockStart:
+		b, err := s.newBlock()
+		if err != nil {
+			return err
+		}
+		if b.kind == kindTool || b.kind == kindText && len(f.cbText) > 2 || b.kind == kindThinking && len(f.cbThinking) > 2 {
+			s.last = chunkContent
+		}
+	case evBlockStop:
+		_, err := s.block(f.index, f.hasIx)
+		return err
+	case evMessageDelta:
+		s.addUsage()
+		finish := f.stop != nil && !s.finished
+		if finish {
+			s.finished = true
+			s.last = chunkFinish
+		}
+		if s.usage.reportable() {
+			s.last = chunkUsage
+			if finish {
+				s.last = chunkFinishUsage
+			}
+		}
+	case evMessageStart:
+		if !s.started { // a repeated message_start changes nothing
+			s.started = true
+			s.addUsage()
+		}
+	case evMessageStop:
+		s.stopped = true
+	case evError:
+		return s.c.call.RedactError(eventError(f.errType, f.errMsg))
+	}
+	return nil
+}
+
+// seeDelta reads a content_block_delta as blockDelta does, without
+// writing a chunk.
+func (s *stream) seeDelta(index int64, hasIx bool, kind deltaKind, lit []byte) error {
+	if !s.started {
+		return malformed(errBeforeStart)
+	}
+	b, err := s.block(index, hasIx)
+	if err != nil {
+		return err
+	}
+	switch kind {
+	case deltaText, deltaThinking:
+		if len(lit) > 2 {
+			s.last = chunkContent
+		}
+	case deltaJSON:
+		if b.kind == kindTool && len(lit) > 2 {
+			b.args = true
+			s.last = chunkContent
+		}
+	}
+	return nil
+}
