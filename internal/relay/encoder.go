@@ -9,7 +9,8 @@ import (
 // upstream in the OpenAI chunk dialect (adapters translate) and hands each
 // event to the Encoder with what api.ScanChunk found in it, so the commit
 // point, the timers, fallback and the measurements are one piece of code
-// whatever the client speaks. The zero Options.Encoder is OpenAI's: events
+// whatever the client speaks; an upstream that speaks the client's own
+// dialect is passed through instead (Passer). The zero Options.Encoder is OpenAI's: events
 // pass through as they are. An Encoder is used by one Session at a time.
 type Encoder interface {
 	// Reset forgets what an abandoned attempt wrote: the relay calls it at
@@ -30,6 +31,18 @@ type Encoder interface {
 	// ErrorBody returns the body of an HTTP error answer with status (before
 	// the commit point) for the OpenAI error object body.
 	ErrorBody(status int, body []byte) []byte
+}
+
+// Passer is an optional capability of an Encoder whose dialect an upstream
+// may speak natively: Pass returns the Encoder of an attempt whose stream
+// is in the client's dialect already (a provider.Passthrough stream of
+// dialect), which writes its events as they came (same dialect, same
+// bytes: the stream's own end event ends it, Done only flushes) and
+// writes errors, keep-alives and error bodies as the Encoder does; nil
+// when the Encoder does not speak dialect. The Session measures a passed
+// stream as any other, from the stream's ChunkInfo.
+type Passer interface {
+	Pass(dialect string) Encoder
 }
 
 // OpenAI is the Encoder of OpenAI's chat completion stream: chunks pass

@@ -163,7 +163,11 @@ type Options struct {
 	Body http.ResponseWriter
 	// Encoder writes the client's dialect; nil means OpenAI's (events pass
 	// through). An Encoder that needs the usage (to end its stream) needs
-	// IncludeUsage too; it decides itself what reaches the client.
+	// IncludeUsage too; it decides itself what reaches the client. An
+	// attempt whose stream is in the client's dialect already
+	// (provider.Passthrough) is written by the Encoder's passthrough
+	// (Passer), every event as it came, none dropped; it is measured as
+	// any other, is not re-chunked by Smoothing and is never continued.
 	Encoder Encoder
 }
 
@@ -211,7 +215,8 @@ type Session struct {
 	// renew is when the client connection's write deadline is renewed, as
 	// time.Since(t0); MaxInt64 when there is none (see Options.ClientWrite).
 	renew  atomic.Int64
-	enc    Encoder
+	enc    Encoder              // what writes: the attempt's encoder (see use), or the smoother around it
+	native bool                 // the attempt's stream is passed through (see passthrough)
 	infoer provider.ChunkInfoer // the attempt's stream, when it tells its chunks' info
 	st     provider.Stream      // the attempt's stream
 	info   api.ChunkInfo        // the latest event's scan
@@ -227,6 +232,7 @@ type Session struct {
 
 	t0      time.Time
 	opts    Options
+	client  Encoder // Options.Encoder, or OpenAI
 	w       http.ResponseWriter
 	rc      http.ResponseController // of Options.Body, for the write deadline
 	pendBuf bytes.Buffer            // role-only events held until the commit point
@@ -274,6 +280,7 @@ func NewSession(w http.ResponseWriter, opts Options) *Session {
 	if s.enc == nil {
 		s.enc = OpenAI
 	}
+	s.client = s.enc
 	if opts.Smoothing > 0 {
 		s.enc = newSmoother(s, s.enc, opts.Smoothing)
 	}
@@ -481,6 +488,9 @@ func (s *Session) Attempt(ctx context.Context, obs *metrics.Stream, open func(co
 	// the attempt is judged as a stream is (the idle window), not by the
 	// first-token deadline, and its own role chunk is dropped.
 	s.cont = s.contentSent
+	if s.native { // the last attempt's stream was passed through: the client's encoder again
+		s.use(s.client, false)
+	}
 	if s.cont {
 		a.state.Store(streaming)
 		arm(a.t, s.opts.Idle)
@@ -499,6 +509,9 @@ func (s *Session) Attempt(ctx context.Context, obs *metrics.Stream, open func(co
 		return cause(actx, err)
 	}
 	defer s.closeStream(st)
+	if err := s.passthrough(st); err != nil {
+		return err
+	}
 	if s.opts.Smoothing > 0 {
 		s.smoothStart(obs)
 	}
@@ -514,6 +527,48 @@ func (s *Session) Attempt(ctx context.Context, obs *metrics.Stream, open func(co
 	s.st = st
 	defer func() { s.st = nil }()
 	return s.relay(a)
+}
+
+// passthrough makes a stream in the client's dialect already
+// (provider.Passthrough) the attempt's, written by the client encoder's
+// passthrough (Passer). A client encoder without one for the stream's
+// dialect, or a continuation (whose events the relay edits), cannot take
+// it: the gateway passes a request through only to a client of the
+// stream's dialect, and never continues one. Out of line, like
+// closeStream.
+//
+//go:noinline
+func (s *Session) passthrough(st provider.Stream) error {
+	p, ok := st.(provider.Passthrough)
+	if !ok {
+		return nil
+	}
+	var enc Encoder
+	if ps, ok := s.client.(Passer); ok {
+		enc = ps.Pass(p.Dialect())
+	}
+	if enc == nil || s.cont {
+		return fmt.Errorf("relay: a %s stream passed through cannot reach this client as it came", p.Dialect())
+	}
+	enc.Reset()
+	s.use(enc, true)
+	return nil
+}
+
+// use makes enc the encoder of the attempt (inside the smoother, when
+// smoothing): under both locks, as the keep-alive and smoothing timers
+// write through it.
+func (s *Session) use(enc Encoder, native bool) {
+	s.mu.Lock()
+	s.wmu.Lock()
+	if sm, ok := s.enc.(*smoother); ok {
+		sm.inner = enc
+	} else {
+		s.enc = enc
+	}
+	s.native = native
+	s.wmu.Unlock()
+	s.mu.Unlock()
 }
 
 // attempt is what one Attempt's timer needs. Each attempt has its own, so
@@ -634,7 +689,7 @@ func (s *Session) event(a *attempt, ev *sse.Event) error {
 	}
 	if info.HasUsage {
 		s.stats.Usage, s.stats.HasUsage = info.Usage, true
-		if !info.Content && !info.Finish && !s.opts.IncludeUsage {
+		if !info.Content && !info.Finish && !s.opts.IncludeUsage && !s.native {
 			return nil // usage-only chunk the client did not ask for
 		}
 	}
