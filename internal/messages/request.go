@@ -20,6 +20,11 @@
 //
 // Finish reasons: stop → end_turn, length → max_tokens, tool_calls →
 // tool_use, content_filter → refusal.
+//
+// A route whose upstream speaks the Messages API itself (kind anthropic,
+// or a sim of dialect anthropic) gets none of this: the client's body as
+// it sent it and the upstream's events as they came (Encoder.Pass), same
+// dialect, same bytes; the translation serves the routes of other kinds.
 package messages
 
 import (
