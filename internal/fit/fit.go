@@ -97,7 +97,8 @@ func (e *TooLong) Error() string {
 // over the messages, of EstimateTokens of each message's JSON as the client
 // wrote it (so roles, names, tool calls and image URLs count, and the member
 // names stand in for the few tokens of per-message framing upstreams add),
-// plus EstimateTokens of the "tools" value when present. Other members
+// plus EstimateTokens of the "tools" value and of a top-level "system"
+// value (Anthropic's system prompt, see Check) when present. Other members
 // (response_format schemas…) are not counted. When a member is repeated,
 // the last one counts, as encoding/json decodes it.
 //
@@ -194,10 +195,46 @@ func Apply(body []byte, chat *api.ChatRequest, l Limits) ([]byte, Result, error)
 	return out, res, nil
 }
 
+// Check is Apply for a body whose turns the guard cannot read as a chat
+// request's: a client's request in its own dialect, passed through as it
+// is (Anthropic's Messages API, whose system prompt is the top-level
+// "system"). The prompt is estimated as Apply does; the output limit is
+// the body's "max_tokens" (its last occurrence, as encoding/json reads it;
+// 0 when absent or not an integer), lowered to MaxOutput when above it
+// (only that member is rewritten, api.SetMembers); nothing is trimmed, so
+// a request that does not fit is a *TooLong whatever the policy (Trimmable
+// false). The body itself is returned when nothing changed.
+func Check(body []byte, l Limits) ([]byte, Result, error) {
+	m, err := measure(body)
+	if err != nil {
+		return nil, Result{}, fmt.Errorf("fit: %w", err)
+	}
+	var res Result
+	json.Unmarshal(m.maxTokens, &res.MaxTokens) // absent, null or not an integer: 0
+	if l.MaxOutput > 0 && res.MaxTokens > l.MaxOutput {
+		res.MaxTokens, res.Clamped = l.MaxOutput, true
+	}
+	if l.Window > 0 {
+		res.PromptTokens = m.prompt
+		if reserve := max(res.MaxTokens, 0); reserve > l.Window-m.prompt {
+			return nil, res, &TooLong{Window: l.Window, Prompt: m.prompt, MaxTokens: reserve}
+		}
+	}
+	if !res.Clamped {
+		return body, res, nil
+	}
+	out, err := api.SetMembers(body, map[string]json.RawMessage{"max_tokens": strconv.AppendInt(nil, int64(l.MaxOutput), 10)})
+	if err != nil {
+		return nil, res, fmt.Errorf("fit: %w", err)
+	}
+	return out, res, nil
+}
+
 // measured is what measure finds in a body.
 type measured struct {
-	messages []byte // the value of the last "messages" member (nil: none)
-	prompt   int    // the prompt estimate (see Apply)
+	messages  []byte // the value of the last "messages" member (nil: none)
+	maxTokens []byte // the value of the last "max_tokens" member (nil: none)
+	prompt    int    // the prompt estimate (see Apply)
 }
 
 // measure estimates the prompt of body without allocating. An empty body
@@ -207,22 +244,24 @@ func measure(body []byte) (measured, error) {
 	if len(body) == 0 {
 		return m, nil
 	}
-	var tools []byte
+	var tools, system []byte
 	err := api.EachMember(body, func(key, _, value []byte) error {
 		switch string(key) {
 		case "messages":
 			m.messages = value
 		case "tools":
 			tools = value
+		case "system":
+			system = value
+		case "max_tokens":
+			m.maxTokens = value
 		}
 		return nil
 	})
 	if err != nil {
 		return m, err
 	}
-	if tools != nil {
-		m.prompt = EstimateTokens(tools)
-	}
+	m.prompt = EstimateTokens(tools) + EstimateTokens(system)
 	err = api.EachElement(m.messages, func(msg []byte) error {
 		m.prompt += EstimateTokens(msg)
 		return nil

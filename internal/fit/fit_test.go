@@ -549,3 +549,37 @@ func foldedName(body []byte) bool {
 	})
 	return folded
 }
+
+// TestCheck: a body the guard cannot read as a chat request (Anthropic's
+// Messages API, passed through) is measured with its top-level system
+// prompt, its max_tokens lowered (that member only), never trimmed.
+func TestCheck(t *testing.T) {
+	sys := strings.Repeat("a", 400) // 100 tokens
+	msg := `{"role":"user","content":[{"type":"future_block","x":1}]}`
+	body := `{"model":"m","max_tokens":500,"system":"` + sys + `","messages":[` + msg + `],"future":true}`
+	prompt := EstimateTokens(`"`+sys+`"`) + EstimateTokens(msg)
+	for _, tt := range []struct {
+		name string
+		l    Limits
+		want string // the body returned; "" for *TooLong
+	}{
+		{"no limits", Limits{}, body},
+		{"fits", Limits{Window: prompt + 500, MaxOutput: 500}, body},
+		{"clamped", Limits{MaxOutput: 100}, strings.Replace(body, `"max_tokens":500`, `"max_tokens":100`, 1)},
+		{"clamped to fit", Limits{Window: prompt + 100, MaxOutput: 100}, strings.Replace(body, `"max_tokens":500`, `"max_tokens":100`, 1)},
+		{"too long, system counted", Limits{Window: prompt + 499, Policy: PolicyTrim}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, res, err := Check([]byte(body), tt.l)
+			var tl *TooLong
+			switch {
+			case tt.want == "":
+				if !errors.As(err, &tl) || tl.Prompt != prompt || tl.MaxTokens != 500 || tl.Trimmable {
+					t.Errorf("got %s, %+v, %v; want a *TooLong with prompt %d and max_tokens 500, not trimmable", got, res, err, prompt)
+				}
+			case err != nil || string(got) != tt.want:
+				t.Errorf("got %s, %v; want %s", got, err, tt.want)
+			}
+		})
+	}
+}
