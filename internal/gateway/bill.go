@@ -89,6 +89,16 @@ func (b *bill) tokens() config.Tokens {
 	return config.Tokens{Input: int64(b.in), CacheRead: int64(b.cacheRead), CacheWrite: int64(b.cacheWrite), Output: int64(b.out)}
 }
 
+// passed adds a non-streaming answer passed through in the client's own
+// dialect: its usage as read reads it, else (none, or a count that is not
+// a token count) an estimate of the prompt. An answer read cannot read
+// (not JSON) is billed so too, and its error returned.
+func (b *bill) passed(req *provider.Request, body []byte, read func([]byte) (*api.Usage, error)) error {
+	u, err := read(body)
+	b.attempt(req, true, nil, u, 0)
+	return err
+}
+
 // source is the entry's token source (usage.SourceUsage, SourceEstimated,
 // or SourceNone when no attempt was billed).
 func (b *bill) source() string {
@@ -103,7 +113,7 @@ func (b *bill) source() string {
 
 func (b *bill) promptTokens(req *provider.Request) int {
 	if b.prompt == 0 && req != nil {
-		b.prompt = max(1, fit.EstimateTokens(req.Body))
+		b.prompt = max(1, fit.EstimateTokens(promptBody(req)))
 	}
 	return b.prompt
 }
@@ -115,4 +125,13 @@ func abandonedInFlight(err error) bool {
 	return errors.Is(err, provider.ErrFirstTokenTimeout) || errors.Is(err, provider.ErrResponseTimeout) ||
 		errors.Is(err, provider.ErrTotalTimeout) || errors.Is(err, context.Canceled) ||
 		errors.Is(err, relay.ErrClientGone) || errors.Is(err, errShutdown) || errors.Is(err, relay.ErrHedgeLost)
+}
+
+// promptBody is the body a request's prompt is estimated from: its chat
+// form, or the client's own body when it has none (provider.Native.Err).
+func promptBody(req *provider.Request) []byte {
+	if req.Body == nil && req.Native != nil {
+		return req.Native.Body
+	}
+	return req.Body
 }

@@ -41,7 +41,7 @@ func (g *Gateway) reserveBudget(r *http.Request, c *call, p *auth.Principal, m *
 			out = *ch.MaxTokens
 		}
 	}
-	est := m.Price.Cost(config.Tokens{Input: int64(fit.EstimateTokens(req.Body)), Output: int64(out)})
+	est := m.Price.Cost(config.Tokens{Input: int64(fit.EstimateTokens(promptBody(req))), Output: int64(out)})
 	res, err := g.budget.Reserve(r.Context(), p.KeyID, budget.Limit{USD: p.BudgetUSD, Period: p.BudgetPeriod}, est)
 	var ex *budget.Exceeded
 	switch {

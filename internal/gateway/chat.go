@@ -39,7 +39,12 @@ type call struct {
 	// reshape turns a non-streaming answer (a chat completion) into the
 	// client's dialect; nil leaves it as it is.
 	reshape func([]byte) ([]byte, error)
-	release func() // gives back the admission slot; nil when none was taken
+	// passUsage reads the usage of a non-streaming answer in the client's
+	// own dialect, from a route that passed the request through
+	// (provider.Passes); nil for an OpenAI client.
+	passUsage func([]byte) (*api.Usage, error)
+	passed    bool   // the answer came passed through: it is not reshaped
+	release   func() // gives back the admission slot; nil when none was taken
 	// decoding gives back the request's room in the decoding budget once
 	// its first upstream body is built (provider.Request.Built), or at
 	// finish; nil when it took none.
@@ -178,13 +183,11 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, c *call, parse p
 	// Context guard: a prompt and max_tokens that do not fit the model's
 	// context_window are refused (or trimmed), a max_tokens above its
 	// max_output_tokens is lowered.
-	if req.Chat != nil && (model.ContextWindow > 0 || model.MaxOutputTokens > 0) {
-		body, _, err := fit.Apply(req.Body, req.Chat, fit.Limits{Window: model.ContextWindow, MaxOutput: model.MaxOutputTokens, Policy: model.ContextPolicy})
-		if err != nil {
+	if model.ContextWindow > 0 || model.MaxOutputTokens > 0 {
+		if err := fitRequest(req, model); err != nil {
 			g.reject(w, r, c, err)
 			return nil, nil
 		}
-		req.Body = body
 	}
 
 	// Rate limits of the key: requests and tokens per minute, shared by
@@ -235,6 +238,57 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, c *call, parse p
 	}
 	req.RequestID, req.Header = c.info.id, simHeaders(r)
 	return req, routes
+}
+
+// fitRequest applies the model's context guard (package fit) to req: to
+// its chat form, the change mirrored in its native form (a max_tokens
+// lowered is lowered there too; a trimmed conversation leaves no native
+// form, so that every route gets the trimmed one, translated); to its
+// native form alone when it has no chat form (measured, max_tokens
+// lowered, never trimmed: fit.Check).
+//
+//go:noinline
+func fitRequest(req *provider.Request, m *config.Model) error {
+	l := fit.Limits{Window: m.ContextWindow, MaxOutput: m.MaxOutputTokens, Policy: m.ContextPolicy}
+	n := req.Native
+	if req.Chat == nil {
+		if n == nil {
+			return nil
+		}
+		body, _, err := fit.Check(n.Body, l)
+		if err != nil {
+			return err
+		}
+		n.Body = body
+		return nil
+	}
+	body, res, err := fit.Apply(req.Body, req.Chat, l)
+	if err != nil {
+		return err
+	}
+	req.Body = body
+	switch {
+	case n == nil:
+	case res.Dropped > 0:
+		req.Native = nil
+	case res.Clamped:
+		nb, err := api.SetMembers(n.Body, map[string]json.RawMessage{"max_tokens": strconv.AppendInt(nil, int64(res.MaxTokens), 10)})
+		if err != nil {
+			return invalid("", "lower max_tokens: %v", err)
+		}
+		n.Body = nb
+	}
+	return nil
+}
+
+// untranslated is the error of an attempt on p of a request that has no
+// chat form (provider.Native.Err) when p would have to translate it:
+// nothing is sent, and the next route may serve it. Nil otherwise.
+func untranslated(p provider.Provider, req *provider.Request) error {
+	if n := req.Native; n != nil && n.Err != nil && !provider.Passes(p, req) {
+		return n.Err
+	}
+	return nil
 }
 
 // stream relays a streaming answer. The route loop (run) makes attempts
@@ -313,6 +367,9 @@ type streamTry struct {
 }
 
 func (a *streamTry) open(ctx context.Context) (provider.Stream, error) {
+	if err := untranslated(a.t.provider, &a.preq); err != nil {
+		return nil, err
+	}
 	st, err := a.t.provider.Open(ctx, &a.preq)
 	a.opened = err == nil
 	return st, err
@@ -322,7 +379,7 @@ func (a *streamTry) open(ctx context.Context) (provider.Stream, error) {
 // circuit is open.
 func (a *streamTry) openBackup(ctx context.Context) (provider.Stream, error) {
 	h := a.p.rs.hedge
-	if !h.allow() {
+	if untranslated(a.backup.provider, &a.bq) != nil || !h.allow() {
 		return nil, relay.ErrNoHedge
 	}
 	if !a.backup.rt.Begin() {
@@ -475,7 +532,7 @@ func (g *Gateway) newSession(w http.ResponseWriter, c *call, req *provider.Reque
 		Idle:         to.Idle.D(),
 		ClientWrite:  to.ClientWrite.D(),
 		KeepAlive:    g.keepAlive,
-		IncludeUsage: req.Chat.IncludeUsage(),
+		IncludeUsage: req.Native != nil || req.Chat.IncludeUsage(), // an Anthropic client's stream ends with its usage
 		Start:        c.info.start,
 		LateHeaders:  lateHeaders,
 		Encoder:      c.info.enc,
@@ -546,12 +603,21 @@ func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, c *call, rs *
 			actx, cancel = context.WithTimeoutCause(ctx, limit, cause)
 		}
 		begin := time.Now()
-		var err error
-		body, err = send(actx, t.provider, &preq)
+		err := untranslated(t.provider, &preq)
+		c.passed = c.passUsage != nil && provider.Passes(t.provider, &preq)
+		if err == nil {
+			body, err = send(actx, t.provider, &preq)
+		}
 		cancel()
 		if err == nil {
 			c.tr.answer(body)
-			if aerr := c.bill.answer(req, body); aerr != nil { // it answered: it bills
+			var aerr error
+			if c.passed {
+				aerr = c.bill.passed(req, body, c.passUsage)
+			} else {
+				aerr = c.bill.answer(req, body)
+			}
+			if aerr != nil { // it answered: it bills
 				err = fmt.Errorf("%w: the upstream's answer is not JSON: %v", provider.ErrMalformed, aerr)
 				p.res = route.Result{Outcome: route.Failure}
 				c.tr.attemptEnd(c, err)
@@ -579,7 +645,7 @@ func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, c *call, rs *
 		c.status, c.err = h.status, err
 		return
 	}
-	if c.reshape != nil {
+	if c.reshape != nil && !c.passed {
 		var rerr error
 		if body, rerr = c.reshape(body); rerr != nil {
 			err = fmt.Errorf("%w: %w", provider.ErrMalformed, rerr)

@@ -57,8 +57,13 @@ func (e *continueError) Unwrap() []error { return []error{provider.ErrTruncated,
 // drops it: see relay.Session.Skip). A max_tokens (or
 // max_completion_tokens) the client set is lowered by delivered, the
 // tokens already sent, so the whole answer keeps the client's limit.
-// It returns the whitespace removed.
+// It returns the whitespace removed. The continuation has no native form
+// (provider.Native): the relay edits its chunks, which a passed-through
+// stream is not.
 func continueRequest(req *provider.Request, prefix, mode string, delivered int) (string, error) {
+	if req.Chat == nil {
+		return "", &continueError{errors.New("the request has no chat form")}
+	}
 	trimmed := strings.TrimRightFunc(prefix, unicode.IsSpace)
 	ws := prefix[len(trimmed):]
 	if ws != "" && mode != contPrompt {
@@ -120,6 +125,7 @@ func continueRequest(req *provider.Request, prefix, mode string, delivered int) 
 		return "", &continueError{err}
 	}
 	req.Body, req.Chat = body, &chat
+	req.Native = nil // the continuation is a chat request, translated for every route
 	return ws, nil
 }
 

@@ -169,7 +169,10 @@ type tryFunc func(ctx context.Context, p *plan, t *target) error
 // budget. It stops at the first success, when goOn says no more attempt
 // may follow (the client left; content reached it and cannot be
 // continued), or at an error no other attempt can fix (fallbackReason).
-// Each attempt's outcome goes to its target's health and latency.
+// When every attempt failed, the last failure is returned, but a route
+// that could not express the request (provider.ErrUntranslatable) does not
+// hide an earlier route's failure. Each attempt's outcome goes to its
+// target's health and latency.
 func (g *Gateway) run(ctx context.Context, c *call, rs *routeSet, try tryFunc, goOn func(error) bool) error {
 	p := &plan{c: c, rs: rs}
 	p.order = rs.set.Order(p.buf[:0])
@@ -206,17 +209,23 @@ func (g *Gateway) run(ctx context.Context, c *call, rs *routeSet, try tryFunc, g
 		}
 		made++
 		p.pos, p.res, p.retry = i, route.Result{}, pos >= n
-		err = try(ctx, p, rs.target(rt))
+		aerr := try(ctx, p, rs.target(rt))
 		rt.End(p.res)
-		if err == nil || !goOn(err) {
-			return err
+		if aerr == nil || !goOn(aerr) {
+			return aerr
 		}
-		reason := fallbackReason(err)
+		reason := fallbackReason(aerr)
 		if reason == "" {
-			return err
+			return aerr
+		}
+		// A route that cannot express the request (a Messages request with
+		// no chat form, on a route of another kind) says less than the
+		// failure of a route that could: the client gets that one.
+		if err == nil || !errors.Is(aerr, provider.ErrUntranslatable) {
+			err = aerr
 		}
 		if made < limit {
-			g.fallback(ctx, c, rs.target(rt).name, reason, err)
+			g.fallback(ctx, c, rs.target(rt).name, reason, aerr)
 		}
 	}
 	if made == 0 {

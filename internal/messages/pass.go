@@ -77,5 +77,5 @@ func AnswerUsage(body []byte) (*api.Usage, error) {
 		return &api.Usage{Invalid: true}, nil
 	}
 	return &api.Usage{PromptTokens: prompt, CompletionTokens: out, TotalTokens: prompt + out,
-		PromptTokensDetails: &api.PromptTokensDetails{CachedTokens: u.CacheReadInputTokens.N, CacheWriteTokens: u.CacheCreationInputTokens.N}}, nil
+		PromptTokensDetails: api.PromptTokensDetails{CachedTokens: u.CacheReadInputTokens.N, CacheWriteTokens: u.CacheCreationInputTokens.N}}, nil
 }
