@@ -5,6 +5,23 @@
 // for another) and the non-stream answer whole. Shapes follow Anthropic's API
 // reference and its official Go SDK (anthropic-sdk-go).
 //
+// # Passthrough: a Messages client
+//
+// A request of a Messages client (provider.Request.Native of dialect
+// anthropic, POST /v1/messages) is not translated: the Client speaks it
+// (provider.Speaker). The upstream gets the client's body with only
+// "model" set to the route's model (NativeBody: every other member byte
+// for byte, cache_control, signed thinking blocks, fields and block types
+// to come included) and the client's anthropic-version (over Version) and
+// anthropic-beta headers. The stream's events are returned as they came
+// (a provider.Passthrough stream), each read by the rules of the
+// translation below (JSON, order, message_stop, "error" events) for what
+// the relay measures: content for non-empty text, thinking and tool
+// argument deltas and a tool_use block's start, the finish and the usage
+// so far with message_delta. A non-stream answer is the Message as it
+// came ({"type":"error"} with 200 is that error). Everything below is the
+// translation for OpenAI clients.
+//
 // # Base URL and headers
 //
 // base_url is the one Anthropic documents, "https://api.anthropic.com":
