@@ -271,3 +271,104 @@ func FuzzPlainText(f *testing.F) {
 		}
 	})
 }
+
+// encode writes chunks through an Encoder and returns the Anthropic events.
+func encode(t *testing.T, chunks ...string) []event {
+	t.Helper()
+	var buf bytes.Buffer
+	w := sse.NewWriter(&buf)
+	enc := NewEncoder("m")
+	for _, c := range chunks {
+		if err := enc.Event(w, &sse.Event{Data: []byte(c)}, &api.ChunkInfo{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := enc.Done(w); err != nil {
+		t.Fatal(err)
+	}
+	return readEvents(t, buf.Bytes())
+}
+
+// event is one Anthropic event as a client reads it.
+type event struct {
+	Name string
+	Data map[string]any
+	Raw  string
+}
+
+func readEvents(t *testing.T, stream []byte) []event {
+	t.Helper()
+	r := sse.NewReader(bytes.NewReader(stream), 1<<20)
+	r.NoDone = true
+	var out []event
+	for {
+		ev, err := r.Next()
+		if err != nil {
+			return out
+		}
+		e := event{Name: string(ev.Name), Raw: string(ev.Data)}
+		if err := json.Unmarshal(ev.Data, &e.Data); err != nil {
+			t.Fatalf("event %s: %v: %s", ev.Name, err, ev.Data)
+		}
+		out = append(out, e)
+	}
+}
+
+// stopOf returns message_delta's stop_reason and stop_sequence.
+func stopOf(t *testing.T, evs []event) (reason string, seq any) {
+	t.Helper()
+	for _, e := range evs {
+		if e.Name == "message_delta" {
+			d := e.Data["delta"].(map[string]any)
+			reason, _ = d["stop_reason"].(string)
+			return reason, d["stop_sequence"]
+		}
+	}
+	t.Fatal("no message_delta")
+	return "", nil
+}
+
+// TestStopReasonToolUse: a turn that holds tool calls ends tool_use, also
+// when the OpenAI-dialect upstream finished it "stop" (or not at all);
+// max_tokens and refusal say more and stay. Streamed and not.
+func TestStopReasonToolUse(t *testing.T) {
+	const call = `{"id":"c","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":"{}"}}]}}]}`
+	text := `{"id":"c","choices":[{"index":0,"delta":{"content":"hi"}}]}`
+	finish := func(r string) string {
+		return `{"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"` + r + `"}]}`
+	}
+	for _, tt := range []struct {
+		name   string
+		chunks []string
+		finish string // the non-stream answer's finish_reason
+		calls  bool
+		want   string
+	}{
+		{"calls, finish stop", []string{text, call, finish("stop")}, "stop", true, "tool_use"},
+		{"calls, finish tool_calls", []string{call, finish("tool_calls")}, "tool_calls", true, "tool_use"},
+		{"calls, no finish", []string{call}, "", true, "tool_use"},
+		{"calls, finish length", []string{call, finish("length")}, "length", true, "max_tokens"},
+		{"calls, finish content_filter", []string{call, finish("content_filter")}, "content_filter", true, "refusal"},
+		{"text, finish stop", []string{text, finish("stop")}, "stop", false, "end_turn"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got, _ := stopOf(t, encode(t, tt.chunks...)); got != tt.want {
+				t.Errorf("stream: got stop_reason %q, want %q", got, tt.want)
+			}
+			msg := `{"role":"assistant","content":"hi"}`
+			if tt.calls {
+				msg = `{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"f","arguments":"{}"}}]}`
+			}
+			body := `{"id":"c","choices":[{"index":0,"message":` + msg + `,"finish_reason":"` + tt.finish + `"}]}`
+			out, err := FromCompletion([]byte(body), "m")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var r Response
+			json.Unmarshal(out, &r)
+			if r.StopReason != tt.want {
+				t.Errorf("non-stream: got stop_reason %q, want %q", r.StopReason, tt.want)
+			}
+		})
+	}
+}

@@ -19,7 +19,9 @@
 // document blocks and server tools are rejected with a message naming them.
 //
 // Finish reasons: stop → end_turn, length → max_tokens, tool_calls →
-// tool_use, content_filter → refusal.
+// tool_use, content_filter → refusal; a turn that holds tool calls ends
+// tool_use whenever it would end end_turn (OpenAI-dialect servers often
+// finish such a turn with "stop"; agent loops run tools only on tool_use).
 //
 // A route whose upstream speaks the Messages API itself (kind anthropic,
 // or a sim of dialect anthropic) gets none of this: the client's body as

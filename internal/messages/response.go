@@ -64,7 +64,7 @@ func FromCompletion(body []byte, model string) ([]byte, error) {
 			}
 			r.Content = append(r.Content, Block{Type: "tool_use", ID: id, Name: tc.Function.Name, Input: input})
 		}
-		r.StopReason = StopReason(ch.FinishReason)
+		r.StopReason = turnStop(StopReason(ch.FinishReason), len(m.ToolCalls) > 0)
 	}
 	if len(c.Usage) > 0 && string(c.Usage) != "null" {
 		u := readUsage(c.Usage)

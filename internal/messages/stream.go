@@ -25,6 +25,7 @@ type Encoder struct {
 	open    byte   // kind of the open content block: 0 none, 't' text, 'k' thinking, 'u' tool_use
 	index   int    // index of the open block; the next block gets index+1
 	stop    string // stop_reason, from the finish chunk
+	called  bool   // a tool_use block was written: the turn holds tool calls
 	usage   usage
 	buf     []byte
 	chunk   chunk // the chunk being translated, reused
@@ -122,6 +123,22 @@ func (e *Encoder) Event(w *sse.Writer, ev *sse.Event, info *api.ChunkInfo) error
 		}
 	}
 	return nil
+}
+
+// turnStop is the stop_reason of a turn whose finish chunk mapped to stop
+// ("" when none came): a turn that holds tool calls ends "tool_use" unless
+// it was cut short (max_tokens) or refused, whatever the upstream's
+// finish_reason said. OpenAI-dialect servers often end such a turn with
+// "stop" (vLLM, Ollama, some proxies), and agent loops (Claude Code, the
+// SDKs' tool runners) run the tools only on "tool_use".
+func turnStop(stop string, called bool) string {
+	if stop == "" {
+		stop = "end_turn"
+	}
+	if called && stop == "end_turn" {
+		return "tool_use"
+	}
+	return stop
 }
 
 // StopReason maps an OpenAI finish_reason to Anthropic's stop_reason.
@@ -242,6 +259,7 @@ func (e *Encoder) startTool(w *sse.Writer, tc api.ToolCall) error {
 	if id == "" {
 		id = "toolu_" + strconv.Itoa(e.index+1)
 	}
+	e.called = true
 	return e.startBlock(w, 'u', id, tc.Function.Name)
 }
 
@@ -295,10 +313,7 @@ func (e *Encoder) Done(w *sse.Writer) error {
 	if err := e.ping(w); err != nil {
 		return err
 	}
-	stop := e.stop
-	if stop == "" {
-		stop = "end_turn"
-	}
+	stop := turnStop(e.stop, e.called)
 	b := append(e.buf[:0], `{"type":"message_delta","delta":{"stop_reason":`...)
 	b = api.AppendString(b, stop)
 	b = append(b, `,"stop_sequence":null},"usage":{"input_tokens":`...)
