@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
@@ -298,7 +299,7 @@ type event struct {
 
 func readEvents(t *testing.T, stream []byte) []event {
 	t.Helper()
-	r := sse.NewReader(bytes.NewReader(stream), 1<<20)
+	r := sse.NewReader(bytes.NewReader(stream), 4<<20)
 	r.NoDone = true
 	var out []event
 	for {
@@ -371,4 +372,208 @@ func TestStopReasonToolUse(t *testing.T) {
 			}
 		})
 	}
+}
+
+// blocks checks that evs open and close content blocks as Anthropic does
+// (each block's start, its deltas, its stop, before the next block starts,
+// indices from 0) and returns each block as "type name id: text" with the
+// deltas' text or partial JSON joined.
+func blocks(t *testing.T, evs []event) []string {
+	t.Helper()
+	var out []string
+	open := -1
+	for _, e := range evs {
+		switch e.Name {
+		case "content_block_start":
+			ix := int(e.Data["index"].(float64))
+			if open >= 0 || ix != len(out) {
+				t.Fatalf("content_block_start %d while block %d is open, %d started before:\n%s", ix, open, len(out), raw(evs))
+			}
+			open = ix
+			b := e.Data["content_block"].(map[string]any)
+			s := b["type"].(string)
+			if b["type"] == "tool_use" {
+				s += " " + b["name"].(string) + " " + b["id"].(string)
+			}
+			out = append(out, s+":")
+		case "content_block_delta":
+			if ix := int(e.Data["index"].(float64)); ix != open {
+				t.Fatalf("delta for block %d while block %d is open:\n%s", ix, open, raw(evs))
+			}
+			d := e.Data["delta"].(map[string]any)
+			for _, k := range []string{"text", "thinking", "partial_json"} {
+				if s, ok := d[k].(string); ok {
+					out[open] += s
+				}
+			}
+		case "content_block_stop":
+			if ix := int(e.Data["index"].(float64)); ix != open {
+				t.Fatalf("stop of block %d while block %d is open:\n%s", ix, open, raw(evs))
+			}
+			open = -1
+		}
+	}
+	if open >= 0 {
+		t.Fatalf("block %d never stopped:\n%s", open, raw(evs))
+	}
+	return out
+}
+
+func raw(evs []event) string {
+	var b strings.Builder
+	for _, e := range evs {
+		b.WriteString(e.Name + " " + e.Raw + "\n")
+	}
+	return b.String()
+}
+
+// toolDelta is a tool_calls chunk of one element; index < 0 leaves it out.
+func toolDelta(index int, id, name, args string) string {
+	tc := map[string]any{"function": map[string]string{"arguments": args}}
+	if index >= 0 {
+		tc["index"] = index
+	}
+	if id != "" {
+		tc["id"], tc["type"] = id, "function"
+		tc["function"].(map[string]string)["name"] = name
+	}
+	b, _ := json.Marshal(map[string]any{"id": "c", "choices": []any{map[string]any{"index": 0, "delta": map[string]any{"tool_calls": []any{tc}}}}})
+	return string(b)
+}
+
+// TestToolCallsByIndex: each tool call is its own tool_use block, routed by
+// its tool_calls index, and the blocks open and close one after the other
+// as Anthropic's do, whatever order the calls' pieces came in.
+func TestToolCallsByIndex(t *testing.T) {
+	finish := `{"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`
+	big := `{"q":"` + strings.Repeat("x", MaxHeld) + `"}`
+	for _, tt := range []struct {
+		name   string
+		chunks []string
+		want   []string
+	}{
+		{"interleaved 0 1 0 1", []string{
+			toolDelta(0, "call_a", "f", ""), toolDelta(1, "call_b", "g", ""),
+			toolDelta(0, "", "", `{"a":`), toolDelta(1, "", "", `{"b":`),
+			toolDelta(0, "", "", `"x}"}`), toolDelta(1, "", "", `[1,{"c":2}]}`), finish},
+			[]string{`tool_use f call_a:{"a":"x}"}`, `tool_use g call_b:{"b":[1,{"c":2}]}`}},
+		{"one after the other", []string{
+			toolDelta(0, "call_a", "f", ""), toolDelta(0, "", "", `{"a":1`), toolDelta(0, "", "", `}`),
+			toolDelta(1, "call_b", "g", `{"b":"\"}"}`), finish},
+			[]string{`tool_use f call_a:{"a":1}`, `tool_use g call_b:{"b":"\"}"}`}},
+		{"three interleaved, the second completes first", []string{
+			toolDelta(0, "call_a", "f", `{"a":`), toolDelta(1, "call_b", "g", `{"b":2}`), toolDelta(2, "call_c", "h", `{"c":`),
+			toolDelta(2, "", "", `3}`), toolDelta(0, "", "", `1}`), finish},
+			[]string{`tool_use f call_a:{"a":1}`, `tool_use g call_b:{"b":2}`, `tool_use h call_c:{"c":3}`}},
+		{"no index: a new id starts a call", []string{
+			toolDelta(-1, "call_a", "f", `{"a"`), toolDelta(-1, "", "", `:1}`), toolDelta(-1, "call_b", "g", `{}`), finish},
+			[]string{`tool_use f call_a:{"a":1}`, `tool_use g call_b:{}`}},
+		{"index 0 for every call, ids differ", []string{
+			toolDelta(0, "call_a", "f", `{"a":1}`), toolDelta(0, "call_b", "g", `{"b":2}`), finish},
+			[]string{`tool_use f call_a:{"a":1}`, `tool_use g call_b:{"b":2}`}},
+		{"text, then calls, no finish", []string{
+			`{"id":"c","choices":[{"index":0,"delta":{"content":"Let me see."}}]}`,
+			toolDelta(0, "call_a", "f", `{"a":`), toolDelta(1, "call_b", "g", `{"b":2}`)},
+			[]string{`text:Let me see.`, `tool_use f call_a:{"a":`, `tool_use g call_b:{"b":2}`}},
+		{"held past MaxHeld: every call written as far as it got", []string{
+			toolDelta(0, "call_a", "f", `{"a":`), toolDelta(1, "call_b", "g", big), toolDelta(0, "", "", `1}`), finish},
+			[]string{`tool_use f call_a:{"a":`, `tool_use g call_b:` + big}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := blocks(t, encode(t, tt.chunks...))
+			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
+				t.Errorf("got blocks\n%s\nwant\n%s", short(got), short(tt.want))
+			}
+		})
+	}
+}
+
+func short(bs []string) string {
+	var b strings.Builder
+	for _, s := range bs {
+		if len(s) > 200 {
+			s = s[:100] + "…" + s[len(s)-50:]
+		}
+		b.WriteString(s + "\n")
+	}
+	return b.String()
+}
+
+// TestToolCallsStreamLive: calls sent one after the other stream as they
+// come (the second call's block opens at its first chunk, not at the
+// finish); only what must wait for another call is held.
+func TestToolCallsStreamLive(t *testing.T) {
+	var buf bytes.Buffer
+	w := sse.NewWriter(&buf)
+	enc := NewEncoder("m")
+	for i, c := range []string{toolDelta(0, "call_a", "f", `{"a":1}`), toolDelta(1, "call_b", "g", `{"b":`), toolDelta(2, "call_c", "h", `{"c":3}`)} {
+		if err := enc.Event(w, &sse.Event{Data: []byte(c)}, &api.ChunkInfo{}); err != nil {
+			t.Fatal(err)
+		}
+		var want string
+		switch i {
+		case 0:
+			want = `{"type":"content_block_stop","index":0}`
+		case 1:
+			want = `"partial_json":"{\"b\":"`
+		}
+		if want != "" && !strings.Contains(buf.String(), want) {
+			t.Fatalf("after chunk %d: got\n%s\nwant it to hold %s", i, buf.String(), want)
+		}
+		if i == 2 && strings.Contains(buf.String(), "call_c") {
+			t.Fatalf("call_c written while call_b streams:\n%s", buf.String())
+		}
+	}
+}
+
+// TestInterleavedToolCallsOfficialClient: interleaved parallel calls read
+// by anthropic-sdk-go: two tool_use blocks whose inputs parse.
+func TestInterleavedToolCallsOfficialClient(t *testing.T) {
+	var buf bytes.Buffer
+	w := sse.NewWriter(&buf)
+	enc := NewEncoder("m")
+	for _, c := range []string{
+		toolDelta(0, "call_a", "get_weather", ""), toolDelta(1, "call_b", "get_time", ""),
+		toolDelta(0, "", "", `{"city":`), toolDelta(1, "", "", `{"tz":`), toolDelta(0, "", "", `"Seoul"}`), toolDelta(1, "", "", `"KST"}`),
+		`{"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`,
+	} {
+		if err := enc.Event(w, &sse.Event{Data: []byte(c)}, &api.ChunkInfo{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := enc.Done(w); err != nil {
+		t.Fatal(err)
+	}
+	msg := sdkMessage(t, buf.Bytes())
+	if len(msg.Content) != 2 {
+		t.Fatalf("got %d blocks, want 2:\n%s", len(msg.Content), buf.Bytes())
+	}
+	for i, want := range []string{`{"city":"Seoul"}`, `{"tz":"KST"}`} {
+		if got := string(msg.Content[i].Input); got != want {
+			t.Errorf("block %d input: got %s, want %s", i, got, want)
+		}
+	}
+}
+
+// sdkMessage reads an event stream with anthropic-sdk-go's accumulator.
+func sdkMessage(t *testing.T, stream []byte) anthropic.Message {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		sse.SetHeaders(rw.Header())
+		rw.Write(stream)
+	}))
+	defer srv.Close()
+	client := anthropic.NewClient(option.WithBaseURL(srv.URL), option.WithAPIKey("x"), option.WithMaxRetries(0))
+	st := client.Messages.NewStreaming(context.Background(), anthropic.MessageNewParams{Model: "m", MaxTokens: 10,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}})
+	var msg anthropic.Message
+	for st.Next() {
+		if err := msg.Accumulate(st.Current()); err != nil {
+			t.Fatalf("accumulate: %v\n%s", err, stream)
+		}
+	}
+	if err := st.Err(); err != nil {
+		t.Fatalf("stream: %v\n%s", err, stream)
+	}
+	return msg
 }

@@ -17,6 +17,20 @@ import (
 // _stop) with a ping after the first block's start, and at the end
 // message_delta (stop_reason and usage) and message_stop. The relay's session needs IncludeUsage: the usage chunk
 // ends up in message_delta.
+//
+// Tool calls are told apart by their tool_calls index (or, without one, by
+// a new id or name), each its own tool_use block. Anthropic closes a block
+// before it starts the next, and so does the Encoder, since clients read the
+// stream that way (the TypeScript SDK's MessageStream reports the last
+// block at each content_block_stop): one call streams live at a time; the
+// live call's block closes as soon as its arguments form a complete JSON
+// object, so calls sent one after the other (OpenAI's way) stream
+// without waiting. The arguments of a call that arrive while another is
+// live (calls interleaved 0, 1, 0, 1) are held, and written, as one
+// input_json_delta, when the live call completes, at the finish, or before
+// text that follows the calls. What is held is bounded by MaxHeld: past it
+// every call is written as far as it got and closed, and later pieces of a
+// closed call are dropped.
 type Encoder struct {
 	model string // the model the client asked for
 
@@ -26,15 +40,75 @@ type Encoder struct {
 	index   int    // index of the open block; the next block gets index+1
 	stop    string // stop_reason, from the finish chunk
 	called  bool   // a tool_use block was written: the turn holds tool calls
+	calls   []call // the turn's tool calls, in the order they appeared
+	live    int    // calls[live] is the open tool_use block's call, when open is 'u'
+	held    int    // bytes of arguments held for calls waiting their turn
 	usage   usage
 	buf     []byte
 	chunk   chunk // the chunk being translated, reused
 }
 
+// MaxHeld bounds the arguments an Encoder holds for tool calls that wait
+// while another call streams (see Encoder).
+const MaxHeld = 1 << 20
+
+// call is one tool call of a turn.
+type call struct {
+	index   int  // its tool_calls index
+	indexed bool // the deltas gave the index (else: told apart by id and name)
+	state   uint8
+	id      string
+	name    string
+	args    []byte // arguments held while waiting
+	end     jsonEnd
+}
+
+// Call states.
+const (
+	callWaiting uint8 = iota // held: another call's block is open
+	callLive                 // its block is open, its arguments stream
+	callDone                 // its block was closed; later pieces are dropped
+)
+
+// jsonEnd follows a JSON text given in pieces, to tell when its value, an
+// object or an array, is complete.
+type jsonEnd struct {
+	depth          int32
+	str, esc, done bool
+	other          bool // the value is not an object or array: never complete
+}
+
+func (j *jsonEnd) feed(s string) {
+	for i := 0; i < len(s) && !j.done && !j.other; i++ {
+		c := s[i]
+		switch {
+		case j.str:
+			switch {
+			case j.esc:
+				j.esc = false
+			case c == '\\':
+				j.esc = true
+			case c == '"':
+				j.str = false
+			}
+		case c == '"' && j.depth > 0:
+			j.str = true
+		case c == '{' || c == '[':
+			j.depth++
+		case c == '}' || c == ']':
+			j.depth--
+			j.done = j.depth <= 0
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+		case j.depth == 0:
+			j.other = true
+		}
+	}
+}
+
 var _ relay.Encoder = (*Encoder)(nil)
 
 // NewEncoder returns an Encoder for a request for model.
-func NewEncoder(model string) *Encoder { return &Encoder{model: model, index: -1} }
+func NewEncoder(model string) *Encoder { return &Encoder{model: model, index: -1, live: -1} }
 
 // usage is what message_delta reports.
 type usage struct {
@@ -60,7 +134,7 @@ type choice struct {
 
 // Reset implements relay.Encoder.
 func (e *Encoder) Reset() {
-	*e = Encoder{model: e.model, index: -1, buf: e.buf[:0]}
+	*e = Encoder{model: e.model, index: -1, live: -1, buf: e.buf[:0], calls: e.calls[:0]}
 }
 
 // Event implements relay.Encoder.
@@ -103,21 +177,14 @@ func (e *Encoder) Event(w *sse.Writer, ev *sse.Event, info *api.ChunkInfo) error
 				return err
 			}
 		}
-		for _, tc := range d.ToolCalls {
-			if tc.ID != "" || tc.Function.Name != "" || e.open != 'u' {
-				if err := e.startTool(w, tc); err != nil {
-					return err
-				}
-			}
-			if tc.Function.Arguments != "" {
-				if err := e.delta(w, 'u', "input_json_delta", "partial_json", tc.Function.Arguments); err != nil {
-					return err
-				}
+		for j := range d.ToolCalls {
+			if err := e.tool(w, &d.ToolCalls[j]); err != nil {
+				return err
 			}
 		}
 		if ch.FinishReason != nil {
 			e.stop = StopReason(*ch.FinishReason)
-			if err := e.closeBlock(w); err != nil {
+			if err := e.endCalls(w); err != nil {
 				return err
 			}
 		}
@@ -190,7 +257,7 @@ func messageID(id string) string {
 // delta writes a delta of a block of kind, opening the block first.
 func (e *Encoder) delta(w *sse.Writer, kind byte, typ, field, text string) error {
 	if e.open != kind {
-		if err := e.closeBlock(w); err != nil {
+		if err := e.endCalls(w); err != nil { // text after the calls: none can wait longer
 			return err
 		}
 		if err := e.startBlock(w, kind, "", ""); err != nil {
@@ -251,16 +318,131 @@ func (e *Encoder) rawDelta(w *sse.Writer, raw []byte) error {
 
 var contentBlockDelta = []byte("content_block_delta")
 
-func (e *Encoder) startTool(w *sse.Writer, tc api.ToolCall) error {
+// tool routes one tool_calls element to its call's block: streamed when
+// the call is live or can become so, held while another call is live.
+func (e *Encoder) tool(w *sse.Writer, tc *api.ToolCall) error {
+	i := e.callOf(tc)
+	c := &e.calls[i]
+	args := tc.Function.Arguments
+	switch c.state {
+	case callDone:
+		return nil // a closed block takes nothing more
+	case callWaiting:
+		if e.open != 'u' { // no call is live: this one streams
+			return e.promote(w, i, args)
+		}
+		if e.held+len(args) > MaxHeld {
+			c.args = append(c.args, args...)
+			return e.endCalls(w)
+		}
+		e.held += len(args)
+		c.args = append(c.args, args...)
+		return nil
+	}
+	return e.liveArgs(w, i, args)
+}
+
+// callOf returns the position in e.calls of tc's call, added when new: by
+// index, or, for deltas without one, a new id or name starts a call and
+// anything else continues the last one. A known index with another id is a
+// new call (servers that number every call 0).
+func (e *Encoder) callOf(tc *api.ToolCall) int {
+	if tc.Index != nil {
+		for i := len(e.calls) - 1; i >= 0; i-- {
+			c := &e.calls[i]
+			if c.indexed && c.index == *tc.Index {
+				if tc.ID == "" || c.id == "" || tc.ID == c.id {
+					if c.id == "" {
+						c.id = tc.ID
+					}
+					if c.name == "" {
+						c.name = tc.Function.Name
+					}
+					return i
+				}
+				break
+			}
+		}
+	} else if tc.ID == "" && tc.Function.Name == "" && len(e.calls) > 0 {
+		return len(e.calls) - 1
+	}
+	c := call{id: tc.ID, name: tc.Function.Name, state: callWaiting}
+	if tc.Index != nil {
+		c.index, c.indexed = *tc.Index, true
+	}
+	e.calls = append(e.calls, c)
+	e.called = true
+	return len(e.calls) - 1
+}
+
+// promote opens the block of the waiting call i and writes what it held
+// and args; it closes at once when that completes its arguments.
+func (e *Encoder) promote(w *sse.Writer, i int, args string) error {
 	if err := e.closeBlock(w); err != nil {
 		return err
 	}
-	id := tc.ID
+	c := &e.calls[i]
+	id := c.id
 	if id == "" {
 		id = "toolu_" + strconv.Itoa(e.index+1)
 	}
-	e.called = true
-	return e.startBlock(w, 'u', id, tc.Function.Name)
+	if err := e.startBlock(w, 'u', id, c.name); err != nil {
+		return err
+	}
+	c.state, e.live = callLive, i
+	if len(c.args) > 0 {
+		held := string(c.args)
+		e.held -= len(c.args)
+		c.args = c.args[:0]
+		args = held + args
+	}
+	return e.liveArgs(w, i, args)
+}
+
+// liveArgs writes arguments of the live call i; when they complete its
+// JSON the block closes and the first waiting call takes its place.
+func (e *Encoder) liveArgs(w *sse.Writer, i int, args string) error {
+	c := &e.calls[i]
+	if args == "" {
+		return nil
+	}
+	if err := e.delta(w, 'u', "input_json_delta", "partial_json", args); err != nil {
+		return err
+	}
+	if c.end.feed(args); !c.end.done {
+		return nil
+	}
+	if err := e.closeBlock(w); err != nil {
+		return err
+	}
+	for j := range e.calls {
+		if e.calls[j].state == callWaiting {
+			return e.promote(w, j, "")
+		}
+	}
+	return nil
+}
+
+// endCalls closes the open block and writes every waiting call whole (its
+// block's start, what it held, its stop): the turn's calls are over.
+func (e *Encoder) endCalls(w *sse.Writer) error {
+	if err := e.closeBlock(w); err != nil {
+		return err
+	}
+	for i := range e.calls {
+		if e.calls[i].state != callWaiting {
+			continue
+		}
+		c := &e.calls[i]
+		c.end.other = true // written whole: closed below whatever it holds
+		if err := e.promote(w, i, ""); err != nil {
+			return err
+		}
+		if err := e.closeBlock(w); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (e *Encoder) startBlock(w *sse.Writer, kind byte, id, name string) error {
@@ -291,6 +473,9 @@ func (e *Encoder) closeBlock(w *sse.Writer) error {
 	if e.open == 0 {
 		return nil
 	}
+	if e.open == 'u' {
+		e.calls[e.live].state, e.live = callDone, -1
+	}
 	e.open = 0
 	b := append(e.buf[:0], `{"type":"content_block_stop","index":`...)
 	b = strconv.AppendInt(b, int64(e.index), 10)
@@ -307,7 +492,7 @@ func (e *Encoder) Done(w *sse.Writer) error {
 			return err
 		}
 	}
-	if err := e.closeBlock(w); err != nil {
+	if err := e.endCalls(w); err != nil {
 		return err
 	}
 	if err := e.ping(w); err != nil {
