@@ -312,10 +312,13 @@ type Completion struct {
 
 // Choice is one choice of a non-streaming completion.
 type Choice struct {
-	Index        int      `json:"index"`
-	Message      RespMsg  `json:"message"`
-	FinishReason string   `json:"finish_reason"`
-	Logprobs     *float64 `json:"logprobs"`
+	Index        int     `json:"index"`
+	Message      RespMsg `json:"message"`
+	FinishReason string  `json:"finish_reason"`
+	// StopReason is the stop sequence that ended the answer (finish_reason
+	// "stop"), as vLLM reports it; not an OpenAI field. "" when none did.
+	StopReason string   `json:"stop_reason,omitempty"`
+	Logprobs   *float64 `json:"logprobs"`
 }
 
 // RespMsg is the assistant message of a non-streaming completion (Content

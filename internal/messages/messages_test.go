@@ -14,6 +14,8 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/streamgate/streamgate/internal/api"
+	"github.com/streamgate/streamgate/internal/provider"
+	anthropicprov "github.com/streamgate/streamgate/internal/provider/anthropic"
 	"github.com/streamgate/streamgate/internal/relay"
 	"github.com/streamgate/streamgate/internal/sse"
 )
@@ -576,4 +578,170 @@ func sdkMessage(t *testing.T, stream []byte) anthropic.Message {
 		t.Fatalf("stream: %v\n%s", err, stream)
 	}
 	return msg
+}
+
+// TestStopSequence: the stop string that ended an answer, reported in the
+// choice's stop_reason (vLLM's field, which the anthropic adapter writes),
+// reaches the Messages client as stop_reason stop_sequence with its
+// stop_sequence; a stop token id or none leaves end_turn.
+func TestStopSequence(t *testing.T) {
+	text := `{"id":"c","choices":[{"index":0,"delta":{"content":"1, 2, 3"}}]}`
+	for _, tt := range []struct {
+		name, stopReason string
+		want             string
+		wantSeq          any
+	}{
+		{"stop string", `"\n\nHuman:"`, "stop_sequence", "\n\nHuman:"},
+		{"stop token id", `151643`, "end_turn", nil},
+		{"null", `null`, "end_turn", nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			finish := `{"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop","stop_reason":` + tt.stopReason + `}]}`
+			got, seq := stopOf(t, encode(t, text, finish))
+			if got != tt.want || seq != tt.wantSeq {
+				t.Errorf("stream: got %q %q, want %q %q", got, seq, tt.want, tt.wantSeq)
+			}
+			body := `{"id":"c","choices":[{"index":0,"message":{"role":"assistant","content":"1, 2, 3"},"finish_reason":"stop","stop_reason":` + tt.stopReason + `}]}`
+			out, err := FromCompletion([]byte(body), "m")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var r struct {
+				StopReason   string `json:"stop_reason"`
+				StopSequence any    `json:"stop_sequence"`
+			}
+			json.Unmarshal(out, &r)
+			if r.StopReason != tt.want || r.StopSequence != tt.wantSeq {
+				t.Errorf("non-stream: got %q %q, want %q %q", r.StopReason, r.StopSequence, tt.want, tt.wantSeq)
+			}
+		})
+	}
+}
+
+// anthropicStream serves events (Anthropic's SSE) as an upstream, opens it
+// through the anthropic adapter for the chat request of the Messages
+// request in (as the gateway builds it), and writes the translated chunks
+// with an Encoder: what a /v1/messages client of an Anthropic route whose
+// request was translated reads.
+func anthropicStream(t *testing.T, in, events string) []byte {
+	t.Helper()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sse.SetHeaders(w.Header())
+		io.WriteString(w, events)
+	}))
+	defer up.Close()
+	st, err := anthropicprov.New(up.URL, "", anthropicprov.Options{}).Open(context.Background(), providerRequest(t, in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var buf bytes.Buffer
+	w := sse.NewWriter(&buf)
+	enc := NewEncoder("claude-alias")
+	for {
+		ev, err := st.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("translated stream: %v", err)
+		}
+		if len(ev.Data) == 0 {
+			continue
+		}
+		info, err := api.ScanChunk(ev.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := enc.Event(w, ev, &info); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := enc.Done(w); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// anthropicComplete answers the Messages request in, translated, with the
+// Anthropic Message answer through the anthropic adapter, and returns the
+// Message the /v1/messages client gets back.
+func anthropicComplete(t *testing.T, in, answer string) []byte {
+	t.Helper()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, answer)
+	}))
+	defer up.Close()
+	req := providerRequest(t, in)
+	req.Stream = false
+	body, err := anthropicprov.New(up.URL, "", anthropicprov.Options{}).Complete(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := FromCompletion(body, "claude-alias")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// providerRequest is the upstream request the gateway makes of the
+// Messages request in: ToChat, its JSON as the body, the chat as its typed
+// view.
+func providerRequest(t *testing.T, in string) *provider.Request {
+	t.Helper()
+	var r Request
+	if err := json.Unmarshal([]byte(in), &r); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	chat, err := r.ToChat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := json.Marshal(chat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &provider.Request{Model: "claude-up", Stream: chat.Stream, Body: body, Chat: chat}
+}
+
+// TestStopSequenceThroughAnthropic: an Anthropic upstream's stop_sequence
+// reaches the /v1/messages client of a translated request, streamed and
+// not, and the client's stop_sequences reach the upstream.
+func TestStopSequenceThroughAnthropic(t *testing.T) {
+	in := `{"model":"m","max_tokens":50,"stream":true,"stop_sequences":[", 4","END"],"messages":[{"role":"user","content":"count"}]}`
+	var sent []string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			StopSequences []string `json:"stop_sequences"`
+		}
+		json.NewDecoder(r.Body).Decode(&body)
+		sent = body.StopSequences
+		http.Error(w, "no", http.StatusTeapot)
+	}))
+	anthropicprov.New(up.URL, "", anthropicprov.Options{}).Open(context.Background(), providerRequest(t, in))
+	up.Close()
+	if strings.Join(sent, "|") != ", 4|END" {
+		t.Errorf("upstream got stop_sequences %q, want [\", 4\" \"END\"]", sent)
+	}
+
+	events := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-4-5\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":12,\"output_tokens\":1}}}\n\n" +
+		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"1, 2, 3\"}}\n\n" +
+		"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n" +
+		"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"stop_sequence\",\"stop_sequence\":\", 4\"},\"usage\":{\"output_tokens\":9}}\n\n" +
+		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	msg := sdkMessage(t, anthropicStream(t, in, events))
+	if msg.StopReason != anthropic.StopReasonStopSequence || msg.StopSequence != ", 4" {
+		t.Errorf("stream: got stop_reason %q, stop_sequence %q; want stop_sequence \", 4\"", msg.StopReason, msg.StopSequence)
+	}
+	out := anthropicComplete(t, in, `{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"1, 2, 3"}],"stop_reason":"stop_sequence","stop_sequence":", 4","usage":{"input_tokens":12,"output_tokens":9}}`)
+	var r anthropic.Message
+	if err := json.Unmarshal(out, &r); err != nil || r.StopReason != anthropic.StopReasonStopSequence || r.StopSequence != ", 4" {
+		t.Errorf("non-stream: got %s, want stop_reason stop_sequence, stop_sequence \", 4\"", out)
+	}
 }

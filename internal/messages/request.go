@@ -18,7 +18,9 @@
 // metadata.user_id → user. top_k has no OpenAI equivalent and is dropped;
 // document blocks and server tools are rejected with a message naming them.
 //
-// Finish reasons: stop → end_turn, length → max_tokens, tool_calls →
+// Finish reasons: stop → end_turn (stop_sequence, with stop_sequence set,
+// when the choice's stop_reason names the stop string that matched, as
+// vLLM and the anthropic adapter report it), length → max_tokens, tool_calls →
 // tool_use, content_filter → refusal; a turn that holds tool calls ends
 // tool_use whenever it would end end_turn (OpenAI-dialect servers often
 // finish such a turn with "stop"; agent loops run tools only on tool_use).

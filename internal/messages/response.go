@@ -35,8 +35,9 @@ func FromCompletion(body []byte, model string) ([]byte, error) {
 	var c struct {
 		ID      string `json:"id"`
 		Choices []struct {
-			Message      api.RespMsg `json:"message"`
-			FinishReason string      `json:"finish_reason"`
+			Message      api.RespMsg     `json:"message"`
+			FinishReason string          `json:"finish_reason"`
+			StopReason   json.RawMessage `json:"stop_reason"`
 		} `json:"choices"`
 		Usage json.RawMessage `json:"usage"`
 	}
@@ -65,6 +66,9 @@ func FromCompletion(body []byte, model string) ([]byte, error) {
 			r.Content = append(r.Content, Block{Type: "tool_use", ID: id, Name: tc.Function.Name, Input: input})
 		}
 		r.StopReason = turnStop(StopReason(ch.FinishReason), len(m.ToolCalls) > 0)
+		if seq, ok := stopSequence(ch.FinishReason, ch.StopReason); ok {
+			r.StopReason, r.StopSequence = "stop_sequence", &seq
+		}
 	}
 	if len(c.Usage) > 0 && string(c.Usage) != "null" {
 		u := readUsage(c.Usage)

@@ -39,6 +39,7 @@ type Encoder struct {
 	open    byte   // kind of the open content block: 0 none, 't' text, 'k' thinking, 'u' tool_use
 	index   int    // index of the open block; the next block gets index+1
 	stop    string // stop_reason, from the finish chunk
+	seq     []byte // stop_sequence as a JSON string, when stop is "stop_sequence"
 	called  bool   // a tool_use block was written: the turn holds tool calls
 	calls   []call // the turn's tool calls, in the order they appeared
 	live    int    // calls[live] is the open tool_use block's call, when open is 'u'
@@ -130,11 +131,14 @@ type choice struct {
 		ToolCalls        []api.ToolCall `json:"tool_calls"`
 	} `json:"delta"`
 	FinishReason *string `json:"finish_reason"`
+	// StopReason is the stop string that ended the answer (vLLM's field,
+	// which the anthropic adapter writes too), or a token id.
+	StopReason json.RawMessage `json:"stop_reason"`
 }
 
 // Reset implements relay.Encoder.
 func (e *Encoder) Reset() {
-	*e = Encoder{model: e.model, index: -1, live: -1, buf: e.buf[:0], calls: e.calls[:0]}
+	*e = Encoder{model: e.model, index: -1, live: -1, buf: e.buf[:0], calls: e.calls[:0], seq: e.seq[:0]}
 }
 
 // Event implements relay.Encoder.
@@ -184,6 +188,9 @@ func (e *Encoder) Event(w *sse.Writer, ev *sse.Event, info *api.ChunkInfo) error
 		}
 		if ch.FinishReason != nil {
 			e.stop = StopReason(*ch.FinishReason)
+			if seq, ok := stopSequence(*ch.FinishReason, ch.StopReason); ok {
+				e.stop, e.seq = "stop_sequence", api.AppendString(e.seq[:0], seq)
+			}
 			if err := e.endCalls(w); err != nil {
 				return err
 			}
@@ -206,6 +213,17 @@ func turnStop(stop string, called bool) string {
 		return "tool_use"
 	}
 	return stop
+}
+
+// stopSequence returns the stop sequence that ended an answer: a choice's
+// stop_reason when it is a string and finish_reason is "stop" (vLLM sends
+// the matched stop string there, a number for a stop token, null else).
+func stopSequence(finish string, raw json.RawMessage) (string, bool) {
+	var seq string
+	if finish != "stop" || len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &seq) != nil {
+		return "", false
+	}
+	return seq, true
 }
 
 // StopReason maps an OpenAI finish_reason to Anthropic's stop_reason.
@@ -501,7 +519,13 @@ func (e *Encoder) Done(w *sse.Writer) error {
 	stop := turnStop(e.stop, e.called)
 	b := append(e.buf[:0], `{"type":"message_delta","delta":{"stop_reason":`...)
 	b = api.AppendString(b, stop)
-	b = append(b, `,"stop_sequence":null},"usage":{"input_tokens":`...)
+	b = append(b, `,"stop_sequence":`...)
+	if e.stop == "stop_sequence" {
+		b = append(b, e.seq...)
+	} else {
+		b = append(b, "null"...)
+	}
+	b = append(b, `},"usage":{"input_tokens":`...)
 	b = strconv.AppendInt(b, int64(e.usage.input), 10)
 	b = append(b, `,"output_tokens":`...)
 	b = strconv.AppendInt(b, int64(e.usage.output), 10)

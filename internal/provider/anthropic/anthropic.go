@@ -327,3 +327,12 @@ func finishReason(lit []byte) string {
 }
 
 const finishStop = "stop"
+
+// stopSequence returns seq, the literal of message_delta's stop_sequence,
+// when the stop_reason literal is stop_sequence, else nil.
+func stopSequence(reason, seq []byte) []byte {
+	if is(reason, "stop_sequence") && seq != nil {
+		return seq
+	}
+	return nil
+}

@@ -18,6 +18,7 @@ type message struct {
 	Model      string         `json:"model"`
 	Content    []contentBlock `json:"content"`
 	StopReason *string        `json:"stop_reason"`
+	StopSeq    *string        `json:"stop_sequence"`
 	Usage      *messageUsage  `json:"usage"`
 	Error      *struct {
 		Type    string `json:"type"`
@@ -110,16 +111,19 @@ func completion(body []byte, model string, now time.Time) ([]byte, error) {
 	if m.Model == "" {
 		m.Model = model
 	}
-	reason := finishStop
+	reason, seq := finishStop, ""
 	if m.StopReason != nil {
 		reason = finishReason(quote(*m.StopReason))
+		if *m.StopReason == "stop_sequence" && m.StopSeq != nil {
+			seq = *m.StopSeq
+		}
 	}
 	out := api.Completion{
 		ID:      m.ID,
 		Object:  "chat.completion",
 		Created: now.Unix(),
 		Model:   m.Model,
-		Choices: []api.Choice{{Index: 0, Message: msg, FinishReason: reason}},
+		Choices: []api.Choice{{Index: 0, Message: msg, FinishReason: reason, StopReason: seq}},
 	}
 	if u := m.Usage; u != nil {
 		out.Usage = u.openAI()

@@ -122,8 +122,9 @@
 //	ping, other block types
 //	(server tools, redacted thinking),
 //	unknown event types
-//	message_delta                     finish chunk (delta {}, finish_reason) at its stop_reason;
-//	                                  usage counts
+//	message_delta                     finish chunk (delta {}, finish_reason) at its stop_reason,
+//	                                  with the choice's stop_reason the matched stop_sequence
+//	                                  (vLLM's field) when there is one; usage counts
 //	message_stop                      the finish chunk if none came, then a usage chunk
 //	                                  (choices []), then io.EOF
 //	error                             a *provider.Error (see Errors)
@@ -154,7 +155,10 @@
 //
 // Finish reasons (stop_reason → finish_reason):
 //
-//	end_turn, stop_sequence          stop
+//	end_turn                         stop
+//	stop_sequence                    stop, and the choice's "stop_reason" is the sequence
+//	                                 (as vLLM reports the stop string that matched; OpenAI
+//	                                 clients ignore it, /v1/messages clients read it back)
 //	max_tokens,                      length
 //	model_context_window_exceeded
 //	tool_use                         tool_calls
@@ -167,7 +171,7 @@
 //
 // Text blocks are joined into content, thinking blocks into
 // reasoning_content, tool_use blocks become tool_calls (arguments: the input
-// as compact JSON text); finish_reason and usage as for streams. Other block
+// as compact JSON text); finish_reason, stop_reason and usage as for streams. Other block
 // types are dropped.
 //
 // # Errors

@@ -53,7 +53,7 @@ type fields struct {
 	hasIx bool
 
 	// delta (content_block_delta, message_delta)
-	dType, text, thinking, partial, stop []byte
+	dType, text, thinking, partial, stop, stopSeq []byte
 	// content_block (content_block_start)
 	cbType, cbID, cbName, cbText, cbThinking, cbInput []byte
 	// message (message_start)
@@ -224,7 +224,7 @@ func (s *stream) readErr(err error) error {
 func (s *stream) afterStop() (*sse.Event, error) {
 	switch {
 	case !s.finished:
-		s.finish(finishStop)
+		s.finish(finishStop, nil)
 	case !s.usageOut && s.usage.reportable():
 		s.usageChunk()
 	default:
@@ -361,6 +361,8 @@ func (s *stream) parseDelta(sc *scanner) error {
 			f.partial, err = sc.strOrSkip()
 		case "stop_reason":
 			f.stop, err = sc.strOrSkip()
+		case "stop_sequence":
+			f.stopSeq, err = sc.strOrSkip()
 		default:
 			err = sc.skip()
 		}
@@ -570,7 +572,7 @@ func (s *stream) translate() error {
 	case evMessageDelta:
 		s.addUsage()
 		if f.stop != nil && !s.finished {
-			s.finish(finishReason(f.stop))
+			s.finish(finishReason(f.stop), stopSequence(f.stop, f.stopSeq))
 		}
 	case evMessageStart:
 		if !s.started { // a repeated message_start changes nothing a client already has
@@ -793,11 +795,19 @@ func appendLit(b, lit []byte) []byte {
 	return append(b, lit...)
 }
 
-func (s *stream) finish(reason string) {
+// finish writes the finish chunk; seq, the literal of the stop sequence
+// that ended the answer (nil for none), becomes the choice's stop_reason,
+// as vLLM reports the stop string that matched.
+func (s *stream) finish(reason string, seq []byte) {
 	s.finished = true
 	b := append(s.buf[:s.head], `{"index":0,"delta":{},"finish_reason":"`...)
 	b = append(b, reason...)
-	b = append(b, `"}]}`...)
+	b = append(b, '"')
+	if seq != nil {
+		b = append(b, `,"stop_reason":`...)
+		b = append(b, seq...)
+	}
+	b = append(b, `}]}`...)
 	s.buf = b
 	s.ev.Data = b
 	s.last = chunkFinish
