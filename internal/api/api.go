@@ -9,6 +9,7 @@ package api
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
@@ -44,6 +45,45 @@ type ChatRequest struct {
 	// ReasoningEffort is "minimal", "low", "medium" or "high".
 	ReasoningEffort string `json:"reasoning_effort,omitempty"`
 	User            string `json:"user,omitempty"`
+	// Thinking is Anthropic's extended-thinking object, kept raw
+	// ({"type":"enabled","budget_tokens":N}, {"type":"adaptive"},
+	// {"type":"disabled"}; see ReadThinking). It is not an OpenAI member and
+	// is never encoded: OpenAI refuses members it does not know
+	// ("Unrecognized request argument supplied"), so the body an OpenAI
+	// upstream gets carries ReasoningEffort instead. The /v1/messages front
+	// sets it; translating adapters also read a chat client's own
+	// "thinking" member from the body. Nil when none was given.
+	Thinking json.RawMessage `json:"-"`
+}
+
+// Thinking is what adapters read of an Anthropic thinking object.
+type Thinking struct {
+	Type         string `json:"type"`          // "enabled", "adaptive" or "disabled"
+	BudgetTokens int    `json:"budget_tokens"` // enabled: the budget in tokens
+}
+
+// ReadThinking reads a thinking object: absent or null is the zero
+// Thinking (Type ""); an object without a known type, or an enabled one
+// without a positive budget_tokens, is an error naming the member within
+// the object ("type: …").
+func ReadThinking(raw json.RawMessage) (Thinking, error) {
+	var t Thinking
+	if len(raw) == 0 || string(raw) == "null" {
+		return t, nil
+	}
+	if err := json.Unmarshal(raw, &t); err != nil {
+		return t, errors.New("must be an object with a type (and, for enabled, an integer budget_tokens)")
+	}
+	switch t.Type {
+	case "enabled":
+		if t.BudgetTokens < 1 {
+			return t, errors.New("budget_tokens: a positive number of tokens is required with type enabled")
+		}
+	case "adaptive", "disabled":
+	default:
+		return t, fmt.Errorf("type: want enabled, adaptive or disabled, got %q", t.Type)
+	}
+	return t, nil
 }
 
 // StopSequences returns "stop" as a list: nil when absent or null, one

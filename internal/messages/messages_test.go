@@ -16,6 +16,7 @@ import (
 	"github.com/streamgate/streamgate/internal/api"
 	"github.com/streamgate/streamgate/internal/provider"
 	anthropicprov "github.com/streamgate/streamgate/internal/provider/anthropic"
+	"github.com/streamgate/streamgate/internal/provider/gemini"
 	"github.com/streamgate/streamgate/internal/relay"
 	"github.com/streamgate/streamgate/internal/sse"
 )
@@ -743,5 +744,72 @@ func TestStopSequenceThroughAnthropic(t *testing.T) {
 	var r anthropic.Message
 	if err := json.Unmarshal(out, &r); err != nil || r.StopReason != anthropic.StopReasonStopSequence || r.StopSequence != ", 4" {
 		t.Errorf("non-stream: got %s, want stop_reason stop_sequence, stop_sequence \", 4\"", out)
+	}
+}
+
+// TestThinkingThroughTranslation: a Messages request's thinking keeps its
+// exact form to an Anthropic route (budget, adaptive, disabled; also in a
+// tool loop), its exact budget to a Gemini route, and becomes the nearest
+// reasoning_effort for an OpenAI-dialect route, whose body never holds
+// "thinking" (OpenAI refuses members it does not know); metadata.user_id
+// reaches both as user and metadata.user_id.
+func TestThinkingThroughTranslation(t *testing.T) {
+	const loop = `[{"role":"user","content":"Weather?"},
+	 {"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"get_weather","input":{}}]},
+	 {"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"sunny"}]}]`
+	for _, tt := range []struct {
+		name, thinking, msgs string
+		effort               string // reasoning_effort in the OpenAI body
+		anthropic            string // "thinking" in the Anthropic body
+		gemini               string // generationConfig.thinkingConfig.thinkingBudget
+	}{
+		{"enabled", `{"type":"enabled","budget_tokens":5000}`, `[{"role":"user","content":"hi"}]`, "medium", `{"type":"enabled","budget_tokens":5000}`, "5000"},
+		{"enabled, small", `{"type":"enabled","budget_tokens":1500}`, `[{"role":"user","content":"hi"}]`, "low", `{"type":"enabled","budget_tokens":1500}`, "1500"},
+		{"adaptive", `{"type":"adaptive"}`, `[{"role":"user","content":"hi"}]`, "", `{"type":"adaptive"}`, "-1"},
+		{"disabled", `{"type":"disabled"}`, `[{"role":"user","content":"hi"}]`, "", `{"type":"disabled"}`, "0"},
+		{"enabled, in a tool loop", `{"type":"enabled","budget_tokens":3000}`, loop, "medium", `{"type":"enabled","budget_tokens":3000}`, "3000"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			in := `{"model":"m","max_tokens":20000,"metadata":{"user_id":"u-42"},"thinking":` + tt.thinking + `,
+			  "tools":[{"name":"get_weather","input_schema":{"type":"object"}}],"messages":` + tt.msgs + `}`
+			req := providerRequest(t, in)
+			var openai map[string]json.RawMessage
+			json.Unmarshal(req.Body, &openai)
+			if _, ok := openai["thinking"]; ok {
+				t.Errorf("the OpenAI body holds thinking: %s", req.Body)
+			}
+			var effort string
+			json.Unmarshal(openai["reasoning_effort"], &effort)
+			if effort != tt.effort || string(openai["user"]) != `"u-42"` {
+				t.Errorf("OpenAI body: got reasoning_effort %q, user %s; want %q, \"u-42\"", effort, openai["user"], tt.effort)
+			}
+			body, err := anthropicprov.Body(req, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var a struct {
+				Thinking json.RawMessage `json:"thinking"`
+				Metadata json.RawMessage `json:"metadata"`
+			}
+			json.Unmarshal(body, &a)
+			if string(a.Thinking) != tt.anthropic || string(a.Metadata) != `{"user_id":"u-42"}` {
+				t.Errorf("Anthropic body: got thinking %s, metadata %s; want %s, {\"user_id\":\"u-42\"}", a.Thinking, a.Metadata, tt.anthropic)
+			}
+			gbody, err := gemini.Body(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var g struct {
+				GenerationConfig struct {
+					ThinkingConfig struct {
+						ThinkingBudget json.RawMessage `json:"thinkingBudget"`
+					} `json:"thinkingConfig"`
+				} `json:"generationConfig"`
+			}
+			json.Unmarshal(gbody, &g)
+			if got := string(g.GenerationConfig.ThinkingConfig.ThinkingBudget); got != tt.gemini {
+				t.Errorf("Gemini body: got thinkingBudget %s, want %s", got, tt.gemini)
+			}
+		})
 	}
 }

@@ -13,10 +13,13 @@
 // blocks → reasoning_content; max_tokens → max_tokens; stop_sequences →
 // stop; tools → function tools (input_schema as parameters); tool_choice
 // auto/any/tool/none → auto/required/{function}/none, with
-// disable_parallel_tool_use → parallel_tool_calls false; thinking
-// budget_tokens → reasoning_effort (≤ 2048 low, ≤ 8192 medium, else high);
-// metadata.user_id → user. top_k has no OpenAI equivalent and is dropped;
-// document blocks and server tools are rejected with a message naming them.
+// disable_parallel_tool_use → parallel_tool_calls false; thinking → kept
+// exact in ChatRequest.Thinking (a route that speaks Anthropic sends it as
+// it came, never encoded for others) and, for OpenAI-dialect routes, the
+// nearest reasoning_effort (enabled budget_tokens ≤ 2048 low, ≤ 8192
+// medium, else high; adaptive and disabled none); metadata.user_id → user.
+// top_k has no OpenAI equivalent and is dropped; document blocks and server
+// tools are rejected with a message naming them.
 //
 // Finish reasons: stop → end_turn (stop_sequence, with stop_sequence set,
 // when the choice's stop_reason names the stop string that matched, as
@@ -53,7 +56,7 @@ type Request struct {
 	Stream        bool            `json:"stream,omitempty"`
 	Tools         []Tool          `json:"tools,omitempty"`
 	ToolChoice    *ToolChoice     `json:"tool_choice,omitempty"`
-	Thinking      *Thinking       `json:"thinking,omitempty"`
+	Thinking      json.RawMessage `json:"thinking,omitempty"` // see api.ReadThinking
 	Metadata      *struct {
 		UserID string `json:"user_id,omitempty"`
 	} `json:"metadata,omitempty"`
@@ -105,12 +108,6 @@ type ToolChoice struct {
 	DisableParallelToolUse bool   `json:"disable_parallel_tool_use,omitempty"`
 }
 
-// Thinking is "thinking": extended thinking with a token budget.
-type Thinking struct {
-	Type         string `json:"type"` // enabled, disabled
-	BudgetTokens int    `json:"budget_tokens,omitempty"`
-}
-
 // Error is a request the gateway cannot translate; Param names the field.
 type Error struct {
 	Param string
@@ -157,15 +154,13 @@ func (r *Request) ToChat() (*api.ChatRequest, error) {
 	if r.Metadata != nil {
 		c.User = r.Metadata.UserID
 	}
-	if r.Thinking != nil && r.Thinking.Type == "enabled" {
-		switch b := r.Thinking.BudgetTokens; {
-		case b <= 2048:
-			c.ReasoningEffort = "low"
-		case b <= 8192:
-			c.ReasoningEffort = "medium"
-		default:
-			c.ReasoningEffort = "high"
+	if len(r.Thinking) > 0 && string(r.Thinking) != "null" {
+		th, err := api.ReadThinking(r.Thinking)
+		if err != nil {
+			return nil, errorf("thinking", "thinking: %v", err)
 		}
+		c.Thinking = compact(r.Thinking) // exact, for a route that speaks Anthropic
+		c.ReasoningEffort = effortOf(th)
 	}
 	if len(r.System) > 0 && string(r.System) != "null" {
 		parts, err := textParts(r.System, "system")
@@ -215,6 +210,24 @@ func (r *Request) ToChat() (*api.ChatRequest, error) {
 		}
 	}
 	return c, nil
+}
+
+// effortOf is the reasoning_effort nearest a thinking object, for an
+// OpenAI-dialect route (which has no exact budget): an enabled budget up to
+// 2048 tokens is low, up to 8192 medium, above high (the anthropic
+// adapter's budgets for those levels). Adaptive and disabled give none,
+// leaving the model's default: OpenAI's "none" is accepted by few models.
+func effortOf(th api.Thinking) string {
+	if th.Type != "enabled" {
+		return ""
+	}
+	switch b := th.BudgetTokens; {
+	case b <= 2048:
+		return "low"
+	case b <= 8192:
+		return "medium"
+	}
+	return "high"
 }
 
 // convertMessage turns one Anthropic turn into OpenAI messages: a user

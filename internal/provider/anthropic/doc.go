@@ -68,6 +68,10 @@
 //	                             {type:json_schema, schema} (structured outputs); json_object
 //	                             → rejected, retryable
 //	reasoning_effort             thinking {type:enabled, budget_tokens} (see below)
+//	thinking (not OpenAI's: from thinking as sent (enabled with its exact budget_tokens,
+//	/v1/messages, or a chat      adaptive, disabled), over reasoning_effort; never left
+//	client's body)               off: the client chose it. Without a client limit
+//	                             max_tokens is DefaultMaxTokens + budget_tokens
 //	user                         metadata.user_id
 //	stream                       true for Open, false for Complete; stream_options is
 //	                             consumed (usage always comes, see below)
@@ -91,12 +95,13 @@
 // DefaultMaxTokens + the budget, so the answer keeps its default room; with
 // one, the budget shrinks to max_tokens − 1, and thinking is left off when
 // that is below 1024. As the docs require with thinking, temperature and
-// top_k are omitted and top_p is kept only from 0.95 to 1. Thinking is also
-// left off when tool_choice forces a tool (the API rejects forced tool use
-// with thinking, and the client's code waits for the call) and when the
-// request continues a tool-use turn (its last turn holds tool results): the
-// API then wants the turn's signed thinking blocks back, which an OpenAI
-// conversation does not carry. Models that accept only adaptive thinking
+// top_k are omitted and top_p is kept only from 0.95 to 1 (also with a
+// thinking object). A reasoning_effort's thinking is also left off when
+// tool_choice forces a tool (the API rejects forced tool use with thinking,
+// and the client's code waits for the call) and when the request continues
+// a tool-use turn (its last turn holds tool results): the API then wants
+// the turn's signed thinking blocks back, which an OpenAI conversation does
+// not carry. A thinking object is never changed or left off. Models that accept only adaptive thinking
 // (Claude 4.7 and later) reject {type:enabled} with a 400.
 //
 // # Stream: Messages events → OpenAI chunks

@@ -31,20 +31,20 @@ const minBudget = 1024
 
 // request is the Messages API body, members in the order written.
 type request struct {
-	Model         string        `json:"model"`
-	MaxTokens     int           `json:"max_tokens"`
-	System        []block       `json:"system,omitempty"`
-	Messages      []turn        `json:"messages"`
-	Temperature   *float64      `json:"temperature,omitempty"`
-	TopP          *float64      `json:"top_p,omitempty"`
-	TopK          *int          `json:"top_k,omitempty"`
-	StopSequences []string      `json:"stop_sequences,omitempty"`
-	Tools         []tool        `json:"tools,omitempty"`
-	ToolChoice    *toolChoice   `json:"tool_choice,omitempty"`
-	Thinking      *thinking     `json:"thinking,omitempty"`
-	OutputConfig  *outputConfig `json:"output_config,omitempty"`
-	Metadata      *metadata     `json:"metadata,omitempty"`
-	Stream        bool          `json:"stream"`
+	Model         string          `json:"model"`
+	MaxTokens     int             `json:"max_tokens"`
+	System        []block         `json:"system,omitempty"`
+	Messages      []turn          `json:"messages"`
+	Temperature   *float64        `json:"temperature,omitempty"`
+	TopP          *float64        `json:"top_p,omitempty"`
+	TopK          *int            `json:"top_k,omitempty"`
+	StopSequences []string        `json:"stop_sequences,omitempty"`
+	Tools         []tool          `json:"tools,omitempty"`
+	ToolChoice    *toolChoice     `json:"tool_choice,omitempty"`
+	Thinking      json.RawMessage `json:"thinking,omitempty"`
+	OutputConfig  *outputConfig   `json:"output_config,omitempty"`
+	Metadata      *metadata       `json:"metadata,omitempty"`
+	Stream        bool            `json:"stream"`
 
 	pending []turn // turns of messages before mergeTurns
 }
@@ -114,6 +114,7 @@ type extra struct {
 	TopLogprobs *int            `json:"top_logprobs"`
 	TopK        *int            `json:"top_k"`
 	Audio       json.RawMessage `json:"audio"`
+	Thinking    json.RawMessage `json:"thinking"` // a chat client's Anthropic thinking object
 }
 
 // Body returns the Messages API body for req: req.Chat translated (see the
@@ -150,7 +151,11 @@ func Body(req *provider.Request, stream bool) ([]byte, error) {
 	if err := out.format(chat.ResponseFormat); err != nil {
 		return nil, err
 	}
-	if err := out.reasoning(chat); err != nil {
+	thinkingRaw := chat.Thinking
+	if len(thinkingRaw) == 0 {
+		thinkingRaw = x.Thinking
+	}
+	if err := out.reasoning(chat, thinkingRaw); err != nil {
 		return nil, err
 	}
 	if out.Temperature != nil && out.TopP != nil {
@@ -559,13 +564,34 @@ func (out *request) format(raw json.RawMessage) error {
 	return invalid("response_format.type", "want text, json_object or json_schema, got %q", rf.Type)
 }
 
-// reasoning translates reasoning_effort into extended thinking, within the
-// API's rules: budget_tokens of at least 1024 and below max_tokens, no
-// temperature or top_k, top_p only from 0.95 to 1, no forced tool use, and
-// the signed thinking blocks of a tool-use turn sent back (which an OpenAI
-// conversation does not carry). Where the rules leave no room thinking is
-// left off and the request is served without it.
-func (out *request) reasoning(chat *api.ChatRequest) error {
+// reasoning translates the client's thinking object, sent as it came (the
+// budget exact, adaptive and disabled kept: the client chose them), or else
+// reasoning_effort into extended thinking, within the API's rules:
+// budget_tokens of at least 1024 and below max_tokens, no forced tool use,
+// and the signed thinking blocks of a tool-use turn sent back (which an
+// OpenAI conversation may not carry). Where the rules leave an effort no
+// room thinking is left off and the request is served without it. Either
+// way, with thinking on, temperature and top_k are dropped and top_p kept
+// only from 0.95 to 1, as the API requires.
+func (out *request) reasoning(chat *api.ChatRequest, raw json.RawMessage) error {
+	if len(raw) > 0 && string(raw) != "null" {
+		th, err := api.ReadThinking(raw)
+		if err != nil {
+			return invalid("thinking", "%v", err)
+		}
+		var b bytes.Buffer
+		if json.Compact(&b, raw) != nil {
+			return invalid("thinking", "not valid JSON")
+		}
+		out.Thinking = b.Bytes()
+		if th.Type == "enabled" && chat.OutputLimit() <= 0 {
+			out.MaxTokens = DefaultMaxTokens + th.BudgetTokens // the answer keeps its default room
+		}
+		if th.Type != "disabled" {
+			out.thinkingSampling()
+		}
+		return nil
+	}
 	var budget int
 	switch chat.ReasoningEffort {
 	case "", "none":
@@ -595,12 +621,18 @@ func (out *request) reasoning(chat *api.ChatRequest) error {
 	} else {
 		out.MaxTokens = DefaultMaxTokens + budget // the answer keeps its default room
 	}
-	out.Thinking = &thinking{Type: "enabled", BudgetTokens: budget}
+	out.Thinking, _ = json.Marshal(thinking{Type: "enabled", BudgetTokens: budget})
+	out.thinkingSampling()
+	return nil
+}
+
+// thinkingSampling drops what the API refuses with thinking on:
+// temperature, top_k, and top_p below 0.95.
+func (out *request) thinkingSampling() {
 	out.Temperature, out.TopK = nil, nil
 	if out.TopP != nil && *out.TopP < 0.95 {
 		out.TopP = nil
 	}
-	return nil
 }
 
 // inToolLoop reports whether the conversation continues an assistant turn

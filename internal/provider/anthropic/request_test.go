@@ -116,6 +116,8 @@ func TestRequestErrors(t *testing.T) {
 		{"bad tool_choice", `{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"sometimes"}`, "tool_choice", false},
 		{"bad stop", `{"messages":[{"role":"user","content":"x"}],"stop":5}`, "stop", false},
 		{"bad reasoning_effort", `{"messages":[{"role":"user","content":"x"}],"reasoning_effort":"extreme"}`, "reasoning_effort", false},
+		{"bad thinking type", `{"messages":[{"role":"user","content":"x"}],"thinking":{"type":"sometimes"}}`, "thinking", false},
+		{"thinking without budget", `{"messages":[{"role":"user","content":"x"}],"thinking":{"type":"enabled"}}`, "thinking", false},
 		{"json_schema without schema", `{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"x"}}}`, "response_format.json_schema.schema", false},
 		{"n > 1", `{"messages":[{"role":"user","content":"x"}],"n":3}`, "n", true},
 		{"logprobs", `{"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":2}`, "logprobs", true},

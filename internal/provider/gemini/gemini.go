@@ -65,6 +65,9 @@
 //	                              includeThoughts true unless none. A budget, not a
 //	                              thinkingLevel: Gemini 2.5 reads only budgets, and
 //	                              the two together are a 400
+//	thinking (Anthropic's; from   wins over reasoning_effort: enabled → thinkingBudget
+//	  /v1/messages or the body)   budget_tokens exactly, adaptive → -1 (dynamic),
+//	                              disabled → 0
 //
 // Dropped, with no Gemini equivalent: user, parallel_tool_calls (Gemini
 // decides), a tool's strict, an image's detail, a message's name, an

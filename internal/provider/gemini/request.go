@@ -504,10 +504,33 @@ func translateConfig(chat *api.ChatRequest, body []byte) (*generationConfig, err
 		}
 		gc.ThinkingConfig = &thinkingConfig{ThinkingBudget: &budget, IncludeThoughts: budget > 0}
 	}
-	if err := bodyExtras(body, gc); err != nil {
+	thinking := chat.Thinking
+	if err := bodyExtras(body, gc, &thinking); err != nil {
 		return nil, err
 	}
+	if len(thinking) > 0 && string(thinking) != "null" {
+		th, err := api.ReadThinking(thinking)
+		if err != nil {
+			return nil, invalidError("thinking: %v", err)
+		}
+		gc.ThinkingConfig = thinkingOf(th)
+	}
 	return gc, nil
+}
+
+// thinkingOf is the thinkingConfig of an Anthropic thinking object, which
+// wins over reasoning_effort: an enabled budget exact, adaptive as dynamic
+// thinking (thinkingBudget -1, the model decides), disabled as 0.
+// https://ai.google.dev/gemini-api/docs/thinking#set-budget
+func thinkingOf(th api.Thinking) *thinkingConfig {
+	budget := 0
+	switch th.Type {
+	case "enabled":
+		budget = th.BudgetTokens
+	case "adaptive":
+		budget = -1
+	}
+	return &thinkingConfig{ThinkingBudget: &budget, IncludeThoughts: budget != 0}
 }
 
 func (gc *generationConfig) empty() bool {
@@ -518,8 +541,9 @@ func (gc *generationConfig) empty() bool {
 
 // bodyExtras reads the members of the client's body that api.ChatRequest
 // does not type but Gemini has a field for (presence_penalty,
-// frequency_penalty), and refuses n > 1. Other members are not read.
-func bodyExtras(body []byte, gc *generationConfig) error {
+// frequency_penalty, and Anthropic's thinking object into *thinking when
+// the chat request had none), and refuses n > 1. Other members are not read.
+func bodyExtras(body []byte, gc *generationConfig, thinking *json.RawMessage) error {
 	if len(body) == 0 {
 		return nil
 	}
@@ -543,6 +567,11 @@ func bodyExtras(body []byte, gc *generationConfig) error {
 			gc.PresencePenalty, err = number("presence_penalty")
 		case "frequency_penalty":
 			gc.FrequencyPenalty, err = number("frequency_penalty")
+		case "thinking":
+			var v []byte
+			if v, err = s.value(); err == nil && len(*thinking) == 0 {
+				*thinking = v
+			}
 		case "n":
 			var n *float64
 			if n, err = number("n"); err == nil && n != nil && *n != 1 {
