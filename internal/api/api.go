@@ -185,6 +185,22 @@ type Message struct {
 	// ReasoningContent is an assistant turn's reasoning, as DeepSeek and
 	// other OpenAI-compatible servers send it back.
 	ReasoningContent string `json:"reasoning_content,omitempty"`
+	// ThinkingBlocks are the turn's Anthropic thinking blocks with their
+	// signatures, which an Anthropic upstream wants back unchanged.
+	ThinkingBlocks []ThinkingBlock `json:"thinking_blocks,omitempty"`
+}
+
+// ThinkingBlock is one of Anthropic's thinking blocks in the chat dialect,
+// as LiteLLM carries them ("thinking_blocks" on an assistant message and
+// on a stream delta): a thinking block's text and signature, or a
+// redacted_thinking block's encrypted data. In a stream delta a thinking
+// block comes as its signature alone, at the end of the block: its text is
+// the reasoning_content streamed since the previous block.
+type ThinkingBlock struct {
+	Type      string `json:"type"` // "thinking" or "redacted_thinking"
+	Thinking  string `json:"thinking,omitempty"`
+	Signature string `json:"signature,omitempty"`
+	Data      string `json:"data,omitempty"` // redacted_thinking
 }
 
 // Parts returns the content as parts: a string is one text part, null or
@@ -334,10 +350,11 @@ type ChunkChoice struct {
 
 // Delta is the increment a chunk carries.
 type Delta struct {
-	Role             string     `json:"role,omitempty"`
-	Content          string     `json:"content,omitempty"`
-	ReasoningContent string     `json:"reasoning_content,omitempty"`
-	ToolCalls        []ToolCall `json:"tool_calls,omitempty"`
+	Role             string          `json:"role,omitempty"`
+	Content          string          `json:"content,omitempty"`
+	ReasoningContent string          `json:"reasoning_content,omitempty"`
+	ThinkingBlocks   []ThinkingBlock `json:"thinking_blocks,omitempty"` // see ThinkingBlock
+	ToolCalls        []ToolCall      `json:"tool_calls,omitempty"`
 }
 
 // Completion is a non-streaming "chat.completion" response.
@@ -364,10 +381,11 @@ type Choice struct {
 // RespMsg is the assistant message of a non-streaming completion (Content
 // "" when the answer is tool calls only).
 type RespMsg struct {
-	Role             string     `json:"role"`
-	Content          string     `json:"content"`
-	ReasoningContent string     `json:"reasoning_content,omitempty"`
-	ToolCalls        []ToolCall `json:"tool_calls,omitempty"`
+	Role             string          `json:"role"`
+	Content          string          `json:"content"`
+	ReasoningContent string          `json:"reasoning_content,omitempty"`
+	ThinkingBlocks   []ThinkingBlock `json:"thinking_blocks,omitempty"` // see ThinkingBlock
+	ToolCalls        []ToolCall      `json:"tool_calls,omitempty"`
 }
 
 // Model is one entry of GET /v1/models.

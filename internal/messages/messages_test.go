@@ -36,7 +36,7 @@ func TestToChat(t *testing.T) {
 			  {"role":"assistant","content":[{"type":"thinking","thinking":"hmm","signature":"s"},{"type":"text","text":"Let me check."},{"type":"tool_use","id":"toolu_1","name":"get_weather","input":{"city": "Seoul"}}]},
 			  {"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"sunny"}]},{"type":"text","text":"and tomorrow?"}]}]}`,
 			`{"model":"m","messages":[{"role":"user","content":"weather?"},
-			  {"role":"assistant","content":"Let me check.","tool_calls":[{"id":"toolu_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Seoul\"}"}}],"reasoning_content":"hmm"},
+			  {"role":"assistant","content":"Let me check.","tool_calls":[{"id":"toolu_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Seoul\"}"}}],"reasoning_content":"hmm","thinking_blocks":[{"type":"thinking","thinking":"hmm","signature":"s"}]},
 			  {"role":"tool","content":"sunny","tool_call_id":"toolu_1"},{"role":"user","content":"and tomorrow?"}],
 			 "stream":true,"stream_options":{"include_usage":true},"max_tokens":10,
 			 "tools":[{"type":"function","function":{"name":"get_weather","description":"d","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}],
@@ -812,4 +812,93 @@ func TestThinkingThroughTranslation(t *testing.T) {
 			}
 		})
 	}
+}
+
+// redactedStream is an Anthropic stream of a redacted_thinking block, a
+// signed thinking block and a tool call, as the API sends them.
+const redactedStream = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-4-5\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":30,\"output_tokens\":1}}}\n\n" +
+	"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"redacted_thinking\",\"data\":\"EmwKAhgBEgy3va3pzix\"}}\n\n" +
+	"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n" +
+	"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\",\"signature\":\"\"}}\n\n" +
+	"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"The user wants \"}}\n\n" +
+	"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"the weather.\"}}\n\n" +
+	"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"signature_delta\",\"signature\":\"EqQBCgIYAhIMsig1\"}}\n\n" +
+	"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":1}\n\n" +
+	"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":2,\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\",\"signature\":\"\"}}\n\n" +
+	"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":2,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"Paris, then.\"}}\n\n" +
+	"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":2,\"delta\":{\"type\":\"signature_delta\",\"signature\":\"Sig2\"}}\n\n" +
+	"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":2}\n\n" +
+	"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":3,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_01W\",\"name\":\"get_weather\",\"input\":{}}}\n\n" +
+	"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":3,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"city\\\": \\\"Paris\\\"}\"}}\n\n" +
+	"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":3}\n\n" +
+	"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":60}}\n\n" +
+	"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+
+// TestThinkingBlocksRoundTrip: signed thinking and redacted_thinking blocks
+// cross the chat dialect both ways without losing a signature: from a
+// /v1/messages client to an Anthropic upstream (first in their turn, the
+// turn's thinking kept on), and from an Anthropic upstream back to the
+// /v1/messages client, streamed (thinking blocks with their
+// signature_delta, read with anthropic-sdk-go) and not.
+func TestThinkingBlocksRoundTrip(t *testing.T) {
+	in := `{"model":"m","max_tokens":8000,"stream":true,"thinking":{"type":"enabled","budget_tokens":2000},
+	  "tools":[{"name":"get_weather","input_schema":{"type":"object"}}],
+	  "messages":[{"role":"user","content":"Weather?"},
+	   {"role":"assistant","content":[{"type":"redacted_thinking","data":"EmwKAhgBEgy3va3pzix"},{"type":"thinking","thinking":"The user wants the weather.","signature":"EqQBCgIYAhIMsig1"},
+	    {"type":"tool_use","id":"toolu_01W","name":"get_weather","input":{"city":"Paris"}}]},
+	   {"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_01W","content":"sunny"}]}]}`
+	body, err := anthropicprov.Body(providerRequest(t, in), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var up struct {
+		Thinking json.RawMessage
+		Messages []struct {
+			Role    string
+			Content json.RawMessage
+		}
+	}
+	json.Unmarshal(body, &up)
+	want := `[{"type":"redacted_thinking","data":"EmwKAhgBEgy3va3pzix"},{"type":"thinking","thinking":"The user wants the weather.","signature":"EqQBCgIYAhIMsig1"},{"type":"tool_use","id":"toolu_01W","name":"get_weather","input":{"city":"Paris"}}]`
+	if len(up.Messages) != 3 || string(up.Messages[1].Content) != want || up.Thinking == nil {
+		t.Errorf("upstream body: got %s\nwant the assistant turn %s and thinking on", body, want)
+	}
+
+	check := func(how string, content []anthropic.ContentBlockUnion) {
+		t.Helper()
+		var got []string
+		for _, b := range content {
+			switch b.Type {
+			case "redacted_thinking":
+				got = append(got, "redacted "+b.Data)
+			case "thinking":
+				got = append(got, "thinking "+b.Thinking+" / "+b.Signature)
+			case "tool_use":
+				got = append(got, "tool_use "+b.Name+" "+compactJSON(t, string(b.Input)))
+			default:
+				got = append(got, b.Type)
+			}
+		}
+		want := []string{"redacted EmwKAhgBEgy3va3pzix", "thinking The user wants the weather. / EqQBCgIYAhIMsig1", "thinking Paris, then. / Sig2", `tool_use get_weather {"city":"Paris"}`}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("%s: got blocks\n%s\nwant\n%s", how, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+	stream := anthropicStream(t, in, redactedStream)
+	blocks(t, readEvents(t, stream)) // in Anthropic's order
+	msg := sdkMessage(t, stream)
+	check("stream", msg.Content)
+	if msg.StopReason != anthropic.StopReasonToolUse {
+		t.Errorf("stream: got stop_reason %q, want tool_use", msg.StopReason)
+	}
+
+	out := anthropicComplete(t, in, `{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[
+	  {"type":"redacted_thinking","data":"EmwKAhgBEgy3va3pzix"},{"type":"thinking","thinking":"The user wants the weather.","signature":"EqQBCgIYAhIMsig1"},
+	  {"type":"thinking","thinking":"Paris, then.","signature":"Sig2"},{"type":"tool_use","id":"toolu_01W","name":"get_weather","input":{"city":"Paris"}}],
+	  "stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":30,"output_tokens":60}}`)
+	var m anthropic.Message
+	if err := json.Unmarshal(out, &m); err != nil {
+		t.Fatal(err)
+	}
+	check("non-stream", m.Content)
 }

@@ -10,7 +10,9 @@
 // system message; text and image blocks → content parts; tool_use blocks →
 // the assistant's tool_calls (input as the arguments' JSON); tool_result
 // blocks → tool messages, before the rest of their user turn; thinking
-// blocks → reasoning_content; max_tokens → max_tokens; stop_sequences →
+// blocks → reasoning_content (their text joined) and thinking_blocks (each
+// with its signature), redacted_thinking blocks → thinking_blocks (their
+// data), which an Anthropic route sends back as they came; max_tokens → max_tokens; stop_sequences →
 // stop; tools → function tools (input_schema as parameters); tool_choice
 // auto/any/tool/none → auto/required/{function}/none, with
 // disable_parallel_tool_use → parallel_tool_calls false; thinking → kept
@@ -81,6 +83,7 @@ type Block struct {
 	IsError      bool            `json:"is_error,omitempty"`
 	Thinking     string          `json:"thinking,omitempty"`
 	Signature    string          `json:"signature,omitempty"`
+	Data         string          `json:"data,omitempty"` // redacted_thinking
 	CacheControl json.RawMessage `json:"cache_control,omitempty"`
 }
 
@@ -250,6 +253,7 @@ func convertMessage(m Message, path string) ([]api.Message, error) {
 		parts     []api.ContentPart
 		calls     []api.ToolCall
 		reasoning strings.Builder
+		thinking  []api.ThinkingBlock
 	)
 	for j, b := range blocks {
 		bp := fmt.Sprintf("%s.content[%d]", path, j)
@@ -288,16 +292,19 @@ func convertMessage(m Message, path string) ([]api.Message, error) {
 			out = append(out, api.Message{Role: "tool", ToolCallID: b.ToolUseID, Content: jsonString(text)})
 		case "thinking":
 			reasoning.WriteString(b.Thinking)
+			thinking = append(thinking, api.ThinkingBlock{Type: "thinking", Thinking: b.Thinking, Signature: b.Signature})
 		case "redacted_thinking":
-			// Encrypted reasoning only Anthropic can read: nothing to pass on.
+			// Encrypted reasoning only Anthropic can read: carried for it.
+			thinking = append(thinking, api.ThinkingBlock{Type: "redacted_thinking", Data: b.Data})
 		default:
-			return nil, errorf(bp+".type", "content block type %q is not supported by the gateway (supported: text, image, tool_use, tool_result, thinking)", b.Type)
+			return nil, errorf(bp+".type", "content block type %q is not supported by the gateway (supported: text, image, tool_use, tool_result, thinking, redacted_thinking)", b.Type)
 		}
 	}
-	if len(parts) > 0 || len(calls) > 0 || reasoning.Len() > 0 {
+	if len(parts) > 0 || len(calls) > 0 || len(thinking) > 0 {
 		msg := partsMessage(m.Role, parts)
 		msg.ToolCalls = calls
 		msg.ReasoningContent = reasoning.String()
+		msg.ThinkingBlocks = thinking
 		out = append(out, msg)
 	}
 	return out, nil

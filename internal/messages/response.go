@@ -48,7 +48,17 @@ func FromCompletion(body []byte, model string) ([]byte, error) {
 	if len(c.Choices) > 0 {
 		ch := c.Choices[0]
 		m := ch.Message
-		if m.ReasoningContent != "" {
+		switch {
+		case len(m.ThinkingBlocks) > 0: // Anthropic's blocks, signatures and redacted ones included
+			for _, tb := range m.ThinkingBlocks {
+				switch tb.Type {
+				case "thinking":
+					r.Content = append(r.Content, Block{Type: "thinking", Thinking: tb.Thinking, Signature: tb.Signature})
+				case "redacted_thinking":
+					r.Content = append(r.Content, Block{Type: "redacted_thinking", Data: tb.Data})
+				}
+			}
+		case m.ReasoningContent != "":
 			r.Content = append(r.Content, Block{Type: "thinking", Thinking: m.ReasoningContent})
 		}
 		if m.Content != "" {

@@ -36,7 +36,7 @@ type Encoder struct {
 
 	started bool   // message_start written
 	pinged  bool   // the ping after the first content_block_start written
-	open    byte   // kind of the open content block: 0 none, 't' text, 'k' thinking, 'u' tool_use
+	open    byte   // kind of the open content block: 0 none, 't' text, 'k' thinking, 'r' redacted_thinking, 'u' tool_use
 	index   int    // index of the open block; the next block gets index+1
 	stop    string // stop_reason, from the finish chunk
 	seq     []byte // stop_sequence as a JSON string, when stop is "stop_sequence"
@@ -125,10 +125,11 @@ type chunk struct {
 
 type choice struct {
 	Delta struct {
-		Content          string         `json:"content"`
-		ReasoningContent string         `json:"reasoning_content"`
-		Reasoning        string         `json:"reasoning"`
-		ToolCalls        []api.ToolCall `json:"tool_calls"`
+		Content          string              `json:"content"`
+		ReasoningContent string              `json:"reasoning_content"`
+		Reasoning        string              `json:"reasoning"`
+		ThinkingBlocks   []api.ThinkingBlock `json:"thinking_blocks"`
+		ToolCalls        []api.ToolCall      `json:"tool_calls"`
 	} `json:"delta"`
 	FinishReason *string `json:"finish_reason"`
 	// StopReason is the stop string that ended the answer (vLLM's field,
@@ -173,6 +174,11 @@ func (e *Encoder) Event(w *sse.Writer, ev *sse.Event, info *api.ChunkInfo) error
 		d := &ch.Delta
 		if r := d.ReasoningContent + d.Reasoning; r != "" {
 			if err := e.delta(w, 'k', "thinking_delta", "thinking", r); err != nil {
+				return err
+			}
+		}
+		for j := range d.ThinkingBlocks {
+			if err := e.thinkingBlock(w, &d.ThinkingBlocks[j]); err != nil {
 				return err
 			}
 		}
@@ -336,6 +342,39 @@ func (e *Encoder) rawDelta(w *sse.Writer, raw []byte) error {
 
 var contentBlockDelta = []byte("content_block_delta")
 
+// thinkingBlock writes a thinking block of a delta's thinking_blocks
+// (LiteLLM's field, which the anthropic adapter writes): a thinking
+// block's signature ends the open thinking block (its text came as
+// reasoning_content) with a signature_delta; a redacted_thinking block is
+// a block of its own. Their text, if any, is not read: reasoning_content
+// carries it.
+func (e *Encoder) thinkingBlock(w *sse.Writer, tb *api.ThinkingBlock) error {
+	switch {
+	case tb.Type == "thinking" && tb.Signature != "":
+		if e.open != 'k' {
+			if err := e.endCalls(w); err != nil {
+				return err
+			}
+			if err := e.startBlock(w, 'k', "", ""); err != nil {
+				return err
+			}
+		}
+		if err := e.delta(w, 'k', "signature_delta", "signature", tb.Signature); err != nil {
+			return err
+		}
+		return e.closeBlock(w) // signed: the next reasoning is another block
+	case tb.Type == "redacted_thinking" && tb.Data != "":
+		if err := e.endCalls(w); err != nil {
+			return err
+		}
+		if err := e.startBlock(w, 'r', "", tb.Data); err != nil {
+			return err
+		}
+		return e.closeBlock(w)
+	}
+	return nil
+}
+
 // tool routes one tool_calls element to its call's block: streamed when
 // the call is live or can become so, held while another call is live.
 func (e *Encoder) tool(w *sse.Writer, tc *api.ToolCall) error {
@@ -473,6 +512,10 @@ func (e *Encoder) startBlock(w *sse.Writer, kind byte, id, name string) error {
 		b = append(b, `,"content_block":{"type":"text","text":""}}`...)
 	case 'k':
 		b = append(b, `,"content_block":{"type":"thinking","thinking":"","signature":""}}`...)
+	case 'r': // name is the data
+		b = append(b, `,"content_block":{"type":"redacted_thinking","data":`...)
+		b = api.AppendString(b, name)
+		b = append(b, "}}"...)
 	case 'u':
 		b = append(b, `,"content_block":{"type":"tool_use","id":`...)
 		b = api.AppendString(b, id)

@@ -45,6 +45,9 @@
 //	assistant tool_calls         tool_use blocks {id, name, input}: input is the parsed
 //	                             arguments, "" → {}; arguments that are not a JSON object →
 //	                             400, not retryable
+//	assistant thinking_blocks    thinking {thinking, signature} and redacted_thinking {data}
+//	                             blocks, first in the turn, in order (LiteLLM's field);
+//	                             one without its signature or data is dropped
 //	assistant reasoning_content  dropped: thinking blocks must carry Anthropic's signature
 //	assistant refusal parts      dropped
 //	tool messages                a user turn of tool_result blocks {tool_use_id, content},
@@ -100,8 +103,9 @@
 // tool_choice forces a tool (the API rejects forced tool use with thinking,
 // and the client's code waits for the call) and when the request continues
 // a tool-use turn (its last turn holds tool results): the API then wants
-// the turn's signed thinking blocks back, which an OpenAI conversation does
-// not carry. A thinking object is never changed or left off. Models that accept only adaptive thinking
+// the turn's signed thinking blocks back, which a chat conversation carries
+// only in thinking_blocks: thinking stays on when that turn starts with
+// them. A thinking object is never changed or left off. Models that accept only adaptive thinking
 // (Claude 4.7 and later) reject {type:enabled} with a 400.
 //
 // # Stream: Messages events → OpenAI chunks
@@ -119,13 +123,16 @@
 //	                                  message's tool_use blocks from 0
 //	text_delta                        delta {content}
 //	thinking_delta                    delta {reasoning_content}
+//	signature_delta                   delta {thinking_blocks: [{type:thinking, signature}]}: the
+//	                                  block's text is the reasoning_content before it
+//	content_block_start               delta {thinking_blocks: [{type:redacted_thinking, data}]}
+//	redacted_thinking
 //	input_json_delta                  tool_calls [{index, function:{arguments: partial_json}}]
 //	                                  ("" gives a heartbeat)
 //	content_block_stop                heartbeat; for a tool_use block that streamed no arguments,
 //	                                  arguments "{}" (its input is {})
-//	signature_delta, citations_delta, heartbeat
-//	ping, other block types
-//	(server tools, redacted thinking),
+//	citations_delta, ping,            heartbeat
+//	other block types (server tools),
 //	unknown event types
 //	message_delta                     finish chunk (delta {}, finish_reason) at its stop_reason,
 //	                                  with the choice's stop_reason the matched stop_sequence
@@ -175,7 +182,8 @@
 // # Non-stream: Message → chat.completion
 //
 // Text blocks are joined into content, thinking blocks into
-// reasoning_content, tool_use blocks become tool_calls (arguments: the input
+// reasoning_content and, with redacted_thinking blocks, into
+// thinking_blocks (signatures and data kept), tool_use blocks become tool_calls (arguments: the input
 // as compact JSON text); finish_reason, stop_reason and usage as for streams. Other block
 // types are dropped.
 //

@@ -136,7 +136,7 @@ func TestPassthrough(t *testing.T) {
 			if !stream {
 				return
 			}
-			content, usage := api.ChunkInfo{Content: true}, api.Usage{PromptTokens: 60, CompletionTokens: 42, TotalTokens: 102}
+			content, usage := api.ChunkInfo{Content: true}, api.Usage{PromptTokens: 60, CompletionTokens: 42, TotalTokens: 102, PromptTokensDetails: api.PromptTokensDetails{CachedTokens: 30, CacheWriteTokens: 20}}
 			wantInfo := []api.ChunkInfo{
 				{}, {}, {}, // message_start (held until content), thinking start, ping
 				content, {}, {}, // thinking_delta, signature_delta, stop

@@ -65,6 +65,9 @@ type block struct {
 	Input        json.RawMessage `json:"input,omitempty"`
 	ToolUseID    string          `json:"tool_use_id,omitempty"`
 	Content      []block         `json:"content,omitempty"`
+	Thinking     string          `json:"thinking,omitempty"`
+	Signature    string          `json:"signature,omitempty"`
+	Data         string          `json:"data,omitempty"` // redacted_thinking
 	CacheControl json.RawMessage `json:"cache_control,omitempty"`
 }
 
@@ -403,6 +406,17 @@ func assistantBlocks(m api.Message, path string) ([]block, error) {
 		return nil, invalid(path+".content", "%v", err)
 	}
 	var blocks []block
+	for _, tb := range m.ThinkingBlocks {
+		// First in the turn, as the API wants them, and as they came.
+		switch {
+		case tb.Type == "thinking" && tb.Signature != "":
+			blocks = append(blocks, block{Type: "thinking", Thinking: tb.Thinking, Signature: tb.Signature})
+		case tb.Type == "redacted_thinking" && tb.Data != "":
+			blocks = append(blocks, block{Type: "redacted_thinking", Data: tb.Data})
+		}
+		// Unsigned thinking (another provider's) is dropped: the API
+		// rejects a thinking block without its signature.
+	}
 	for j, p := range parts {
 		if p.Type == "refusal" {
 			continue // a refusal the model made is not something to continue from
@@ -610,8 +624,8 @@ func (out *request) reasoning(chat *api.ChatRequest, raw json.RawMessage) error 
 	if tc := out.ToolChoice; tc != nil && (tc.Type == "any" || tc.Type == "tool") {
 		return nil // forced tool use wins: the client's code expects the call
 	}
-	if inToolLoop(out.Messages) {
-		return nil // the turn's signed thinking blocks cannot be sent back
+	if unsignedToolLoop(out.Messages) {
+		return nil // the API would refuse thinking: the turn's signed blocks are missing
 	}
 	if chat.OutputLimit() > 0 {
 		budget = min(budget, out.MaxTokens-1) // the client's limit counts thinking too
@@ -635,17 +649,23 @@ func (out *request) thinkingSampling() {
 	}
 }
 
-// inToolLoop reports whether the conversation continues an assistant turn
-// that called tools: its last turn is the user turn holding their results.
-func inToolLoop(turns []turn) bool {
+// unsignedToolLoop reports whether the conversation continues an assistant
+// turn that called tools (its last turn is the user turn holding their
+// results) and that turn does not start with its thinking blocks: the API
+// refuses thinking then ("a final assistant message must start with a
+// thinking block"). A client that sends the blocks back (thinking_blocks)
+// keeps its thinking on.
+func unsignedToolLoop(turns []turn) bool {
 	n := len(turns)
-	if n == 0 || turns[n-1].Role != "user" {
+	if n < 2 || turns[n-1].Role != "user" || turns[n-2].Role != "assistant" {
 		return false
 	}
+	results := false
 	for _, b := range turns[n-1].Content {
 		if b.Type == "tool_result" {
-			return true
+			results = true
 		}
 	}
-	return false
+	c := turns[n-2].Content
+	return results && (len(c) == 0 || c[0].Type != "thinking" && c[0].Type != "redacted_thinking")
 }

@@ -53,9 +53,9 @@ type fields struct {
 	hasIx bool
 
 	// delta (content_block_delta, message_delta)
-	dType, text, thinking, partial, stop, stopSeq []byte
+	dType, text, thinking, partial, signature, stop, stopSeq []byte
 	// content_block (content_block_start)
-	cbType, cbID, cbName, cbText, cbThinking, cbInput []byte
+	cbType, cbID, cbName, cbText, cbThinking, cbInput, cbData []byte
 	// message (message_start)
 	msgID, msgModel []byte
 	// usage (message.usage of message_start, usage of message_delta)
@@ -103,10 +103,11 @@ func eventKindOf(lit []byte) eventKind {
 type deltaKind uint8
 
 const (
-	deltaOther deltaKind = iota // signature_delta, citations_delta, types to come
+	deltaOther deltaKind = iota // citations_delta, types to come
 	deltaText
 	deltaThinking
 	deltaJSON
+	deltaSignature
 )
 
 func deltaKindOf(lit []byte) deltaKind {
@@ -117,6 +118,8 @@ func deltaKindOf(lit []byte) deltaKind {
 		return deltaThinking
 	case is(lit, "input_json_delta"):
 		return deltaJSON
+	case is(lit, "signature_delta"):
+		return deltaSignature
 	}
 	return deltaOther
 }
@@ -359,6 +362,8 @@ func (s *stream) parseDelta(sc *scanner) error {
 			f.thinking, err = sc.strOrSkip()
 		case "partial_json":
 			f.partial, err = sc.strOrSkip()
+		case "signature":
+			f.signature, err = sc.strOrSkip()
 		case "stop_reason":
 			f.stop, err = sc.strOrSkip()
 		case "stop_sequence":
@@ -398,6 +403,8 @@ func (s *stream) parseBlock(sc *scanner) error {
 			f.cbThinking, err = sc.strOrSkip()
 		case "input":
 			f.cbInput, err = sc.raw()
+		case "data":
+			f.cbData, err = sc.strOrSkip()
 		default:
 			err = sc.skip()
 		}
@@ -554,6 +561,8 @@ func (s *stream) translate() error {
 			lit = f.thinking
 		case deltaJSON:
 			lit = f.partial
+		case deltaSignature:
+			lit = f.signature
 		}
 		return s.blockDelta(f.index, f.hasIx, f.delta, lit)
 	case evBlockStart:
@@ -620,8 +629,12 @@ func (s *stream) blockDelta(index int64, hasIx bool, kind deltaKind, lit []byte)
 			b.args = true
 			s.toolArgs(b.tool, lit)
 		}
+	case deltaSignature:
+		if b.kind == kindThinking && len(lit) > 2 {
+			s.thinkingBlock(`"thinking_blocks":[{"type":"thinking","signature":`, lit)
+		}
 	}
-	// signature_delta, citations_delta and deltas to come: a heartbeat.
+	// citations_delta and deltas to come: a heartbeat.
 	return nil
 }
 
@@ -670,6 +683,10 @@ func (s *stream) blockStart() error {
 			args = api.AppendString(nil, string(f.cbInput))
 		}
 		s.toolStart(b.tool, f.cbID, f.cbName, args)
+	default:
+		if is(f.cbType, "redacted_thinking") && len(f.cbData) > 2 {
+			s.thinkingBlock(`"thinking_blocks":[{"type":"redacted_thinking","data":`, f.cbData)
+		}
 	}
 	return nil
 }
@@ -759,6 +776,13 @@ func (s *stream) delta(head string, lit []byte, tail string) {
 	b = append(b, `},"finish_reason":null}]}`...)
 	s.buf = b
 	s.ev.Data = b
+}
+
+// thinkingBlock writes a chunk whose delta holds one thinking block
+// (LiteLLM's "thinking_blocks"): head, the string literal lit, "}]". Not
+// content: the relay holds it before the first content and relays it after.
+func (s *stream) thinkingBlock(head string, lit []byte) {
+	s.delta(head, lit, "}]")
 }
 
 func (s *stream) toolStart(index int32, id, name, args []byte) {
