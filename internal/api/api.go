@@ -107,6 +107,10 @@ func (r *ChatRequest) StopSequences() ([]string, error) {
 type Tool struct {
 	Type     string      `json:"type"` // "function"
 	Function FunctionDef `json:"function"`
+	// CacheControl is an Anthropic tool's cache_control, set by the
+	// /v1/messages front for an Anthropic route; never encoded (an OpenAI
+	// upstream may refuse members it does not know).
+	CacheControl json.RawMessage `json:"-"`
 }
 
 // FunctionDef declares a function: its name, description and JSON Schema
@@ -127,6 +131,9 @@ type ToolCall struct {
 	ID       string       `json:"id,omitempty"`
 	Type     string       `json:"type,omitempty"` // "function"
 	Function FunctionCall `json:"function"`
+	// CacheControl is an Anthropic tool_use block's cache_control (see
+	// Tool.CacheControl); never encoded.
+	CacheControl json.RawMessage `json:"-"`
 }
 
 // FunctionCall is the function of a tool call; Arguments is a JSON text.
@@ -135,15 +142,30 @@ type FunctionCall struct {
 	Arguments string `json:"arguments"`
 }
 
-// ContentPart is one element of an array "content": text, or an image by
-// URL (https: or data:). CacheControl ({"type":"ephemeral"}) is not
-// OpenAI's: Anthropic-dialect adapters pass it on as the block's
-// cache_control, OpenAI upstreams ignore it.
+// ContentPart is one element of an array "content": text, an image by
+// URL (https: or data:), or a file (OpenAI's "file" part: a PDF as a
+// data: URL). CacheControl ({"type":"ephemeral"}) is not OpenAI's:
+// Anthropic-dialect adapters pass it on as the block's cache_control,
+// OpenAI upstreams ignore it.
 type ContentPart struct {
-	Type         string          `json:"type"` // "text", "image_url", …
+	Type         string          `json:"type"` // "text", "image_url", "file", …
 	Text         string          `json:"text,omitempty"`
 	ImageURL     *ImageURL       `json:"image_url,omitempty"`
+	File         *File           `json:"file,omitempty"`
 	CacheControl json.RawMessage `json:"cache_control,omitempty"`
+	// Document is an Anthropic document block as the client sent it, for
+	// an Anthropic route to send unchanged; the part's other fields are its
+	// nearest OpenAI form (a PDF's file part, a text document's text).
+	// Never encoded; set by the /v1/messages front.
+	Document json.RawMessage `json:"-"`
+}
+
+// File is the file of a "file" part: its data as a data: URL
+// ("data:application/pdf;base64,…"), or an uploaded file's id.
+type File struct {
+	FileData string `json:"file_data,omitempty"`
+	FileID   string `json:"file_id,omitempty"`
+	Filename string `json:"filename,omitempty"`
 }
 
 // ImageURL is the image of an "image_url" part.
@@ -188,6 +210,21 @@ type Message struct {
 	// ThinkingBlocks are the turn's Anthropic thinking blocks with their
 	// signatures, which an Anthropic upstream wants back unchanged.
 	ThinkingBlocks []ThinkingBlock `json:"thinking_blocks,omitempty"`
+	// ToolResult is, on a tool message, the Anthropic tool_result block it
+	// was made of, as the client sent it (its content blocks, images and
+	// documents included, is_error, cache_control), for an Anthropic route
+	// to send unchanged; Content holds its text for other routes. Never
+	// encoded; set by the /v1/messages front.
+	ToolResult json.RawMessage `json:"-"`
+	// ContentParts, when set, are Content's parts as the /v1/messages front
+	// built them, with what is never encoded (ContentPart.Document): Parts
+	// returns them rather than decoding Content. Never encoded.
+	ContentParts []ContentPart `json:"-"`
+	// Attached marks a user message that only repeats the images and
+	// documents of the tool results before it, for OpenAI-dialect routes,
+	// whose tool messages hold text only: an adapter that sends ToolResult
+	// drops it. Never encoded.
+	Attached bool `json:"-"`
 }
 
 // ThinkingBlock is one of Anthropic's thinking blocks in the chat dialect,
@@ -203,9 +240,12 @@ type ThinkingBlock struct {
 	Data      string `json:"data,omitempty"` // redacted_thinking
 }
 
-// Parts returns the content as parts: a string is one text part, null or
-// absent is none. A value of another type is an error.
+// Parts returns the content as parts (ContentParts when set): a string is
+// one text part, null or absent is none. A value of another type is an error.
 func (m Message) Parts() ([]ContentPart, error) {
+	if m.ContentParts != nil {
+		return m.ContentParts, nil
+	}
 	if len(m.Content) == 0 || string(m.Content) == "null" {
 		return nil, nil
 	}

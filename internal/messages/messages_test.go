@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -70,7 +71,9 @@ func TestToChatErrors(t *testing.T) {
 		{`{"model":"m","messages":[{"role":"user","content":"hi"}]}`, "max_tokens"},
 		{`{"model":"m","max_tokens":1,"messages":[]}`, "messages"},
 		{`{"model":"m","max_tokens":1,"messages":[{"role":"system","content":"x"}]}`, "messages[0].role"},
-		{`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"document","source":{}}]}]}`, "messages[0].content[0].type"},
+		{`{"model":"m","max_tokens":1,"messages":[{"role":"assistant","content":[{"type":"document","source":{}}]}]}`, "messages[0].content[0]"},
+		{`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"container_upload","file_id":"f"}]}]}`, "messages[0].content[0].type"},
+		{`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"search_result","source":"s"}]}]}]}`, "messages[0].content[0].content[0].type"},
 		{`{"model":"m","max_tokens":1,"tools":[{"type":"web_search_20250305","name":"web_search"}],"messages":[{"role":"user","content":"x"}]}`, "tools[0].type"},
 	} {
 		var r Request
@@ -901,4 +904,101 @@ func TestThinkingBlocksRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("non-stream", m.Content)
+}
+
+// TestToolResultAttachmentsAndCacheControl: images and documents inside a
+// tool result, and cache_control on every block kind Anthropic takes, reach
+// an Anthropic route as the client sent them (through the chat form); an
+// OpenAI route gets the tool result's text in the tool message and its
+// images and PDF in a user message right after, without Anthropic-only
+// members.
+func TestToolResultAttachmentsAndCacheControl(t *testing.T) {
+	const (
+		cc       = `{"type":"ephemeral"}`
+		result   = `{"type":"tool_result","tool_use_id":"toolu_1","cache_control":{"type":"ephemeral","ttl":"1h"},"content":[{"type":"text","text":"the chart and the report"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}},{"type":"document","title":"report.pdf","source":{"type":"base64","media_type":"application/pdf","data":"JVBERi0x"}}]}`
+		errorRes = `{"type":"tool_result","tool_use_id":"toolu_2","is_error":true,"content":"not found"}`
+		textDoc  = `{"type":"document","source":{"type":"text","media_type":"text/plain","data":"plain notes"},"title":"notes","context":"mine","citations":{"enabled":true},"cache_control":{"type":"ephemeral"}}`
+		urlDoc   = `{"type":"document","source":{"type":"url","url":"https://example.com/a.pdf"}}`
+		image    = `{"type":"image","source":{"type":"url","url":"https://example.com/a.png"},"cache_control":{"type":"ephemeral"}}`
+	)
+	in := `{"model":"m","max_tokens":100,
+	  "system":[{"type":"text","text":"sys","cache_control":` + cc + `}],
+	  "tools":[{"name":"chart","description":"d","input_schema":{"type":"object"},"cache_control":` + cc + `}],
+	  "messages":[{"role":"user","content":"chart it"},
+	   {"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"chart","input":{},"cache_control":` + cc + `},{"type":"tool_use","id":"toolu_2","name":"chart","input":{}}]},
+	   {"role":"user","content":[` + result + `,` + errorRes + `,{"type":"text","text":"and these","cache_control":` + cc + `},` + image + `,` + textDoc + `,` + urlDoc + `]}]}`
+	req := providerRequest(t, in)
+
+	body, err := anthropicprov.Body(req, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a struct {
+		System []json.RawMessage `json:"system"`
+		Tools  []struct {
+			CacheControl json.RawMessage `json:"cache_control"`
+		} `json:"tools"`
+		Messages []struct {
+			Role    string            `json:"role"`
+			Content []json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(body, &a); err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Messages) != 3 || len(a.Tools) != 1 {
+		t.Fatalf("Anthropic body: got %s", body)
+	}
+	wantUser := []string{result, errorRes, `{"type":"text","text":"and these","cache_control":` + cc + `}`, image, textDoc, urlDoc}
+	for _, c := range []struct {
+		what      string
+		got, want string
+	}{
+		{"system", string(a.System[0]), `{"type":"text","text":"sys","cache_control":` + cc + `}`},
+		{"tool", string(a.Tools[0].CacheControl), cc},
+		{"tool_use", string(a.Messages[1].Content[0]), `{"type":"tool_use","id":"toolu_1","name":"chart","input":{},"cache_control":` + cc + `}`},
+		{"user turn", fmt.Sprint(len(a.Messages[2].Content)), fmt.Sprint(len(wantUser))},
+	} {
+		if !jsonEqual(t, []byte(c.got), []byte(c.want)) {
+			t.Errorf("Anthropic body %s: got %s, want %s", c.what, c.got, c.want)
+		}
+	}
+	for i, want := range wantUser {
+		if i < len(a.Messages[2].Content) && !jsonEqual(t, a.Messages[2].Content[i], []byte(want)) {
+			t.Errorf("Anthropic body user block %d: got %s, want %s", i, a.Messages[2].Content[i], want)
+		}
+	}
+
+	var o struct {
+		Tools    []map[string]json.RawMessage `json:"tools"`
+		Messages []api.Message                `json:"messages"`
+	}
+	if err := json.Unmarshal(req.Body, &o); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := o.Tools[0]["cache_control"]; ok || bytes.Contains(req.Body, []byte(`"tool_result"`)) {
+		t.Errorf("OpenAI body holds Anthropic-only members: %s", req.Body)
+	}
+	var roles []string
+	for _, m := range o.Messages {
+		roles = append(roles, m.Role)
+	}
+	if got := strings.Join(roles, " "); got != "system user assistant tool tool user user" {
+		t.Fatalf("OpenAI body: got roles %s, want system user assistant tool tool user user\n%s", got, req.Body)
+	}
+	if got := o.Messages[3].Text(); got != "the chart and the report" {
+		t.Errorf("OpenAI tool message: got %q", got)
+	}
+	if got := o.Messages[4].Text(); got != "Error: not found" {
+		t.Errorf("OpenAI tool message: got %q", got)
+	}
+	attached, _ := o.Messages[5].Parts()
+	if len(attached) != 2 || attached[0].ImageURL == nil || attached[0].ImageURL.URL != "data:image/png;base64,iVBORw0KGgo=" ||
+		attached[1].Type != "file" || attached[1].File == nil || attached[1].File.FileData != "data:application/pdf;base64,JVBERi0x" || attached[1].File.Filename != "report.pdf" {
+		t.Errorf("OpenAI attachments message: got %s", o.Messages[5].Content)
+	}
+	rest, _ := o.Messages[6].Parts()
+	if len(rest) != 4 || rest[1].Type != "image_url" || rest[2].Type != "text" || rest[2].Text != "plain notes" || rest[3].Type != "document" {
+		t.Errorf("OpenAI user message: got %s", o.Messages[6].Content)
+	}
 }

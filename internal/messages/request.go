@@ -20,8 +20,16 @@
 // it came, never encoded for others) and, for OpenAI-dialect routes, the
 // nearest reasoning_effort (enabled budget_tokens ≤ 2048 low, ≤ 8192
 // medium, else high; adaptive and disabled none); metadata.user_id → user.
-// top_k has no OpenAI equivalent and is dropped; document blocks and server
-// tools are rejected with a message naming them.
+// document blocks → ContentPart.Document (the block as sent, for an
+// Anthropic route) with their nearest OpenAI part (a base64 PDF a "file"
+// part, a text document text, others a "document" part an OpenAI upstream
+// refuses); tool_result blocks keep the block as sent (api.Message.ToolResult)
+// for an Anthropic route, their text in the tool message, and their images
+// and documents in a user message after the tool messages (Attached), since
+// OpenAI's tool messages hold text; cache_control on tools and tool_use
+// blocks → api.Tool and api.ToolCall's CacheControl (never encoded).
+// top_k has no OpenAI equivalent and is dropped; server tools and other
+// block types are rejected with a message naming them.
 //
 // Finish reasons: stop → end_turn (stop_sequence, with stop_sequence set,
 // when the choice's stop_reason names the stop string that matched, as
@@ -40,6 +48,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/streamgate/streamgate/internal/api"
@@ -83,7 +92,8 @@ type Block struct {
 	IsError      bool            `json:"is_error,omitempty"`
 	Thinking     string          `json:"thinking,omitempty"`
 	Signature    string          `json:"signature,omitempty"`
-	Data         string          `json:"data,omitempty"` // redacted_thinking
+	Data         string          `json:"data,omitempty"`  // redacted_thinking
+	Title        string          `json:"title,omitempty"` // document
 	CacheControl json.RawMessage `json:"cache_control,omitempty"`
 }
 
@@ -186,7 +196,8 @@ func (r *Request) ToChat() (*api.ChatRequest, error) {
 		if t.Name == "" {
 			return nil, errorf(fmt.Sprintf("tools[%d].name", i), "missing required field: tools[%d].name", i)
 		}
-		c.Tools = append(c.Tools, api.Tool{Type: "function", Function: api.FunctionDef{Name: t.Name, Description: t.Description, Parameters: t.InputSchema}})
+		c.Tools = append(c.Tools, api.Tool{Type: "function", Function: api.FunctionDef{Name: t.Name, Description: t.Description, Parameters: t.InputSchema},
+			CacheControl: t.CacheControl})
 	}
 	if tc := r.ToolChoice; tc != nil {
 		var choice string
@@ -244,8 +255,8 @@ func convertMessage(m Message, path string) ([]api.Message, error) {
 	if json.Unmarshal(m.Content, &s) == nil {
 		return []api.Message{api.TextMessage(m.Role, s)}, nil
 	}
-	var blocks []Block
-	if err := json.Unmarshal(m.Content, &blocks); err != nil {
+	var raws []json.RawMessage
+	if err := json.Unmarshal(m.Content, &raws); err != nil {
 		return nil, errorf(path+".content", "%s.content must be a string or an array of content blocks", path)
 	}
 	var (
@@ -254,9 +265,14 @@ func convertMessage(m Message, path string) ([]api.Message, error) {
 		calls     []api.ToolCall
 		reasoning strings.Builder
 		thinking  []api.ThinkingBlock
+		attached  []api.ContentPart // the tool results' images and documents, for OpenAI routes
 	)
-	for j, b := range blocks {
+	for j, raw := range raws {
 		bp := fmt.Sprintf("%s.content[%d]", path, j)
+		b, err := readBlock(raw, bp, "text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking")
+		if err != nil {
+			return nil, err
+		}
 		switch b.Type {
 		case "text":
 			parts = append(parts, api.ContentPart{Type: "text", Text: b.Text, CacheControl: b.CacheControl})
@@ -269,6 +285,15 @@ func convertMessage(m Message, path string) ([]api.Message, error) {
 				return nil, err
 			}
 			parts = append(parts, api.ContentPart{Type: "image_url", ImageURL: &api.ImageURL{URL: url}, CacheControl: b.CacheControl})
+		case "document":
+			if m.Role != "user" {
+				return nil, errorf(bp, "a document block is only allowed in a user turn")
+			}
+			p, err := documentPart(raw, b, bp)
+			if err != nil {
+				return nil, err
+			}
+			parts = append(parts, p)
 		case "tool_use":
 			if m.Role != "assistant" {
 				return nil, errorf(bp, "a tool_use block is only allowed in an assistant turn")
@@ -277,28 +302,35 @@ func convertMessage(m Message, path string) ([]api.Message, error) {
 			if len(args) == 0 {
 				args = json.RawMessage("{}")
 			}
-			calls = append(calls, api.ToolCall{ID: b.ID, Type: "function", Function: api.FunctionCall{Name: b.Name, Arguments: string(compact(args))}})
+			calls = append(calls, api.ToolCall{ID: b.ID, Type: "function", Function: api.FunctionCall{Name: b.Name, Arguments: string(compact(args))},
+				CacheControl: b.CacheControl})
 		case "tool_result":
 			if m.Role != "user" {
 				return nil, errorf(bp, "a tool_result block is only allowed in a user turn")
 			}
-			text, err := resultText(b.Content, bp)
+			text, att, err := resultParts(b.Content, bp)
 			if err != nil {
 				return nil, err
 			}
 			if b.IsError && !strings.HasPrefix(text, "Error") {
 				text = "Error: " + text
 			}
-			out = append(out, api.Message{Role: "tool", ToolCallID: b.ToolUseID, Content: jsonString(text)})
+			attached = append(attached, att...)
+			out = append(out, api.Message{Role: "tool", ToolCallID: b.ToolUseID, Content: jsonString(text), ToolResult: compact(raw)})
 		case "thinking":
 			reasoning.WriteString(b.Thinking)
 			thinking = append(thinking, api.ThinkingBlock{Type: "thinking", Thinking: b.Thinking, Signature: b.Signature})
 		case "redacted_thinking":
 			// Encrypted reasoning only Anthropic can read: carried for it.
 			thinking = append(thinking, api.ThinkingBlock{Type: "redacted_thinking", Data: b.Data})
-		default:
-			return nil, errorf(bp+".type", "content block type %q is not supported by the gateway (supported: text, image, tool_use, tool_result, thinking, redacted_thinking)", b.Type)
 		}
+	}
+	if len(attached) > 0 {
+		// OpenAI's tool messages hold text: the images and documents follow
+		// the tool messages in a user message of their own.
+		msg := partsMessage("user", attached)
+		msg.Attached = true
+		out = append(out, msg)
 	}
 	if len(parts) > 0 || len(calls) > 0 || len(thinking) > 0 {
 		msg := partsMessage(m.Role, parts)
@@ -320,7 +352,7 @@ func partsMessage(role string, parts []api.ContentPart) api.Message {
 		return api.TextMessage(role, parts[0].Text)
 	}
 	b, _ := json.Marshal(parts)
-	return api.Message{Role: role, Content: b}
+	return api.Message{Role: role, Content: b, ContentParts: parts} // typed too: a document's block is never encoded
 }
 
 // textParts reads a string or an array of text blocks.
@@ -343,30 +375,95 @@ func textParts(raw json.RawMessage, path string) ([]api.ContentPart, error) {
 	return parts, nil
 }
 
-// resultText is a tool result's content as text (its text blocks joined).
-func resultText(raw json.RawMessage, path string) (string, error) {
+// resultParts reads a tool result's content: its text blocks joined, and
+// its image and document blocks as the content parts an OpenAI route gets
+// in a user message after the tool messages.
+func resultParts(raw json.RawMessage, path string) (string, []api.ContentPart, error) {
 	if len(raw) == 0 || string(raw) == "null" {
-		return "", nil
+		return "", nil, nil
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		return s, nil
+		return s, nil, nil
 	}
-	var blocks []Block
-	if err := json.Unmarshal(raw, &blocks); err != nil {
-		return "", errorf(path+".content", "%s.content must be a string or an array of blocks", path)
+	var raws []json.RawMessage
+	if err := json.Unmarshal(raw, &raws); err != nil {
+		return "", nil, errorf(path+".content", "%s.content must be a string or an array of blocks", path)
 	}
-	var b strings.Builder
-	for i, bl := range blocks {
-		if bl.Type != "text" {
-			return "", errorf(fmt.Sprintf("%s.content[%d].type", path, i), "only text blocks are supported in a tool result, got %q", bl.Type)
+	var (
+		b   strings.Builder
+		att []api.ContentPart
+	)
+	for i, r := range raws {
+		bp := fmt.Sprintf("%s.content[%d]", path, i)
+		bl, err := readBlock(r, bp, "text", "image", "document")
+		if err != nil {
+			return "", nil, err
 		}
-		if i > 0 {
-			b.WriteByte('\n')
+		switch bl.Type {
+		case "text":
+			if b.Len() > 0 {
+				b.WriteByte('\n')
+			}
+			b.WriteString(bl.Text)
+		case "image":
+			url, err := imageURL(bl.Source, bp)
+			if err != nil {
+				return "", nil, err
+			}
+			att = append(att, api.ContentPart{Type: "image_url", ImageURL: &api.ImageURL{URL: url}})
+		case "document":
+			p, err := documentPart(r, bl, bp)
+			if err != nil {
+				return "", nil, err
+			}
+			att = append(att, p)
 		}
-		b.WriteString(bl.Text)
 	}
-	return b.String(), nil
+	return b.String(), att, nil
+}
+
+// readBlock decodes a content block of one of the types known, else
+// returns an error naming its type (read first, so that a block of another
+// type with members of other shapes is named by its type).
+func readBlock(raw json.RawMessage, path string, known ...string) (Block, error) {
+	var b Block
+	var head struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(raw, &head); err != nil {
+		return b, errorf(path, "%s must be a content block object", path)
+	}
+	if !slices.Contains(known, head.Type) {
+		return b, errorf(path+".type", "content block type %q is not supported by the gateway here (supported: %s)", head.Type, strings.Join(known, ", "))
+	}
+	if err := json.Unmarshal(raw, &b); err != nil {
+		return b, errorf(path, "%s is not a valid %s block: %v", path, head.Type, err)
+	}
+	return b, nil
+}
+
+// documentPart is a document block as a content part: the block as sent
+// (ContentPart.Document, for an Anthropic route), and its nearest OpenAI
+// form: a base64 PDF as a "file" part, a text document as text. Other
+// sources (url, file, content) have none: the part is of type "document",
+// which an OpenAI-dialect upstream refuses with a 400 naming it.
+func documentPart(raw json.RawMessage, b Block, path string) (api.ContentPart, error) {
+	p := api.ContentPart{Type: "document", Document: compact(raw), CacheControl: b.CacheControl}
+	src := b.Source
+	switch {
+	case src == nil:
+		return p, errorf(path+".source", "a document block needs a source")
+	case src.Type == "base64" && src.MediaType == "application/pdf":
+		name := b.Title
+		if name == "" {
+			name = "document.pdf"
+		}
+		p.Type, p.File = "file", &api.File{FileData: "data:application/pdf;base64," + src.Data, Filename: name}
+	case src.Type == "text":
+		p.Type, p.Text = "text", src.Data
+	}
+	return p, nil
 }
 
 func imageURL(src *ImageSource, path string) (string, error) {

@@ -40,8 +40,10 @@
 //	                             rejects empty text blocks), so is a message left empty
 //	content parts                text → text block (cache_control kept); image_url with a
 //	                             base64 data: URL → image, source base64 + media_type; with an
-//	                             http(s) URL → image, source url; other part types → rejected,
-//	                             retryable (see Errors)
+//	                             http(s) URL → image, source url; file with a base64 PDF
+//	                             data: URL → document, source base64; a /v1/messages client's
+//	                             document block (ContentPart.Document) → as it was sent;
+//	                             other part types → rejected, retryable (see Errors)
 //	assistant tool_calls         tool_use blocks {id, name, input}: input is the parsed
 //	                             arguments, "" → {}; arguments that are not a JSON object →
 //	                             400, not retryable
@@ -52,7 +54,13 @@
 //	assistant refusal parts      dropped
 //	tool messages                a user turn of tool_result blocks {tool_use_id, content},
 //	                             merged with the tool messages next to it; tool_result blocks
-//	                             go first in their turn, as the API requires
+//	                             go first in their turn, as the API requires. A /v1/messages
+//	                             client's tool_result (api.Message.ToolResult: images,
+//	                             documents, is_error, cache_control) is sent as it came, and
+//	                             the user message repeating its images for OpenAI routes
+//	                             (Attached) is dropped
+//	cache_control                kept on system, text, image and document parts, and, from a
+//	                             /v1/messages client, on tools, tool_use and tool_result
 //	max_completion_tokens,       max_tokens; absent (or ≤ 0): DefaultMaxTokens (4096), since
 //	max_tokens                   the API requires one
 //	temperature                  temperature, clamped to Anthropic's 0–1 (OpenAI allows 0–2)

@@ -69,6 +69,25 @@ type block struct {
 	Signature    string          `json:"signature,omitempty"`
 	Data         string          `json:"data,omitempty"` // redacted_thinking
 	CacheControl json.RawMessage `json:"cache_control,omitempty"`
+	// raw, when set, is the whole block as a client of the Messages API
+	// sent it (a tool_result, a document), written as it came; Type still
+	// says its type.
+	raw json.RawMessage
+}
+
+// MarshalJSON writes b.raw when it is set, else b's members.
+func (b block) MarshalJSON() ([]byte, error) {
+	if b.raw != nil {
+		return b.raw, nil
+	}
+	type plain block // without this method
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // as Body writes every other member
+	if err := enc.Encode(plain(b)); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
 }
 
 type imageSource struct {
@@ -79,10 +98,11 @@ type imageSource struct {
 }
 
 type tool struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description,omitempty"`
-	InputSchema json.RawMessage `json:"input_schema"`
-	Strict      *bool           `json:"strict,omitempty"`
+	Name         string          `json:"name"`
+	Description  string          `json:"description,omitempty"`
+	InputSchema  json.RawMessage `json:"input_schema"`
+	Strict       *bool           `json:"strict,omitempty"`
+	CacheControl json.RawMessage `json:"cache_control,omitempty"`
 }
 
 type toolChoice struct {
@@ -228,6 +248,9 @@ func (out *request) messages(msgs []api.Message) error {
 				}
 			}
 		case "user":
+			if m.Attached {
+				continue // the tool results before it hold these, as sent
+			}
 			blocks, err := userBlocks(m, path)
 			if err != nil {
 				return err
@@ -242,6 +265,10 @@ func (out *request) messages(msgs []api.Message) error {
 		case "tool":
 			if m.ToolCallID == "" {
 				return invalid(path+".tool_call_id", "a tool message needs the id of the call it answers")
+			}
+			if m.ToolResult != nil { // a Messages client's block, images and documents included
+				out.add("user", []block{{Type: "tool_result", raw: m.ToolResult}})
+				continue
 			}
 			parts, err := m.Parts()
 			if err != nil {
@@ -363,6 +390,9 @@ func userBlocks(m api.Message, path string) ([]block, error) {
 // partBlock translates a content part; an empty text part gives an empty
 // block (Type ""), to be dropped: the API rejects empty text blocks.
 func partBlock(p api.ContentPart, path string) (block, error) {
+	if p.Document != nil { // a Messages client's document block, as sent
+		return block{Type: "document", raw: p.Document}, nil
+	}
 	switch p.Type {
 	case "text":
 		if p.Text == "" {
@@ -378,6 +408,13 @@ func partBlock(p api.ContentPart, path string) (block, error) {
 			return block{}, err
 		}
 		return block{Type: "image", Source: src, CacheControl: p.CacheControl}, nil
+	case "file":
+		// OpenAI's PDF input: a document block with a base64 source.
+		if p.File != nil && strings.HasPrefix(p.File.FileData, "data:application/pdf;base64,") {
+			return block{Type: "document", Source: &imageSource{Type: "base64", MediaType: "application/pdf",
+				Data: strings.TrimPrefix(p.File.FileData, "data:application/pdf;base64,")}, CacheControl: p.CacheControl}, nil
+		}
+		return block{}, unsupported(path+".file", "a file part other than a base64 PDF (file_data data:application/pdf;base64,…)")
 	}
 	return block{}, unsupported(path+".type", fmt.Sprintf("a content part of type %q", p.Type))
 }
@@ -440,7 +477,7 @@ func assistantBlocks(m api.Message, path string) ([]block, error) {
 		if err != nil {
 			return nil, invalid(tpath+".function.arguments", "%v", err)
 		}
-		blocks = append(blocks, block{Type: "tool_use", ID: tc.ID, Name: tc.Function.Name, Input: input})
+		blocks = append(blocks, block{Type: "tool_use", ID: tc.ID, Name: tc.Function.Name, Input: input, CacheControl: tc.CacheControl})
 	}
 	return blocks, nil
 }
@@ -505,7 +542,8 @@ func (out *request) tools(chat *api.ChatRequest) error {
 		if len(schema) == 0 || string(schema) == "null" {
 			schema = json.RawMessage(`{"type":"object","properties":{}}`) // input_schema is required
 		}
-		out.Tools = append(out.Tools, tool{Name: t.Function.Name, Description: t.Function.Description, InputSchema: schema, Strict: t.Function.Strict})
+		out.Tools = append(out.Tools, tool{Name: t.Function.Name, Description: t.Function.Description, InputSchema: schema, Strict: t.Function.Strict,
+			CacheControl: t.CacheControl})
 	}
 	if len(out.Tools) == 0 {
 		return nil // tool_choice and parallel_tool_calls mean nothing without tools
