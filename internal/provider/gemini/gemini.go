@@ -79,8 +79,15 @@
 // messages, tools and tool calls not of type function, an unknown role,
 // tool_choice or response_format type or reasoning_effort value, and a
 // tool message whose tool_call_id answers no earlier call. A translation
-// error is a *provider.Error with status 400 and Retryable false: no other
-// route would take the request either.
+// error is a *provider.Error with status 400 wrapping
+// provider.ErrUntranslatable, never sent upstream: Code "unsupported_parameter"
+// and Retryable when Gemini lacks what the request asks for (n other than 1,
+// audio and file parts, http: images, tools not of type function, a
+// request of system messages only), so the gateway tries the model's next
+// route, as for the anthropic adapter, and answers 400
+// unsupported_by_route when none is left; Code "invalid_request" and not
+// Retryable when the request itself is wrong (no other route would take
+// it either).
 //
 // Thought signatures: Gemini 3 rejects a history whose function call turn
 // lacks the thoughtSignature it issued, and an OpenAI client has nowhere to

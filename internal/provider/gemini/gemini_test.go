@@ -263,8 +263,11 @@ func TestNoKeyNoHeader(t *testing.T) {
 }
 
 // TestRequestErrors: requests the translation cannot express are refused
-// before any upstream call, with a 400 that names the field.
+// before any upstream call, with a 400 that names the field: retryable
+// (another route's kind may serve it) when Gemini lacks the feature, not
+// when the request itself is wrong.
 func TestRequestErrors(t *testing.T) {
+	unsupported := map[string]bool{"system only": true, "audio part": true, "http image": true, "custom tool": true, "n above 1": true, "pdf file part": true}
 	tests := []struct {
 		name, body, want string
 	}{
@@ -296,6 +299,9 @@ func TestRequestErrors(t *testing.T) {
 		{"reasoning_effort unknown", `{"messages":[{"role":"user","content":"x"}],"reasoning_effort":"extreme"}`, `reasoning_effort: "extreme"`},
 		{"n above 1", `{"messages":[{"role":"user","content":"x"}],"n":2}`, "n: the gemini adapter serves one choice"},
 		{"stop of numbers", `{"messages":[{"role":"user","content":"x"}],"stop":[1,2]}`, "stop: stop must be a string or an array of strings"},
+		{"pdf file part", `{"messages":[{"role":"user","content":[{"type":"file","file":{"file_data":"data:application/pdf;base64,JVBERi0x"}}]}]}`,
+			`messages[0].content[0].type: content parts of type "file"`},
+		{"bad thinking", `{"messages":[{"role":"user","content":"x"}],"thinking":{"type":"sometimes"}}`, `thinking: type: want enabled`},
 	}
 	up := newUpstream(t, 200, "text/event-stream", []byte(okStream), nil)
 	c := testClient(t, up.URL)
@@ -311,8 +317,8 @@ func TestRequestErrors(t *testing.T) {
 				if !errors.As(err, &perr) {
 					t.Fatalf("got %v, want a *provider.Error", err)
 				}
-				if perr.Status != 400 || perr.Retryable {
-					t.Errorf("got status %d retryable %v, want 400 and not retryable", perr.Status, perr.Retryable)
+				if perr.Status != 400 || perr.Retryable != unsupported[tt.name] || !errors.Is(err, provider.ErrUntranslatable) {
+					t.Errorf("got status %d retryable %v, want 400, retryable %v, untranslatable", perr.Status, perr.Retryable, unsupported[tt.name])
 				}
 				if !strings.Contains(perr.Message, tt.want) {
 					t.Errorf("got message %q, want it to contain %q", perr.Message, tt.want)

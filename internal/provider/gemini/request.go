@@ -98,8 +98,8 @@ const skipSignature = "skip_thought_signature_validator"
 // which every Gemini 2.5 model accepts.
 var thinkingBudgets = map[string]int{"none": 0, "minimal": 1024, "low": 1024, "medium": 8192, "high": 24576}
 
-// invalidError is a request the adapter cannot translate: a 400 that no
-// other route would accept either (Retryable false).
+// invalidError is a request the adapter cannot translate because it is
+// wrong: a 400 that no other route would accept either (Retryable false).
 func invalidError(format string, a ...any) error {
 	return &provider.Error{
 		Status:  http.StatusBadRequest,
@@ -107,6 +107,22 @@ func invalidError(format string, a ...any) error {
 		Code:    "invalid_request",
 		Message: "gemini: " + fmt.Sprintf(format, a...),
 		Err:     provider.ErrUntranslatable,
+	}
+}
+
+// unsupportedError is a request Gemini's API cannot serve but a route of
+// another kind may (n > 1, audio and file parts, system-only prompts…): a
+// 400 that is Retryable, so the gateway tries the model's next route and
+// answers 400 unsupported_by_route when there is none, as the anthropic
+// adapter's untranslatable requests do.
+func unsupportedError(format string, a ...any) error {
+	return &provider.Error{
+		Status:    http.StatusBadRequest,
+		Retryable: true,
+		Type:      "invalid_request_error",
+		Code:      "unsupported_parameter",
+		Message:   "gemini: " + fmt.Sprintf(format, a...),
+		Err:       provider.ErrUntranslatable,
 	}
 }
 
@@ -213,7 +229,7 @@ func translateMessages(msgs []api.Message, g *genRequest) error {
 		}
 	}
 	if len(g.Contents) == 0 {
-		return invalidError("messages: no user or assistant content to send (gemini needs at least one turn besides the system instruction)")
+		return unsupportedError("messages: no user or assistant content to send (gemini needs at least one turn besides the system instruction)")
 	}
 	return nil
 }
@@ -261,7 +277,7 @@ func userParts(m api.Message, where string) ([]reqPart, error) {
 			}
 			out = append(out, ip)
 		default:
-			return nil, invalidError("%s.type: content parts of type %q are not supported by the gemini adapter (text, image_url)", at, p.Type)
+			return nil, unsupportedError("%s.type: content parts of type %q are not supported by the gemini adapter (text, image_url)", at, p.Type)
 		}
 	}
 	return out, nil
@@ -283,7 +299,7 @@ func imagePart(url, at string) (reqPart, error) {
 	if len(url) > 8 && strings.EqualFold(url[:8], "https://") {
 		return reqPart{FileData: &fileData{MimeType: mimeOf(url), FileURI: url}}, nil
 	}
-	return reqPart{}, invalidError("%s.image_url.url: the gemini adapter takes data: and https: URLs", at)
+	return reqPart{}, unsupportedError("%s.image_url.url: the gemini adapter takes data: and https: URLs", at)
 }
 
 // imageTypes are the MIME types of the image extensions Gemini reads
@@ -315,7 +331,7 @@ func assistantParts(m api.Message, where string, calls map[string]string) ([]req
 	for j, tc := range m.ToolCalls {
 		at := where + ".tool_calls[" + strconv.Itoa(j) + "]"
 		if tc.Type != "" && tc.Type != "function" {
-			return nil, invalidError("%s.type: %q tool calls are not supported by the gemini adapter (function)", at, tc.Type)
+			return nil, unsupportedError("%s.type: %q tool calls are not supported by the gemini adapter (function)", at, tc.Type)
 		}
 		if tc.Function.Name == "" {
 			return nil, invalidError("%s.function.name: required", at)
@@ -360,7 +376,7 @@ func translateTools(chat *api.ChatRequest, g *genRequest) error {
 	for i, t := range chat.Tools {
 		at := "tools[" + strconv.Itoa(i) + "]"
 		if t.Type != "function" {
-			return invalidError("%s.type: %q tools are not supported by the gemini adapter (function)", at, t.Type)
+			return unsupportedError("%s.type: %q tools are not supported by the gemini adapter (function)", at, t.Type)
 		}
 		if t.Function.Name == "" {
 			return invalidError("%s.function.name: required", at)
@@ -575,7 +591,7 @@ func bodyExtras(body []byte, gc *generationConfig, thinking *json.RawMessage) er
 		case "n":
 			var n *float64
 			if n, err = number("n"); err == nil && n != nil && *n != 1 {
-				err = invalidError("n: the gemini adapter serves one choice per request (n must be 1)")
+				err = unsupportedError("n: the gemini adapter serves one choice per request (n must be 1)")
 			}
 		default:
 			err = s.skip()
