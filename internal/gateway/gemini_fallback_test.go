@@ -80,3 +80,33 @@ func TestGeminiUntranslatableFallsBack(t *testing.T) {
 		}
 	}
 }
+
+// TestGeminiToolCallFailureFallsBack: a Gemini answer that ends
+// MALFORMED_FUNCTION_CALL (the model's call was invalid, no answer) is not
+// relayed as a "stop": the model's next route serves the request; alone,
+// the client gets a 502 whose code names it.
+func TestGeminiToolCallFailureFallsBack(t *testing.T) {
+	gem := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"candidates\":[{\"content\":{\"parts\":[],\"role\":\"model\"},\"finishReason\":\"MALFORMED_FUNCTION_CALL\",\"index\":0}],\"usageMetadata\":{\"promptTokenCount\":4,\"totalTokenCount\":4}}\n\n")
+	}))
+	t.Cleanup(gem.Close)
+	cfg := baseConfig()
+	cfg.Providers = append(cfg.Providers, config.Provider{Name: "gem", Kind: "gemini", BaseURL: gem.URL})
+	cfg.Models = append(cfg.Models,
+		config.Model{Name: "gem-first", Routes: []config.Route{{Provider: "gem", Model: "gemini-2.5-flash"}, {Provider: "sim", Model: "sim-fast"}}},
+		config.Model{Name: "gem-only", Routes: []config.Route{{Provider: "gem", Model: "gemini-2.5-flash"}}})
+	e := start(t, cfg)
+	resp := do(t, "POST", e.url+"/v1/chat/completions", devKey, chatBody("gem-first", true, ""))
+	_, done := readStream(t, resp)
+	if resp.StatusCode != 200 || !done || resp.Header.Get(gateway.HeaderRoute) != "sim/sim-fast" {
+		t.Errorf("gemini first: got %d via %q, done %v; want the next route's stream", resp.StatusCode, resp.Header.Get(gateway.HeaderRoute), done)
+	}
+	resp = do(t, "POST", e.url+"/v1/chat/completions", devKey, chatBody("gem-only", true, ""))
+	er := readError(t, resp)
+	if resp.StatusCode != http.StatusBadGateway || er.Error.Code == nil || *er.Error.Code != "malformed_function_call" {
+		t.Errorf("gemini alone: got %d %+v; want 502 malformed_function_call", resp.StatusCode, er.Error)
+	}
+	e.waitEntries(t, 2)
+}

@@ -102,6 +102,9 @@ func completion(body []byte, model string, created int64, seed [8]byte) ([]byte,
 			finish = cand.FinishReason
 		}
 	}
+	if err := toolCallFailure(finish); found && err != nil {
+		return nil, err
+	}
 	switch {
 	case found:
 		finish = finishString(finish, len(msg.ToolCalls) > 0)

@@ -720,3 +720,21 @@ func TestRegistered(t *testing.T) {
 	}
 	c.CloseIdleConnections()
 }
+
+// TestToolCallFailureComplete: a non-stream answer that ends
+// MALFORMED_FUNCTION_CALL or UNEXPECTED_TOOL_CALL is no answer: a
+// retryable upstream failure (502) naming the reason, as the stream's (see
+// the finish_* goldens), never a "stop".
+func TestToolCallFailureComplete(t *testing.T) {
+	for reason, code := range map[string]string{"MALFORMED_FUNCTION_CALL": "malformed_function_call", "UNEXPECTED_TOOL_CALL": "unexpected_tool_call"} {
+		t.Run(reason, func(t *testing.T) {
+			body := `{"candidates":[{"content":{"parts":[],"role":"model"},"finishReason":"` + reason + `","index":0}],"usageMetadata":{"promptTokenCount":4,"totalTokenCount":4}}`
+			up := newUpstream(t, 200, "application/json", []byte(body), nil)
+			out, err := testClient(t, up.URL).Complete(context.Background(), chatRequest(t, []byte(`{"messages":[{"role":"user","content":"hi"}]}`)))
+			var perr *provider.Error
+			if !errors.As(err, &perr) || !perr.Retryable || perr.Status != 502 || perr.Code != code || !strings.Contains(perr.Message, reason) {
+				t.Errorf("got %s, %v; want a retryable 502 with code %s naming %s", out, err, code, reason)
+			}
+		})
+	}
+}
