@@ -348,12 +348,13 @@ func TestMessagesPassthroughFallback(t *testing.T) {
 		t.Errorf("untranslatable, Anthropic route down: got %v; want the route's 503", err)
 	}
 	// A model of OpenAI-dialect routes only: a 400 naming what the
-	// translation cannot carry (the image in the tool result).
+	// translation cannot carry (the unknown block type; images in tool
+	// results cross since the translation carries them).
 	turn.Model = "m-sim"
 	_, err = client.Messages.New(ctx, turn, opts...)
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || string(apiErr.Type()) != "invalid_request_error" ||
-		!strings.Contains(err.Error(), "messages[2].content[0].content[1]") {
-		t.Errorf("untranslatable, no Anthropic route: got %v; want 400 invalid_request_error naming messages[2].content[0].content[1]", err)
+		!strings.Contains(err.Error(), "messages[2].content[1].type") || !strings.Contains(err.Error(), "future_block") {
+		t.Errorf("untranslatable, no Anthropic route: got %v; want 400 invalid_request_error naming messages[2].content[1].type (future_block)", err)
 	}
 	if n := sumSeries(scrape(t, e.url), "streamgate_fallbacks_total", `reason="untranslatable"`); n != 1 {
 		t.Errorf("got %v untranslatable fallbacks, want 1 (fb-rev's sim)", n)
