@@ -16,7 +16,7 @@ type Config struct {
 	// MaxDecodingBytes bounds the request bytes the gateway reads and
 	// decodes at once, over all requests: a body larger than 64 KiB waits
 	// for room (up to 1 s) and is then refused with 503 and Retry-After.
-	// Default 32 MiB; at least max_body_bytes.
+	// Default 16 MiB; at least max_body_bytes.
 	MaxDecodingBytes int64 `yaml:"max_decoding_bytes"`
 	// KeepAlive is the interval of SSE keep-alive comments while a stream
 	// waits: for its first token, and in a long gap mid-stream (a thinking

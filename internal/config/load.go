@@ -39,7 +39,7 @@ const (
 	DefaultRequestBody = 60 * time.Second
 	// DefaultMaxDecodingBytes bounds the request bytes being read and
 	// decoded at once (issue 22: 8 large bodies at once peaked at 2.8 GiB).
-	DefaultMaxDecodingBytes = 32 << 20
+	DefaultMaxDecodingBytes = 16 << 20
 )
 
 // New returns a Config holding only the built-in defaults: listen

@@ -52,7 +52,7 @@ func TestLoadSpecExample(t *testing.T) {
 		Listen:   "127.0.0.1:8080",
 		Database: "sqlite://streamgate.db",
 		Timeouts: Timeouts{Connect: Duration(5 * time.Second), FirstToken: Duration(30 * time.Second), Idle: Duration(30 * time.Second), NonStream: Duration(10 * time.Minute), ClientWrite: Duration(30 * time.Second), RequestBody: Duration(time.Minute)}, // spec.yaml: total: 0s
-		MaxBody:  10 << 20, MaxDecodingBytes: 32 << 20,
+		MaxBody:  10 << 20, MaxDecodingBytes: 16 << 20,
 		KeepAlive: Duration(15 * time.Second),
 		Providers: []Provider{
 			{Name: "openai", Kind: "openai", BaseURL: "https://api.openai.com/v1", APIKey: "sk-proj-0123456789abcdef"},
@@ -345,7 +345,7 @@ func TestDefaultsAndOverrides(t *testing.T) {
 		{"database default", base, nil, func(c *Config) (any, any) { return c.Database, "sqlite://streamgate.db" }},
 		{"max body default", base, nil, func(c *Config) (any, any) { return c.MaxBody, int64(10 << 20) }},
 		{"max body 0 means default", base + "max_body_bytes: 0\n", nil, func(c *Config) (any, any) { return c.MaxBody, int64(10 << 20) }},
-		{"max decoding default", base, nil, func(c *Config) (any, any) { return c.MaxDecodingBytes, int64(32 << 20) }},
+		{"max decoding default", base, nil, func(c *Config) (any, any) { return c.MaxDecodingBytes, int64(16 << 20) }},
 		{"max decoding follows a larger max body", base + "max_body_bytes: 100000000\n", nil, func(c *Config) (any, any) { return c.MaxDecodingBytes, int64(100000000) }},
 		{"strategy default", base, nil, func(c *Config) (any, any) { return c.Models[0].Strategy, "fallback" }},
 		{"context policy default", base, nil, func(c *Config) (any, any) { return c.Models[0].ContextPolicy, "reject" }},
