@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 )
 
@@ -22,16 +23,16 @@ func (e *TooManyError) Error() string {
 	return fmt.Sprintf("too many %s: %d, the limit is %d", e.Field, e.Got, e.Limit)
 }
 
-// UnmarshalJSON decodes a chat request as encoding/json does, with the
-// slices of its large arrays (messages, each message's tool_calls, tools)
-// made at their final length before decoding: encoding/json grows a slice
-// by about 1.25x at a time, so a body of many small messages allocated
-// about five times its slice's final size (issue 22: 21 bytes per body
-// byte). Decoding reuses a slice's capacity and decodes into an element in
-// place, which is what makes the sizes set here stick. More than
-// MaxMessages messages is a *TooManyError.
-func (r *ChatRequest) UnmarshalJSON(data []byte) error {
-	type plain ChatRequest // the same fields, without this method
+// Presize makes r's slices of the large arrays of data, a chat request
+// body (messages, each message's tool_calls, tools), at their lengths,
+// empty, for json.Unmarshal(data, r) to decode into: encoding/json grows a
+// slice by about 1.25x at a time, so a body of many small messages
+// allocated about five times its slice's final size (issue 22: 21 bytes
+// per body byte), and it reuses a slice's capacity and decodes into an
+// element in place, which is what makes the sizes set here stick. Call it
+// on a zero ChatRequest. More than MaxMessages messages is a
+// *TooManyError; data that is not an object is left to the decode.
+func (r *ChatRequest) Presize(data []byte) error {
 	if err := EachMember(data, func(key, _, value []byte) error {
 		switch string(key) {
 		case "messages":
@@ -42,10 +43,22 @@ func (r *ChatRequest) UnmarshalJSON(data []byte) error {
 			}
 		}
 		return nil
-	}); err != nil && err != errNotObject {
+	}); err != nil {
+		var many *TooManyError
+		if errors.As(err, &many) {
+			return err
+		}
+	}
+	return nil
+}
+
+// DecodeChat decodes a chat request body as encoding/json does, into a
+// ChatRequest made by Presize first.
+func DecodeChat(data []byte, r *ChatRequest) error {
+	if err := r.Presize(data); err != nil {
 		return err
 	}
-	return json.Unmarshal(data, (*plain)(r))
+	return json.Unmarshal(data, r)
 }
 
 // sizeMessages makes r.Messages, and the tool_calls of each message that

@@ -8,13 +8,11 @@ import (
 	"testing"
 )
 
-// plainChat decodes body as encoding/json does without ChatRequest's
-// UnmarshalJSON: the reference the presized decoding must agree with.
+// plainChat decodes body as encoding/json does without Presize: the
+// reference the presized decoding must agree with.
 func plainChat(body []byte) (*ChatRequest, error) {
-	type plain ChatRequest
-	var p plain
-	err := json.Unmarshal(body, &p)
-	r := ChatRequest(p)
+	var r ChatRequest
+	err := json.Unmarshal(body, &r)
 	return &r, err
 }
 
@@ -38,7 +36,7 @@ var chatBodies = []string{
 func TestChatRequestUnmarshal(t *testing.T) {
 	for _, body := range chatBodies {
 		var got ChatRequest
-		gotErr := json.Unmarshal([]byte(body), &got)
+		gotErr := DecodeChat([]byte(body), &got)
 		want, wantErr := plainChat([]byte(body))
 		if (gotErr == nil) != (wantErr == nil) {
 			t.Errorf("%s: got error %v, want %v", body, gotErr, wantErr)
@@ -50,7 +48,7 @@ func TestChatRequestUnmarshal(t *testing.T) {
 	}
 	var r ChatRequest
 	body := `{"model":"m","messages":[` + strings.Repeat(`{"role":"user","content":"hi"},`, 999) + `{"role":"assistant","tool_calls":[{"id":"a","function":{"arguments":""}},{"id":"b","function":{"arguments":""}},{"id":"c","function":{"arguments":""}}]}]}`
-	if err := json.Unmarshal([]byte(body), &r); err != nil {
+	if err := DecodeChat([]byte(body), &r); err != nil {
 		t.Fatal(err)
 	}
 	if len(r.Messages) != 1000 || cap(r.Messages) != 1000 {
@@ -65,13 +63,14 @@ func TestChatRequestUnmarshal(t *testing.T) {
 func TestTooManyMessages(t *testing.T) {
 	body := `{"model":"m","messages":[` + strings.Repeat(`{},`, MaxMessages) + `{}]}`
 	var r ChatRequest
-	err := json.Unmarshal([]byte(body), &r)
+	err := DecodeChat([]byte(body), &r)
 	var many *TooManyError
 	if !errors.As(err, &many) || many.Got != MaxMessages+1 || many.Field != "messages" {
 		t.Fatalf("got %v, want too many messages (%d)", err, MaxMessages+1)
 	}
 	body = `{"model":"m","messages":[` + strings.Repeat(`{},`, MaxMessages-1) + `{}]}`
-	if err := json.Unmarshal([]byte(body), &r); err != nil {
+	r = ChatRequest{}
+	if err := DecodeChat([]byte(body), &r); err != nil {
 		t.Fatalf("got %v for %d messages, want none", err, MaxMessages)
 	}
 }
@@ -84,7 +83,7 @@ func FuzzChatRequestUnmarshal(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var got ChatRequest
-		gotErr := json.Unmarshal(body, &got)
+		gotErr := DecodeChat(body, &got)
 		want, wantErr := plainChat(body)
 		var many *TooManyError
 		if errors.As(gotErr, &many) {

@@ -97,8 +97,9 @@ func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, erro
 	if r.ContentLength > g.maxBody {
 		return nil, &http.MaxBytesError{Limit: g.maxBody}
 	}
-	rc := http.NewResponseController(w)
+	var rc *http.ResponseController // only with a deadline to set: it costs an allocation
 	if g.bodyTimeout > 0 {
+		rc = http.NewResponseController(w)
 		rc.SetReadDeadline(time.Now().Add(g.bodyTimeout)) // not supported: no deadline
 	}
 	var body []byte

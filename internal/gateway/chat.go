@@ -680,6 +680,9 @@ func (g *Gateway) parse(w http.ResponseWriter, r *http.Request) (*provider.Reque
 	// One decode: the typed view validates the JSON and the types of the
 	// fields the gateway reads; the body itself goes upstream as received.
 	chat := &api.ChatRequest{}
+	if err := chat.Presize(body); err != nil {
+		return nil, "", decodeError(err)
+	}
 	if err := decodeObject(body, chat); err != nil {
 		return nil, "", err
 	}

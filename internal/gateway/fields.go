@@ -40,8 +40,12 @@ var (
 // oneReading refuses (400, param the field) a body in which a field of
 // fields has two readings; see api.CheckFields.
 func oneReading(body []byte, fields []api.Field) error {
+	err := api.CheckFields(body, fields)
+	if err == nil {
+		return nil // the usual case, without the allocation errors.As's target costs
+	}
 	var fe *api.FieldError
-	if err := api.CheckFields(body, fields); errors.As(err, &fe) {
+	if errors.As(err, &fe) {
 		return invalid(fe.Path, "%s", fe.Error())
 	}
 	return nil
