@@ -8,7 +8,7 @@ import (
 
 // MaxMessages is the most messages a request may hold: Anthropic's
 // documented limit for one request. Each decoded message costs the gateway
-// a fixed 112 bytes whatever its size, so the cap bounds what a body of
+// a fixed 192 bytes (unsafe.Sizeof(Message{})) whatever its size, so the cap bounds what a body of
 // tiny messages ({"role":"user"}, 16 bytes each) costs beyond its own bytes.
 const MaxMessages = 100_000
 
