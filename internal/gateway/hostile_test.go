@@ -55,9 +55,9 @@ func hostileHandler(t *testing.T) http.HandlerFunc {
 			io.WriteString(w, "data: "+chunkHi+"\n\n")
 			flush()
 			io.WriteString(w, "data: {\"x\":"+strings.Repeat("[", 900_000)+"\n\n")
-		case "huge": // a 3 MB line: over the 1 MiB chunk limit, under the old 10 MiB line limit
+		case "huge": // a 1.1 MB line: over the 1 MiB chunk limit, under the old 10 MiB line limit
 			sseStart()
-			io.WriteString(w, "data: {\"x\":"+strings.Repeat("[", 3_000_000)+"\n\n")
+			io.WriteString(w, "data: {\"x\":"+strings.Repeat("[", 1_100_000)+"\n\n")
 		case "done-without-blank-line": // "[DONE]" is the last line, no blank line after it
 			sseStart()
 			io.WriteString(w, "data: "+chunkHi+"\n\ndata: "+chunkStop+"\n\ndata: [DONE]\n")
@@ -161,7 +161,7 @@ func hostileHandler(t *testing.T) http.HandlerFunc {
 			sseStart()
 			io.WriteString(w, "data: [DONE]\n\n")
 		case "slow-json": // a non-stream answer that takes longer than first_token
-			time.Sleep(800 * time.Millisecond)
+			time.Sleep(1800 * time.Millisecond)
 			w.Header().Set("Content-Type", "application/json")
 			io.WriteString(w, `{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`)
 		default:
@@ -190,7 +190,9 @@ func hostile(t *testing.T) (url string, conns *atomic.Int64) {
 // hostile route alone, and "fb-<case>" with the sim as a second route.
 func hostileConfig(url string, cases ...string) *config.Config {
 	cfg := baseConfig()
-	cfg.Timeouts.FirstToken = config.Duration(500 * time.Millisecond)
+	// first_token is short enough for the table to end soon, long enough
+	// for a loaded machine (-race, two cores) to read the huge line.
+	cfg.Timeouts.FirstToken = config.Duration(1500 * time.Millisecond)
 	cfg.Timeouts.NonStream = config.Duration(5 * time.Second)
 	cfg.Providers = append(cfg.Providers, config.Provider{Name: "hostile", Kind: "openai", BaseURL: url})
 	for _, c := range cases {
