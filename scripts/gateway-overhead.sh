@@ -15,6 +15,11 @@
 #      gateway and to the sim, provider http2: true from the gateway to the sim),
 #      FLOOR=tcp|http (scripts/relayfloor in place of the gateway: a bare byte copy,
 #      or net/http's httputil.ReverseProxy; what relaying costs on this machine at all),
+#      TLS=h2|h1 (the sim serves TLS with a self-signed certificate, offering h2 and
+#      http/1.1 by ALPN, or http/1.1 only; the gateway's provider, or FLOOR=http's
+#      ReverseProxy, reaches it over https:// with that CA, as production reaches a
+#      provider; the direct run is over TLS too; prints the sim's TLS handshakes and
+#      connections per request of the relayed run),
 #      DIALECT=openai|anthropic|gemini (the API the gateway speaks to the sim in: the
 #      client and the direct run speak OpenAI's either way, so the figures include
 #      the adapter's translation),
@@ -37,7 +42,18 @@ trap cleanup EXIT
 go build -o "$work/streamgate" ./cmd/streamgate
 sg="$work/streamgate"
 simport=$((20000 + RANDOM % 10000)); gwport=$((simport + 1))
-"$sg" sim --addr "127.0.0.1:$simport" --stamp --ttft 50ms --ttft-p99 50ms --itl "$itl" --itl-jitter 0 \
+tlsflags=(); scheme=http; cafile=""; cacurl=()
+case ${TLS:-} in
+  "") ;;
+  h2) tlsflags=(--tls --tls-alpn h2,http/1.1) ;;
+  h1) tlsflags=(--tls --tls-alpn http/1.1) ;;
+  *) echo "TLS: want h2 or h1, got $TLS" >&2; exit 2 ;;
+esac
+if [ -n "${TLS:-}" ]; then
+  [ -z "$h2cfg" ] || { echo "TLS and H2: the upstream hop negotiates HTTP/2 by ALPN with TLS=h2; H2=1 is for cleartext" >&2; exit 2; }
+  scheme=https; cafile="$work/ca.pem"; tlsflags+=(--tls-ca-out "$cafile"); cacurl=(--cacert "$cafile")
+fi
+"$sg" sim "${tlsflags[@]}" --addr "127.0.0.1:$simport" --stamp --ttft 50ms --ttft-p99 50ms --itl "$itl" --itl-jitter 0 \
   --tokens "$tokens" >"$work/sim.log" 2>&1 &
 simpid=$!; pids+=("$simpid")
 kind=${DIALECT:-openai}
@@ -49,7 +65,7 @@ cat >"$work/gw.yaml" <<YAML
 listen: 127.0.0.1:$gwport
 database: sqlite://$work/usage.db
 providers:
-  - {name: sim, kind: $kind, base_url: "http://127.0.0.1:$simport$path"$h2cfg}
+  - {name: sim, kind: $kind, base_url: "$scheme://127.0.0.1:$simport$path"$h2cfg${cafile:+, ca_file: "$cafile"}}
 keys:
   - {name: bench, key: sg-bench-0123456789abcdef}
 models:
@@ -60,14 +76,15 @@ floor=${FLOOR:-}
 [ -z "$floor" ] || go build -o "$work/relayfloor" ./scripts/relayfloor
 start_gw() { # the gateway, or the floor relay in its place
   if [ -n "$floor" ]; then
-    env ${GW_ENV:-} "$work/relayfloor" --mode "$floor" --listen "127.0.0.1:$gwport" --upstream "127.0.0.1:$simport" >"$work/gw.log" 2>&1 &
+    [ -z "$cafile" ] || [ "$floor" = http ] || { echo "TLS needs FLOOR=http (the tcp floor copies bytes, it speaks no TLS)" >&2; exit 2; }
+    env ${GW_ENV:-} "$work/relayfloor" --mode "$floor" --listen "127.0.0.1:$gwport" --upstream "127.0.0.1:$simport" ${cafile:+--upstream-ca "$cafile"} >"$work/gw.log" 2>&1 &
   else
     env ${GW_ENV:-} "$sg" serve --config "$work/gw.yaml" --log-level warn >"$work/gw.log" 2>&1 &
   fi
   gwpid=$!; pids+=("$gwpid")
   for _ in $(seq 100); do
     curl -fsS -H "Authorization: Bearer sg-bench-0123456789abcdef" "http://127.0.0.1:$gwport/v1/models" >/dev/null 2>&1 &&
-      curl -fsS "http://127.0.0.1:$simport/v1/models" >/dev/null 2>&1 && break
+      curl -fsS "${cacurl[@]}" "$scheme://127.0.0.1:$simport/v1/models" >/dev/null 2>&1 && break
     sleep 0.1
   done
 }
@@ -76,7 +93,10 @@ start_gw
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }   # utime + stime, clock ticks
 sysc() { awk '/^sysc[rw]:/{printf "%s ", $2}' "/proc/$1/io"; }   # read and write syscalls (read-like, write-like)
 hz=$(getconf CLK_TCK)
-chunks_sim() { curl -fsS "http://127.0.0.1:$simport/metrics" | awk '/^streamgate_sim_chunks_total /{print $2}'; }
+simscrape() { curl -fsS "${cacurl[@]}" "$scheme://127.0.0.1:$simport/metrics"; }
+metric() { awk -v m="$1" '$1 == m || index($1, m "{") == 1 { s += $2 } END { printf "%d", s }'; } # METRIC < scrape: summed over labels
+simmetric() { simscrape | metric "$1"; }
+delta() { echo $(( $(metric "$1" <"$work/sim1") - $(metric "$1" <"$work/sim0") )); } # METRIC over the measured run
 # GC pause max: the smallest bucket bound of streamgate_gc_pause_seconds that
 # holds every pause (an upper bound of the longest pause, in ms).
 gcmax() { [ -z "$floor" ] || { printf 'n/a'; return; }; curl -fsS "http://127.0.0.1:$gwport/metrics" | awk '
@@ -103,20 +123,20 @@ run() { # label url key conc
   local label=$1 url=$2 key=$3 c=$4
   "$sg" bench --base-url "$url" ${key:+--api-key "$key"} --model sim-model --concurrency "$c" \
     --requests $((c * waves)) --warmup "$c" --ramp-up "${RAMP:-0s}" --max-tokens "$tokens" --no-progress "${h2[@]}" \
-    --json "$work/$label-$c.json" >/dev/null
+    ${cafile:+--ca-file "$cafile"} --json "$work/$label-$c.json" >/dev/null
 }
 
 printf '%-6s %-8s %9s %9s %9s %9s %11s %10s\n' conc path ttft_p50 ttft_p99 itl_p99 delay_p99 bench_us/ch errors
 for c in "${levels[@]}"; do
-  run direct "http://127.0.0.1:$simport/v1" "" "$c"
+  run direct "$scheme://127.0.0.1:$simport/v1" "" "$c"
   if [ "${PERF:-0}" = 1 ]; then
     command -v perf >/dev/null || { echo "PERF=1: perf not found (apt-get install linux-perf)" >&2; exit 2; }
     perf record -q -e cpu-clock:u -F 999 -p "$gwpid" -o "$work/perf-$c.data" >/dev/null 2>&1 &
     perfpid=$!; sleep 0.5
   fi
-  s0=$(ticks "$simpid"); g0=$(ticks "$gwpid"); k0=$(chunks_sim); read -r r0 w0 <<<"$(sysc "$gwpid")"
+  simscrape >"$work/sim0"; s0=$(ticks "$simpid"); g0=$(ticks "$gwpid"); read -r r0 w0 <<<"$(sysc "$gwpid")"
   run gateway "http://127.0.0.1:$gwport/v1" sg-bench-0123456789abcdef "$c"
-  s1=$(ticks "$simpid"); g1=$(ticks "$gwpid"); k1=$(chunks_sim); read -r r1 w1 <<<"$(sysc "$gwpid")"
+  s1=$(ticks "$simpid"); g1=$(ticks "$gwpid"); read -r r1 w1 <<<"$(sysc "$gwpid")"; simscrape >"$work/sim1"
   if [ "${PERF:-0}" = 1 ]; then kill -INT "$perfpid"; wait "$perfpid" 2>/dev/null || true; fi
   for p in direct gateway; do
     jq -r --arg p "$p" --arg c "$c" '.runs[0] as $r | [$c, $p, $r.ttft_ms.p50, $r.ttft_ms.p99, $r.itl_ms.p99, (.client.measurement_delay_ms.p99 // 0), .client.cpu_us_per_chunk, ($r.failed)] | @tsv' \
@@ -124,9 +144,12 @@ for c in "${levels[@]}"; do
   done
   jq -r -s --arg c "$c" '"added @\($c): TTFT p50 \((.[1].runs[0].ttft_ms.p50 - .[0].runs[0].ttft_ms.p50)*1000|round/1000) ms, TTFT p99 \((.[1].runs[0].ttft_ms.p99 - .[0].runs[0].ttft_ms.p99)*1000|round/1000) ms, ITL p99 \((.[1].runs[0].itl_ms.p99 - .[0].runs[0].itl_ms.p99)*1000|round/1000) ms"' \
     "$work/direct-$c.json" "$work/gateway-$c.json"
-  n=$((k1 - k0))
+  n=$(delta streamgate_sim_chunks_total)
   awk -v g=$((g1 - g0)) -v s=$((s1 - s0)) -v n="$n" -v hz="$hz" -v c="$c" \
     'BEGIN { printf "cpu @%s: gateway %.2f µs per relayed chunk, sim %.2f µs per chunk (%d chunks)\n", c, g/hz*1e6/n, s/hz*1e6/n, n }'
+  # The sim's counters over the relayed run; the second scrape's own connection (and handshake) is not the relay's.
+  [ -z "$cafile" ] || awk -v h=$(($(delta streamgate_sim_tls_handshakes_total) - 1)) -v k=$(($(delta streamgate_sim_connections_total) - 1)) -v q="$(delta streamgate_sim_requests_total)" -v c="$c" \
+    'BEGIN { printf "tls @%s: upstream %d handshakes and %d connections for %d requests (%.3f handshakes per request)\n", c, h, k, q, h/q }'
   awk -v r=$((r1 - r0)) -v w=$((w1 - w0)) -v n="$n" -v c="$c" \
     'BEGIN { printf "syscalls @%s: gateway %.2f reads and %.2f writes per relayed chunk\n", c, r/n, w/n }'
   if [ "${PERF:-0}" = 1 ]; then
@@ -149,7 +172,7 @@ base=$(awk '/VmRSS/{print $2}' "/proc/$gwpid/status")
   --concurrency "$n" --requests "$n" --max-tokens 300 --header X-Sim-ITL=50ms --header X-Sim-Tokens=300 --no-progress "${h2[@]}" --json "$work/rss.json" >/dev/null &
 bpid=$!
 sleep 8
-if [ -n "$floor" ]; then open=$(curl -fsS "http://127.0.0.1:$simport/metrics" | awk '/^streamgate_sim_inflight_streams /{print $2}')
+if [ -n "$floor" ]; then open=$(simmetric streamgate_sim_inflight_streams)
 else open=$(curl -fsS "http://127.0.0.1:$gwport/metrics" | awk '/^streamgate_inflight_streams /{print $2}'); fi
 peak=$(awk '/VmRSS/{print $2}' "/proc/$gwpid/status")
 gcopen=$(gcmax)

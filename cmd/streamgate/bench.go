@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/streamgate/streamgate/internal/bench"
+	"github.com/streamgate/streamgate/internal/config"
 )
 
 func init() { subcommands = append(subcommands, newBenchCmd) }
@@ -37,6 +38,7 @@ type benchFlags struct {
 	label                       string
 	idleTimeout, connectTimeout time.Duration
 	http2                       bool
+	caFile                      string
 	goodput                     string
 	scrape                      string
 	prices                      string
@@ -95,6 +97,7 @@ delay (arrival - server stamp), so you know whether the client skewed figures.
 	fl.StringVar(&f.label, "label", "", "label of the runs in tables and files")
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", 60*time.Second, "a stream with no event for this long is interrupted")
 	fl.DurationVar(&f.connectTimeout, "connect-timeout", 10*time.Second, "dial and TLS handshake timeout")
+	fl.StringVar(&f.caFile, "ca-file", "", "PEM certificate authorities that verify an https:// --base-url, in place of the system's (a private endpoint, sim --tls-ca-out)")
 	fl.BoolVar(&f.http2, "http2", false, "let streams share connections over HTTP/2 (h2c on http://); default one HTTP/1.1 connection per stream")
 	fl.StringVar(&f.goodput, "goodput", "", "SLOs in ms for goodput, e.g. ttft:500,itl:50,e2e:10000 (keys ttft, itl, tpot, e2e, gap)")
 	fl.StringVar(&f.scrape, "scrape", "", "Prometheus URL (the gateway's /metrics) read before and after each run for server GC and overhead")
@@ -206,6 +209,13 @@ func benchConfigs(e *env, f *benchFlags, fs interface{ Changed(string) bool }) (
 		MaxTokens: f.maxTokens, ExtraBody: f.extraBody, Seed: f.seed, IdleTimeout: f.idleTimeout,
 		ConnectTimeout: f.connectTimeout, HTTP2: f.http2, Scrape: f.scrape,
 		KeepRequests: f.requestsOut != "" || f.htmlOut != "",
+	}
+	if f.caFile != "" {
+		pool, err := config.LoadCAs(f.caFile)
+		if err != nil {
+			return nil, nil, usagef("bench: --ca-file: %v", err)
+		}
+		base.RootCAs = pool
 	}
 	if base.APIKey == "" {
 		base.APIKey = e.getenv("STREAMGATE_API_KEY")

@@ -36,6 +36,7 @@ type simFlags struct {
 
 func newSimCmd(e *env) *cobra.Command {
 	var o *simFlags
+	var tf *simTLSFlags
 	cmd := &cobra.Command{
 		Use:   "sim",
 		Short: "Run the simulated upstream (OpenAI, Anthropic and Gemini dialects)",
@@ -50,6 +51,8 @@ and, on the same port, HTTP/2 cleartext with prior knowledge (h2c):
   POST /v1/embeddings, GET /v1/models, GET /metrics
 Auth headers (Authorization, x-api-key, x-goog-api-key) are accepted and ignored, so
 an OpenAI base URL is http://ADDR/v1, an Anthropic or Gemini one http://ADDR.
+With --tls it serves TLS instead (HTTP/2 and HTTP/1.1 by ALPN, as providers do): the
+base URLs are https://, trusted through a provider's ca_file (--tls-ca-out writes it).
 
 Any model name is answered. A name matching a profile uses that profile, others use
 --profile (default: the flag defaults below, named sim-default). Flags given
@@ -94,6 +97,7 @@ rate header hits that request, a rate header of 0 switches the profile's fault o
 		Example: `  streamgate sim --stamp
   streamgate sim --profile sim-gpt-4.1 --max-concurrency 64
   streamgate sim --fail-status 429 --fail-rate 0.1 --cut-rate 0.05 --seed 7
+  streamgate sim --tls --tls-ca-out sim-ca.pem     # https://, a provider's ca_file: sim-ca.pem
   curl -N localhost:8081/v1/chat/completions -H 'X-Sim-Tokens: 20' \
     -d '{"model":"sim-fast","stream":true,"messages":[{"role":"user","content":"hi"}]}'
   curl -N localhost:8081/v1/messages -H 'X-Sim-Tokens: 20' \
@@ -106,12 +110,19 @@ rate header hits that request, a rate header of 0 switches the profile's fault o
 			if err != nil {
 				return err
 			}
+			if opts.TLS, err = tf.config(cmd.Flags()); err != nil {
+				return err
+			}
+			scheme := "http"
+			if opts.TLS != nil {
+				scheme = "https"
+			}
 			ln, err := net.Listen("tcp", o.addr)
 			if err != nil {
 				return fmt.Errorf("sim: listen on %s: %w", o.addr, err)
 			}
-			fmt.Fprintf(e.stdout, "streamgate sim: listening on http://%s (OpenAI at /v1, Anthropic at /v1/messages, Gemini at /v1beta; default profile %s, seed %d)\n",
-				ln.Addr(), opts.Profile.Name, opts.Seed)
+			fmt.Fprintf(e.stdout, "streamgate sim: listening on %s://%s (OpenAI at /v1, Anthropic at /v1/messages, Gemini at /v1beta; default profile %s, seed %d)\n",
+				scheme, ln.Addr(), opts.Profile.Name, opts.Seed)
 			if err := sim.New(opts).Serve(cmd.Context(), ln); err != nil {
 				return fmt.Errorf("sim: serve: %w", err)
 			}
@@ -120,6 +131,7 @@ rate header hits that request, a rate header of 0 switches the profile's fault o
 	}
 	cmd.Flags().SortFlags = false
 	o = bindSimFlags(cmd.Flags())
+	tf = bindSimTLSFlags(cmd.Flags())
 	return cmd
 }
 

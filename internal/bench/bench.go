@@ -7,6 +7,7 @@ package bench
 
 import (
 	"context"
+	"crypto/x509"
 	"net"
 	"net/http"
 	"strings"
@@ -69,6 +70,10 @@ type Config struct {
 	// HTTP2 lets streams share connections over HTTP/2 (h2c on http://);
 	// by default every open stream has its own HTTP/1.1 connection.
 	HTTP2 bool
+	// RootCAs verify an https:// base URL in place of the system's pool
+	// (--ca-file: a private endpoint, the simulator's --tls); nil: the
+	// system's.
+	RootCAs *x509.CertPool
 
 	// Goodput, when set, counts the requests meeting every SLO.
 	Goodput SLO

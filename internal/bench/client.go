@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -132,9 +133,10 @@ var errIdle = errors.New("no event within the idle timeout")
 
 // newTransport returns a transport sized for thousands of concurrent
 // streams to one host: no limit on connections, a large idle pool, no
-// compression (it would delay chunks), HTTP/1.1 unless http2 is set. A
-// nil dial dials TCP.
-func newTransport(connectTimeout time.Duration, http2 bool, dial func(context.Context, string, string) (net.Conn, error)) *http.Transport {
+// compression (it would delay chunks), HTTP/1.1 unless http2 is set,
+// https:// verified against roots (nil: the system's). A nil dial dials
+// TCP.
+func newTransport(connectTimeout time.Duration, http2 bool, roots *x509.CertPool, dial func(context.Context, string, string) (net.Conn, error)) *http.Transport {
 	if dial == nil {
 		dial = (&net.Dialer{Timeout: connectTimeout, KeepAlive: 30 * time.Second}).DialContext
 	}
@@ -147,6 +149,9 @@ func newTransport(connectTimeout time.Duration, http2 bool, dial func(context.Co
 		TLSHandshakeTimeout: connectTimeout,
 		DisableCompression:  true,
 		ForceAttemptHTTP2:   http2,
+	}
+	if roots != nil {
+		tr.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
 	}
 	var p http.Protocols
 	p.SetHTTP1(!http2)

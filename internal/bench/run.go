@@ -72,7 +72,7 @@ func RunAll(ctx context.Context, cfgs []Config, opts RunOptions) (*Result, error
 	if os.Getenv("GOGC") == "" {
 		defer debug.SetGCPercent(debug.SetGCPercent(400))
 	}
-	tr := newTransport(prepared[0].cfg.ConnectTimeout, prepared[0].cfg.HTTP2, prepared[0].cfg.dial)
+	tr := newTransport(prepared[0].cfg.ConnectTimeout, prepared[0].cfg.HTTP2, prepared[0].cfg.RootCAs, prepared[0].cfg.dial)
 	defer tr.CloseIdleConnections()
 	cl := &http.Client{Transport: tr}
 	var delays []float64

@@ -97,6 +97,11 @@ type Provider struct {
 	// negotiates HTTP/2 by ALPN already), so it is an error with https://.
 	// false (the default) speaks HTTP/1.1, one connection per open stream.
 	HTTP2 bool `yaml:"http2"`
+	// CAFile is a PEM file of the certificate authorities this provider's
+	// https:// base_url is verified against, in place of the system's: a
+	// private upstream (vLLM behind an internal CA, the simulator's --tls).
+	// Only with an https:// base_url.
+	CAFile string `yaml:"ca_file"`
 	// Continuation is how a stream cut mid-answer is continued by this
 	// provider (a model's continue_on_cut): "prefill" sends the text so
 	// far as a final assistant message the model continues (Anthropic's

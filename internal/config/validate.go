@@ -1,11 +1,13 @@
 package config
 
 import (
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"math"
 	"net"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -228,6 +230,13 @@ func (v *problems) provider(path string, p Provider) {
 	if p.HTTP2 && u.Scheme != "http" {
 		v.add(path+".http2", "only for http:// base URLs (h2c); %s negotiates HTTP/2 by ALPN already", u.Scheme)
 	}
+	if p.CAFile != "" {
+		if u.Scheme != "https" {
+			v.add(path+".ca_file", "only for https:// base URLs; %s is not verified by certificates", u.Scheme)
+		} else if _, err := LoadCAs(p.CAFile); err != nil {
+			v.add(path+".ca_file", "%v", err)
+		}
+	}
 }
 
 func (v *problems) model(path string, m Model, providers map[string]int, list []Provider) {
@@ -324,4 +333,18 @@ func (h Hedge) Delay() (d time.Duration, pct float64, err error) {
 		return 0, 0, fmt.Errorf("%q is neither a positive duration (500ms) nor a percentile (p95)", a)
 	}
 	return d, 0, nil
+}
+
+// LoadCAs reads a PEM file of certificate authorities (a provider's
+// ca_file). A file without one certificate is an error naming it.
+func LoadCAs(path string) (*x509.CertPool, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read the CA file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", path)
+	}
+	return pool, nil
 }

@@ -249,6 +249,14 @@ func New(opts Options) (*Gateway, error) {
 		}
 		pc := provider.Config{Name: p.Name, Kind: p.Kind, BaseURL: p.BaseURL, APIKey: p.APIKey,
 			HTTP2: p.HTTP2, ConnectTimeout: cfg.Timeouts.Connect.D()}
+		if p.CAFile != "" {
+			pool, err := config.LoadCAs(p.CAFile)
+			if err != nil {
+				g.Close()
+				return nil, fmt.Errorf("gateway: provider %s: ca_file: %w", p.Name, err)
+			}
+			pc.RootCAs = pool
+		}
 		if p.Kind == "sim" {
 			// The in-process simulator on a loopback port, reached over real
 			// HTTP through the adapter of the provider's dialect.

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"crypto/x509"
 	"fmt"
 	"slices"
 	"sync"
@@ -16,6 +17,9 @@ type Config struct {
 	APIKey         string // "" sends none
 	HTTP2          bool   // h2c by prior knowledge to an http:// base URL
 	ConnectTimeout time.Duration
+	// RootCAs verify an https:// base URL in place of the system's pool
+	// (the config's ca_file, read by config.LoadCAs); nil: the system's.
+	RootCAs *x509.CertPool
 }
 
 // Factory builds a Provider from its Config.

@@ -10,13 +10,15 @@ import (
 // metrics are the simulator's collectors, registered on the Server's own
 // registry (never the global one), so several simulators live in one process.
 type metrics struct {
-	requests  prometheus.Counter
-	completed prometheus.Counter
-	cancelled prometheus.Counter
-	faults    *prometheus.CounterVec
-	chunks    prometheus.Counter
-	tokens    prometheus.Counter
-	inflight  prometheus.Gauge
+	requests   prometheus.Counter
+	completed  prometheus.Counter
+	cancelled  prometheus.Counter
+	faults     *prometheus.CounterVec
+	chunks     prometheus.Counter
+	tokens     prometheus.Counter
+	inflight   prometheus.Gauge
+	conns      prometheus.Counter
+	handshakes *prometheus.CounterVec
 }
 
 // Fault label values of streamgate_sim_faults_total.
@@ -60,10 +62,20 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 			Help: "Streams open now, queued ones included.",
 		}),
 	}
+	m.conns = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "streamgate_sim_connections_total",
+		Help: "Connections accepted (TCP; with TLS, before the handshake).",
+	})
+	m.handshakes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "streamgate_sim_tls_handshakes_total",
+		Help: "TLS handshakes completed, by whether the session was resumed (only with --tls).",
+	}, []string{"resumed"})
+	m.handshakes.WithLabelValues("false")
+	m.handshakes.WithLabelValues("true")
 	for _, f := range []string{faultFail, faultStallFirst, faultStall, faultCut, faultError, faultMalformed} {
 		m.faults.WithLabelValues(f)
 	}
-	reg.MustRegister(m.requests, m.completed, m.cancelled, m.faults, m.chunks, m.tokens, m.inflight,
+	reg.MustRegister(m.requests, m.completed, m.cancelled, m.faults, m.chunks, m.tokens, m.inflight, m.conns, m.handshakes,
 		collectors.NewGoCollector(), gwmetrics.NewGCPauseCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

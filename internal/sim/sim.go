@@ -140,6 +140,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -175,6 +176,9 @@ type Options struct {
 	// ShutdownGrace is how long Serve lets open streams finish after its
 	// context ends before closing them. 0 means 5s.
 	ShutdownGrace time.Duration
+	// TLS, when set, makes Serve speak TLS (HTTP/2 and HTTP/1.1 by ALPN)
+	// instead of cleartext HTTP/1.1 and h2c.
+	TLS *TLS
 }
 
 // Endpoints lists what the simulator serves, for messages and help texts.
@@ -267,14 +271,35 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // rest and waits for their handlers. It returns nil after a shutdown caused
 // by ctx, or the error that stopped serving. It speaks HTTP/1.1 and, on the
 // same port, HTTP/2 cleartext with prior knowledge (h2c: a client that opens
-// with the HTTP/2 preface); every event is flushed either way.
+// with the HTTP/2 preface); every event is flushed either way. With
+// Options.TLS it speaks TLS instead, HTTP/2 or HTTP/1.1 as ALPN agrees.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	var protos http.Protocols
 	protos.SetHTTP1(true)
-	protos.SetUnencryptedHTTP2(true)
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second, Protocols: &protos}
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second, Protocols: &protos,
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			if st == http.StateNew {
+				s.m.conns.Inc()
+			}
+		}}
+	if t := s.opts.TLS; t != nil {
+		cfg, err := t.config(s.m)
+		if err != nil {
+			return err
+		}
+		protos.SetHTTP2(slices.Contains(cfg.NextProtos, "h2"))
+		srv.TLSConfig = cfg
+	} else {
+		protos.SetUnencryptedHTTP2(true)
+	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() {
+		if srv.TLSConfig != nil {
+			errc <- srv.ServeTLS(ln, "", "")
+			return
+		}
+		errc <- srv.Serve(ln)
+	}()
 	select {
 	case err := <-errc:
 		return err

@@ -8,12 +8,15 @@
 //     direction and one read and one write per chunk; no HTTP at all.
 //   - http: net/http's own reverse proxy (httputil.ReverseProxy), which
 //     flushes text/event-stream responses at once; no auth, no parsing,
-//     no metrics.
+//     no metrics. With -upstream-ca it reaches the upstream over TLS, as
+//     the gateway does a provider's https:// base URL.
 //
 // It is a measuring tool, not part of streamgate.
 package main
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"flag"
 	"log"
 	"net"
@@ -21,6 +24,7 @@ import (
 	"net/http/httputil"
 	_ "net/http/pprof"
 	"net/url"
+	"os"
 	"sync"
 )
 
@@ -28,6 +32,7 @@ func main() {
 	mode := flag.String("mode", "tcp", "tcp (byte copy) or http (httputil.ReverseProxy)")
 	listen := flag.String("listen", "127.0.0.1:0", "address to listen on")
 	upstream := flag.String("upstream", "", "upstream HOST:PORT")
+	caFile := flag.String("upstream-ca", "", "http mode: reach the upstream over TLS (https://), verified against this PEM CA file (sim --tls-ca-out); HTTP/2 or HTTP/1.1 as the upstream's ALPN offers")
 	pprofAddr := flag.String("pprof", "", "serve /debug/pprof/ on this HOST:PORT (default: off), to profile the floor as the gateway is profiled")
 	flag.Parse()
 	if *pprofAddr != "" {
@@ -45,8 +50,22 @@ func main() {
 		serveTCP(ln, *upstream)
 	case "http":
 		u := &url.URL{Scheme: "http", Host: *upstream}
+		tr := &http.Transport{MaxIdleConnsPerHost: 1 << 16}
+		if *caFile != "" {
+			pem, err := os.ReadFile(*caFile)
+			if err != nil {
+				log.Fatalf("relayfloor: %v", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				log.Fatalf("relayfloor: %s holds no PEM certificate", *caFile)
+			}
+			u.Scheme = "https"
+			tr.TLSClientConfig = &tls.Config{RootCAs: pool}
+			tr.ForceAttemptHTTP2 = true // as the gateway's transport: h2 when ALPN offers it
+		}
 		rp := httputil.NewSingleHostReverseProxy(u)
-		rp.Transport = &http.Transport{MaxIdleConnsPerHost: 1 << 16}
+		rp.Transport = tr
 		log.Fatal(http.Serve(ln, rp))
 	default:
 		log.Fatalf("relayfloor: unknown --mode %q (want tcp or http)", *mode)

@@ -2,6 +2,7 @@ package anthropic
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -36,6 +37,8 @@ type Options struct {
 	// HTTP2 speaks h2c by prior knowledge to an http:// base URL (see
 	// openai.Options.HTTP2); ignored for https://.
 	HTTP2 bool
+	// RootCAs verify an https:// upstream in place of the system's pool.
+	RootCAs *x509.CertPool
 	// Transport replaces the default transport (tests); nil builds one with
 	// openai.NewTransport from the fields above.
 	Transport http.RoundTripper
@@ -58,7 +61,7 @@ var (
 
 func init() {
 	provider.Register("anthropic", func(c provider.Config) (provider.Provider, error) {
-		return New(c.BaseURL, c.APIKey, Options{ConnectTimeout: c.ConnectTimeout, HTTP2: c.HTTP2}), nil
+		return New(c.BaseURL, c.APIKey, Options{ConnectTimeout: c.ConnectTimeout, HTTP2: c.HTTP2, RootCAs: c.RootCAs}), nil
 	})
 }
 
@@ -78,6 +81,7 @@ func New(baseURL, apiKey string, opts Options) *Client {
 			MaxIdleConnsPerHost: opts.MaxIdleConnsPerHost,
 			MaxConnsPerHost:     opts.MaxConnsPerHost,
 			HTTP2:               opts.HTTP2,
+			RootCAs:             opts.RootCAs,
 		})
 	}
 	c := &Client{url: messagesURL(baseURL), maxLine: opts.MaxEvent, now: time.Now, apiKey: apiKey}

@@ -164,6 +164,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -186,6 +187,8 @@ type Options struct {
 	ConnectTimeout time.Duration
 	// HTTP2 speaks h2c to an http:// base URL (see openai.Options.HTTP2).
 	HTTP2 bool
+	// RootCAs verify an https:// upstream in place of the system's pool.
+	RootCAs *x509.CertPool
 	// MaxLine bounds one SSE line and one event's data; 0 means DefaultMaxEvent.
 	MaxLine int
 	// Transport replaces the default transport (tests); nil builds
@@ -224,7 +227,7 @@ func init() {
 		if _, err := url.Parse(c.BaseURL); err != nil {
 			return nil, fmt.Errorf("gemini: base_url: %w", err)
 		}
-		return New(c.BaseURL, c.APIKey, Options{ConnectTimeout: c.ConnectTimeout, HTTP2: c.HTTP2}), nil
+		return New(c.BaseURL, c.APIKey, Options{ConnectTimeout: c.ConnectTimeout, HTTP2: c.HTTP2, RootCAs: c.RootCAs}), nil
 	})
 }
 
@@ -236,7 +239,7 @@ func New(baseURL, apiKey string, opts Options) *Client {
 		if !strings.HasPrefix(strings.ToLower(baseURL), "http://") {
 			opts.HTTP2 = false // https: ALPN decides
 		}
-		rt = openai.NewTransport(openai.Options{ConnectTimeout: opts.ConnectTimeout, HTTP2: opts.HTTP2})
+		rt = openai.NewTransport(openai.Options{ConnectTimeout: opts.ConnectTimeout, HTTP2: opts.HTTP2, RootCAs: opts.RootCAs})
 	}
 	c := &Client{
 		models:  apiBase(baseURL) + "/models/",

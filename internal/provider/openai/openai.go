@@ -6,6 +6,8 @@ package openai
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,6 +41,9 @@ type Options struct {
 	// https:// base URLs, which negotiate HTTP/2 by ALPN anyway. false (the
 	// zero value) speaks HTTP/1.1 to http:// URLs.
 	HTTP2 bool
+	// RootCAs verify an https:// upstream in place of the system's pool;
+	// nil: the system's.
+	RootCAs *x509.CertPool
 	// Transport replaces the default transport (tests); nil builds one from the fields above.
 	Transport http.RoundTripper
 }
@@ -71,7 +76,7 @@ var (
 
 func init() {
 	provider.Register("openai", func(c provider.Config) (provider.Provider, error) {
-		return New(c.BaseURL, c.APIKey, Options{ConnectTimeout: c.ConnectTimeout, HTTP2: c.HTTP2}), nil
+		return New(c.BaseURL, c.APIKey, Options{ConnectTimeout: c.ConnectTimeout, HTTP2: c.HTTP2, RootCAs: c.RootCAs}), nil
 	})
 }
 
@@ -136,6 +141,9 @@ func NewTransport(opts Options) *http.Transport {
 		// bytes and header lines longer than the buffer are still read
 		// whole, so 1 KiB (default 4 KiB) saves 3 KiB per open stream.
 		ReadBufferSize: 1 << 10,
+	}
+	if opts.RootCAs != nil {
+		tr.TLSClientConfig = &tls.Config{RootCAs: opts.RootCAs, MinVersion: tls.VersionTLS12}
 	}
 	if opts.HTTP2 {
 		// Without HTTP/1 in the set the transport sends the HTTP/2 preface
