@@ -72,7 +72,9 @@ Environment:
                          key written as ${VAR} must have VAR set (${VAR:-} if optional)
   GOGC, GOMEMLIMIT       the Go GC settings; when either is set, --gc-percent is not applied
   HTTPS_PROXY, HTTP_PROXY, NO_PROXY
-                         proxy for connections to upstream providers (kind openai)
+                         proxy for connections to upstream providers (every kind) and to
+                         the OTLP endpoint; NO_PROXY names hosts reached directly
+                         (loopback addresses always are)
 
 Exit status: 0 after a clean shutdown; 1 on a runtime failure (such as an address
 in use); 2 on bad usage or an invalid config; 130 (SIGINT) or 143 (SIGTERM) when a
