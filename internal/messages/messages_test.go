@@ -380,6 +380,33 @@ func TestStopReasonToolUse(t *testing.T) {
 	}
 }
 
+// TestRefusal: an OpenAI refusal (structured outputs: the model's words
+// in delta.refusal or message.refusal, content null, finish_reason stop)
+// reaches a Messages client as text with stop_reason refusal, streamed
+// and not; it was an empty answer ending end_turn (replay corpus,
+// openai/documented-refusal).
+func TestRefusal(t *testing.T) {
+	evs := encode(t, `{"id":"c","choices":[{"index":0,"delta":{"role":"assistant","content":null,"refusal":""}}]}`,
+		`{"id":"c","choices":[{"index":0,"delta":{"refusal":"I'm sorry, "}}]}`,
+		`{"id":"c","choices":[{"index":0,"delta":{"refusal":"I can't help with that."}}]}`,
+		`{"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`)
+	if got := blocks(t, evs); len(got) != 1 || got[0] != "text:I'm sorry, I can't help with that." {
+		t.Errorf("stream: got blocks %q, want one text block with the refusal", got)
+	}
+	if got, _ := stopOf(t, evs); got != "refusal" {
+		t.Errorf("stream: got stop_reason %q, want refusal", got)
+	}
+	out, err := FromCompletion([]byte(`{"id":"c","choices":[{"index":0,"message":{"role":"assistant","content":null,"refusal":"I can't help with that."},"finish_reason":"stop"}]}`), "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r Response
+	json.Unmarshal(out, &r)
+	if len(r.Content) != 1 || r.Content[0].Type != "text" || r.Content[0].Text != "I can't help with that." || r.StopReason != "refusal" {
+		t.Errorf("non-stream: got %s, want the refusal as text, stop_reason refusal", out)
+	}
+}
+
 // blocks checks that evs open and close content blocks as Anthropic does
 // (each block's start, its deltas, its stop, before the next block starts,
 // indices from 0) and returns each block as "type name id: text" with the

@@ -34,7 +34,9 @@
 // Finish reasons: stop → end_turn (stop_sequence, with stop_sequence set,
 // when the choice's stop_reason names the stop string that matched, as
 // vLLM and the anthropic adapter report it), length → max_tokens, tool_calls →
-// tool_use, content_filter → refusal; a turn that holds tool calls ends
+// tool_use, content_filter → refusal; an OpenAI refusal (message.refusal,
+// delta.refusal) is written as the answer's text and ends refusal instead
+// of end_turn (the Messages API has no refusal field); a turn that holds tool calls ends
 // tool_use whenever it would end end_turn (OpenAI-dialect servers often
 // finish such a turn with "stop"; agent loops run tools only on tool_use).
 //

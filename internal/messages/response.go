@@ -35,7 +35,10 @@ func FromCompletion(body []byte, model string) ([]byte, error) {
 	var c struct {
 		ID      string `json:"id"`
 		Choices []struct {
-			Message      api.RespMsg     `json:"message"`
+			Message struct {
+				api.RespMsg
+				Refusal string `json:"refusal"` // see refusalStop
+			} `json:"message"`
 			FinishReason string          `json:"finish_reason"`
 			StopReason   json.RawMessage `json:"stop_reason"`
 		} `json:"choices"`
@@ -61,8 +64,8 @@ func FromCompletion(body []byte, model string) ([]byte, error) {
 		case m.ReasoningContent != "":
 			r.Content = append(r.Content, Block{Type: "thinking", Thinking: m.ReasoningContent})
 		}
-		if m.Content != "" {
-			r.Content = append(r.Content, Block{Type: "text", Text: m.Content})
+		if text := m.Content + m.Refusal; text != "" {
+			r.Content = append(r.Content, Block{Type: "text", Text: text})
 		}
 		for i, tc := range m.ToolCalls {
 			input := json.RawMessage(tc.Function.Arguments)
@@ -75,7 +78,7 @@ func FromCompletion(body []byte, model string) ([]byte, error) {
 			}
 			r.Content = append(r.Content, Block{Type: "tool_use", ID: id, Name: tc.Function.Name, Input: input})
 		}
-		r.StopReason = turnStop(StopReason(ch.FinishReason), len(m.ToolCalls) > 0)
+		r.StopReason = refusalStop(turnStop(StopReason(ch.FinishReason), len(m.ToolCalls) > 0), m.Refusal != "")
 		if seq, ok := stopSequence(ch.FinishReason, ch.StopReason); ok {
 			r.StopReason, r.StopSequence = "stop_sequence", &seq
 		}

@@ -39,6 +39,7 @@ type Encoder struct {
 	open    byte   // kind of the open content block: 0 none, 't' text, 'k' thinking, 'r' redacted_thinking, 'u' tool_use
 	index   int    // index of the open block; the next block gets index+1
 	stop    string // stop_reason, from the finish chunk
+	refused bool   // an OpenAI refusal (delta.refusal) was written as text
 	seq     []byte // stop_sequence as a JSON string, when stop is "stop_sequence"
 	called  bool   // a tool_use block was written: the turn holds tool calls
 	calls   []call // the turn's tool calls, in the order they appeared
@@ -126,6 +127,7 @@ type chunk struct {
 type choice struct {
 	Delta struct {
 		Content          string              `json:"content"`
+		Refusal          string              `json:"refusal"` // OpenAI's: the model declined, in its words
 		ReasoningContent string              `json:"reasoning_content"`
 		Reasoning        string              `json:"reasoning"`
 		ThinkingBlocks   []api.ThinkingBlock `json:"thinking_blocks"`
@@ -187,6 +189,12 @@ func (e *Encoder) Event(w *sse.Writer, ev *sse.Event, info *api.ChunkInfo) error
 				return err
 			}
 		}
+		if d.Refusal != "" {
+			e.refused = true
+			if err := e.delta(w, 't', "text_delta", "text", d.Refusal); err != nil {
+				return err
+			}
+		}
 		for j := range d.ToolCalls {
 			if err := e.tool(w, &d.ToolCalls[j]); err != nil {
 				return err
@@ -217,6 +225,17 @@ func turnStop(stop string, called bool) string {
 	}
 	if called && stop == "end_turn" {
 		return "tool_use"
+	}
+	return stop
+}
+
+// refusalStop is the stop_reason of a turn that holds an OpenAI refusal
+// (message.refusal, delta.refusal: structured outputs' "the model declined",
+// which ends with finish_reason stop): refusal where it would be end_turn.
+// The Messages API has no refusal field; the words reach the client as text.
+func refusalStop(stop string, refused bool) string {
+	if refused && stop == "end_turn" {
+		return "refusal"
 	}
 	return stop
 }
@@ -559,7 +578,7 @@ func (e *Encoder) Done(w *sse.Writer) error {
 	if err := e.ping(w); err != nil {
 		return err
 	}
-	stop := turnStop(e.stop, e.called)
+	stop := refusalStop(turnStop(e.stop, e.called), e.refused)
 	b := append(e.buf[:0], `{"type":"message_delta","delta":{"stop_reason":`...)
 	b = api.AppendString(b, stop)
 	b = append(b, `,"stop_sequence":`...)
