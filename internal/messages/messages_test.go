@@ -407,6 +407,27 @@ func TestRefusal(t *testing.T) {
 	}
 }
 
+// TestReasoningField: the reasoning of an upstream that names it
+// "reasoning" (OpenRouter, recent vLLM) is a thinking block, streamed as
+// it was and now also not streamed, where it was dropped (replay corpus,
+// openai/constructed-openrouter-reasoning).
+func TestReasoningField(t *testing.T) {
+	evs := encode(t, `{"id":"c","choices":[{"index":0,"delta":{"role":"assistant","content":"","reasoning":"Two plus three."}}]}`,
+		`{"id":"c","choices":[{"index":0,"delta":{"content":"5"},"finish_reason":"stop"}]}`)
+	if got := blocks(t, evs); len(got) != 2 || got[0] != "thinking:Two plus three." || got[1] != "text:5" {
+		t.Errorf("stream: got blocks %q, want the thinking, then the text", got)
+	}
+	out, err := FromCompletion([]byte(`{"id":"c","choices":[{"index":0,"message":{"role":"assistant","content":"5","reasoning":"Two plus three."},"finish_reason":"stop"}]}`), "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r Response
+	json.Unmarshal(out, &r)
+	if len(r.Content) != 2 || r.Content[0].Type != "thinking" || r.Content[0].Thinking != "Two plus three." || r.Content[1].Text != "5" {
+		t.Errorf("non-stream: got %s, want a thinking block, then the text", out)
+	}
+}
+
 // blocks checks that evs open and close content blocks as Anthropic does
 // (each block's start, its deltas, its stop, before the next block starts,
 // indices from 0) and returns each block as "type name id: text" with the

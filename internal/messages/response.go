@@ -38,6 +38,9 @@ func FromCompletion(body []byte, model string) ([]byte, error) {
 			Message struct {
 				api.RespMsg
 				Refusal string `json:"refusal"` // see refusalStop
+				// Reasoning is reasoning_content under the name OpenRouter
+				// and recent vLLM give it (the Encoder reads both too).
+				Reasoning string `json:"reasoning"`
 			} `json:"message"`
 			FinishReason string          `json:"finish_reason"`
 			StopReason   json.RawMessage `json:"stop_reason"`
@@ -63,6 +66,8 @@ func FromCompletion(body []byte, model string) ([]byte, error) {
 			}
 		case m.ReasoningContent != "":
 			r.Content = append(r.Content, Block{Type: "thinking", Thinking: m.ReasoningContent})
+		case m.Reasoning != "":
+			r.Content = append(r.Content, Block{Type: "thinking", Thinking: m.Reasoning})
 		}
 		if text := m.Content + m.Refusal; text != "" {
 			r.Content = append(r.Content, Block{Type: "text", Text: text})
