@@ -412,6 +412,7 @@ func chatAnswer(e *env, rec *recording, stream bool) (replayAnswer, error) {
 		Choices []struct {
 			Delta, Message struct {
 				ReasoningContent string           `json:"reasoning_content"`
+				Reasoning        string           `json:"reasoning"` // OpenRouter's name for it
 				ThinkingBlocks   []map[string]any `json:"thinking_blocks"`
 			}
 			FinishReason *string         `json:"finish_reason"`
@@ -441,7 +442,7 @@ func chatAnswer(e *env, rec *recording, stream bool) (replayAnswer, error) {
 					finish = *ch.FinishReason
 				}
 				json.Unmarshal(ch.StopReason, &a.stopSequence)
-				pending += ch.Delta.ReasoningContent
+				pending += ch.Delta.ReasoningContent + ch.Delta.Reasoning
 				for _, tb := range ch.Delta.ThinkingBlocks {
 					a.thinking, pending = append(a.thinking, thinkingBlock(tb, pending)), ""
 				}
@@ -472,7 +473,7 @@ func chatAnswer(e *env, rec *recording, stream bool) (replayAnswer, error) {
 				a.thinking = append(a.thinking, thinkingBlock(tb, ""))
 			}
 			if len(m.ThinkingBlocks) == 0 {
-				pending = m.ReasoningContent
+				pending = m.ReasoningContent + m.Reasoning
 			}
 			json.Unmarshal(extra.Choices[0].StopReason, &a.stopSequence)
 		}
@@ -767,6 +768,7 @@ func assembleOpenAI(events []sseEvent) (any, error) {
 		created          int64
 		content, refusal *string
 		reasoning        string
+		reasoningKey     = "reasoning_content" // or OpenRouter's "reasoning", as the stream names it
 		blocks           []map[string]any
 		calls            []*call
 		finish           any
@@ -786,6 +788,7 @@ func assembleOpenAI(events []sseEvent) (any, error) {
 					Content          *string          `json:"content"`
 					Refusal          *string          `json:"refusal"`
 					ReasoningContent string           `json:"reasoning_content"`
+					Reasoning        *string          `json:"reasoning"`
 					ThinkingBlocks   []map[string]any `json:"thinking_blocks"`
 					ToolCalls        []struct {
 						Index    int    `json:"index"`
@@ -819,6 +822,9 @@ func assembleOpenAI(events []sseEvent) (any, error) {
 				refusal = ptrCat(refusal, *d.Refusal)
 			}
 			reasoning += d.ReasoningContent
+			if d.Reasoning != nil && *d.Reasoning != "" {
+				reasoning, reasoningKey = reasoning+*d.Reasoning, "reasoning"
+			}
 			blocks = append(blocks, d.ThinkingBlocks...)
 			for _, tc := range d.ToolCalls {
 				for len(calls) <= tc.Index {
@@ -842,7 +848,7 @@ func assembleOpenAI(events []sseEvent) (any, error) {
 	}
 	msg := map[string]any{"role": "assistant", "content": content, "refusal": refusal}
 	if reasoning != "" {
-		msg["reasoning_content"] = reasoning
+		msg[reasoningKey] = reasoning
 	}
 	if len(blocks) > 0 {
 		msg["thinking_blocks"] = blocks
