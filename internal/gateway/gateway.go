@@ -382,6 +382,7 @@ func (g *Gateway) routesTable() *http.ServeMux {
 	mux.HandleFunc("/v1/embeddings", g.embeddings)
 	mux.HandleFunc("/v1/messages", g.messagesAPI)
 	mux.HandleFunc("/v1/messages/count_tokens", g.countTokens)
+	mux.HandleFunc("/v1/responses", g.responsesAPI)
 	mux.Handle("/v1/models", g.keys.Middleware(g.writeError)(http.HandlerFunc(g.models)))
 	mux.Handle("/v1/models/{id...}", g.keys.Middleware(g.writeError)(http.HandlerFunc(g.model)))
 	mux.HandleFunc("/healthz", g.healthz)

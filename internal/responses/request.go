@@ -1,0 +1,1022 @@
+// Package responses is the gateway's OpenAI Responses API front
+// (POST /v1/responses): it turns a Responses request into the OpenAI chat
+// request every route understands, writes the relayed chat chunks back as
+// the Responses event stream (an Encoder of the relay), and turns a
+// non-streaming chat completion into a response object. Clients built for
+// the Responses API (the Codex CLI, the OpenAI Agents SDK, the SDKs'
+// Responses helpers) thus reach any configured model on any upstream kind.
+//
+// Request mapping: instructions → a system message first; input as a
+// string → one user message; input items: messages (user, assistant,
+// system and developer; system and developer become system messages) with
+// input_text/output_text → text parts, input_image → image_url parts,
+// input_file with file_data or file_id → file parts, refusal → text;
+// function_call and custom_tool_call items → the assistant's tool_calls
+// (a custom call's input as {"input": …}); function_call_output and
+// custom_tool_call_output → tool messages (their images in a user message
+// after them); reasoning items → the assistant turn's reasoning_content
+// (their summary and content text) and, when their encrypted_content is
+// one the gateway wrote (Anthropic's signed thinking, see Encoder), its
+// thinking_blocks, which an Anthropic route sends back as they came;
+// encrypted_content of another origin is dropped, since no chat route can
+// read it. Consecutive assistant-side items make one assistant message.
+// tools: function tools as they are; custom (freeform) tools as a function
+// with one string parameter "input", whose calls come back as
+// custom_tool_call items; namespace tools as their function and custom
+// tools, named namespace__name, whose calls come back with their namespace;
+// built-in tools (web_search, file_search, …) are refused with a message
+// naming them. tool_choice, parallel_tool_calls, temperature, top_p, user
+// map to their chat namesakes; max_output_tokens → max_completion_tokens;
+// reasoning.effort → reasoning_effort (which the anthropic adapter turns
+// into extended thinking); text.format → response_format; text.verbosity,
+// prompt_cache_key, prompt_cache_retention, safety_identifier and
+// service_tier go to an OpenAI-dialect route in the chat body (translating
+// adapters drop them). Other members are dropped, as a translating adapter
+// drops the chat members it does not know (there is no Responses upstream
+// to pass them to yet); metadata is echoed in the response. What the
+// gateway cannot serve yet is refused with 400 naming it:
+// previous_response_id, conversation, prompt, background,
+// context_management, truncation auto, top_logprobs, max_tool_calls,
+// item_reference items, the logprobs include.
+// store is accepted and nothing is stored (the response says store: false).
+package responses
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/streamgate/streamgate/internal/api"
+)
+
+// Request is the body of POST /v1/responses, the members the gateway reads.
+type Request struct {
+	Model                string            `json:"model"`
+	Input                json.RawMessage   `json:"input"` // a string or an array of items
+	Instructions         *string           `json:"instructions"`
+	Tools                []json.RawMessage `json:"tools"` // read by type first (see Tool)
+	ToolChoice           json.RawMessage   `json:"tool_choice"`
+	ParallelToolCalls    *bool             `json:"parallel_tool_calls"`
+	MaxOutputTokens      *int              `json:"max_output_tokens"`
+	Temperature          *float64          `json:"temperature"`
+	TopP                 *float64          `json:"top_p"`
+	Reasoning            *Reasoning        `json:"reasoning"`
+	Text                 *TextConfig       `json:"text"`
+	Stream               bool              `json:"stream"`
+	Store                *bool             `json:"store"`
+	PreviousResponseID   *string           `json:"previous_response_id"`
+	Include              []string          `json:"include"`
+	Metadata             json.RawMessage   `json:"metadata"`
+	PromptCacheKey       *string           `json:"prompt_cache_key"`
+	PromptCacheRetention *string           `json:"prompt_cache_retention"`
+	User                 *string           `json:"user"`
+	SafetyIdentifier     *string           `json:"safety_identifier"`
+	ServiceTier          *string           `json:"service_tier"`
+	Background           *bool             `json:"background"`
+	Conversation         json.RawMessage   `json:"conversation"`
+	Prompt               json.RawMessage   `json:"prompt"`
+	Truncation           *string           `json:"truncation"`
+	TopLogprobs          *int              `json:"top_logprobs"`
+	MaxToolCalls         *int              `json:"max_tool_calls"`
+	ContextManagement    json.RawMessage   `json:"context_management"`
+	StreamOptions        *struct {
+		IncludeObfuscation *bool `json:"include_obfuscation"`
+	} `json:"stream_options"`
+}
+
+// Reasoning is "reasoning".
+type Reasoning struct {
+	Effort          *string `json:"effort"`
+	Summary         *string `json:"summary"`
+	GenerateSummary *string `json:"generate_summary"` // the deprecated name of summary
+}
+
+// TextConfig is "text".
+type TextConfig struct {
+	Format    json.RawMessage `json:"format"`
+	Verbosity *string         `json:"verbosity"`
+}
+
+// Tool is one entry of "tools" the gateway serves: a function tool or a
+// custom (freeform) tool.
+type Tool struct {
+	Type        string          `json:"type"`
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+	Strict      *bool           `json:"strict"`
+	Format      *struct {
+		Type       string `json:"type"` // text or grammar
+		Syntax     string `json:"syntax"`
+		Definition string `json:"definition"`
+	} `json:"format"` // custom tools
+	Tools []json.RawMessage `json:"tools"` // a namespace's
+}
+
+// toolRef is a declared tool as the client knows it: its name, its
+// namespace ("" for none), and whether it is a custom tool.
+type toolRef struct {
+	name, namespace string
+	custom          bool
+}
+
+// chatName is the chat function name of the tool name in namespace: the
+// name itself, or the namespace and the name joined by "__" (chat function
+// names allow letters, digits, "_" and "-").
+func chatName(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "__" + name
+}
+
+// Error is a request the gateway refuses; Param names the field.
+type Error struct {
+	Param string
+	Msg   string
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+func errorf(param, format string, a ...any) error {
+	return &Error{Param: param, Msg: fmt.Sprintf(format, a...)}
+}
+
+// Parsed is a request translated: the chat request every route
+// understands, its body (the chat request's JSON with the members only an
+// OpenAI-dialect route reads), and the Meta its answer is written with.
+type Parsed struct {
+	Chat *api.ChatRequest
+	Body []byte
+	Meta *Meta
+}
+
+// Parse translates a Responses request, decoded by Decode, into its chat
+// form. Errors are *Error naming the field.
+func (r *Request) Parse() (*Parsed, error) {
+	if err := r.validate(); err != nil {
+		return nil, err
+	}
+	tools := map[string]toolRef{}
+	chat := &api.ChatRequest{
+		Model:               r.Model,
+		Stream:              r.Stream,
+		MaxCompletionTokens: r.MaxOutputTokens,
+		Temperature:         r.Temperature,
+		TopP:                r.TopP,
+		ParallelToolCalls:   r.ParallelToolCalls,
+	}
+	if r.Stream {
+		chat.StreamOptions = &api.StreamOptions{IncludeUsage: true}
+	}
+	if r.User != nil {
+		chat.User = *r.User
+	}
+	if r.Reasoning != nil && r.Reasoning.Effort != nil {
+		chat.ReasoningEffort = *r.Reasoning.Effort
+	}
+	var err error
+	if chat.Tools, err = chatTools(r.Tools, tools); err != nil {
+		return nil, err
+	}
+	if chat.ToolChoice, err = toolChoice(r.ToolChoice, tools); err != nil {
+		return nil, err
+	}
+	if r.Text != nil {
+		if chat.ResponseFormat, err = responseFormat(r.Text.Format); err != nil {
+			return nil, err
+		}
+	}
+	if r.Instructions != nil && *r.Instructions != "" {
+		chat.Messages = append(chat.Messages, api.TextMessage("system", *r.Instructions))
+	}
+	msgs, err := convertInput(r.Input)
+	if err != nil {
+		return nil, err
+	}
+	chat.Messages = append(chat.Messages, msgs...)
+	if len(chat.Messages) == 0 {
+		return nil, errorf("input", "the request has no input: give input (a string or items) or instructions")
+	}
+	out, err := r.chatBody(chat)
+	if err != nil {
+		return nil, err
+	}
+	meta, err := r.meta(tools)
+	if err != nil {
+		return nil, err
+	}
+	return &Parsed{Chat: chat, Body: out, Meta: meta}, nil
+}
+
+// validate refuses what the gateway cannot serve, naming it.
+func (r *Request) validate() error {
+	notYet := func(param, why string) error {
+		return errorf(param, "%s is not supported by the gateway yet: %s", param, why)
+	}
+	switch {
+	case r.Model == "":
+		return errorf("model", "missing required field: model")
+	case r.PreviousResponseID != nil && *r.PreviousResponseID != "":
+		return notYet("previous_response_id", "it stores no responses; send the whole conversation as input (and store: false)")
+	case isSet(r.Conversation):
+		return notYet("conversation", "it keeps no conversations; send the whole conversation as input")
+	case isSet(r.Prompt):
+		return notYet("prompt", "it has no prompt templates; send instructions and input")
+	case r.Background != nil && *r.Background:
+		return notYet("background", "responses run in the foreground only (background: false)")
+	case isSet(r.ContextManagement):
+		return notYet("context_management", "send the conversation as it should be read")
+	case r.Truncation != nil && *r.Truncation != "disabled":
+		return errorf("truncation", "truncation %q is not supported by the gateway: only \"disabled\" (a model's context_policy: trim trims on the gateway's side)", *r.Truncation)
+	case r.TopLogprobs != nil && *r.TopLogprobs != 0:
+		return notYet("top_logprobs", "no route returns log probabilities through it")
+	case r.MaxToolCalls != nil:
+		return notYet("max_tool_calls", "it does not count built-in tool calls")
+	case r.MaxOutputTokens != nil && *r.MaxOutputTokens < 1:
+		return errorf("max_output_tokens", "max_output_tokens must be at least 1, got %d", *r.MaxOutputTokens)
+	}
+	for i, inc := range r.Include {
+		if inc == "message.output_text.logprobs" {
+			return errorf(fmt.Sprintf("include[%d]", i), "include %q is not supported by the gateway yet: no route returns log probabilities through it", inc)
+		}
+	}
+	if r.Reasoning != nil && r.Reasoning.Effort != nil {
+		switch *r.Reasoning.Effort {
+		case "none", "minimal", "low", "medium", "high", "xhigh":
+		default:
+			return errorf("reasoning.effort", "reasoning.effort must be none, minimal, low, medium, high or xhigh, got %q", *r.Reasoning.Effort)
+		}
+	}
+	return nil
+}
+
+func isSet(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" }
+
+// chatTools turns "tools" into chat functions, recording each in tools
+// under its chat name. A namespace's tools are functions named after it
+// (chatName); a built-in tool is an error naming it.
+func chatTools(raws []json.RawMessage, tools map[string]toolRef) ([]api.Tool, error) {
+	var out []api.Tool
+	var add func(raws []json.RawMessage, namespace, path string) error
+	add = func(raws []json.RawMessage, namespace, path string) error {
+		for i, raw := range raws {
+			tp := fmt.Sprintf("%s[%d]", path, i)
+			t, err := readTool(raw, tp, namespace == "")
+			if err != nil {
+				return err
+			}
+			if t.Type == "namespace" {
+				if err := add(t.Tools, t.Name, tp+".tools"); err != nil {
+					return err
+				}
+				continue
+			}
+			name := chatName(namespace, t.Name)
+			if _, dup := tools[name]; dup {
+				return errorf(tp+".name", "tool %q is declared twice", name)
+			}
+			tools[name] = toolRef{name: t.Name, namespace: namespace, custom: t.Type == "custom"}
+			f := functionOf(t)
+			f.Function.Name = name
+			out = append(out, f)
+		}
+		return nil
+	}
+	return out, add(raws, "", "tools")
+}
+
+// readTool reads the tool at path: a function or custom tool, or, when
+// nest is set, a namespace of them; any other type (a built-in tool) is an
+// error naming it.
+func readTool(raw json.RawMessage, path string, nest bool) (Tool, error) {
+	var head struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(raw, &head); err != nil {
+		return Tool{}, errorf(path, "%s must be a tool object with a type", path)
+	}
+	switch {
+	case head.Type == "function", head.Type == "custom", head.Type == "namespace" && nest:
+	case head.Type == "namespace":
+		return Tool{}, errorf(path+".type", "a namespace holds function and custom tools only")
+	default:
+		return Tool{}, errorf(path+".type", "tool type %q (a built-in tool) is not supported by the gateway: no route runs built-in tools; use function or custom tools", head.Type)
+	}
+	var t Tool
+	if err := json.Unmarshal(raw, &t); err != nil {
+		return Tool{}, errorf(path, "%s is not a valid %s tool: %v", path, head.Type, err)
+	}
+	if t.Name == "" {
+		return Tool{}, errorf(path+".name", "missing required field: %s.name", path)
+	}
+	return t, nil
+}
+
+// functionOf is a tool as a chat function. A custom tool takes its free
+// text as the one string parameter "input"; its grammar, if any, is told
+// in the description, as the model needs it to write the input.
+func functionOf(t Tool) api.Tool {
+	if t.Type == "function" {
+		return api.Tool{Type: "function", Function: api.FunctionDef{Name: t.Name, Description: t.Description,
+			Parameters: compact(t.Parameters), Strict: t.Strict}}
+	}
+	desc := t.Description
+	if f := t.Format; f != nil && f.Type == "grammar" && f.Definition != "" {
+		desc += "\n\nThe input must follow this " + cmpOr(f.Syntax, "grammar") + " grammar:\n" + f.Definition
+	}
+	return api.Tool{Type: "function", Function: api.FunctionDef{Name: t.Name, Description: desc, Parameters: customParams}}
+}
+
+// customParams are the parameters of a custom tool as a function.
+var customParams = json.RawMessage(`{"type":"object","properties":{"input":{"type":"string","description":"The tool's input, as free text."}},"required":["input"],"additionalProperties":false}`)
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// toolChoice maps "tool_choice": none, auto and required as they are, a
+// function or custom tool by name to the chat form; anything else
+// (allowed_tools, a built-in tool) is an error naming it.
+func toolChoice(raw json.RawMessage, tools map[string]toolRef) (json.RawMessage, error) {
+	if !isSet(raw) {
+		return nil, nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		switch s {
+		case "none", "auto", "required":
+			return compact(raw), nil
+		}
+		return nil, errorf("tool_choice", "tool_choice must be none, auto, required or an object naming a function, got %q", s)
+	}
+	var tc struct {
+		Type      string `json:"type"`
+		Name      string `json:"name"`
+		Namespace string `json:"namespace"`
+	}
+	if err := json.Unmarshal(raw, &tc); err != nil {
+		return nil, errorf("tool_choice", "tool_choice must be a string or an object with a type")
+	}
+	switch tc.Type {
+	case "function", "custom":
+		if tc.Name == "" {
+			return nil, errorf("tool_choice.name", "a tool_choice of type %q needs a name", tc.Type)
+		}
+		name := chatName(tc.Namespace, tc.Name)
+		if ref, ok := tools[name]; !ok || ref.custom != (tc.Type == "custom") {
+			return nil, errorf("tool_choice.name", "tool_choice names %s tool %q, which tools does not declare", tc.Type, name)
+		}
+		b, _ := json.Marshal(map[string]any{"type": "function", "function": map[string]string{"name": name}})
+		return b, nil
+	}
+	return nil, errorf("tool_choice.type", "tool_choice of type %q is not supported by the gateway: only none, auto, required, or a function or custom tool by name", tc.Type)
+}
+
+// responseFormat maps text.format to a chat response_format.
+func responseFormat(raw json.RawMessage) (json.RawMessage, error) {
+	if !isSet(raw) {
+		return nil, nil
+	}
+	var f struct {
+		Type        string          `json:"type"`
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		Schema      json.RawMessage `json:"schema"`
+		Strict      *bool           `json:"strict"`
+	}
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return nil, errorf("text.format", "text.format must be an object with a type")
+	}
+	switch f.Type {
+	case "text":
+		return nil, nil
+	case "json_object":
+		return json.RawMessage(`{"type":"json_object"}`), nil
+	case "json_schema":
+		if f.Name == "" {
+			return nil, errorf("text.format.name", "missing required field: text.format.name")
+		}
+		if !isSet(f.Schema) {
+			return nil, errorf("text.format.schema", "missing required field: text.format.schema")
+		}
+		js := struct {
+			Name        string          `json:"name"`
+			Description string          `json:"description,omitempty"`
+			Schema      json.RawMessage `json:"schema"`
+			Strict      *bool           `json:"strict,omitempty"`
+		}{f.Name, f.Description, compact(f.Schema), f.Strict}
+		b, err := json.Marshal(map[string]any{"type": "json_schema", "json_schema": js})
+		if err != nil {
+			return nil, errorf("text.format.schema", "text.format.schema: %v", err)
+		}
+		return b, nil
+	}
+	return nil, errorf("text.format.type", "text.format.type must be text, json_object or json_schema, got %q", f.Type)
+}
+
+// chatBody is the chat request's JSON with the members only an
+// OpenAI-dialect route reads: text.verbosity as verbosity, and the cache,
+// safety and tier members.
+func (r *Request) chatBody(chat *api.ChatRequest) ([]byte, error) {
+	out, err := json.Marshal(chat)
+	if err != nil {
+		return nil, errorf("", "encode the chat request: %v", err)
+	}
+	out = out[:len(out)-1] // reopen the object
+	add := func(name string, v *string) {
+		if v != nil {
+			out = append(out, ',')
+			out = api.AppendString(out, name)
+			out = append(out, ':')
+			out = api.AppendString(out, *v)
+		}
+	}
+	if r.Text != nil {
+		add("verbosity", r.Text.Verbosity)
+	}
+	add("prompt_cache_key", r.PromptCacheKey)
+	add("prompt_cache_retention", r.PromptCacheRetention)
+	add("safety_identifier", r.SafetyIdentifier)
+	add("service_tier", r.ServiceTier)
+	return append(out, '}'), nil
+}
+
+// Decode decodes a Responses body into r as encoding/json does, with the
+// number of input items bounded by api.MaxMessages (a *api.TooManyError
+// past it, like a chat request's messages).
+func Decode(body []byte, r *Request) error {
+	if err := api.EachMember(body, func(key, _, value []byte) error {
+		if string(key) != "input" {
+			return nil
+		}
+		n := 0
+		api.EachElement(value, func([]byte) error { n++; return nil })
+		if n > api.MaxMessages {
+			return &api.TooManyError{Field: "input", Limit: api.MaxMessages, Got: n}
+		}
+		return nil
+	}); err != nil {
+		if many, ok := err.(*api.TooManyError); ok {
+			return many
+		}
+	}
+	return json.Unmarshal(body, r)
+}
+
+// Meta is what a response object says besides its output and status: the
+// response's id and time, the model asked for, and the request's
+// parameters as OpenAI echoes them. Built once per request.
+type Meta struct {
+	ID        string // "resp_" and 32 hex digits
+	Model     string
+	CreatedAt int64
+	// echo is the response object's members that echo the request, written
+	// once: `"background":false,…,"user":…` (no braces).
+	echo []byte
+	// encrypted: include asked for reasoning.encrypted_content.
+	encrypted bool
+	// summary: reasoning.summary asked for reasoning summaries: reasoning
+	// is written as summary_text, else as reasoning_text.
+	summary bool
+	tools   map[string]toolRef // the declared tools by chat name
+	base    string             // the random part of the ids
+}
+
+// meta builds the request's Meta.
+func (r *Request) meta(tools map[string]toolRef) (*Meta, error) {
+	var rnd [16]byte
+	rand.Read(rnd[:])
+	base := hex.EncodeToString(rnd[:])
+	m := &Meta{ID: "resp_" + base, Model: r.Model, CreatedAt: time.Now().Unix(), tools: tools, base: base,
+		encrypted: slices.Contains(r.Include, "reasoning.encrypted_content")}
+	var effort, summary *string
+	if rs := r.Reasoning; rs != nil {
+		effort, summary = rs.Effort, rs.Summary
+		if summary == nil {
+			summary = rs.GenerateSummary
+		}
+		m.summary = summary != nil && *summary != "" && *summary != "none"
+	}
+	var format json.RawMessage = json.RawMessage(`{"type":"text"}`)
+	verbosity := "medium"
+	if t := r.Text; t != nil {
+		if isSet(t.Format) {
+			format = compact(t.Format)
+		}
+		if t.Verbosity != nil {
+			verbosity = *t.Verbosity
+		}
+	}
+	b := make([]byte, 0, 512)
+	str := func(name string, v *string) {
+		b = append(b, `,"`...)
+		b = append(b, name...)
+		b = append(b, `":`...)
+		b = appendNullable(b, v)
+	}
+	raw := func(name string, v []byte, def string) {
+		b = append(b, `,"`...)
+		b = append(b, name...)
+		b = append(b, `":`...)
+		if isSet(v) {
+			b = append(b, compact(v)...)
+		} else {
+			b = append(b, def...)
+		}
+	}
+	num := func(name string, v *float64) {
+		f := 1.0
+		if v != nil {
+			f = *v
+		}
+		nb, _ := json.Marshal(f)
+		raw(name, nb, "1")
+	}
+	b = append(b, `"background":false`...)
+	str("instructions", r.Instructions)
+	if r.MaxOutputTokens != nil {
+		raw("max_output_tokens", fmt.Appendf(nil, "%d", *r.MaxOutputTokens), "")
+	} else {
+		raw("max_output_tokens", nil, "null")
+	}
+	raw("max_tool_calls", nil, "null")
+	raw("metadata", r.Metadata, "{}")
+	parallel := r.ParallelToolCalls == nil || *r.ParallelToolCalls
+	raw("parallel_tool_calls", fmt.Appendf(nil, "%t", parallel), "")
+	raw("previous_response_id", nil, "null")
+	str("prompt_cache_key", r.PromptCacheKey)
+	b = append(b, `,"reasoning":{"effort":`...)
+	b = appendNullable(b, effort)
+	b = append(b, `,"summary":`...)
+	b = appendNullable(b, summary)
+	b = append(b, '}')
+	str("safety_identifier", r.SafetyIdentifier)
+	tier := "default"
+	if r.ServiceTier != nil {
+		tier = *r.ServiceTier
+	}
+	str("service_tier", &tier)
+	b = append(b, `,"store":false`...) // nothing is stored (yet), whatever store asked
+	num("temperature", r.Temperature)
+	b = append(b, `,"text":{"format":`...)
+	b = append(b, format...)
+	b = append(b, `,"verbosity":`...)
+	b = api.AppendString(b, verbosity)
+	b = append(b, '}')
+	raw("tool_choice", r.ToolChoice, `"auto"`)
+	list := []byte("[")
+	for i, t := range r.Tools {
+		if i > 0 {
+			list = append(list, ',')
+		}
+		list = append(list, compact(t)...)
+	}
+	raw("tools", append(list, ']'), "[]")
+	b = append(b, `,"top_logprobs":0`...)
+	num("top_p", r.TopP)
+	b = append(b, `,"truncation":"disabled"`...)
+	str("user", r.User)
+	if !json.Valid(append(append([]byte("{"), b...), '}')) {
+		return nil, errorf("", "the request's parameters cannot be echoed as JSON")
+	}
+	m.echo = b
+	return m, nil
+}
+
+// appendNullable appends *v as a JSON string, null when v is nil.
+func appendNullable(b []byte, v *string) []byte {
+	if v == nil {
+		return append(b, "null"...)
+	}
+	return api.AppendString(b, *v)
+}
+
+func compact(raw []byte) []byte {
+	if len(raw) == 0 {
+		return nil
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return raw
+	}
+	return b.Bytes()
+}
+
+// inputItem is the members of an input item the translation reads; which
+// apply depends on its type.
+type inputItem struct {
+	Type             string          `json:"type"`
+	Role             string          `json:"role"`
+	Content          json.RawMessage `json:"content"`
+	CallID           string          `json:"call_id"`
+	Name             string          `json:"name"`
+	Namespace        string          `json:"namespace"`
+	Arguments        string          `json:"arguments"`
+	Input            string          `json:"input"`
+	Output           json.RawMessage `json:"output"`
+	Summary          []textPart      `json:"summary"`
+	EncryptedContent *string         `json:"encrypted_content"`
+}
+
+type textPart struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// part is a content part of a message or of a tool call's output.
+type part struct {
+	Type     string `json:"type"`
+	Text     string `json:"text"`
+	Refusal  string `json:"refusal"`
+	ImageURL string `json:"image_url"`
+	Detail   string `json:"detail"`
+	FileID   string `json:"file_id"`
+	FileData string `json:"file_data"`
+	FileURL  string `json:"file_url"`
+	Filename string `json:"filename"`
+}
+
+// convertInput turns "input" into chat messages.
+func convertInput(raw json.RawMessage) ([]api.Message, error) {
+	if !isSet(raw) {
+		return nil, nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return []api.Message{api.TextMessage("user", s)}, nil
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, errorf("input", "input must be a string or an array of input items")
+	}
+	var c converter
+	for i, it := range items {
+		if err := c.item(it, fmt.Sprintf("input[%d]", i)); err != nil {
+			return nil, err
+		}
+	}
+	c.flush()
+	return c.out, nil
+}
+
+// converter builds the chat messages of the input items, one at a time:
+// the items of an assistant turn (reasoning, messages, calls) gather in
+// asst until an item of another role ends the turn.
+type converter struct {
+	out      []api.Message
+	asst     *api.Message
+	parts    []api.ContentPart // asst's
+	reason   strings.Builder   // asst's reasoning text
+	attached []api.ContentPart // images of the tool outputs since the last other item
+}
+
+func (c *converter) flush() {
+	c.flushAttached()
+	if c.asst == nil {
+		return
+	}
+	m := c.asst
+	c.asst = nil
+	m.ReasoningContent = c.reason.String()
+	c.reason.Reset()
+	if len(c.parts) > 0 {
+		*m = withParts(*m, c.parts)
+	}
+	c.parts = nil
+	if len(m.Content) == 0 && len(m.ToolCalls) == 0 {
+		return // reasoning alone is no turn a route takes
+	}
+	c.out = append(c.out, *m)
+}
+
+// flushAttached writes the images of the tool outputs before as a user
+// message after them: chat tool messages hold text only.
+func (c *converter) flushAttached() {
+	if len(c.attached) > 0 {
+		c.out = append(c.out, withParts(api.Message{Role: "user"}, c.attached))
+		c.attached = nil
+	}
+}
+
+func (c *converter) assistant() *api.Message {
+	c.flushAttached()
+	if c.asst == nil {
+		c.asst = &api.Message{Role: "assistant"}
+	}
+	return c.asst
+}
+
+// item converts one input item.
+func (c *converter) item(raw json.RawMessage, path string) error {
+	var it inputItem
+	var head struct {
+		Type string `json:"type"`
+		Role string `json:"role"`
+	}
+	if err := json.Unmarshal(raw, &head); err != nil {
+		return errorf(path, "%s must be an input item object", path)
+	}
+	typ := head.Type
+	if typ == "" && head.Role != "" {
+		typ = "message"
+	}
+	switch typ {
+	case "message", "function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output", "reasoning":
+	case "item_reference":
+		return errorf(path+".type", "input item type \"item_reference\" is not supported by the gateway yet: it stores no items; send the item itself")
+	case "":
+		return errorf(path+".type", "missing required field: %s.type", path)
+	default:
+		return errorf(path+".type", "input item type %q is not supported by the gateway (supported: message, function_call, function_call_output, custom_tool_call, custom_tool_call_output, reasoning)", typ)
+	}
+	if err := json.Unmarshal(raw, &it); err != nil {
+		return errorf(path, "%s is not a valid %s item: %v", path, typ, err)
+	}
+	switch typ {
+	case "message":
+		return c.message(&it, path)
+	case "function_call", "custom_tool_call":
+		if it.CallID == "" {
+			return errorf(path+".call_id", "missing required field: %s.call_id", path)
+		}
+		if it.Name == "" {
+			return errorf(path+".name", "missing required field: %s.name", path)
+		}
+		args := it.Arguments
+		if typ == "custom_tool_call" {
+			b, _ := json.Marshal(map[string]string{"input": it.Input})
+			args = string(b)
+		}
+		a := c.assistant()
+		a.ToolCalls = append(a.ToolCalls, api.ToolCall{ID: it.CallID, Type: "function", Function: api.FunctionCall{Name: chatName(it.Namespace, it.Name), Arguments: args}})
+	case "function_call_output", "custom_tool_call_output":
+		if it.CallID == "" {
+			return errorf(path+".call_id", "missing required field: %s.call_id", path)
+		}
+		text, att, err := outputParts(it.Output, path+".output")
+		if err != nil {
+			return err
+		}
+		if c.asst != nil {
+			c.flush()
+		}
+		c.out = append(c.out, api.Message{Role: "tool", ToolCallID: it.CallID, Content: jsonString(text)})
+		c.attached = append(c.attached, att...)
+	case "reasoning":
+		return c.reasoning(&it, path)
+	}
+	return nil
+}
+
+// message converts a message item.
+func (c *converter) message(it *inputItem, path string) error {
+	role := it.Role
+	switch role {
+	case "user", "assistant":
+	case "system", "developer":
+		role = "system" // every route takes system; not every one takes developer
+	case "":
+		return errorf(path+".role", "missing required field: %s.role", path)
+	default:
+		return errorf(path+".role", "role must be user, assistant, system or developer, got %q", role)
+	}
+	parts, err := contentParts(it.Content, path+".content", role)
+	if err != nil {
+		return err
+	}
+	if role == "assistant" {
+		c.assistant()
+		c.parts = append(c.parts, parts...)
+		return nil
+	}
+	c.flush()
+	c.out = append(c.out, withParts(api.Message{Role: role}, parts))
+	return nil
+}
+
+// reasoning adds a reasoning item to the assistant turn: its text as
+// reasoning_content, its encrypted_content, when the gateway wrote it, as
+// thinking_blocks.
+func (c *converter) reasoning(it *inputItem, path string) error {
+	a := c.assistant()
+	add := func(s string) {
+		if s == "" {
+			return
+		}
+		if c.reason.Len() > 0 {
+			c.reason.WriteByte('\n')
+		}
+		c.reason.WriteString(s)
+	}
+	for _, s := range it.Summary {
+		add(s.Text)
+	}
+	if isSet(it.Content) {
+		var content []textPart
+		if err := json.Unmarshal(it.Content, &content); err != nil {
+			return errorf(path+".content", "%s.content must be an array of reasoning_text parts", path)
+		}
+		for _, p := range content {
+			add(p.Text)
+		}
+	}
+	if it.EncryptedContent != nil {
+		blocks, ok := readThinking(*it.EncryptedContent)
+		if ok {
+			a.ThinkingBlocks = append(a.ThinkingBlocks, blocks...)
+		}
+		// Another origin's (OpenAI's own): no chat route can read it.
+	}
+	return nil
+}
+
+// thinkingPrefix starts the encrypted_content the gateway writes: the
+// reasoning item's Anthropic thinking blocks, signatures included, as
+// base64 of their JSON array (thinkingBlock). It is not encrypted: the
+// signature is what Anthropic checks, and it carries its own integrity.
+const thinkingPrefix = "streamgate.thinking.v1."
+
+// readThinking reads an encrypted_content the gateway wrote.
+func readThinking(s string) ([]api.ThinkingBlock, bool) {
+	rest, ok := strings.CutPrefix(s, thinkingPrefix)
+	if !ok {
+		return nil, false
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(rest)
+	if err != nil {
+		return nil, false
+	}
+	var blocks []api.ThinkingBlock
+	if json.Unmarshal(raw, &blocks) != nil {
+		return nil, false
+	}
+	for _, b := range blocks {
+		if b.Type != "thinking" && b.Type != "redacted_thinking" {
+			return nil, false
+		}
+	}
+	return blocks, true
+}
+
+// contentParts reads a message's content: a string or an array of parts.
+func contentParts(raw json.RawMessage, path, role string) ([]api.ContentPart, error) {
+	if !isSet(raw) {
+		return nil, nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return []api.ContentPart{{Type: "text", Text: s}}, nil
+	}
+	var raws []json.RawMessage
+	if err := json.Unmarshal(raw, &raws); err != nil {
+		return nil, errorf(path, "%s must be a string or an array of content parts", path)
+	}
+	out := make([]api.ContentPart, 0, len(raws))
+	for i, r := range raws {
+		pp := fmt.Sprintf("%s[%d]", path, i)
+		p, err := readPart(r, pp, "input_text", "output_text", "refusal", "input_image", "input_file")
+		if err != nil {
+			return nil, err
+		}
+		if role != "user" && (p.Type == "input_image" || p.Type == "input_file") {
+			return nil, errorf(pp+".type", "a %s part is only allowed in a user message", p.Type)
+		}
+		cp, err := chatPart(p, pp)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, cp)
+	}
+	return out, nil
+}
+
+// outputParts reads a tool call's output: a string, or parts whose text is
+// joined and whose images and files are returned apart.
+func outputParts(raw json.RawMessage, path string) (string, []api.ContentPart, error) {
+	if !isSet(raw) {
+		return "", nil, nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, nil, nil
+	}
+	var raws []json.RawMessage
+	if err := json.Unmarshal(raw, &raws); err != nil {
+		return "", nil, errorf(path, "%s must be a string or an array of content parts", path)
+	}
+	var (
+		b   strings.Builder
+		att []api.ContentPart
+	)
+	for i, r := range raws {
+		pp := fmt.Sprintf("%s[%d]", path, i)
+		p, err := readPart(r, pp, "input_text", "output_text", "input_image", "input_file")
+		if err != nil {
+			return "", nil, err
+		}
+		cp, err := chatPart(p, pp)
+		if err != nil {
+			return "", nil, err
+		}
+		if cp.Type == "text" {
+			if b.Len() > 0 {
+				b.WriteByte('\n')
+			}
+			b.WriteString(cp.Text)
+			continue
+		}
+		att = append(att, cp)
+	}
+	return b.String(), att, nil
+}
+
+// readPart decodes a content part of one of the types known, else returns
+// an error naming its type.
+func readPart(raw json.RawMessage, path string, known ...string) (part, error) {
+	var p part
+	var head struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(raw, &head); err != nil {
+		return p, errorf(path, "%s must be a content part object", path)
+	}
+	if !slices.Contains(known, head.Type) {
+		return p, errorf(path+".type", "content part type %q is not supported by the gateway here (supported: %s)", head.Type, strings.Join(known, ", "))
+	}
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return p, errorf(path, "%s is not a valid %s part: %v", path, head.Type, err)
+	}
+	return p, nil
+}
+
+// chatPart is a content part in the chat dialect.
+func chatPart(p part, path string) (api.ContentPart, error) {
+	switch p.Type {
+	case "input_text", "output_text":
+		return api.ContentPart{Type: "text", Text: p.Text}, nil
+	case "refusal":
+		return api.ContentPart{Type: "text", Text: p.Refusal}, nil
+	case "input_image":
+		if p.ImageURL == "" {
+			if p.FileID != "" {
+				return api.ContentPart{}, errorf(path+".file_id", "an input_image by file_id is not supported by the gateway (it has no file store): send image_url, a URL or a data: URL")
+			}
+			return api.ContentPart{}, errorf(path+".image_url", "missing required field: %s.image_url", path)
+		}
+		return api.ContentPart{Type: "image_url", ImageURL: &api.ImageURL{URL: p.ImageURL, Detail: p.Detail}}, nil
+	case "input_file":
+		switch {
+		case p.FileData != "":
+			data := p.FileData
+			if !strings.HasPrefix(data, "data:") {
+				// OpenAI takes bare base64 too; the routes read a data: URL.
+				data = "data:" + mediaType(p.Filename) + ";base64," + data
+			}
+			return api.ContentPart{Type: "file", File: &api.File{FileData: data, Filename: p.Filename}}, nil
+		case p.FileID != "":
+			return api.ContentPart{Type: "file", File: &api.File{FileID: p.FileID, Filename: p.Filename}}, nil
+		case p.FileURL != "":
+			return api.ContentPart{}, errorf(path+".file_url", "an input_file by file_url is not supported by the gateway: send file_data")
+		}
+		return api.ContentPart{}, errorf(path+".file_data", "an input_file needs file_data or file_id")
+	}
+	return api.ContentPart{}, errorf(path+".type", "content part type %q is not supported", p.Type)
+}
+
+// mediaType guesses a file's media type from its name: PDF unless it says
+// otherwise (the file inputs the routes take are PDFs).
+func mediaType(name string) string {
+	switch {
+	case strings.HasSuffix(strings.ToLower(name), ".txt"):
+		return "text/plain"
+	}
+	return "application/pdf"
+}
+
+// withParts sets m's content to parts: a plain string when they are one
+// text part, else an array.
+func withParts(m api.Message, parts []api.ContentPart) api.Message {
+	switch {
+	case len(parts) == 0:
+		return m
+	case len(parts) == 1 && parts[0].Type == "text":
+		m.Content = jsonString(parts[0].Text)
+		return m
+	}
+	m.Content, _ = json.Marshal(parts)
+	return m
+}
+
+func jsonString(s string) json.RawMessage {
+	return api.AppendString(nil, s)
+}

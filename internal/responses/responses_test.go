@@ -1,0 +1,513 @@
+package responses
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	oresponses "github.com/openai/openai-go/v3/responses"
+
+	"github.com/streamgate/streamgate/internal/api"
+	"github.com/streamgate/streamgate/internal/messages"
+	"github.com/streamgate/streamgate/internal/relay"
+	"github.com/streamgate/streamgate/internal/sse"
+)
+
+// parse decodes and translates body, failing the test on an error.
+func parse(t *testing.T, body string) *Parsed {
+	t.Helper()
+	var r Request
+	if err := Decode([]byte(body), &r); err != nil {
+		t.Fatalf("Decode: %v", err)
+	}
+	p, err := r.Parse()
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	return p
+}
+
+func TestParseConversation(t *testing.T) {
+	enc := "streamgate.thinking.v1." + b64(`[{"type":"thinking","thinking":"hmm","signature":"sig=="}]`)
+	body := `{"model":"m","instructions":"Be brief.","max_output_tokens":50,"temperature":0.5,"user":"u1",
+		"reasoning":{"effort":"low","summary":"auto"},"parallel_tool_calls":false,"tool_choice":"required",
+		"text":{"verbosity":"low"},"prompt_cache_key":"k","vendor_extension":{"x":1},
+		"tools":[{"type":"function","name":"get_weather","parameters":{"type":"object"},"strict":false},
+			{"type":"custom","name":"apply_patch","description":"Patch files.","format":{"type":"grammar","syntax":"lark","definition":"start: /.+/"}}],
+		"input":[
+			{"role":"developer","content":"Use tools."},
+			{"type":"message","role":"user","content":[{"type":"input_text","text":"weather?"},{"type":"input_image","image_url":"data:image/png;base64,AAAA"}]},
+			{"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":"hmm"}],"encrypted_content":"` + enc + `"},
+			{"type":"reasoning","id":"rs_2","summary":[],"encrypted_content":"gAAAAB-openai-own"},
+			{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Checking."}]},
+			{"type":"function_call","call_id":"call_1","name":"get_weather","arguments":"{\"city\":\"Paris\"}"},
+			{"type":"custom_tool_call","call_id":"call_2","name":"apply_patch","input":"*** Begin Patch"},
+			{"type":"function_call_output","call_id":"call_1","output":[{"type":"input_text","text":"sunny"},{"type":"input_image","image_url":"https://x/y.png"}]},
+			{"type":"custom_tool_call_output","call_id":"call_2","output":"done"},
+			{"role":"user","content":"thanks"}
+		]}`
+	p := parse(t, body)
+	c := p.Chat
+	if c.Model != "m" || *c.MaxCompletionTokens != 50 || *c.Temperature != 0.5 || c.User != "u1" || c.ReasoningEffort != "low" ||
+		*c.ParallelToolCalls || string(c.ToolChoice) != `"required"` || c.Stream {
+		t.Errorf("scalars: got %+v", c)
+	}
+	if len(c.Tools) != 2 || c.Tools[0].Function.Name != "get_weather" || c.Tools[1].Function.Name != "apply_patch" ||
+		!strings.Contains(c.Tools[1].Function.Description, "start: /.+/") || !strings.Contains(string(c.Tools[1].Function.Parameters), `"input"`) {
+		t.Errorf("tools: got %+v", c.Tools)
+	}
+	roles := []string{}
+	for _, m := range c.Messages {
+		roles = append(roles, m.Role)
+	}
+	if got := strings.Join(roles, ","); got != "system,system,user,assistant,tool,tool,user,user" {
+		t.Fatalf("roles: got %s, want system,system,user,assistant,tool,tool,user,user", got)
+	}
+	a := c.Messages[3]
+	if a.Text() != "Checking." || len(a.ToolCalls) != 2 || a.ToolCalls[1].Function.Arguments != `{"input":"*** Begin Patch"}` ||
+		a.ReasoningContent != "hmm" || len(a.ThinkingBlocks) != 1 || a.ThinkingBlocks[0].Signature != "sig==" {
+		t.Errorf("assistant turn: got %+v", a)
+	}
+	if tm := c.Messages[4]; tm.ToolCallID != "call_1" || tm.Text() != "sunny" || c.Messages[5].Text() != "done" {
+		t.Errorf("tool messages: got %+v %+v", tm, c.Messages[5])
+	}
+	if parts, _ := c.Messages[6].Parts(); len(parts) != 1 || parts[0].ImageURL == nil || parts[0].ImageURL.URL != "https://x/y.png" {
+		t.Errorf("the tool output's image: got %+v, want a user message with it after the tool messages", c.Messages[6])
+	}
+	var bodyMap map[string]json.RawMessage
+	if err := json.Unmarshal(p.Body, &bodyMap); err != nil {
+		t.Fatalf("body: %v", err)
+	}
+	for k, want := range map[string]string{"verbosity": `"low"`, "prompt_cache_key": `"k"`, "max_completion_tokens": "50"} {
+		if string(bodyMap[k]) != want {
+			t.Errorf("body %s: got %s, want %s", k, bodyMap[k], want)
+		}
+	}
+	for _, k := range []string{"input", "instructions", "text", "reasoning", "max_output_tokens", "vendor_extension"} {
+		if _, ok := bodyMap[k]; ok {
+			t.Errorf("body: got a %s member, a Responses field, in the chat body", k)
+		}
+	}
+	if !p.Meta.summary || p.Meta.encrypted || !p.Meta.tools["apply_patch"].custom || !strings.HasPrefix(p.Meta.ID, "resp_") {
+		t.Errorf("meta: got %+v", p.Meta)
+	}
+}
+
+func b64(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
+
+func TestParseFormats(t *testing.T) {
+	for _, tt := range []struct{ format, want string }{
+		{`{"type":"text"}`, ``},
+		{`{"type":"json_object"}`, `{"type":"json_object"}`},
+		{`{"type":"json_schema","name":"w","schema":{"type":"object"},"strict":true}`, `{"json_schema":{"name":"w","schema":{"type":"object"},"strict":true},"type":"json_schema"}`},
+	} {
+		p := parse(t, `{"model":"m","input":"x","text":{"format":`+tt.format+`}}`)
+		if string(p.Chat.ResponseFormat) != tt.want {
+			t.Errorf("format %s: got %s, want %s", tt.format, p.Chat.ResponseFormat, tt.want)
+		}
+	}
+	p := parse(t, `{"model":"m","input":"x","stream":true,"tool_choice":{"type":"function","name":"f"},"tools":[{"type":"function","name":"f"}]}`)
+	if string(p.Chat.ToolChoice) != `{"function":{"name":"f"},"type":"function"}` || !p.Chat.IncludeUsage() {
+		t.Errorf("tool_choice, stream: got %s, include_usage %v", p.Chat.ToolChoice, p.Chat.IncludeUsage())
+	}
+}
+
+// TestParseRefuses: what the gateway cannot serve is a 400 naming it.
+func TestParseRefuses(t *testing.T) {
+	for _, tt := range []struct{ body, param, says string }{
+		{`{"input":"x"}`, "model", "model"},
+		{`{"model":"m"}`, "input", "input"},
+		{`{"model":"m","input":"x","previous_response_id":"resp_1"}`, "previous_response_id", "previous_response_id is not supported"},
+		{`{"model":"m","input":"x","background":true}`, "background", "background"},
+		{`{"model":"m","input":"x","conversation":"conv_1"}`, "conversation", "conversation"},
+		{`{"model":"m","input":"x","truncation":"auto"}`, "truncation", `"auto"`},
+		{`{"model":"m","input":"x","include":["message.output_text.logprobs"]}`, "include[0]", "logprobs"},
+		{`{"model":"m","input":"x","tools":[{"type":"web_search"}]}`, "tools[0].type", `"web_search"`},
+		{`{"model":"m","input":"x","tool_choice":{"type":"web_search_preview"}}`, "tool_choice.type", "web_search_preview"},
+		{`{"model":"m","input":[{"type":"item_reference","id":"msg_1"}]}`, "input[0].type", "item_reference"},
+		{`{"model":"m","input":[{"type":"web_search_call","id":"ws_1"}]}`, "input[0].type", "web_search_call"},
+		{`{"model":"m","input":[{"role":"tool","content":"x"}]}`, "input[0].role", `"tool"`},
+		{`{"model":"m","input":[{"role":"user","content":[{"type":"input_audio"}]}]}`, "input[0].content[0].type", "input_audio"},
+		{`{"model":"m","input":[{"type":"function_call_output","output":"x"}]}`, "input[0].call_id", "call_id"},
+		{`{"model":"m","input":"x","reasoning":{"effort":"max"}}`, "reasoning.effort", `"max"`},
+		{`{"model":"m","input":"x","text":{"format":{"type":"json_schema","name":"n"}}}`, "text.format.schema", "schema"},
+		{`{"model":"m","input":"x","max_output_tokens":0}`, "max_output_tokens", "at least 1"},
+	} {
+		var r Request
+		if err := Decode([]byte(tt.body), &r); err != nil {
+			t.Fatalf("%s: Decode: %v", tt.body, err)
+		}
+		_, err := r.Parse()
+		e, ok := err.(*Error)
+		if !ok || e.Param != tt.param || !strings.Contains(e.Msg, tt.says) {
+			t.Errorf("%s: got %v, want an error on %s saying %q", tt.body, err, tt.param, tt.says)
+		}
+	}
+	many := `{"model":"m","input":[` + strings.Repeat(`{},`, api.MaxMessages) + `{}]}`
+	var r Request
+	if err := Decode([]byte(many), &r); err == nil || !strings.Contains(err.Error(), "too many input") {
+		t.Errorf("too many items: got %v, want a TooManyError", err)
+	}
+}
+
+// chunks is a stream as the relay hands it to an Encoder: each chunk with
+// its scan.
+func run(t testing.TB, enc *Encoder, chunks []string, end func(w *sse.Writer) error) []byte {
+	t.Helper()
+	var out bytes.Buffer
+	w := sse.NewWriter(&out)
+	for _, c := range chunks {
+		info, err := api.ScanChunk([]byte(c))
+		if err != nil {
+			t.Fatalf("ScanChunk(%s): %v", c, err)
+		}
+		if err := enc.Event(w, &sse.Event{Data: []byte(c)}, &info); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := end(w); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
+}
+
+// events reads a Responses stream with the SDK's event type, checking that
+// sequence numbers count from 0 and that exactly one terminal event ends it.
+func events(t *testing.T, stream []byte) []oresponses.ResponseStreamEventUnion {
+	t.Helper()
+	r := sse.NewReader(bytes.NewReader(stream), 1<<20)
+	var evs []oresponses.ResponseStreamEventUnion
+	terminal := 0
+	for {
+		ev, err := r.Next()
+		if err == io.EOF || errors.Is(err, sse.ErrTruncated) {
+			break // no "[DONE]" ends a Responses stream: its terminal event does
+		}
+		if err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		var u oresponses.ResponseStreamEventUnion
+		if err := json.Unmarshal(ev.Data, &u); err != nil {
+			t.Fatalf("event %s: %v", ev.Data, err)
+		}
+		if string(ev.Name) != u.Type {
+			t.Errorf("event name %q, type %q: want the same", ev.Name, u.Type)
+		}
+		if u.SequenceNumber != int64(len(evs)) {
+			t.Errorf("event %d (%s): sequence_number %d", len(evs), u.Type, u.SequenceNumber)
+		}
+		if terminal > 0 {
+			t.Errorf("event %s after the terminal event", u.Type)
+		}
+		switch u.Type {
+		case "response.completed", "response.incomplete", "response.failed":
+			terminal++
+		}
+		evs = append(evs, u)
+	}
+	if terminal != 1 {
+		t.Fatalf("got %d terminal events, want 1", terminal)
+	}
+	return evs
+}
+
+func testMeta(t *testing.T, body string) *Meta {
+	return parse(t, body).Meta
+}
+
+const (
+	role   = `{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`
+	finish = `{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"%s"}]}`
+	usage1 = `{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":7,"total_tokens":19,"prompt_tokens_details":{"cached_tokens":4},"completion_tokens_details":{"reasoning_tokens":3}}}`
+)
+
+func text(s string) string {
+	b, _ := json.Marshal(s)
+	return `{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":` + string(b) + `},"finish_reason":null}]}`
+}
+
+func fin(reason string) string { return strings.Replace(finish, "%s", reason, 1) }
+
+// TestEncoderText: reasoning then text, as a reasoning item with a summary
+// and a message; the final response holds both and the usage.
+func TestEncoderText(t *testing.T) {
+	m := testMeta(t, `{"model":"m","input":"hi","reasoning":{"summary":"auto"}}`)
+	enc := NewEncoder(m)
+	out := run(t, enc, []string{role,
+		`{"choices":[{"index":0,"delta":{"reasoning_content":"Let me "}}]}`,
+		`{"choices":[{"index":0,"delta":{"reasoning_content":"think."}}]}`,
+		text("Hello"), text(", \"wörld\"\n"), fin("stop"), usage1}, enc.Done)
+	evs := events(t, out)
+	var types []string
+	var deltas strings.Builder
+	for _, ev := range evs {
+		types = append(types, ev.Type)
+		if ev.Type == "response.output_text.delta" {
+			deltas.WriteString(ev.Delta)
+		}
+	}
+	want := "response.created response.in_progress response.output_item.added response.reasoning_summary_part.added " +
+		"response.reasoning_summary_text.delta response.reasoning_summary_text.delta response.reasoning_summary_text.done " +
+		"response.reasoning_summary_part.done response.output_item.done response.output_item.added response.content_part.added " +
+		"response.output_text.delta response.output_text.delta response.output_text.done response.content_part.done " +
+		"response.output_item.done response.completed"
+	if got := strings.Join(types, " "); got != want {
+		t.Errorf("events:\n got %s\nwant %s", got, want)
+	}
+	res := evs[len(evs)-1].AsResponseCompleted().Response
+	if res.Status != "completed" || res.OutputText() != "Hello, \"wörld\"\n" || deltas.String() != res.OutputText() || len(res.Output) != 2 ||
+		res.Output[0].Type != "reasoning" || res.Output[0].Summary[0].Text != "Let me think." {
+		t.Errorf("response: got status %s, text %q (deltas %q), output %+v", res.Status, res.OutputText(), deltas.String(), res.Output)
+	}
+	u := res.Usage
+	if u.InputTokens != 12 || u.OutputTokens != 7 || u.TotalTokens != 19 || u.InputTokensDetails.CachedTokens != 4 || u.OutputTokensDetails.ReasoningTokens != 3 {
+		t.Errorf("usage: got %+v", u)
+	}
+}
+
+// TestEncoderCalls: two calls, the second of a custom tool, then the
+// finish: function_call items with argument deltas, a custom_tool_call
+// with its input; an answer cut by its limit is incomplete.
+func TestEncoderCalls(t *testing.T) {
+	m := testMeta(t, `{"model":"m","input":"hi","tools":[{"type":"function","name":"f"},{"type":"custom","name":"apply_patch"}]}`)
+	enc := NewEncoder(m)
+	out := run(t, enc, []string{role,
+		`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"f","arguments":""}}]}}]}`,
+		`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"a\":"}}]}}]}`,
+		`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"call_b","type":"function","function":{"name":"apply_patch","arguments":"{\"input\":\"line1\\n"}}]}}]}`,
+		`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"1}"}}]}}]}`,
+		`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"function":{"arguments":"line2\"}"}}]}}]}`,
+		fin("tool_calls"), usage1}, enc.Done)
+	evs := events(t, out)
+	args := ""
+	custom := 0
+	for _, ev := range evs {
+		switch ev.Type {
+		case "response.function_call_arguments.delta":
+			args += ev.Delta
+		case "response.custom_tool_call_input.done":
+			custom++
+		}
+	}
+	res := evs[len(evs)-1].AsResponseCompleted().Response
+	if len(res.Output) != 2 || args != `{"a":1}` || custom != 1 {
+		t.Fatalf("got output %+v, arguments %q, %d custom input events", res.Output, args, custom)
+	}
+	f, c := res.Output[0].AsFunctionCall(), res.Output[1].AsCustomToolCall()
+	if f.CallID != "call_a" || f.Name != "f" || f.Arguments != `{"a":1}` || c.CallID != "call_b" || c.Name != "apply_patch" || c.Input != "line1\nline2" {
+		t.Errorf("got calls %+v, %+v", f, c)
+	}
+
+	enc = NewEncoder(m)
+	out = run(t, enc, []string{role, text("a"), text("b"), fin("length"), usage1}, enc.Done)
+	evs = events(t, out)
+	last := evs[len(evs)-1]
+	if last.Type != "response.incomplete" {
+		t.Fatalf("got %s, want response.incomplete", last.Type)
+	}
+	res = last.AsResponseIncomplete().Response
+	if res.IncompleteDetails.Reason != "max_output_tokens" || res.Usage.OutputTokens != 7 || res.Output[0].Status != "incomplete" {
+		t.Errorf("got %+v", res)
+	}
+}
+
+// TestEncoderThinking: an Anthropic route's signed thinking and a redacted
+// block are reasoning items whose encrypted_content (asked for by include)
+// carries the blocks; sent back as input they are the assistant turn's
+// thinking_blocks again, signatures included.
+func TestEncoderThinking(t *testing.T) {
+	m := testMeta(t, `{"model":"m","input":"hi","include":["reasoning.encrypted_content"]}`)
+	enc := NewEncoder(m)
+	out := run(t, enc, []string{role,
+		`{"choices":[{"index":0,"delta":{"reasoning_content":"I \"think\""}}]}`,
+		`{"choices":[{"index":0,"delta":{"thinking_blocks":[{"type":"thinking","signature":"SIG1"}]}}]}`,
+		`{"choices":[{"index":0,"delta":{"thinking_blocks":[{"type":"redacted_thinking","data":"REDACTED"}]}}]}`,
+		text("ok"), fin("stop"), usage1}, enc.Done)
+	evs := events(t, out)
+	res := evs[len(evs)-1].AsResponseCompleted().Response
+	if len(res.Output) != 3 || res.Output[0].Type != "reasoning" || res.Output[1].Type != "reasoning" || res.Output[2].Type != "message" {
+		t.Fatalf("got output %+v", res.Output)
+	}
+	r0 := res.Output[0].AsReasoning()
+	if len(r0.Content) != 1 || r0.Content[0].Text != `I "think"` || len(r0.Summary) != 0 {
+		t.Errorf("reasoning without summary asked: got %+v, want its text as reasoning_text content", r0)
+	}
+	items, _ := json.Marshal([]any{res.Output[0].AsReasoning().ToParam(), res.Output[1].AsReasoning().ToParam(),
+		map[string]any{"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+		map[string]any{"type": "function_call_output", "call_id": "c1", "output": "x"}})
+	p := parse(t, `{"model":"m","input":`+string(items)+`}`)
+	a := p.Chat.Messages[0]
+	if len(a.ThinkingBlocks) != 2 || a.ThinkingBlocks[0] != (api.ThinkingBlock{Type: "thinking", Thinking: `I "think"`, Signature: "SIG1"}) ||
+		a.ThinkingBlocks[1] != (api.ThinkingBlock{Type: "redacted_thinking", Data: "REDACTED"}) {
+		t.Errorf("sent back: got %+v, want the two blocks as they came", a.ThinkingBlocks)
+	}
+}
+
+// TestEncoderFailed: an error after content ends the stream with
+// response.failed: the output so far, the error, the usage estimated.
+func TestEncoderFailed(t *testing.T) {
+	m := testMeta(t, `{"model":"m","input":"hi"}`)
+	enc := NewEncoder(m)
+	enc.EstimatePrompt = func() int { return 42 }
+	out := run(t, enc, []string{role, text("a"), text("b")}, func(w *sse.Writer) error {
+		return enc.Error(w, []byte(`{"error":{"message":"the upstream's stream ended before it was complete","type":"upstream_error","code":"stream_truncated","param":null}}`))
+	})
+	evs := events(t, out)
+	last := evs[len(evs)-1]
+	res := last.AsResponseFailed().Response
+	if last.Type != "response.failed" || res.Status != "failed" || res.Error.Code != "stream_truncated" || res.OutputText() != "ab" ||
+		res.Usage.InputTokens != 42 || res.Usage.OutputTokens != 2 || res.Output[0].Status != "incomplete" {
+		t.Errorf("got %s %+v", last.Type, res)
+	}
+
+	// An error before anything was written is a whole stream too.
+	enc = NewEncoder(m)
+	out = run(t, enc, nil, func(w *sse.Writer) error { return enc.Error(w, []byte(`{"error":{"message":"x","type":"t"}}`)) })
+	if evs = events(t, out); len(evs) != 3 || evs[2].AsResponseFailed().Response.Error.Code != "server_error" {
+		t.Errorf("got %+v", evs)
+	}
+}
+
+func TestFromCompletion(t *testing.T) {
+	m := testMeta(t, `{"model":"m","input":"hi","tools":[{"type":"custom","name":"apply_patch"}],"reasoning":{"summary":"concise"}}`)
+	body := `{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Sure.","reasoning_content":"why",
+		"tool_calls":[{"id":"call_1","type":"function","function":{"name":"apply_patch","arguments":"{\"input\":\"P\"}"}}]},"finish_reason":"tool_calls"}],
+		"usage":{"prompt_tokens":5,"completion_tokens":6,"total_tokens":11}}`
+	out, err := FromCompletion([]byte(body), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res oresponses.Response
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != "completed" || len(res.Output) != 3 || res.Output[0].Summary[0].Text != "why" || res.OutputText() != "Sure." ||
+		res.Output[2].AsCustomToolCall().Input != "P" || res.Usage.TotalTokens != 11 || res.Object != "response" || res.Model != "m" {
+		t.Errorf("got %s", out)
+	}
+}
+
+// BenchmarkEncoderTextChunk is a relayed text chunk written as an
+// output_text.delta (compare messages.BenchmarkEncoderTextChunk and
+// BenchmarkEncoderOthers below, on the same chunk).
+func BenchmarkEncoderTextChunk(b *testing.B) {
+	var r Request
+	Decode([]byte(`{"model":"m","input":"hi"}`), &r)
+	p, _ := r.Parse()
+	w := sse.NewWriter(io.Discard)
+	enc := NewEncoder(p.Meta)
+	ev := &sse.Event{Data: []byte(text(" token"))}
+	info := &api.ChunkInfo{Content: true}
+	enc.Event(w, ev, info) // created, the item's start
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := enc.Event(w, ev, info); err != nil {
+			b.Fatal(err)
+		}
+		if len(enc.items[0].text) > 1<<20 {
+			enc.items[0].text = enc.items[0].text[:0]
+		}
+	}
+}
+
+// BenchmarkEncoderOthers is the same chunk through the Messages encoder and
+// the OpenAI (passthrough) encoder.
+func BenchmarkEncoderOthers(b *testing.B) {
+	ev := &sse.Event{Data: []byte(text(" token"))}
+	info := &api.ChunkInfo{Content: true}
+	for name, enc := range map[string]relay.Encoder{"messages": messages.NewEncoder("m"), "openai": relay.OpenAI} {
+		b.Run(name, func(b *testing.B) {
+			w := sse.NewWriter(io.Discard)
+			enc.Event(w, ev, info)
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := enc.Event(w, ev, info); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// FuzzDecode: the request decoder agrees with encoding/json on which
+// bodies are JSON objects, never panics, and whatever it accepts either
+// translates into a chat request whose body is a JSON object, or is refused
+// with an *Error naming a field.
+func FuzzDecode(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"m","input":"hi"}`,
+		`{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"x"}]},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":"y"}]}`,
+		`{"model":"m","input":[{"type":"reasoning","summary":[{"type":"summary_text","text":"t"}],"encrypted_content":"streamgate.thinking.v1.W10"}],"tools":[{"type":"custom","name":"p"}]}`,
+		`{"model":"m","input":"x","text":{"format":{"type":"json_schema","name":"n","schema":{}}},"tool_choice":{"type":"custom","name":"p"}}`,
+		`{"model":"m","input":[[[[]]]]}`, `null`, `[]`, `{"model":1}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var r Request
+		err := Decode(body, &r)
+		var ref Request
+		refErr := json.Unmarshal(body, &ref)
+		if (err == nil) != (refErr == nil) {
+			if _, many := err.(*api.TooManyError); !many {
+				t.Fatalf("Decode: %v, encoding/json: %v", err, refErr)
+			}
+		}
+		if err != nil || bytes.TrimLeft(body, " \t\r\n")[0] != '{' {
+			return
+		}
+		p, err := r.Parse()
+		if err != nil {
+			if _, ok := err.(*Error); !ok {
+				t.Fatalf("Parse: %v, want an *Error", err)
+			}
+			return
+		}
+		var chat map[string]json.RawMessage
+		if err := json.Unmarshal(p.Body, &chat); err != nil {
+			t.Fatalf("chat body %s: %v", p.Body, err)
+		}
+		if !json.Valid(p.Meta.appendResponse(nil, nil, &final{status: "completed"})) {
+			t.Fatalf("response object of %s is not JSON", body)
+		}
+	})
+}
+
+// FuzzPlainText: when the fast path takes a valid JSON chunk, its
+// top-level "choices" has one choice whose delta holds only its content,
+// and the raw string decodes to that content.
+func FuzzPlainText(f *testing.F) {
+	for _, s := range []string{
+		`{"id":"c","choices":[{"index":0,"delta":{"content":" token"},"finish_reason":null}]}`,
+		`{"choices":[{"index":0,"delta":{"content":"a\"b\\\\c\u00e9"}}]}`,
+		`{"x":{"delta":{"content":"b"}},"choices":[{"index":0,"delta":{"role":"assistant","content":"a"}}]}`,
+		`{"choices":[{"index":0,"delta":{"content":"x\\"}}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		raw, ok := plainText(data)
+		if !ok || !json.Valid(data) {
+			return
+		}
+		var c struct {
+			Choices []struct {
+				Delta map[string]json.RawMessage `json:"delta"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal(data, &c); err != nil {
+			return
+		}
+		var want, got string
+		if len(c.Choices) != 1 || len(c.Choices[0].Delta) != 1 || json.Unmarshal(c.Choices[0].Delta["content"], &want) != nil {
+			t.Fatalf("fast path took %s", data)
+		}
+		if err := json.Unmarshal(raw, &got); err != nil || got != want {
+			t.Fatalf("raw %s decodes to %q, %v; want %q", raw, got, err, want)
+		}
+	})
+}
