@@ -28,6 +28,7 @@ type item struct {
 	part   bool   // its content or summary part was added
 	status string // when closed: completed or incomplete
 	id     string
+	ref    []byte // its events' item_id and output_index members, once written
 	text   []byte // the text, refusal, reasoning, or call arguments, escaped
 	callID string // a call's
 	name   string // a call's, as the client declared it

@@ -217,10 +217,14 @@ func (e *Encoder) emit(w *sse.Writer, name, b []byte) error {
 
 // ref appends the item reference of items[i]: its id and output index.
 func (e *Encoder) ref(b []byte, i int) []byte {
-	b = append(b, `,"item_id":`...)
-	b = api.AppendString(b, e.items[i].id)
-	b = append(b, `,"output_index":`...)
-	return strconv.AppendInt(b, int64(i), 10)
+	it := &e.items[i]
+	if it.ref == nil {
+		r := append(make([]byte, 0, 64), `,"item_id":`...)
+		r = api.AppendString(r, it.id)
+		r = append(r, `,"output_index":`...)
+		it.ref = strconv.AppendInt(r, int64(i), 10)
+	}
+	return append(b, it.ref...)
 }
 
 func (e *Encoder) start(w *sse.Writer) error {
@@ -670,27 +674,36 @@ func (e *Encoder) ErrorBody(_ int, body []byte) []byte { return body }
 // plainText returns the content of a chunk whose one choice's delta holds
 // nothing but its content, written the way OpenAI and the adapters write it
 // ("choices":[{"index":0,"delta":{"content":"…"}), as the raw JSON string
-// (quotes and escapes as sent). "choices" and "delta" must each occur once,
-// so the member found is the top-level one; a raw '"' cannot occur inside a
-// JSON string, so the pattern cannot be found inside one. Anything else is
-// decoded the slow way. (messages.Encoder has the same fast path.)
+// (quotes and escapes as sent). A raw '"' cannot occur inside a JSON
+// string, so the pattern, found where "choices" first occurs, is the
+// top-level member; no "choices" or "delta" may follow the content string
+// (a later duplicate would win, or another choice follow). Anything else
+// is decoded the slow way. messages.Encoder has the same fast path, which
+// counts the keys over the whole chunk instead; this one reads only the
+// few bytes around the content.
 func plainText(data []byte) ([]byte, bool) {
-	const key = `"choices":[{"index":0,"delta":{"content":"`
-	i := bytes.Index(data, []byte(key))
-	if i < 0 || bytes.Count(data, []byte(`"choices":`)) != 1 || bytes.Count(data, []byte(`"delta":`)) != 1 {
+	i := bytes.Index(data, choicesKey)
+	if i < 0 || !bytes.HasPrefix(data[i:], plainKey) {
 		return nil, false
 	}
-	start := i + len(key) - 1 // the opening quote
+	start := i + len(plainKey) - 1 // the opening quote
 	for k := start + 1; k < len(data); k++ {
 		switch data[k] {
 		case '\\':
 			k++
 		case '"':
-			if k+1 < len(data) && data[k+1] == '}' {
-				return data[start : k+1], true
+			rest := data[k+1:]
+			if len(rest) == 0 || rest[0] != '}' || bytes.Contains(rest, choicesKey) || bytes.Contains(rest, deltaKey) {
+				return nil, false // the delta holds more, or more follows
 			}
-			return nil, false // the delta holds more
+			return data[start : k+1], true
 		}
 	}
 	return nil, false
 }
+
+var (
+	plainKey   = []byte(`"choices":[{"index":0,"delta":{"content":"`)
+	choicesKey = []byte(`"choices":`)
+	deltaKey   = []byte(`"delta":`)
+)
