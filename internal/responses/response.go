@@ -227,7 +227,7 @@ type final struct {
 	incomplete string // incomplete_details.reason
 	err        []byte // the error object of a failed response
 	usage      *usage // nil: null (in progress)
-	done       int64  // completed_at; 0: null
+	done       int64  // when it ended: completed_at of a completed response
 }
 
 // appendResponse appends the response object of m with its output items
@@ -240,7 +240,7 @@ func (m *Meta) appendResponse(b []byte, items []item, f *final) []byte {
 	b = append(b, `,"status":"`...)
 	b = append(b, f.status...)
 	b = append(b, `","completed_at":`...)
-	if f.done > 0 {
+	if f.done > 0 && f.status == "completed" { // set for a completed response only
 		b = strconv.AppendInt(b, f.done, 10)
 	} else {
 		b = append(b, "null"...)

@@ -310,8 +310,48 @@ func TestEncoderCalls(t *testing.T) {
 		t.Fatalf("got %s, want response.incomplete", last.Type)
 	}
 	res = last.AsResponseIncomplete().Response
-	if res.IncompleteDetails.Reason != "max_output_tokens" || res.Usage.OutputTokens != 7 || res.Output[0].Status != "incomplete" {
+	if res.IncompleteDetails.Reason != "max_output_tokens" || res.Usage.OutputTokens != 7 || res.Output[0].Status != "incomplete" || res.JSON.CompletedAt.Raw() != "null" {
 		t.Errorf("got %+v", res)
+	}
+}
+
+// TestNamespaceTools: a namespace's tools are chat functions named
+// namespace__name; their calls come back as the client declared them,
+// with their namespace, and go upstream again under the chat name.
+func TestNamespaceTools(t *testing.T) {
+	body := `{"model":"m","input":[{"role":"user","content":"x"},
+		{"type":"function_call","call_id":"c0","name":"spawn","namespace":"agents","arguments":"{}"},
+		{"type":"function_call_output","call_id":"c0","output":"ok"}],
+		"tools":[{"type":"function","name":"spawn"},{"type":"namespace","name":"agents","description":"Sub-agents.","tools":[
+			{"type":"function","name":"spawn","parameters":{"type":"object"}},{"type":"custom","name":"note"}]}]}`
+	p := parse(t, body)
+	var names []string
+	for _, tl := range p.Chat.Tools {
+		names = append(names, tl.Function.Name)
+	}
+	if got := strings.Join(names, ","); got != "spawn,agents__spawn,agents__note" {
+		t.Errorf("chat tools: got %s, want spawn,agents__spawn,agents__note", got)
+	}
+	if c := p.Chat.Messages[1].ToolCalls; len(c) != 1 || c[0].Function.Name != "agents__spawn" {
+		t.Errorf("input call: got %+v, want agents__spawn", c)
+	}
+	enc := NewEncoder(p.Meta)
+	out := run(t, enc, []string{role,
+		`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","function":{"name":"agents__spawn","arguments":"{}"}}]}}]}`,
+		`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"c2","function":{"name":"agents__note","arguments":"{\"input\":\"hi\"}"}}]}}]}`,
+		`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":2,"id":"c3","function":{"name":"spawn","arguments":"{}"}}]}}]}`,
+		fin("tool_calls"), usage1}, enc.Done)
+	evs := events(t, out)
+	res := evs[len(evs)-1].AsResponseCompleted().Response
+	f, c, g := res.Output[0].AsFunctionCall(), res.Output[1].AsCustomToolCall(), res.Output[2].AsFunctionCall()
+	if f.Name != "spawn" || f.Namespace != "agents" || c.Name != "note" || c.Namespace != "agents" || c.Input != "hi" || g.Name != "spawn" || g.Namespace != "" {
+		t.Errorf("got %s", res.RawJSON())
+	}
+	var r Request
+	dup := `{"model":"m","input":"x","tools":[{"type":"function","name":"a__b"},{"type":"namespace","name":"a","tools":[{"type":"function","name":"b"}]}]}`
+	Decode([]byte(dup), &r)
+	if _, err := r.Parse(); err == nil || !strings.Contains(err.Error(), `"a__b" is declared twice`) {
+		t.Errorf("a duplicate chat name: got %v", err)
 	}
 }
 
