@@ -259,6 +259,13 @@ func (r *Request) validate() error {
 
 func isSet(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" }
 
+// isString reports whether raw, a JSON value, is a string: tried first,
+// a decode into a string of a value of another kind costs an error.
+func isString(raw json.RawMessage) bool {
+	t := bytes.TrimLeft(raw, " \t\r\n")
+	return len(t) > 0 && t[0] == '"'
+}
+
 // chatTools turns "tools" into chat functions, recording each in tools
 // under its chat name. A namespace's tools are functions named after it
 // (chatName); a built-in tool is an error naming it.
@@ -352,7 +359,7 @@ func toolChoice(raw json.RawMessage, tools map[string]toolRef) (json.RawMessage,
 		return nil, nil
 	}
 	var s string
-	if json.Unmarshal(raw, &s) == nil {
+	if isString(raw) && json.Unmarshal(raw, &s) == nil {
 		switch s {
 		case "none", "auto", "required":
 			return compact(raw), nil
@@ -652,7 +659,7 @@ func convertInput(raw json.RawMessage) ([]api.Message, error) {
 		return nil, nil
 	}
 	var s string
-	if json.Unmarshal(raw, &s) == nil {
+	if isString(raw) && json.Unmarshal(raw, &s) == nil {
 		return []api.Message{api.TextMessage("user", s)}, nil
 	}
 	var items []json.RawMessage
@@ -874,7 +881,7 @@ func contentParts(raw json.RawMessage, path, role string) ([]api.ContentPart, er
 		return nil, nil
 	}
 	var s string
-	if json.Unmarshal(raw, &s) == nil {
+	if isString(raw) && json.Unmarshal(raw, &s) == nil {
 		return []api.ContentPart{{Type: "text", Text: s}}, nil
 	}
 	var raws []json.RawMessage
@@ -907,7 +914,7 @@ func outputParts(raw json.RawMessage, path string) (string, []api.ContentPart, e
 		return "", nil, nil
 	}
 	var s string
-	if json.Unmarshal(raw, &s) == nil {
+	if isString(raw) && json.Unmarshal(raw, &s) == nil {
 		return s, nil, nil
 	}
 	var raws []json.RawMessage
