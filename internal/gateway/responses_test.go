@@ -462,10 +462,23 @@ func TestResponsesContinuation(t *testing.T) {
 
 // TestResponsesKeepAlive: keep-alive comments during a slow first token
 // (they commit the headers) do not disturb the SDK's reading: the stream
-// still begins with response.created, sequence 0.
+// still begins with response.created, sequence 0; and when no first token
+// comes at all, the committed stream ends with response.failed, its
+// sequence from 0 too.
 func TestResponsesKeepAlive(t *testing.T) {
+	// An upstream that sends its role chunk, then nothing.
+	stall := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		sse.SetHeaders(w.Header())
+		io.WriteString(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"x","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`+"\n\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	defer stall.Close()
 	cfg := baseConfig()
-	cfg.Timeouts.FirstToken = config.Duration(5 * time.Second)
+	cfg.Timeouts.FirstToken = config.Duration(time.Second)
+	cfg.Providers = append(cfg.Providers, config.Provider{Name: "stall", Kind: "openai", BaseURL: stall.URL + "/v1"})
+	cfg.Models = append(cfg.Models, config.Model{Name: "stall", Routes: []config.Route{{Provider: "stall", Model: "x"}}})
 	e := startWith(t, gateway.Options{Config: cfg, KeepAlive: 10 * time.Millisecond})
 	resp := do(t, "POST", e.url+"/v1/responses", devKey, `{"model":"m-sim","input":"hi","stream":true,"max_output_tokens":3}`, "X-Sim-TTFT", "150ms")
 	raw, _ := io.ReadAll(resp.Body)
@@ -478,7 +491,18 @@ func TestResponsesKeepAlive(t *testing.T) {
 	if s.terminal != "response.incomplete" || s.final.Usage.OutputTokens != 3 {
 		t.Errorf("got %s %s", s.terminal, s.final.RawJSON())
 	}
-	e.waitEntries(t, 2)
+	s = readResponses(t, client.Responses.NewStreaming(t.Context(), responses.ResponseNewParams{
+		Model: "m-sim", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}}, option.WithHeader("X-Sim-Stall-First", "3s")))
+	if s.terminal != "response.failed" || s.final.Error.Code != "first_token_timeout" || s.types[0] != "response.created" {
+		t.Errorf("no first token: got %v %s", s.types, s.final.RawJSON())
+	}
+	// The role chunk's events were held, then dropped with the attempt.
+	s = readResponses(t, client.Responses.NewStreaming(t.Context(), responses.ResponseNewParams{
+		Model: "stall", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}}))
+	if s.terminal != "response.failed" || s.final.Error.Code != "first_token_timeout" || s.types[0] != "response.created" {
+		t.Errorf("role chunk, then no first token: got %v %s", s.types, s.final.RawJSON())
+	}
+	e.waitEntries(t, 4)
 }
 
 // BenchmarkResponsesStream100 is BenchmarkChatStream100 through

@@ -404,6 +404,22 @@ func TestEncoderFailed(t *testing.T) {
 		t.Errorf("got %s %+v", last.Type, res)
 	}
 
+	// A failure before content after the relay held the role chunk's
+	// events (written to a writer of their own, then dropped): the
+	// client's stream still begins at sequence 0.
+	enc = NewEncoder(m)
+	held := sse.NewWriter(io.Discard)
+	info, _ := api.ScanChunk([]byte(role))
+	if err := enc.Event(held, &sse.Event{Data: []byte(role)}, &info); err != nil {
+		t.Fatal(err)
+	}
+	out = run(t, enc, nil, func(w *sse.Writer) error {
+		return enc.Error(w, []byte(`{"error":{"message":"x","type":"t","code":"first_token_timeout"}}`))
+	})
+	if evs = events(t, out); len(evs) != 3 || evs[0].Type != "response.created" || evs[2].AsResponseFailed().Response.Error.Code != "first_token_timeout" {
+		t.Errorf("after held events: got %s", out)
+	}
+
 	// An error before anything was written is a whole stream too.
 	enc = NewEncoder(m)
 	out = run(t, enc, nil, func(w *sse.Writer) error { return enc.Error(w, []byte(`{"error":{"message":"x","type":"t"}}`)) })

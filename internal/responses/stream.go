@@ -63,6 +63,10 @@ type Encoder struct {
 	buf      []byte
 	aux      []byte
 	chunk    chunk
+	// last is the writer of the latest event: the relay writes the events
+	// of a role chunk to a writer of its own, held until content commits
+	// the stream (see Error).
+	last *sse.Writer
 }
 
 var _ relay.Encoder = (*Encoder)(nil)
@@ -210,7 +214,7 @@ func (e *Encoder) begin(name []byte) []byte {
 
 // emit queues the event b of type name.
 func (e *Encoder) emit(w *sse.Writer, name, b []byte) error {
-	e.buf = b
+	e.buf, e.last = b, w
 	e.seq++
 	return w.Queue(name, b)
 }
@@ -651,6 +655,11 @@ func (e *Encoder) Done(w *sse.Writer) error {
 // response.failed carries the error (its code and message) with the output
 // so far and the usage.
 func (e *Encoder) Error(w *sse.Writer, body []byte) error {
+	if e.last != nil && e.last != w {
+		// What was written went to the relay's held events, which a
+		// failure before content drops: the client has seen none of it.
+		e.Reset()
+	}
 	if !e.started {
 		if err := e.start(w); err != nil {
 			return err
