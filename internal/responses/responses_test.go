@@ -567,3 +567,41 @@ func FuzzPlainText(f *testing.F) {
 		}
 	})
 }
+
+// FuzzEncoder: whatever chunks an upstream sends (each line of the input
+// that the relay would relay: a JSON object ScanChunk accepts), the
+// stream written is well formed: every event a JSON object of its type,
+// sequence numbers from 0, exactly one terminal event, last.
+func FuzzEncoder(f *testing.F) {
+	f.Add([]byte(role + "\n" + text("a") + "\n" + fin("stop") + "\n" + usage1))
+	f.Add([]byte(`{"choices":[{"index":0,"delta":{"reasoning_content":"r","tool_calls":[{"index":0,"id":"x","function":{"name":"apply_patch","arguments":"{\"in"}}]}}]}` + "\n" +
+		`{"choices":[{"index":0,"delta":{"thinking_blocks":[{"type":"thinking","signature":"s"},{"type":"redacted_thinking","data":"d"}],"refusal":"no"},"finish_reason":"length"}]}`))
+	f.Add([]byte(`{"choices":[{"delta":{"tool_calls":[{"function":{"name":"f"}},{"function":{"arguments":"1"}},{"id":"y"}]}}]}`))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var r Request
+		body := `{"model":"m","input":"x","include":["reasoning.encrypted_content"],"tools":[{"type":"custom","name":"apply_patch"},{"type":"function","name":"f"}]}`
+		Decode([]byte(body), &r)
+		p, err := r.Parse()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var chunks []string
+		for _, line := range bytes.Split(in, []byte("\n")) {
+			if _, err := api.ScanChunk(line); err == nil {
+				chunks = append(chunks, string(line))
+			}
+		}
+		enc := NewEncoder(p.Meta)
+		end := enc.Done
+		if len(in) > 0 && in[0]%2 == 1 {
+			end = func(w *sse.Writer) error {
+				return enc.Error(w, []byte(`{"error":{"message":"cut","code":"stream_truncated"}}`))
+			}
+		}
+		out := run(t, enc, chunks, end)
+		evs := events(t, out)
+		if len(evs) < 3 || evs[0].Type != "response.created" {
+			t.Fatalf("got %s", out)
+		}
+	})
+}
