@@ -3,7 +3,8 @@
 // lowers a max_tokens above the model's output limit, and rejects (or, by
 // policy, trims the oldest turns of) a request that cannot fit, so the client
 // gets a clear error instead of an upstream's 400 after a paid round trip.
-// Its token estimate is the ledger's (EstimateTokens), on the high side.
+// Its prompt estimate (EstimateTokens, on the high side) is the ledger's
+// too; Text estimates an answer's tokens from its text, per script.
 package fit
 
 import (
