@@ -66,8 +66,22 @@ func (e *SyntaxError) Error() string {
 // count that is negative, fractional, not below CountLimit or not a number
 // (a string "12") reads as 0 and makes the usage Invalid. A null count is
 // not reported: it leaves its field as it was.
-func ScanChunk(data []byte) (ChunkInfo, error) {
-	s := scanner{b: data}
+func ScanChunk(data []byte) (ChunkInfo, error) { return ScanChunkText(data, nil) }
+
+// TextSink receives the text a chunk carries, piece by piece: each piece
+// is a JSON string's contents, without its quotes and still escaped
+// (fit.Text counts them).
+type TextSink interface {
+	AddJSON(raw []byte)
+}
+
+// ScanChunkText is ScanChunk that also gives t the text of the chunk's
+// choices as it walks them: content, reasoning_content, reasoning and
+// refusal (of delta or message), legacy text, and the name and arguments
+// of each tool call (tool_calls[].function, function_call), in the
+// chunk's order. A nil t is ScanChunk.
+func ScanChunkText(data []byte, t TextSink) (ChunkInfo, error) {
+	s := scanner{b: data, sink: t}
 	var info ChunkInfo
 	err := s.object(func(key []byte) error {
 		switch string(key) {
@@ -118,7 +132,26 @@ func (s *scanner) choice(info *ChunkInfo) error {
 					if !s.empty() {
 						info.Content = true
 					}
-					return s.skip()
+					if s.sink == nil {
+						return s.skip()
+					}
+					if string(k) == "function_call" {
+						return s.function()
+					}
+					if s.peek() != '[' {
+						return s.skip()
+					}
+					return s.array(func() error {
+						if s.peek() != '{' {
+							return s.skip()
+						}
+						return s.object(func(k []byte) error {
+							if string(k) == "function" {
+								return s.function()
+							}
+							return s.skip()
+						})
+					})
 				}
 				return s.skip()
 			})
@@ -188,17 +221,37 @@ func (s *scanner) count(dst *int, u *Usage) error {
 	return nil
 }
 
-// text skips a value and sets *nonEmpty when it is a non-empty string.
-// Every escape decodes to at least one byte, so the raw length decides.
+// text skips a value and sets *nonEmpty when it is a non-empty string,
+// which goes to the sink. Every escape decodes to at least one byte, so
+// the raw length decides.
 func (s *scanner) text(nonEmpty *bool) error {
 	if s.peek() == '"' {
 		v, _, err := s.str()
-		if len(v) > 0 {
+		if len(v) > 0 && err == nil {
 			*nonEmpty = true
+			if s.sink != nil {
+				s.sink.AddJSON(v)
+			}
 		}
 		return err
 	}
 	return s.skip()
+}
+
+// function gives the sink the name and arguments of a tool call's
+// function object (another value is skipped).
+func (s *scanner) function() error {
+	if s.peek() != '{' {
+		return s.skip()
+	}
+	var some bool
+	return s.object(func(k []byte) error {
+		switch string(k) {
+		case "name", "arguments":
+			return s.text(&some)
+		}
+		return s.skip()
+	})
 }
 
 // empty reports, without consuming anything, whether the next value is an
@@ -230,7 +283,8 @@ func (s *scanner) empty() bool {
 type scanner struct {
 	b     []byte
 	i     int
-	depth int // objects and arrays open around s.i
+	depth int      // objects and arrays open around s.i
+	sink  TextSink // ScanChunkText's; nil: ScanChunk
 }
 
 func (s *scanner) fail(msg string) error { return &SyntaxError{Offset: s.i, Msg: msg} }
@@ -485,7 +539,7 @@ var knownKeys = [][]byte{
 	[]byte("choices"), []byte("usage"), []byte("error"),
 	[]byte("delta"), []byte("message"), []byte("text"), []byte("finish_reason"),
 	[]byte("content"), []byte("reasoning_content"), []byte("reasoning"), []byte("refusal"),
-	[]byte("tool_calls"), []byte("function_call"),
+	[]byte("tool_calls"), []byte("function_call"), []byte("function"), []byte("name"), []byte("arguments"),
 	[]byte("prompt_tokens"), []byte("completion_tokens"), []byte("total_tokens"),
 	[]byte("prompt_tokens_details"), []byte("cached_tokens"), []byte("cache_write_tokens"),
 }

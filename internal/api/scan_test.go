@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math/big"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -455,7 +456,55 @@ func FuzzScanChunk(f *testing.F) {
 		if want, ok := reference(data); ok && got != want {
 			t.Fatalf("ScanChunk(%s) = %+v, encoding/json says %+v", data, got, want)
 		}
+		// With a sink: the same verdict, and each piece is a JSON
+		// string's contents.
+		var sink pieces
+		withText, err := ScanChunkText(data, &sink)
+		if err != nil || withText != got {
+			t.Fatalf("ScanChunkText(%s) = %+v, %v; ScanChunk says %+v", data, withText, err, got)
+		}
+		for _, p := range sink {
+			var s string
+			if json.Unmarshal([]byte(`"`+p+`"`), &s) != nil {
+				t.Fatalf("ScanChunkText(%s): piece %q is not a JSON string's contents", data, p)
+			}
+		}
 	})
+}
+
+// pieces is a TextSink that keeps what it gets.
+type pieces []string
+
+func (p *pieces) AddJSON(raw []byte) { *p = append(*p, string(raw)) }
+
+// TestScanChunkText: the text of a chunk's choices reaches the sink, piece
+// by piece and still escaped, in the chunk's order; other strings do not.
+func TestScanChunkText(t *testing.T) {
+	for _, tt := range []struct {
+		name, data string
+		want       []string
+	}{
+		{"content", `{"id":"x","model":"m","choices":[{"index":0,"delta":{"content":"Hel\nlo"},"finish_reason":null}]}`, []string{`Hel\nlo`}},
+		{"reasoning", `{"choices":[{"delta":{"reasoning_content":"hm","reasoning":"ok","refusal":"no"}}]}`, []string{"hm", "ok", "no"}},
+		{"tool call", `{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"get","arguments":"{\"a\":1}"}}]}}]}`,
+			[]string{"get", `{\"a\":1}`}},
+		{"two calls", `{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"x"}},{"function":{"name":"f","arguments":""}}]}}]}`, []string{"x", "f"}},
+		{"function_call", `{"choices":[{"delta":{"function_call":{"name":"f","arguments":"{}"}}}]}`, []string{"f", "{}"}},
+		{"message", `{"choices":[{"message":{"role":"assistant","content":"hi"}}]}`, []string{"hi"}},
+		{"legacy text", `{"choices":[{"text":"hi","index":0}]}`, []string{"hi"}},
+		{"escaped names", `{"choices":[{"delta":{"tool_calls":[{"\u0066unction":{"n\u0061me":"f"}}]}}]}`, []string{"f"}},
+		{"empty and others", `{"choices":[{"delta":{"role":"assistant","content":""}}],"usage":{"prompt_tokens":1}}`, nil},
+		{"odd shapes", `{"choices":[{"delta":{"tool_calls":{"function":{"name":"f"}},"function_call":"x","content":1}}]}`, nil},
+	} {
+		var got pieces
+		if _, err := ScanChunkText([]byte(tt.data), &got); err != nil {
+			t.Errorf("%s: %v", tt.name, err)
+			continue
+		}
+		if !reflect.DeepEqual([]string(got), tt.want) {
+			t.Errorf("%s: got %q, want %q", tt.name, got, tt.want)
+		}
+	}
 }
 
 func TestUsageUnmarshalJSON(t *testing.T) {

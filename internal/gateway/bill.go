@@ -21,7 +21,8 @@ import (
 type bill struct {
 	in, out   int
 	billed    bool // some attempt reached an upstream
-	estimated bool // some attempt's tokens were estimated
+	estimated bool // some count was estimated
+	reported  bool // some count was reported by an upstream
 	prompt    int  // the prompt estimate, once computed (0: not yet)
 
 	// cacheRead and cacheWrite are the parts of in that the upstreams
@@ -29,29 +30,69 @@ type bill struct {
 	cacheRead, cacheWrite int
 }
 
+// counted is what an attempt tells of its tokens: the usage its upstream
+// reported (nil when none came; a usage with a count that is not a token
+// count, u.Invalid, is none), which of its counts stand for the whole
+// attempt (see relay.Stats), and the estimate of its output from the text
+// it sent (fit.Text).
+type counted struct {
+	u              *api.Usage
+	prompt, output bool
+	text           int
+}
+
+// fully is an attempt's usage that tells everything (a non-streaming
+// answer's), or none (nil).
+func fully(u *api.Usage) counted { return counted{u: u, prompt: true, output: true} }
+
+// streamed is what a stream attempt told, from the relay's Stats of it.
+func streamed(s *relay.Stats) counted {
+	c := counted{prompt: s.PromptReported, output: s.OutputReported, text: s.Output}
+	if s.HasUsage {
+		u := s.Usage
+		c.u = &u
+	}
+	return c
+}
+
 // attempt adds one attempt: opened when the upstream accepted it, err how
-// it ended, u its reported usage (nil when none came), chunks the content
-// chunks it sent to the client. Usage with a count that is not a token
-// count (u.Invalid: negative, fractional, not a number, not below
-// api.CountLimit) is not reported usage: the attempt is estimated. The
-// cache reads and writes are bounded by the prompt tokens (reads first),
-// so that they never bill more prompt tokens than the upstream counted.
-func (b *bill) attempt(req *provider.Request, opened bool, err error, u *api.Usage, chunks int) {
+// it ended, c what it told. Each count the upstream reported for the whole
+// attempt is billed as reported; the rest is estimated: the prompt from
+// the request (EstimateTokens, on the high side), the output from the text
+// the attempt sent, or the output count the upstream reported before its
+// last content when that is larger. The cache reads and writes are bounded
+// by the prompt tokens (reads first), so that they never bill more prompt
+// tokens than the upstream counted.
+func (b *bill) attempt(req *provider.Request, opened bool, err error, c counted) {
 	if !opened && !abandonedInFlight(err) {
 		return
 	}
 	b.billed = true
-	if u != nil && !u.Invalid {
+	u := c.u
+	if u != nil && u.Invalid {
+		u = nil
+	}
+	if u != nil && c.prompt {
 		read := min(u.PromptTokensDetails.CachedTokens, u.PromptTokens)
 		b.in += u.PromptTokens
-		b.out += u.CompletionTokens
 		b.cacheRead += read
 		b.cacheWrite += min(u.PromptTokensDetails.CacheWriteTokens, u.PromptTokens-read)
-		return
+		b.reported = true
+	} else {
+		b.in += b.promptTokens(req)
+		b.estimated = true
 	}
-	b.estimated = true
-	b.in += b.promptTokens(req)
-	b.out += chunks // a chunk carries about one token on every provider measured
+	switch {
+	case u != nil && c.output:
+		b.out += u.CompletionTokens
+		b.reported = true
+	case u != nil:
+		b.out += max(c.text, u.CompletionTokens)
+		b.estimated = true
+	default:
+		b.out += c.text
+		b.estimated = true
+	}
 }
 
 // answer adds a non-streaming answer: its usage, else estimates of the
@@ -69,14 +110,14 @@ func (b *bill) answer(req *provider.Request, body []byte) error {
 	}
 	err := json.Unmarshal(body, &resp)
 	if err == nil && resp.Usage != nil && !resp.Usage.Invalid {
-		b.attempt(req, true, nil, resp.Usage, 0)
+		b.attempt(req, true, nil, fully(resp.Usage))
 		return nil
 	}
-	out := 0
+	var text fit.Text
 	for _, c := range resp.Choices {
-		out += fit.EstimateTokens(c.Message.Content)
+		text.Add(c.Message.Content)
 	}
-	b.attempt(req, true, nil, nil, out)
+	b.attempt(req, true, nil, counted{text: text.Tokens()})
 	var syntax *json.SyntaxError
 	if errors.As(err, &syntax) {
 		return err // not JSON; a JSON value of unexpected shape is only unbilled detail
@@ -95,20 +136,23 @@ func (b *bill) tokens() config.Tokens {
 // (not JSON) is billed so too, and its error returned.
 func (b *bill) passed(req *provider.Request, body []byte, read func([]byte) (*api.Usage, error)) error {
 	u, err := read(body)
-	b.attempt(req, true, nil, u, 0)
+	b.attempt(req, true, nil, fully(u))
 	return err
 }
 
-// source is the entry's token source (usage.SourceUsage, SourceEstimated,
-// or SourceNone when no attempt was billed).
+// source is the entry's token source: usage.SourceUsage when every count
+// was reported, SourceEstimated when none was, SourcePartial when some
+// were and the rest estimated, SourceNone when no attempt was billed.
 func (b *bill) source() string {
 	switch {
 	case !b.billed:
 		return usage.SourceNone
-	case b.estimated:
-		return usage.SourceEstimated
+	case !b.estimated:
+		return usage.SourceUsage
+	case b.reported:
+		return usage.SourcePartial
 	}
-	return usage.SourceUsage
+	return usage.SourceEstimated
 }
 
 func (b *bill) promptTokens(req *provider.Request) int {

@@ -459,7 +459,7 @@ func (g *Gateway) streamDone(a *streamTry, sess *relay.Session, req *provider.Re
 	if a.race.Hedged {
 		return g.hedged(p, sess, t, a.backup, a.bpos, &a.race, req, err, a.chunks)
 	}
-	c.bill.attempt(req, a.opened, err, c.stats.UsageOrNil(), c.stats.ContentChunks-a.chunks)
+	c.bill.attempt(req, a.opened, err, streamed(&c.stats))
 	p.res = route.Result{Outcome: outcomeFor(err)}
 	if c.stats.ContentChunks > a.chunks {
 		if !a.cont {
@@ -487,9 +487,9 @@ func (g *Gateway) hedged(p *plan, sess *relay.Session, t, backup *target, bpos i
 	sess.SetHeader(HeaderRoute, win.name)
 	sess.SetHeader(HeaderAttempts, strconv.Itoa(c.entry.Attempts))
 	l := 1 - race.Winner
-	c.bill.attempt(req, race.Opened[race.Winner], err, c.stats.UsageOrNil(), c.stats.ContentChunks-chunks)
+	c.bill.attempt(req, race.Opened[race.Winner], err, streamed(&c.stats))
 	c.tr.winnerBilled(c)
-	c.bill.attempt(req, race.Opened[l], race.Err[l], nil, 0)
+	c.bill.attempt(req, race.Opened[l], race.Err[l], counted{})
 	wres := route.Result{Outcome: outcomeFor(err)}
 	if c.stats.ContentChunks > chunks {
 		wres.TTFT = c.stats.FirstContent.Sub(race.Start[race.Winner])
@@ -626,7 +626,7 @@ func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, c *call, rs *
 		}
 		p.res = route.Result{Outcome: outcomeFor(err)}
 		if err != nil {
-			c.bill.attempt(req, false, err, nil, 0)
+			c.bill.attempt(req, false, err, counted{})
 			c.tr.attemptEnd(c, err)
 			return err
 		}
@@ -874,8 +874,8 @@ func (g *Gateway) finish(c *call) {
 
 // tokensPerSecond is output tokens over the span from first to last content chunk.
 func tokensPerSecond(s *relay.Stats) float64 {
-	out := s.ContentChunks
-	if s.HasUsage && !s.Usage.Invalid {
+	out := s.Output
+	if s.OutputReported {
 		out = s.Usage.CompletionTokens
 	}
 	span := s.LastContent.Sub(s.FirstContent).Seconds()

@@ -282,8 +282,9 @@ func TestHedge(t *testing.T) {
 	if !en.Hedged || en.Attempts != 2 || en.Route != "sim/healthy" || en.Outcome != usage.OutcomeOK {
 		t.Errorf("got entry %+v, want hedged, 2 attempts, served by sim/healthy", en)
 	}
-	// Both attempts are billed: the loser's prompt is estimated.
-	if en.InputTokens <= 0 || en.TokenSource != "estimated" {
+	// Both attempts are billed: the loser's prompt is estimated, the
+	// winner's usage reported.
+	if en.InputTokens <= 0 || en.TokenSource != usage.SourcePartial {
 		t.Errorf("got entry %+v, want the loser's prompt estimated into the input tokens", en)
 	}
 	m := scrape(t, e.url)

@@ -78,6 +78,32 @@ type ChunkInfoer interface {
 	ChunkInfo() api.ChunkInfo
 }
 
+// Reporter is an optional capability of a Stream that reads the
+// upstream's token counts as they come, before its usage chunk
+// (Anthropic's message_start and message_delta, Gemini's cumulative
+// usageMetadata on every event): an attempt that ends without its usage
+// chunk (a cut, a timeout, the client gone) is billed from them, and only
+// what they do not tell is estimated.
+type Reporter interface {
+	// Reported returns the last counts read, as the usage chunk would
+	// carry them (prompt tokens with their cache reads and writes in
+	// PromptTokensDetails, completion tokens); prompt reports that the
+	// prompt tokens were read, output that the completion tokens were and
+	// count every content the stream returned (none came after them).
+	// Counts that are not token counts (api.CountLimit) are not reported.
+	Reported() (u api.Usage, prompt, output bool)
+}
+
+// TextCounter is an optional capability of a ChunkInfoer Stream, whose
+// chunks the relay does not scan: once CountText is called, the stream
+// gives t the text of each event Next returns, as api.ScanChunkText would
+// give it of the event's OpenAI counterpart (content, reasoning, tool-call
+// names and arguments), so that an answer without usage is estimated from
+// its text.
+type TextCounter interface {
+	CountText(t api.TextSink)
+}
+
 // Request is one upstream call. Adapters must not modify it: the gateway
 // reuses it across the routes of a fallback.
 type Request struct {

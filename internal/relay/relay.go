@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/streamgate/streamgate/internal/api"
+	"github.com/streamgate/streamgate/internal/fit"
 	"github.com/streamgate/streamgate/internal/metrics"
 	"github.com/streamgate/streamgate/internal/provider"
 	"github.com/streamgate/streamgate/internal/redact"
@@ -178,17 +179,21 @@ type Stats struct {
 	LastContent   time.Time
 	TTFT          time.Duration // Start → first content chunk flushed
 	FirstContent  time.Time
-	Usage         api.Usage // the current attempt's last reported usage
-	HasUsage      bool      // the current attempt reported usage
-}
-
-// UsageOrNil returns the current attempt's reported usage, nil when none came.
-func (s *Stats) UsageOrNil() *api.Usage {
-	if !s.HasUsage {
-		return nil
-	}
-	u := s.Usage
-	return &u
+	// Usage is the current attempt's last reported usage: its usage
+	// chunk's, or, when it ended without one, the counts its stream had
+	// read (provider.Reporter); HasUsage reports that there is one.
+	Usage    api.Usage
+	HasUsage bool
+	// PromptReported and OutputReported tell which of Usage's counts stand
+	// for the whole attempt, once it ended: a valid usage chunk's prompt
+	// tokens, and its completion tokens unless content came after it
+	// without usage of its own; a Reporter's, as it says.
+	PromptReported, OutputReported bool
+	// Output is the estimate of the current attempt's output tokens from
+	// the text its chunks carried (package fit's Text: content,
+	// reasoning, tool-call names and arguments), for what the upstream
+	// did not report; set once the attempt ended.
+	Output int
 }
 
 // Session is one client stream across the attempts of a fallback. Its
@@ -252,6 +257,11 @@ type Session struct {
 	// usageBase is added to the usage the client sees after a
 	// continuation: what the earlier attempts of the answer used.
 	usageBase api.Usage
+	// counted is the current attempt's text (Stats.Output), counted as the
+	// chunks are scanned or by the stream (provider.TextCounter); covers
+	// is set when its last usage chunk came after its last content.
+	counted fit.Text
+	covers  bool
 
 	mu        sync.Mutex // guards w, contentSent and the flags below until contentSent
 	committed bool       // status and headers written
@@ -499,7 +509,7 @@ func (s *Session) Attempt(ctx context.Context, obs *metrics.Stream, open func(co
 		s.enc.Reset()
 	}
 	s.pendBuf.Reset()
-	s.stats.Usage, s.stats.HasUsage = api.Usage{}, false
+	s.resetUsage()
 
 	st, err := open(actx)
 	if s.obs != nil { // the stream open chose (a hedge's winner)
@@ -524,9 +534,42 @@ func (s *Session) Attempt(ctx context.Context, obs *metrics.Stream, open func(co
 		rn.BeforeRead((*flushHook)(s))
 		s.queued = true
 	}
+	if tc, ok := st.(provider.TextCounter); ok {
+		tc.CountText(&s.counted)
+	}
 	s.st = st
 	defer func() { s.st = nil }()
-	return s.relay(a)
+	err = s.relay(a)
+	s.settle(st)
+	return err
+}
+
+// resetUsage clears the usage measurements for a new attempt.
+func (s *Session) resetUsage() {
+	st := &s.stats
+	st.Usage, st.HasUsage, st.PromptReported, st.OutputReported, st.Output = api.Usage{}, false, false, false, 0
+	s.counted, s.covers = fit.Text{}, false
+}
+
+// settle sets the ended attempt's Stats.PromptReported, OutputReported
+// and Output: from its usage chunk, else from the counts its stream read
+// (provider.Reporter). Out of line, like closeStream.
+//
+//go:noinline
+func (s *Session) settle(st provider.Stream) {
+	stats := &s.stats
+	stats.Output = s.counted.Tokens()
+	if stats.HasUsage {
+		valid := !stats.Usage.Invalid
+		stats.PromptReported, stats.OutputReported = valid, valid && s.covers
+		return
+	}
+	if r, ok := st.(provider.Reporter); ok {
+		if u, prompt, output := r.Reported(); prompt || output {
+			stats.Usage, stats.HasUsage = u, true
+			stats.PromptReported, stats.OutputReported = prompt, output
+		}
+	}
 }
 
 // passthrough makes a stream in the client's dialect already
@@ -689,9 +732,12 @@ func (s *Session) event(a *attempt, ev *sse.Event) error {
 	}
 	if info.HasUsage {
 		s.stats.Usage, s.stats.HasUsage = info.Usage, true
+		s.covers = true // it counts this chunk's content too
 		if !info.Content && !info.Finish && !s.opts.IncludeUsage && !s.native {
 			return nil // usage-only chunk the client did not ask for
 		}
+	} else if info.Content {
+		s.covers = false
 	}
 	switch {
 	case !s.contentSent:
@@ -779,7 +825,7 @@ func (s *Session) scan(ev *sse.Event) error {
 		return nil
 	}
 	var err error
-	if s.info, err = api.ScanChunk(ev.Data); err != nil {
+	if s.info, err = api.ScanChunkText(ev.Data, &s.counted); err != nil {
 		return wrap(provider.ErrMalformed, err)
 	}
 	return nil

@@ -17,7 +17,8 @@ const (
 // TokenSource values of an Entry: where its tokens come from.
 const (
 	SourceUsage     = "usage"     // every billed attempt reported its usage
-	SourceEstimated = "estimated" // some billed attempt did not report valid usage: its prompt estimated, its output counted
+	SourceEstimated = "estimated" // no count was reported (or none valid): the prompts estimated from the request, the output from the text sent
+	SourcePartial   = "partial"   // some counts were reported, the rest estimated (a stream cut after its upstream reported its prompt tokens, a hedge's loser)
 	SourceNone      = "none"      // nothing was billed: refused before any upstream call, or every attempt refused by its upstream or never connected
 )
 

@@ -37,6 +37,9 @@ type blockState struct {
 type counts struct {
 	input, output, cacheRead, cacheWrite, thinking int64
 	hasThinking                                    bool
+	// hasInput and hasOutput: input_tokens and output_tokens were
+	// reported (see Reported).
+	hasInput, hasOutput bool
 	// invalid: some count was not a token count (see api.CountLimit); the
 	// message's usage is not reported.
 	invalid bool
@@ -145,11 +148,16 @@ type stream struct {
 	usage  counts
 	last   chunkKind // what the event Next returned last carries, for ChunkInfo
 
-	started  bool  // message_start was read
-	finished bool  // the finish chunk was returned
-	stopped  bool  // message_stop was read: the usage chunk is next, then io.EOF
-	usageOut bool  // the usage chunk was returned
-	err      error // sticky end: io.EOF or the stream's error
+	started  bool // message_start was read
+	finished bool // the finish chunk was returned
+	// covered: the output count read last came after every content
+	// returned (message_delta's does; message_start's is followed by the
+	// answer), so it counts them (see Reported).
+	covered  bool
+	sink     api.TextSink // see CountText; nil: none
+	stopped  bool         // message_stop was read: the usage chunk is next, then io.EOF
+	usageOut bool         // the usage chunk was returned
+	err      error        // sticky end: io.EOF or the stream's error
 	closed   bool
 }
 
@@ -733,10 +741,11 @@ func (s *stream) addUsage() {
 	f := &s.f
 	u := &s.usage
 	if f.hasUsage[0] {
-		u.input = f.usage.input
+		u.input, u.hasInput = f.usage.input, true
 	}
 	if f.hasUsage[1] {
-		u.output = f.usage.output
+		u.output, u.hasOutput = f.usage.output, true
+		s.covered = true
 	}
 	if f.hasUsage[2] {
 		u.cacheRead = f.usage.cacheRead
@@ -762,8 +771,18 @@ const (
 // literal leaves the heartbeat.
 func (s *stream) content(key string, lit []byte) {
 	if len(lit) > 2 {
+		s.text(lit)
 		s.delta(key, lit, "")
 		s.last = chunkContent
+	}
+}
+
+// text notes the string literal lit of content returned: the sink gets its
+// contents, and the output count read so far no longer covers the answer.
+func (s *stream) text(lit []byte) {
+	s.covered = false
+	if s.sink != nil && len(lit) > 2 {
+		s.sink.AddJSON(lit[1 : len(lit)-1])
 	}
 }
 
@@ -786,6 +805,8 @@ func (s *stream) thinkingBlock(head string, lit []byte) {
 }
 
 func (s *stream) toolStart(index int32, id, name, args []byte) {
+	s.text(name)
+	s.text(args)
 	b := append(s.buf[:s.head], `{"index":0,"delta":{"tool_calls":[{"index":`...)
 	b = strconv.AppendInt(b, int64(index), 10)
 	b = append(b, `,"id":`...)
@@ -801,6 +822,7 @@ func (s *stream) toolStart(index int32, id, name, args []byte) {
 }
 
 func (s *stream) toolArgs(index int32, lit []byte) {
+	s.text(lit)
 	b := append(s.buf[:s.head], `{"index":0,"delta":{"tool_calls":[{"index":`...)
 	b = strconv.AppendInt(b, int64(index), 10)
 	b = append(b, `,"function":{"arguments":`...)
@@ -917,6 +939,27 @@ func (s *stream) ChunkInfo() api.ChunkInfo {
 	return api.ChunkInfo{}
 }
 
+// Reported implements provider.Reporter: the counts of message_start and
+// message_delta read so far, as the usage chunk would carry them; the
+// prompt tokens once input_tokens came, the completion tokens once an
+// output_tokens came after the last content returned (message_delta's;
+// message_start's output_tokens, 1, counts none of the answer that
+// follows). Counts that are not token counts are none.
+func (s *stream) Reported() (u api.Usage, prompt, output bool) {
+	c := &s.usage
+	if !c.reportable() || !c.hasInput && !c.hasOutput {
+		return api.Usage{}, false, false
+	}
+	p, completion, total := c.openAI()
+	u = api.Usage{PromptTokens: int(p), CompletionTokens: int(completion), TotalTokens: int(total),
+		PromptTokensDetails: api.PromptTokensDetails{CachedTokens: int(c.cacheRead), CacheWriteTokens: int(c.cacheWrite)}}
+	return u, c.hasInput, c.hasOutput && s.covered
+}
+
+// CountText implements provider.TextCounter: the text, thinking and
+// tool-call names and arguments of the events returned from now on.
+func (s *stream) CountText(t api.TextSink) { s.sink = t }
+
 // Close releases the connection: after message_stop it drains the body's
 // short rest so the transport can reuse the connection; otherwise (a cut, an
 // error event, a timeout, the client gone) it closes at once.
@@ -948,6 +991,8 @@ var (
 	_ provider.Stream       = (*stream)(nil)
 	_ provider.ReadNotifier = (*stream)(nil)
 	_ provider.ChunkInfoer  = (*stream)(nil)
+	_ provider.Reporter     = (*stream)(nil)
+	_ provider.TextCounter  = (*stream)(nil)
 )
 
 // passStream is a stream passed through (provider.Passthrough): Next
@@ -1031,7 +1076,18 @@ func (s *stream) see() error {
 		if err != nil {
 			return err
 		}
-		if b.kind == kindTool || b.kind == kindText && len(f.cbText) > 2 || b.kind == kindThinking && len(f.cbThinking) > 2 {
+		switch {
+		case b.kind == kindTool:
+			s.text(f.cbName)
+			if b.args {
+				s.text(api.AppendString(nil, string(f.cbInput))) // given whole: rare
+			}
+			s.last = chunkContent
+		case b.kind == kindText && len(f.cbText) > 2:
+			s.text(f.cbText)
+			s.last = chunkContent
+		case b.kind == kindThinking && len(f.cbThinking) > 2:
+			s.text(f.cbThinking)
 			s.last = chunkContent
 		}
 	case evBlockStop:
@@ -1076,11 +1132,13 @@ func (s *stream) seeDelta(index int64, hasIx bool, kind deltaKind, lit []byte) e
 	switch kind {
 	case deltaText, deltaThinking:
 		if len(lit) > 2 {
+			s.text(lit)
 			s.last = chunkContent
 		}
 	case deltaJSON:
 		if b.kind == kindTool && len(lit) > 2 {
 			b.args = true
+			s.text(lit)
 			s.last = chunkContent
 		}
 	}

@@ -355,6 +355,8 @@ var (
 	_ provider.Stream       = (*stream)(nil)
 	_ provider.ReadNotifier = (*stream)(nil)
 	_ provider.ChunkInfoer  = (*stream)(nil)
+	_ provider.Reporter     = (*stream)(nil)
+	_ provider.TextCounter  = (*stream)(nil)
 )
 
 // Next implements provider.Stream. The events of one upstream event (a
@@ -395,6 +397,28 @@ func (s *stream) Next() (*sse.Event, error) {
 // the event Next returned last, known from how the translator wrote it;
 // zero for a heartbeat.
 func (s *stream) ChunkInfo() api.ChunkInfo { return s.t.info() }
+
+// Reported implements provider.Reporter: the last usageMetadata read
+// (Gemini's counts are cumulative), as the usage chunk would carry it;
+// the prompt tokens when promptTokenCount was there, the completion tokens
+// when candidatesTokenCount was and no content came after it. Counts that
+// are not token counts are none.
+func (s *stream) Reported() (u api.Usage, prompt, output bool) {
+	t := &s.t
+	if !t.hasUsage || !t.usage.reportable() {
+		return api.Usage{}, false, false
+	}
+	p, completion, total := t.usage.openAI()
+	u = api.Usage{PromptTokens: p, CompletionTokens: completion, TotalTokens: total,
+		PromptTokensDetails: api.PromptTokensDetails{CachedTokens: t.usage.cached}}
+	return u, t.counts&1 != 0, t.counts&2 != 0 && t.covered
+}
+
+// CountText implements provider.TextCounter: the text, thoughts and
+// function calls (name and arguments) of the events returned from now on.
+// Each event's text is given when the event is read, as its chunks are
+// queued.
+func (s *stream) CountText(t api.TextSink) { s.t.sink = t }
 
 // end handles the reader's end of input.
 func (s *stream) end(err error) (*sse.Event, error) {

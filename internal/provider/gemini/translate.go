@@ -51,7 +51,8 @@ type event struct {
 	model      []byte // modelVersion, raw
 	usage      usage
 	hasUsage   bool
-	err        bool // an "error" member that is not null
+	counts     uint8 // bit i set when usage count i was present (see stream.Reported)
+	err        bool  // an "error" member that is not null
 	errCode    int
 	errMsg     []byte // decoded
 	errStatus  []byte // decoded
@@ -91,7 +92,12 @@ type translator struct {
 	calls    int  // tool calls emitted so far: the next call's index
 	usage    usage
 	hasUsage bool
-	prefix   []byte // `{"id":…,"model":…,"choices":` of every chunk
+	counts   uint8 // the event's counts of usage
+	// covered: the usage read last counts every content queued (it came
+	// with or after the last text or call, with candidatesTokenCount).
+	covered bool
+	sink    api.TextSink // see stream.CountText; nil: none
+	prefix  []byte       // `{"id":…,"model":…,"choices":` of every chunk
 
 	s    scanner
 	e    event
@@ -149,7 +155,10 @@ func (t *translator) translate(data []byte) (int, error) {
 	}
 	if e.hasUsage {
 		// Gemini's counts are cumulative: the last event's are the answer's.
-		t.usage, t.hasUsage = e.usage, true
+		t.usage, t.hasUsage, t.counts = e.usage, true, e.counts
+		if e.counts&2 != 0 {
+			t.covered = true // candidatesTokenCount counts this event's text too
+		}
 	}
 	return t.n, nil
 }
@@ -265,6 +274,8 @@ func (t *translator) delta() {
 		b = append(b, t.prefix...)
 		b = append(b, `[{"index":0,"delta":{"tool_calls":[{"index":`...)
 		b = strconv.AppendInt(b, int64(t.calls), 10)
+		t.text(p.name)
+		t.text(p.args)
 		b = append(b, `,"id":"call_`...)
 		b = append(b, t.seed[:16]...)
 		b = strconv.AppendInt(b, int64(t.calls), 10)
@@ -302,11 +313,22 @@ func (t *translator) texts(b []byte, thought bool, key string) []byte {
 			b = sealTail(b, from)
 		}
 		b = append(b, p.text...)
+		t.text(p.text)
 	}
 	if len(b) > n {
 		b = append(b, '"')
 	}
 	return b
+}
+
+// text notes content queued, raw JSON string contents (or a call's
+// arguments, a JSON value): the sink gets it, and the usage read so far
+// no longer counts every content.
+func (t *translator) text(raw []byte) {
+	t.covered = false
+	if t.sink != nil {
+		t.sink.AddJSON(raw)
+	}
 }
 
 // sealTail makes the end of the string contents b[from:] self-contained
@@ -503,7 +525,7 @@ func (t *translator) parse(data []byte) error {
 				return err
 			})
 		case "usageMetadata":
-			e.usage, e.hasUsage = usage{}, false
+			e.usage, e.hasUsage, e.counts = usage{}, false, 0
 			if s.peek() != '{' {
 				return s.skip()
 			}
@@ -686,6 +708,9 @@ func (t *translator) usageMember(key []byte) error {
 	}
 	n, present, valid, err := s.count()
 	*dst = n
+	if present {
+		t.e.counts |= bit
+	}
 	if present && !valid {
 		u.bad |= bit
 	} else {
