@@ -603,3 +603,23 @@ func BenchmarkScanChunk(b *testing.B) {
 		sink = info
 	}
 }
+
+// BenchmarkScanChunkText is BenchmarkScanChunk with a sink for the text.
+func BenchmarkScanChunkText(b *testing.B) {
+	data := []byte(`{"id":"chatcmpl-sim-42","object":"chat.completion.chunk","created":1764441600,"model":"sim-gpt-4.1","choices":[{"index":0,"delta":{"content":" token"},"finish_reason":null}],"usage":null}`)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(data)))
+	var n byteCount
+	for b.Loop() {
+		info, err := ScanChunkText(data, &n)
+		if err != nil {
+			b.Fatal(err)
+		}
+		sink = info
+	}
+}
+
+// byteCount is a TextSink that counts bytes.
+type byteCount int
+
+func (c *byteCount) AddJSON(raw []byte) { *c += byteCount(len(raw)) }

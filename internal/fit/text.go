@@ -94,6 +94,16 @@ func (t *Text) Add(s string) {
 func (t *Text) AddJSON(raw []byte) {
 	for i := 0; i < len(raw); {
 		c := raw[i]
+		if c-'a' < 26 && t.hi == 0 {
+			// The common case, a run of lower-case letters, at once.
+			j := i + 1
+			for j < len(raw) && raw[j]-'a' < 26 {
+				j++
+			}
+			t.letters(j - i)
+			i = j
+			continue
+		}
 		switch {
 		case c == '\\' && i+1 < len(raw):
 			e := raw[i+1]
@@ -221,6 +231,16 @@ func (t *Text) other(r rune) {
 		t.end()
 		t.quarters += 8
 	}
+}
+
+// letters adds n lower-case ASCII letters.
+func (t *Text) letters(n int) {
+	if t.run != runWord {
+		t.end()
+		t.run = runWord
+	}
+	t.n += n
+	t.lower = true
 }
 
 func (t *Text) letter(weight int, lower bool) {

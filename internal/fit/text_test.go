@@ -195,3 +195,17 @@ func FuzzTextJSON(f *testing.F) {
 		}
 	})
 }
+
+var sinkTokens int
+
+// BenchmarkTextChunk counts the text of one streamed chunk, " token", as the
+// relay does for every content chunk.
+func BenchmarkTextChunk(b *testing.B) {
+	raw := []byte(" token")
+	b.ReportAllocs()
+	var t Text
+	for b.Loop() {
+		t.AddJSON(raw)
+	}
+	sinkTokens = t.Tokens()
+}
