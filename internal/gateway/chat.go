@@ -526,7 +526,14 @@ func (g *Gateway) newSession(w http.ResponseWriter, c *call, req *provider.Reque
 	if sw, ok := w.(*statusWriter); ok {
 		body = sw.ResponseWriter // the status is recorded at the commit, through w
 	}
+	var prompt func() int
+	if _, ok := c.info.enc.(relay.Prompter); ok {
+		// An Anthropic client reads the prompt's tokens in message_start:
+		// the upstream's by then, else this estimate (the ledger's).
+		prompt = func() int { return c.bill.promptTokens(req) }
+	}
 	return relay.NewSession(w, relay.Options{
+		Prompt:       prompt,
 		Body:         body,
 		FirstToken:   to.FirstToken.D(),
 		Idle:         to.Idle.D(),

@@ -45,7 +45,8 @@ type Encoder struct {
 	calls   []call // the turn's tool calls, in the order they appeared
 	live    int    // calls[live] is the open tool_use block's call, when open is 'u'
 	held    int    // bytes of arguments held for calls waiting their turn
-	usage   usage
+	usage   usage  // message_delta's: the usage chunk's, else the prompt's as message_start had it
+	prompt  usage  // message_start's (relay.Prompter)
 	buf     []byte
 	chunk   chunk // the chunk being translated, reused
 }
@@ -107,7 +108,20 @@ func (j *jsonEnd) feed(s string) {
 	}
 }
 
-var _ relay.Encoder = (*Encoder)(nil)
+var (
+	_ relay.Encoder  = (*Encoder)(nil)
+	_ relay.Prompter = (*Encoder)(nil)
+)
+
+// Prompt implements relay.Prompter: message_start's usage says these
+// input tokens (prompt tokens less the cache reads and writes, which it
+// says apart, as Anthropic does), and so does message_delta's when no
+// usage chunk comes.
+func (e *Encoder) Prompt(u api.Usage) {
+	d := u.PromptTokensDetails
+	e.prompt = usage{input: max(0, u.PromptTokens-d.CachedTokens-d.CacheWriteTokens), cacheRead: d.CachedTokens, cacheWrite: d.CacheWriteTokens}
+	e.usage = e.prompt
+}
 
 // NewEncoder returns an Encoder for a request for model.
 func NewEncoder(model string) *Encoder { return &Encoder{model: model, index: -1, live: -1} }
@@ -270,7 +284,13 @@ func (e *Encoder) start(w *sse.Writer, id string) error {
 	b = api.AppendString(b, messageID(id))
 	b = append(b, `,"type":"message","role":"assistant","model":`...)
 	b = api.AppendString(b, e.model)
-	b = append(b, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":0,"output_tokens":0}}}`...)
+	b = append(b, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":`...)
+	b = strconv.AppendInt(b, int64(e.prompt.input), 10)
+	b = append(b, `,"cache_creation_input_tokens":`...)
+	b = strconv.AppendInt(b, int64(e.prompt.cacheWrite), 10)
+	b = append(b, `,"cache_read_input_tokens":`...)
+	b = strconv.AppendInt(b, int64(e.prompt.cacheRead), 10)
+	b = append(b, `,"output_tokens":0}}}`...)
 	e.buf = b
 	return w.Queue([]byte("message_start"), b)
 }

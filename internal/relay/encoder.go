@@ -45,6 +45,17 @@ type Passer interface {
 	Pass(dialect string) Encoder
 }
 
+// Prompter is an optional capability of an Encoder whose dialect tells
+// the prompt's tokens before the answer (Anthropic's message_start.usage):
+// before an attempt's first event is encoded, the Session gives Prompt the
+// prompt tokens (cache reads and writes in PromptTokensDetails) the
+// upstream reported by then (provider.Reporter), else Options.Prompt's
+// estimate in PromptTokens. Not called for a continuation, nor for a
+// stream passed through.
+type Prompter interface {
+	Prompt(u api.Usage)
+}
+
 // OpenAI is the Encoder of OpenAI's chat completion stream: chunks pass
 // through byte for byte, "[DONE]" ends the stream, an error is one
 // data-only event, a keep-alive a comment.

@@ -162,6 +162,10 @@ type Options struct {
 	// status recorder): the relay's writes and flushes skip the wrapper.
 	// Nil means w.
 	Body http.ResponseWriter
+	// Prompt returns the estimate of the prompt's tokens, for an Encoder
+	// that tells them before the answer (Prompter) when the upstream has
+	// not reported them by its first event; nil means 0.
+	Prompt func() int
 	// Encoder writes the client's dialect; nil means OpenAI's (events pass
 	// through). An Encoder that needs the usage (to end its stream) needs
 	// IncludeUsage too; it decides itself what reaches the client. An
@@ -228,6 +232,7 @@ type Session struct {
 	n      uint32               // the attempt's events relayed, for the overhead sample
 	queued bool                 // the attempt's stream flushes the batch before each read
 	cont   bool                 // the attempt continues a cut answer (see Attempt)
+	asked  bool                 // the attempt's Prompter was told the prompt (see prompt)
 	// Once content flows the relay loop writes without s.mu; wmu serialises
 	// its writes with the keep-alive timer's, which writes a comment only
 	// when nothing was written for Options.KeepAlive (a long gap, a
@@ -544,11 +549,34 @@ func (s *Session) Attempt(ctx context.Context, obs *metrics.Stream, open func(co
 	return err
 }
 
+// prompt tells a Prompter client encoder the prompt's tokens, once per
+// attempt, before its first event: the counts the upstream reported so
+// far, else the estimate. Out of line, like settle.
+//
+//go:noinline
+func (s *Session) prompt() {
+	s.asked = true
+	p, ok := s.client.(Prompter)
+	if !ok || s.native {
+		return
+	}
+	var u api.Usage
+	if r, ok := s.st.(provider.Reporter); ok {
+		if ru, prompt, _ := r.Reported(); prompt {
+			u.PromptTokens, u.PromptTokensDetails = ru.PromptTokens, ru.PromptTokensDetails
+		}
+	}
+	if u.PromptTokens == 0 && s.opts.Prompt != nil {
+		u.PromptTokens = s.opts.Prompt()
+	}
+	p.Prompt(u)
+}
+
 // resetUsage clears the usage measurements for a new attempt.
 func (s *Session) resetUsage() {
 	st := &s.stats
 	st.Usage, st.HasUsage, st.PromptReported, st.OutputReported, st.Output = api.Usage{}, false, false, false, 0
-	s.counted, s.covers = fit.Text{}, false
+	s.counted, s.covers, s.asked = fit.Text{}, false, false
 }
 
 // settle sets the ended attempt's Stats.PromptReported, OutputReported
@@ -741,6 +769,9 @@ func (s *Session) event(a *attempt, ev *sse.Event) error {
 	}
 	switch {
 	case !s.contentSent:
+		if !s.asked {
+			s.prompt()
+		}
 		if held, err := s.first(a, ev, info); held || err != nil {
 			return err
 		}
