@@ -106,9 +106,13 @@ type Provider struct {
 	// provider (a model's continue_on_cut): "prefill" sends the text so
 	// far as a final assistant message the model continues (Anthropic's
 	// prefill, the simulator), "continue_final_message" does the same with
-	// vLLM's continue_final_message flag, "prompt" asks in a user message
-	// to continue and removes any text the answer repeats. Empty means the
-	// kind's: prefill for anthropic and sim, prompt for openai and gemini.
+	// vLLM's continue_final_message flag, "prompt" sends the text so far
+	// as an assistant message and asks in a user message to continue (text
+	// the answer repeats is not removed). Empty means the kind's: prefill
+	// for anthropic and sim, prompt for openai and gemini. A request that
+	// asks for thinking (a thinking object not disabled, a reasoning_effort
+	// other than none) is continued in the prompt mode whatever this says:
+	// Anthropic refuses prefill with thinking on.
 	Continuation string `yaml:"continuation"`
 }
 

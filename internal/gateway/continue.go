@@ -51,7 +51,9 @@ func (e *continueError) Error() string {
 func (e *continueError) Unwrap() []error { return []error{provider.ErrTruncated, e.err} }
 
 // continueRequest turns req into the request that continues an answer
-// whose text so far is prefix, in mode. The prefix goes without its
+// whose text so far is prefix, in mode; a request that asks for thinking
+// is continued in the prompt mode whatever mode says (see thinks). The
+// prefix goes without its
 // trailing whitespace (Anthropic refuses a final assistant message ending
 // in whitespace; the answer's next token carries it again, and the relay
 // drops it: see relay.Session.Skip). A max_tokens (or
@@ -63,6 +65,16 @@ func (e *continueError) Unwrap() []error { return []error{provider.ErrTruncated,
 func continueRequest(req *provider.Request, prefix, mode string, delivered int) (string, error) {
 	if req.Chat == nil {
 		return "", &continueError{errors.New("the request has no chat form")}
+	}
+	var raw struct {
+		Messages []json.RawMessage `json:"messages"`
+		Thinking json.RawMessage   `json:"thinking"` // a chat client's own
+	}
+	if err := json.Unmarshal(req.Body, &raw); err != nil {
+		return "", &continueError{err}
+	}
+	if thinks(req.Chat, raw.Thinking) {
+		mode = contPrompt
 	}
 	trimmed := strings.TrimRightFunc(prefix, unicode.IsSpace)
 	ws := prefix[len(trimmed):]
@@ -78,12 +90,6 @@ func continueRequest(req *provider.Request, prefix, mode string, delivered int) 
 		ws = "" // a new turn starts afresh
 		msg.Content = jsonString(prefix)
 		add[0] = msg
-	}
-	var raw struct {
-		Messages []json.RawMessage `json:"messages"`
-	}
-	if err := json.Unmarshal(req.Body, &raw); err != nil {
-		return "", &continueError{err}
 	}
 	for _, m := range add {
 		b, err := json.Marshal(m)
@@ -127,6 +133,25 @@ func continueRequest(req *provider.Request, prefix, mode string, delivered int) 
 	req.Body, req.Chat = body, &chat
 	req.Native = nil // the continuation is a chat request, translated for every route
 	return ws, nil
+}
+
+// thinks reports whether a request asks for thinking: a thinking object
+// that is not disabled (the /v1/messages front's, chat.Thinking, else a
+// chat client's own, body), or a reasoning_effort other than none. Such a
+// request is never continued by prefill: Anthropic refuses a final
+// assistant message with thinking on (400: it must start with a thinking
+// block, which the gateway cannot sign), and a reasoning model given a
+// prefix may think again before going on (the relay drops the thinking of
+// a continuation: see relay.Session.Prefix).
+func thinks(chat *api.ChatRequest, body json.RawMessage) bool {
+	raw := chat.Thinking
+	if len(raw) == 0 {
+		raw = body
+	}
+	if th, err := api.ReadThinking(raw); err == nil && th.Type != "" {
+		return th.Type != "disabled"
+	}
+	return chat.ReasoningEffort != "" && chat.ReasoningEffort != "none"
 }
 
 func jsonString(s string) json.RawMessage {

@@ -249,8 +249,8 @@ type Session struct {
 	pendW   *sse.Writer
 
 	// Continuation (Options.Continuable): the content text sent so far,
-	// whether all of it was plain text (no tool call, reasoning or refusal),
-	// and whether a finish chunk went out (finished, above).
+	// whether all of it was plain text or reasoning (no tool call or
+	// refusal), and whether a finish chunk went out (finished, above).
 	text  []byte
 	plain bool
 	skip  string          // see Skip
@@ -367,9 +367,12 @@ func (s *Session) Close() {
 
 // Prefix returns the content text sent to the client so far, and whether a
 // later Attempt may continue the stream from it: Options.Continuable is
-// set, content was sent, all of it plain text (a tool call's arguments or
-// reasoning are never continued), no finish chunk and no error event went
-// out.
+// set, content was sent, all of it plain text or reasoning (a tool call's
+// arguments and a refusal are never continued), some of it text, no
+// finish chunk and no error event went out. The reasoning is not part of
+// the prefix, and a continuing attempt's reasoning never reaches the
+// client (its thinking before it goes on: the client has had the
+// answer's); its thinking blocks neither.
 func (s *Session) Prefix() (string, bool) {
 	ok := s.opts.Continuable && s.contentSent && s.plain && !s.finished && !s.errSent && len(s.text) > 0
 	return string(s.text), ok
@@ -956,7 +959,15 @@ func (s *Session) Skip(text string) { s.skip = text }
 //go:noinline
 func (s *Session) continued(ev *sse.Event, info *api.ChunkInfo) *sse.Event {
 	if roleOnly(info) {
-		return nil
+		return nil // the role chunk, and thinking blocks (not content: see api.ChunkInfo)
+	}
+	if info.Content && bytes.Contains(ev.Data, []byte(`"reasoning`)) {
+		var drop bool
+		if ev, drop = dropReasoning(ev, info); drop {
+			// Still progress: the upstream is thinking.
+			s.last.Store(int64(time.Since(s.t0)))
+			return nil
+		}
 	}
 	if s.skip != "" && info.Content {
 		var drop bool
@@ -987,6 +998,54 @@ func (s *Session) continued(ev *sse.Event, info *api.ChunkInfo) *sse.Event {
 	out := *ev
 	out.Data = data
 	return &out
+}
+
+// dropReasoning removes the reasoning (reasoning_content, reasoning) of a
+// continuing attempt's chunk: the client has had the answer's. It reports
+// drop when nothing is left to send (no content, tool call or refusal, no
+// finish, no usage), and clears info.Content when no content is left. A
+// chunk it cannot read is left as it is.
+func dropReasoning(ev *sse.Event, info *api.ChunkInfo) (*sse.Event, bool) {
+	var chunk map[string]json.RawMessage
+	var choices []map[string]json.RawMessage
+	var delta map[string]json.RawMessage
+	if json.Unmarshal(ev.Data, &chunk) != nil || json.Unmarshal(chunk["choices"], &choices) != nil || len(choices) != 1 ||
+		json.Unmarshal(choices[0]["delta"], &delta) != nil {
+		return ev, false
+	}
+	_, r1 := delta["reasoning_content"]
+	_, r2 := delta["reasoning"]
+	if !r1 && !r2 {
+		return ev, false
+	}
+	delete(delta, "reasoning_content")
+	delete(delta, "reasoning")
+	content := false
+	for k, v := range delta {
+		switch k {
+		case "content", "refusal":
+			var s string
+			content = content || json.Unmarshal(v, &s) == nil && s != ""
+		case "tool_calls", "function_call":
+			content = content || !isNull(v) && string(v) != "[]"
+		}
+	}
+	info.Content = content
+	if !content && !info.Finish && !info.HasUsage {
+		return nil, true
+	}
+	var err error
+	if choices[0]["delta"], err = json.Marshal(delta); err == nil {
+		if chunk["choices"], err = json.Marshal(choices); err == nil {
+			var data []byte
+			if data, err = json.Marshal(chunk); err == nil {
+				out := *ev
+				out.Data = data
+				return &out, false
+			}
+		}
+	}
+	return ev, false
 }
 
 // skipText removes s.skip from the start of the chunk's content. It
@@ -1031,8 +1090,8 @@ func (s *Session) skipText(ev *sse.Event, info *api.ChunkInfo) (*sse.Event, bool
 }
 
 // collect appends the content text of the OpenAI chunk data to s.text and
-// clears s.plain when the chunk carries anything but plain text (a tool
-// call, reasoning, a refusal), which is never continued. Only with
+// clears s.plain when the chunk carries anything but plain text or
+// reasoning (a tool call, a refusal), which is never continued. Only with
 // Options.Continuable: it decodes the chunk.
 //
 //go:noinline
@@ -1045,8 +1104,6 @@ func (s *Session) collect(data []byte) {
 			Delta struct {
 				Content      *string         `json:"content"`
 				ToolCalls    json.RawMessage `json:"tool_calls"`
-				Reasoning    *string         `json:"reasoning_content"`
-				ReasoningAlt *string         `json:"reasoning"`
 				Refusal      *string         `json:"refusal"`
 				FunctionCall json.RawMessage `json:"function_call"`
 			} `json:"delta"`
@@ -1065,7 +1122,7 @@ func (s *Session) collect(data []byte) {
 		}
 	}
 	d := &c.Choices[0].Delta
-	if !isNull(d.ToolCalls) || !isNull(d.FunctionCall) || nonEmpty(d.Reasoning) || nonEmpty(d.ReasoningAlt) || nonEmpty(d.Refusal) {
+	if !isNull(d.ToolCalls) || !isNull(d.FunctionCall) || nonEmpty(d.Refusal) {
 		s.plain = false
 	}
 	if d.Content != nil {
