@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/streamgate/streamgate/internal/fit"
 	"github.com/streamgate/streamgate/internal/provider"
 	"github.com/streamgate/streamgate/internal/provider/openai"
 	"github.com/streamgate/streamgate/internal/relay"
@@ -393,5 +394,61 @@ func TestStampPassedThrough(t *testing.T) {
 	want := ": sent_ns=1796092631322230015\ndata: " + content("hi") + "\n\n"
 	if !strings.Contains(got, want) || strings.Contains(got, "12x") || !strings.HasSuffix(got, "data: "+finish()+"\n\ndata: [DONE]\n\n") {
 		t.Errorf("client got %q; want the content chunk after its stamp as sent (%q), the finish without the malformed one", got, want)
+	}
+}
+
+// TestUsageStats: an attempt's Stats say which reported counts stand for
+// it and estimate its output from its text (fit.Text), not its chunks: a
+// usage chunk at the end covers both counts; usage on a chunk followed by
+// content without usage covers the prompt only; a cut before any usage
+// leaves the estimate alone; a count that is not a token count covers
+// nothing.
+func TestUsageStats(t *testing.T) {
+	withUsage := func(c string, in, out int) string {
+		return c[:len(c)-1] + fmt.Sprintf(`,"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`, in, out, in+out)
+	}
+	words := []string{"Streaming gateways", " relay tokens", " as soon as", " they arrive."}
+	for _, tt := range []struct {
+		name           string
+		script         []string
+		has            bool
+		prompt, output bool
+		usageOut       int
+	}{
+		{"usage at the end", []string{role(), content(words[0]), content(words[1]), finish(), usageChunk(7, 9), "[DONE]"}, true, true, true, 9},
+		{"content after usage, cut", []string{withUsage(content(words[0]), 7, 3), content(words[1]), ""}, true, true, false, 3},
+		{"usage on every chunk, cut", []string{withUsage(content(words[0]), 7, 3), withUsage(content(words[1]), 7, 5), ""}, true, true, true, 5},
+		{"no usage, cut", []string{content(words[0]), content(words[1]), content(words[2]), content(words[3]), ""}, false, false, false, 0},
+		{"not a token count", []string{content(words[0]), finish(), `{"id":"c","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":-1,"completion_tokens":2,"total_tokens":1}}`, "[DONE]"}, true, false, false, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			up := sseUpstream(t, func(w http.ResponseWriter, r *http.Request, send func(string)) {
+				for _, s := range tt.script {
+					if s == "" {
+						return
+					}
+					send(s)
+				}
+			})
+			srv, results := front(t, relay.Options{IncludeUsage: true}, up.URL)
+			io.Copy(io.Discard, post(t, srv.URL).Body)
+			st := wait(t, results).stats
+			var text strings.Builder
+			for _, s := range tt.script {
+				var c struct {
+					Choices []struct{ Delta struct{ Content string } } `json:"choices"`
+				}
+				if json.Unmarshal([]byte(s), &c) == nil && len(c.Choices) == 1 {
+					text.WriteString(c.Choices[0].Delta.Content)
+				}
+			}
+			if st.HasUsage != tt.has || st.PromptReported != tt.prompt || st.OutputReported != tt.output || tt.has && st.Usage.CompletionTokens != tt.usageOut {
+				t.Errorf("got usage %v %+v, prompt reported %v, output reported %v; want %v (%d out), %v, %v",
+					st.HasUsage, st.Usage, st.PromptReported, st.OutputReported, tt.has, tt.usageOut, tt.prompt, tt.output)
+			}
+			if want := fit.EstimateText(text.String()); st.Output != want || want < 2 {
+				t.Errorf("got output estimate %d, want fit's estimate of %q, %d", st.Output, text.String(), want)
+			}
+		})
 	}
 }
