@@ -189,9 +189,9 @@ type Stats struct {
 	Usage    api.Usage
 	HasUsage bool
 	// PromptReported and OutputReported tell which of Usage's counts stand
-	// for the whole attempt, once it ended: a valid usage chunk's prompt
-	// tokens, and its completion tokens unless content came after it
-	// without usage of its own; a Reporter's, as it says.
+	// for the whole attempt, once it ended: a Reporter stream's, as it
+	// says; else a valid usage chunk's prompt tokens, and its completion
+	// tokens unless content came after it without usage of its own.
 	PromptReported, OutputReported bool
 	// Output is the estimate of the current attempt's output tokens from
 	// the text its chunks carried (package fit's Text: content,
@@ -583,23 +583,25 @@ func (s *Session) resetUsage() {
 }
 
 // settle sets the ended attempt's Stats.PromptReported, OutputReported
-// and Output: from its usage chunk, else from the counts its stream read
-// (provider.Reporter). Out of line, like closeStream.
+// and Output: from the counts its stream read (provider.Reporter), which
+// knows what they cover (an Anthropic stream without message_delta has a
+// usage chunk whose output is message_start's 1), else from its usage
+// chunk. Out of line, like closeStream.
 //
 //go:noinline
 func (s *Session) settle(st provider.Stream) {
 	stats := &s.stats
 	stats.Output = s.counted.Tokens()
-	if stats.HasUsage {
-		valid := !stats.Usage.Invalid
-		stats.PromptReported, stats.OutputReported = valid, valid && s.covers
-		return
-	}
 	if r, ok := st.(provider.Reporter); ok {
 		if u, prompt, output := r.Reported(); prompt || output {
 			stats.Usage, stats.HasUsage = u, true
 			stats.PromptReported, stats.OutputReported = prompt, output
+			return
 		}
+	}
+	if stats.HasUsage {
+		valid := !stats.Usage.Invalid
+		stats.PromptReported, stats.OutputReported = valid, valid && s.covers
 	}
 }
 

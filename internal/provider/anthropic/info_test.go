@@ -1,12 +1,16 @@
 package anthropic
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/streamgate/streamgate/internal/api"
+	"github.com/streamgate/streamgate/internal/fit"
 	"github.com/streamgate/streamgate/internal/provider"
 )
 
@@ -147,5 +151,116 @@ func TestBadCountsNotReported(t *testing.T) {
 				t.Errorf("completion(%s) = %s (%v), want the answer without usage", msg, out, err)
 			}
 		})
+	}
+}
+
+// textPieces is an api.TextSink that keeps what it gets.
+type textPieces []string
+
+func (p *textPieces) AddJSON(raw []byte) { *p = append(*p, string(raw)) }
+
+// TestCountText: over every testdata stream, the text the stream counts
+// (provider.TextCounter) is what api.ScanChunkText finds in the chunks it
+// returns, event by event; the stream passed through counts the same text
+// from the upstream's own events; Reported agrees with the usage chunk at
+// the end (its output count covers the text only when message_delta gave
+// it: no_message_delta's is message_start's 1).
+func TestCountText(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "stream", "*.sse"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no stream fixtures: %v", err)
+	}
+	for _, in := range files {
+		t.Run(filepath.Base(in), func(t *testing.T) {
+			body, err := os.ReadFile(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := openStream(t, bytes.NewReader(body))
+			defer st.Close()
+			var got, all textPieces
+			st.(provider.TextCounter).CountText(&got)
+			var last api.ChunkInfo
+			for {
+				ev, err := st.Next()
+				if err != nil {
+					break
+				}
+				if len(ev.Data) == 0 {
+					continue
+				}
+				var want textPieces
+				if last, err = api.ScanChunkText(ev.Data, &want); err != nil {
+					t.Fatal(err)
+				}
+				if strings.Join(got, "\x00") != strings.Join(want, "\x00") || len(got) != len(want) {
+					t.Fatalf("chunk %s: counted %q, api.ScanChunkText finds %q", ev.Data, got, want)
+				}
+				all = append(all, got...)
+				got = got[:0]
+			}
+			u, prompt, output := st.(provider.Reporter).Reported()
+			covers := !strings.Contains(in, "no_message_delta")
+			if last.HasUsage && (!prompt || output != covers || u.PromptTokens != last.Usage.PromptTokens || u.CompletionTokens != last.Usage.CompletionTokens) {
+				t.Errorf("Reported() = %+v, %v, %v; the usage chunk says %+v", u, prompt, output, last.Usage)
+			}
+
+			pass := openPass(t, bytes.NewReader(body))
+			defer pass.Close()
+			var passed textPieces
+			pass.(provider.TextCounter).CountText(&passed)
+			for {
+				if _, err := pass.Next(); err != nil {
+					break
+				}
+			}
+			var a, b fit.Text
+			for _, p := range all {
+				a.AddJSON([]byte(p))
+			}
+			for _, p := range passed {
+				b.AddJSON([]byte(p))
+			}
+			if a.Tokens() != b.Tokens() {
+				t.Errorf("passed through: counted %q (%d tokens), translated %q (%d)", passed, b.Tokens(), all, a.Tokens())
+			}
+		})
+	}
+}
+
+// TestReportedOnCut: a stream cut after message_start and some text
+// reports message_start's prompt tokens (input and cache counts), and its
+// output_tokens (1) as not covering the text that came after it; the
+// counts of message_delta cover it.
+func TestReportedOnCut(t *testing.T) {
+	start := `event: message_start` + "\n" + `data: {"type":"message_start","message":{"id":"m","type":"message","role":"assistant","model":"x","content":[],"usage":{"input_tokens":10,"cache_read_input_tokens":30,"cache_creation_input_tokens":20,"output_tokens":1}}}` + "\n\n"
+	text := `event: content_block_start` + "\n" + `data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}` + "\n\n" +
+		`event: content_block_delta` + "\n" + `data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hello there"}}` + "\n\n"
+	delta := `event: message_delta` + "\n" + `data: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":5}}` + "\n\n"
+	for _, tt := range []struct {
+		name           string
+		body           string
+		prompt, output bool
+		completion     int
+	}{
+		{"nothing", "", false, false, 0},
+		{"message_start", start, true, true, 1},
+		{"message_start, text", start + text, true, false, 1},
+		{"message_start, text, message_delta", start + text + delta, true, true, 5},
+	} {
+		for _, open := range []func(testing.TB, io.Reader) provider.Stream{openStream, openPass} {
+			st := open(t, strings.NewReader(tt.body))
+			for {
+				if _, err := st.Next(); err != nil {
+					break
+				}
+			}
+			u, prompt, output := st.(provider.Reporter).Reported()
+			st.Close()
+			if prompt != tt.prompt || output != tt.output || prompt && (u.PromptTokens != 60 || u.PromptTokensDetails.CachedTokens != 30 || u.PromptTokensDetails.CacheWriteTokens != 20) || u.CompletionTokens != tt.completion {
+				t.Errorf("%s (%T): got %+v, prompt %v, output %v; want 60 prompt tokens (30 read, 20 written) %v, %d completion %v",
+					tt.name, st, u, prompt, output, tt.prompt, tt.completion, tt.output)
+			}
+		}
 	}
 }

@@ -1091,7 +1091,11 @@ func (s *stream) see() error {
 			s.last = chunkContent
 		}
 	case evBlockStop:
-		_, err := s.block(f.index, f.hasIx)
+		b, err := s.block(f.index, f.hasIx)
+		if err == nil && b.kind == kindTool && !b.args {
+			b.args = true
+			s.text([]byte(`"{}"`)) // counted as the translation's arguments {}
+		}
 		return err
 	case evMessageDelta:
 		s.addUsage()

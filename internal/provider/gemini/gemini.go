@@ -401,8 +401,9 @@ func (s *stream) ChunkInfo() api.ChunkInfo { return s.t.info() }
 // Reported implements provider.Reporter: the last usageMetadata read
 // (Gemini's counts are cumulative), as the usage chunk would carry it;
 // the prompt tokens when promptTokenCount was there, the completion tokens
-// when candidatesTokenCount was and no content came after it. Counts that
-// are not token counts are none.
+// unless content came after the last candidatesTokenCount (or came with
+// none: a blocked prompt's usage has no candidates count and no content
+// to count). Counts that are not token counts are none.
 func (s *stream) Reported() (u api.Usage, prompt, output bool) {
 	t := &s.t
 	if !t.hasUsage || !t.usage.reportable() {
@@ -411,7 +412,7 @@ func (s *stream) Reported() (u api.Usage, prompt, output bool) {
 	p, completion, total := t.usage.openAI()
 	u = api.Usage{PromptTokens: p, CompletionTokens: completion, TotalTokens: total,
 		PromptTokensDetails: api.PromptTokensDetails{CachedTokens: t.usage.cached}}
-	return u, t.counts&1 != 0, t.counts&2 != 0 && t.covered
+	return u, t.counts&1 != 0, !t.uncovered
 }
 
 // CountText implements provider.TextCounter: the text, thoughts and

@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/streamgate/streamgate/internal/api"
+	"github.com/streamgate/streamgate/internal/fit"
 	"github.com/streamgate/streamgate/internal/provider"
 	"github.com/streamgate/streamgate/internal/sse"
 )
@@ -152,5 +155,103 @@ func TestBadCountsNotReported(t *testing.T) {
 				t.Errorf("completion(%s) = %s (%v), want usage %v", answer, out, err, tt.reported)
 			}
 		})
+	}
+}
+
+// textPieces is an api.TextSink that keeps what it gets.
+type textPieces []string
+
+func (p *textPieces) AddJSON(raw []byte) { *p = append(*p, string(raw)) }
+
+// TestCountText: over every testdata stream, the text the stream counts
+// (provider.TextCounter) is what api.ScanChunkText finds in the chunks it
+// returns, given with the upstream event that carried it; Reported agrees
+// with the usage chunk at the end.
+func TestCountText(t *testing.T) {
+	files, _ := filepath.Glob("testdata/stream/*.sse")
+	if len(files) == 0 {
+		t.Fatal("no testdata/stream/*.sse")
+	}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			body, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			up := newUpstream(t, 200, "text/event-stream", body, nil)
+			st, err := testClient(t, up.URL).Open(context.Background(), chatRequest(t, []byte(`{"messages":[{"role":"user","content":"hi"}]}`)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			var counted, found textPieces
+			st.(provider.TextCounter).CountText(&counted)
+			var last api.ChunkInfo
+			for {
+				ev, err := st.Next()
+				if err != nil {
+					break
+				}
+				if len(ev.Data) > 0 {
+					if last, err = api.ScanChunkText(ev.Data, &found); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			var a, b fit.Text
+			for _, p := range counted {
+				a.AddJSON([]byte(p))
+			}
+			for _, p := range found {
+				b.AddJSON([]byte(p))
+			}
+			// A call's arguments are counted as Gemini sent them (an
+			// object), the chunk has them as a string: the same text but
+			// for its escapes.
+			if d := a.Tokens() - b.Tokens(); d < -2 || d > 2 {
+				t.Errorf("counted %q (%d tokens), the chunks hold %q (%d)", counted, a.Tokens(), found, b.Tokens())
+			}
+			u, prompt, output := st.(provider.Reporter).Reported()
+			if last.HasUsage && (!prompt || !output || u.PromptTokens != last.Usage.PromptTokens || u.CompletionTokens != last.Usage.CompletionTokens) {
+				t.Errorf("Reported() = %+v, %v, %v; the usage chunk says %+v", u, prompt, output, last.Usage)
+			}
+		})
+	}
+}
+
+// TestReportedOnCut: a stream cut before its finish reports the last
+// cumulative usageMetadata; its output covers the text when the last event
+// with text carried candidatesTokenCount, not when text came after it or
+// the count was absent.
+func TestReportedOnCut(t *testing.T) {
+	ev := func(text, usage string) string {
+		return `data: {"candidates":[{"content":{"role":"model","parts":[{"text":"` + text + `"}]}}],"usageMetadata":{` + usage + `}}` + "\n\n"
+	}
+	for _, tt := range []struct {
+		name           string
+		body           string
+		prompt, output bool
+		completion     int
+	}{
+		{"usage on each event", ev("Hello", `"promptTokenCount":9,"candidatesTokenCount":1,"cachedContentTokenCount":4`) + ev(" there", `"promptTokenCount":9,"candidatesTokenCount":2,"cachedContentTokenCount":4`), true, true, 2},
+		{"text after the last usage", ev("Hello", `"promptTokenCount":9,"candidatesTokenCount":1,"cachedContentTokenCount":4`) + `data: {"candidates":[{"content":{"role":"model","parts":[{"text":" there"}]}}]}` + "\n\n", true, false, 1},
+		{"no candidates count", ev("Hello", `"promptTokenCount":9,"cachedContentTokenCount":4`), true, false, 0},
+		{"no usage", `data: {"candidates":[{"content":{"role":"model","parts":[{"text":"Hi"}]}}]}` + "\n\n", false, false, 0},
+	} {
+		up := newUpstream(t, 200, "text/event-stream", []byte(tt.body), nil)
+		st, err := testClient(t, up.URL).Open(context.Background(), chatRequest(t, []byte(`{"messages":[{"role":"user","content":"hi"}]}`)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			if _, err := st.Next(); err != nil {
+				break
+			}
+		}
+		u, prompt, output := st.(provider.Reporter).Reported()
+		st.Close()
+		if prompt != tt.prompt || output != tt.output || prompt && (u.PromptTokens != 9 || u.PromptTokensDetails.CachedTokens != 4) || u.CompletionTokens != tt.completion {
+			t.Errorf("%s: got %+v, prompt %v, output %v; want 9 prompt tokens (4 cached) %v, %d completion %v", tt.name, u, prompt, output, tt.prompt, tt.completion, tt.output)
+		}
 	}
 }

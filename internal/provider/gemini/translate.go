@@ -93,11 +93,11 @@ type translator struct {
 	usage    usage
 	hasUsage bool
 	counts   uint8 // the event's counts of usage
-	// covered: the usage read last counts every content queued (it came
-	// with or after the last text or call, with candidatesTokenCount).
-	covered bool
-	sink    api.TextSink // see stream.CountText; nil: none
-	prefix  []byte       // `{"id":…,"model":…,"choices":` of every chunk
+	// uncovered: content was queued after the last usage that had a
+	// candidatesTokenCount (which counts the text of its own event too).
+	uncovered bool
+	sink      api.TextSink // see stream.CountText; nil: none
+	prefix    []byte       // `{"id":…,"model":…,"choices":` of every chunk
 
 	s    scanner
 	e    event
@@ -157,7 +157,7 @@ func (t *translator) translate(data []byte) (int, error) {
 		// Gemini's counts are cumulative: the last event's are the answer's.
 		t.usage, t.hasUsage, t.counts = e.usage, true, e.counts
 		if e.counts&2 != 0 {
-			t.covered = true // candidatesTokenCount counts this event's text too
+			t.uncovered = false // candidatesTokenCount counts this event's text too
 		}
 	}
 	return t.n, nil
@@ -325,7 +325,7 @@ func (t *translator) texts(b []byte, thought bool, key string) []byte {
 // arguments, a JSON value): the sink gets it, and the usage read so far
 // no longer counts every content.
 func (t *translator) text(raw []byte) {
-	t.covered = false
+	t.uncovered = true
 	if t.sink != nil {
 		t.sink.AddJSON(raw)
 	}
