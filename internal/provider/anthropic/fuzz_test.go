@@ -44,6 +44,9 @@ func FuzzStream(f *testing.F) {
 func fuzzTranscript(t *testing.T, body []byte, r io.Reader) string {
 	st := openStream(t, r)
 	defer st.Close()
+	var counted textPieces
+	st.(provider.TextCounter).CountText(&counted)
+	defer st.(provider.Reporter).Reported()
 	var out strings.Builder
 	// Each Next result reads an upstream event of at least 3 bytes, but for
 	// the 3 after message_stop (finish, usage, io.EOF) and the end.
@@ -72,14 +75,19 @@ func fuzzTranscript(t *testing.T, body []byte, r io.Reader) string {
 			if !json.Valid(ev.Data) {
 				t.Fatalf("invalid chunk JSON: %s", ev.Data)
 			}
-			info, err := api.ScanChunk(ev.Data)
+			var found textPieces
+			info, err := api.ScanChunkText(ev.Data, &found)
 			if err != nil {
 				t.Fatalf("api.ScanChunk(%s): %v", ev.Data, err)
+			}
+			if strings.Join(counted, "\x00") != strings.Join(found, "\x00") || len(counted) != len(found) {
+				t.Fatalf("chunk %s: counted %q, api.ScanChunkText finds %q", ev.Data, counted, found)
 			}
 			if info.HasUsage {
 				stopped = true
 			}
 		}
+		counted = counted[:0]
 		out.Write(ev.Data)
 		out.WriteByte('\n')
 	}

@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/streamgate/streamgate/internal/api"
+	"github.com/streamgate/streamgate/internal/fit"
 	"github.com/streamgate/streamgate/internal/provider"
 )
 
@@ -334,6 +335,9 @@ func FuzzStream(f *testing.F) {
 
 func runStream(t *testing.T, body io.Reader) ([]string, error) {
 	s := newTestStream(body)
+	var counted fit.Text // exercised: what it counts is checked by TestCountText
+	s.CountText(&counted)
+	defer s.Reported()
 	var out []string
 	for range 100000 {
 		ev, err := s.Next()
