@@ -2,8 +2,10 @@
 // each upstream event is written the moment it is read and flushed before the
 // upstream is read again (the events of one read leave in one write), with the
 // first-token, idle and keep-alive timers of one stream, the commit point of
-// its headers, and the per-chunk measurements (TTFT, gaps, overhead). It does
-// not choose routes: the gateway calls Attempt once per route it tries.
+// its headers, and the per-chunk measurements (TTFT, gaps, overhead, the
+// usage each attempt reported and an estimate of its output from its text).
+// It does not choose routes: the gateway calls Attempt once per route it
+// tries.
 package relay
 
 import (
