@@ -401,7 +401,8 @@ func (g *Gateway) prepareStream(p *plan, t *target, sess *relay.Session, req *pr
 	a.preq.Model = t.model
 	if a.cont {
 		prefix, _ := sess.Prefix()
-		sess.SetUsageBase(api.Usage{PromptTokens: c.bill.in, CompletionTokens: c.bill.out})
+		sess.SetUsageBase(api.Usage{PromptTokens: c.bill.in, CompletionTokens: c.bill.out,
+			PromptTokensDetails: api.PromptTokensDetails{CachedTokens: c.bill.cacheRead, CacheWriteTokens: c.bill.cacheWrite}})
 		ws, err := continueRequest(&a.preq, prefix, t.cont, c.stats.ContentChunks)
 		if errors.Is(err, errLimitReached) {
 			// The cut came after the last token the client allowed: the

@@ -176,6 +176,7 @@ func receivedConfig(u *scriptedUpstream) *config.Config {
 		model("gem-cut", false, config.Route{Provider: "gem", Model: "cut"}),
 		model("gem-whole", false, config.Route{Provider: "gem", Model: "whole"}),
 		model("ant-then-oai", true, config.Route{Provider: "ant", Model: "cut"}, config.Route{Provider: "oai", Model: "whole"}),
+		model("gem-then-oai", true, config.Route{Provider: "gem", Model: "cut"}, config.Route{Provider: "oai", Model: "whole"}),
 		model("think", true, config.Route{Provider: "ant", Model: "think-cut"}, config.Route{Provider: "ant2", Model: "go-on"}),
 		model("plain-then-think", true, config.Route{Provider: "oai", Model: "plain"}, config.Route{Provider: "ant2", Model: "go-on"}))
 	return cfg
@@ -255,6 +256,34 @@ func TestContinuedStreamBill(t *testing.T) {
 	}
 	if s.usage == nil || s.usage.Prompt != en.InputTokens || s.usage.Completion != en.OutputTokens {
 		t.Errorf("got the client's usage %+v, want the record's: %d, %d", s.usage, en.InputTokens, en.OutputTokens)
+	}
+
+	// A stream cut on a Gemini route and continued on an OpenAI one, for an
+	// Anthropic client: every count was reported (usage), and message_delta
+	// says the record's, the cache reads of both attempts apart from the
+	// fresh input.
+	resp = do(t, "POST", e.url+"/v1/messages", "", `{"model":"gem-then-oai","max_tokens":1000,"stream":true,"messages":[{"role":"user","content":"go"}]}`, "X-Api-Key", devKey)
+	b, _ := io.ReadAll(resp.Body)
+	var final struct {
+		Usage struct {
+			Input      int `json:"input_tokens"`
+			Output     int `json:"output_tokens"`
+			CacheRead  int `json:"cache_read_input_tokens"`
+			CacheWrite int `json:"cache_creation_input_tokens"`
+		} `json:"usage"`
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if d, ok := strings.CutPrefix(line, "data: "); ok && strings.Contains(d, `"message_delta"`) {
+			json.Unmarshal([]byte(d), &final)
+		}
+	}
+	en = e.waitEntries(t, 2)[1]
+	if en.Continuations != 1 || en.TokenSource != usage.SourceUsage || en.InputTokens != 1234+500 || en.CacheReadTokens != 200+120 || en.OutputTokens != 99+20 {
+		t.Errorf("got %d continuations, %q, %d input tokens (%d read), %d output; want 1, usage, 1734 (320), 119",
+			en.Continuations, en.TokenSource, en.InputTokens, en.CacheReadTokens, en.OutputTokens)
+	}
+	if u := final.Usage; u.Input != 1734-320 || u.CacheRead != 320 || u.CacheWrite != 0 || u.Output != 119 {
+		t.Errorf("got message_delta usage %+v; want input 1414, 320 read, 0 written, output 119: %s", u, b)
 	}
 }
 

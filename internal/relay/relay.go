@@ -987,6 +987,8 @@ func (s *Session) continued(ev *sse.Event, info *api.ChunkInfo) *sse.Event {
 		u := &info.Usage
 		u.PromptTokens += b.PromptTokens
 		u.CompletionTokens += b.CompletionTokens
+		u.PromptTokensDetails.CachedTokens += b.PromptTokensDetails.CachedTokens
+		u.PromptTokensDetails.CacheWriteTokens += b.PromptTokensDetails.CacheWriteTokens
 		u.TotalTokens = u.PromptTokens + u.CompletionTokens
 		if raw, err := json.Marshal(u); err == nil {
 			set["usage"] = raw
