@@ -2,11 +2,9 @@ package sim
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/streamgate/streamgate/internal/api"
 )
@@ -18,167 +16,8 @@ type anthropicDialect struct{}
 
 var _ dialect = anthropicDialect{}
 
-// anthropicRequest is the part of a Messages request the simulator reads.
-// The x-api-key and anthropic-version headers are accepted and ignored.
-type anthropicRequest struct {
-	Model     string             `json:"model"`
-	MaxTokens *int               `json:"max_tokens"`
-	Messages  []anthropicMessage `json:"messages"`
-	// System is a string or an array of text blocks.
-	System json.RawMessage `json:"system"`
-	Stream bool            `json:"stream"`
-	Tools  []anthropicTool `json:"tools"`
-}
-
-type anthropicMessage struct {
-	Role string `json:"role"`
-	// Content is a string or an array of content blocks.
-	Content json.RawMessage `json:"content"`
-}
-
-type anthropicTool struct {
-	Name        string          `json:"name"`
-	InputSchema json.RawMessage `json:"input_schema"`
-}
-
-// anthropicContent is a content value (a string, or an array of blocks) as
-// the engine reads it.
-type anthropicContent struct {
-	// all is every text, tool_result blocks' included: the token estimate.
-	all string
-	// texts are the string or the text blocks: what the prompt hash and a
-	// prefill take.
-	texts []string
-	// textOnly is true for a string or an array of text blocks only.
-	textOnly bool
-}
-
-// anthropicRead reads a content value.
-func anthropicRead(raw json.RawMessage) (anthropicContent, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return anthropicContent{}, nil
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return anthropicContent{all: s, texts: []string{s}, textOnly: true}, nil
-	}
-	var blocks []struct {
-		Type    string          `json:"type"`
-		Text    string          `json:"text"`
-		Content json.RawMessage `json:"content"`
-	}
-	if err := json.Unmarshal(raw, &blocks); err != nil {
-		return anthropicContent{}, errors.New("must be a string or an array of content blocks")
-	}
-	c := anthropicContent{textOnly: true}
-	var b strings.Builder
-	for _, bl := range blocks {
-		b.WriteString(bl.Text)
-		if bl.Type == "text" {
-			c.texts = append(c.texts, bl.Text)
-		} else {
-			c.textOnly = false
-		}
-		if t, err := anthropicRead(bl.Content); err == nil {
-			b.WriteString(t.all)
-		}
-	}
-	c.all = b.String()
-	return c, nil
-}
-
-// anthropicParse validates a Messages request as the API does (model,
-// max_tokens and messages are required) and reads what the engine needs.
-// count is true for count_tokens, which takes no max_tokens.
-func anthropicParse(body *anthropicRequest, count bool) (*request, error) {
-	switch {
-	case body.Model == "":
-		return nil, paramError{"model", "model: Field required"}
-	case body.MaxTokens == nil && !count:
-		return nil, paramError{"max_tokens", "max_tokens: Field required"}
-	case body.MaxTokens != nil && *body.MaxTokens < 1 && !count:
-		return nil, paramError{"max_tokens", "max_tokens: Input should be greater than or equal to 1"}
-	case len(body.Messages) == 0:
-		return nil, paramError{"messages", "messages: Field required"}
-	}
-	req := &request{model: body.Model, stream: body.Stream, promptTokens: 3}
-	if body.MaxTokens != nil {
-		req.limit = *body.MaxTokens
-	}
-	sys, err := anthropicRead(body.System)
-	if err != nil {
-		return nil, paramError{"system", "system: " + err.Error()}
-	}
-	if sys.all != "" {
-		req.promptTokens += 3 + estimateTokens(sys.all)
-	}
-	h := newPromptHash()
-	for _, t := range sys.texts {
-		h.add(t)
-	}
-	last := len(body.Messages) - 1
-	for i, m := range body.Messages {
-		c, err := anthropicRead(m.Content)
-		if err != nil {
-			return nil, paramError{"messages", fmt.Sprintf("messages.%d.content: %v", i, err)}
-		}
-		req.promptTokens += 3 + estimateTokens(c.all)
-		if i == last && m.Role == "assistant" {
-			text := strings.Join(c.texts, "")
-			// The API refuses a prefill ending in white space; a gateway
-			// continuing a cut stream must trim it (and the sim then
-			// continues from inside the token the space began).
-			if endsInSpace(text) && !count {
-				return nil, paramError{"messages", "messages: final assistant content cannot end with trailing whitespace"}
-			}
-			if c.textOnly {
-				req.prefix = text
-				break
-			}
-		}
-		for _, t := range c.texts {
-			h.add(t)
-		}
-	}
-	req.prompt = h
-	for _, t := range body.Tools {
-		if t.Name != "" {
-			req.tools = append(req.tools, tool{name: t.Name, schema: t.InputSchema})
-		}
-	}
-	return req, nil
-}
-
-// messages serves POST /v1/messages, and with count POST
-// /v1/messages/count_tokens: {"input_tokens":N}, the prompt estimate a
-// Message reports as usage.input_tokens.
-func (s *Server) messages(count bool) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		s.m.requests.Inc()
-		d := anthropicDialect{}
-		if r.Method != http.MethodPost {
-			w.Header().Set("Allow", "POST")
-			d.writeError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed on "+r.URL.Path)
-			return
-		}
-		var body anthropicRequest
-		if status, err := decodeBody(w, r, &body); err != nil {
-			d.requestError(w, status, err)
-			return
-		}
-		req, err := anthropicParse(&body, count)
-		if err != nil {
-			d.requestError(w, http.StatusBadRequest, err)
-			return
-		}
-		if count {
-			writeJSON(w, http.StatusOK, map[string]int{"input_tokens": req.promptTokens})
-			return
-		}
-		s.serve(w, r, req, d)
-	}
-}
-
+func (anthropicDialect) name() string        { return "anthropic" }
+func (anthropicDialect) tokensPerChunk() int { return DefaultAnthropicTokensPerChunk }
 func (anthropicDialect) idPrefix() string    { return "msg_sim" }
 func (anthropicDialect) wholeToolCall() bool { return false }
 func (anthropicDialect) toolCallID(key uint64) string {
@@ -269,30 +108,78 @@ func (anthropicDialect) truncated(w http.ResponseWriter, pl *plan) {
 	w.Write([]byte(`{"id":"` + pl.id + `","type":"message","role":"assistant","content":[{"type":"text","text":"trunc`))
 }
 
-// anthropicUsage is the usage object of a Message and of message_delta.
+// anthropicUsage is the usage object of a Message.
 type anthropicUsage struct {
 	InputTokens              int `json:"input_tokens"`
 	CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
 	CacheReadInputTokens     int `json:"cache_read_input_tokens"`
-	OutputTokens             int `json:"output_tokens"`
+	CacheCreation            struct {
+		Ephemeral5m int `json:"ephemeral_5m_input_tokens"`
+		Ephemeral1h int `json:"ephemeral_1h_input_tokens"`
+	} `json:"cache_creation"`
+	OutputTokens        int `json:"output_tokens"`
+	OutputTokensDetails *struct {
+		ThinkingTokens int `json:"thinking_tokens"`
+	} `json:"output_tokens_details,omitempty"`
+	ServiceTier string `json:"service_tier"`
 }
 
-// anthropicBlock is a content block of a Message: text or tool_use.
+func newAnthropicUsage(pl *plan, output int) anthropicUsage {
+	u := anthropicUsage{
+		InputTokens:              pl.promptTokens - pl.cache.read - pl.cache.written(),
+		CacheCreationInputTokens: pl.cache.written(),
+		CacheReadInputTokens:     pl.cache.read,
+		OutputTokens:             output,
+		ServiceTier:              "standard",
+	}
+	u.CacheCreation.Ephemeral5m, u.CacheCreation.Ephemeral1h = pl.cache.write5m, pl.cache.write1h
+	if pl.thinkTokens > 0 {
+		u.OutputTokensDetails = &struct {
+			ThinkingTokens int `json:"thinking_tokens"`
+		}{pl.thinkTokens}
+	}
+	return u
+}
+
+// anthropicBlock is a content block of a Message: thinking,
+// redacted_thinking, text or tool_use.
 type anthropicBlock struct {
-	Type  string          `json:"type"`
-	Text  *string         `json:"text,omitempty"`
-	ID    string          `json:"id,omitempty"`
-	Name  string          `json:"name,omitempty"`
-	Input json.RawMessage `json:"input,omitempty"`
+	Type      string          `json:"type"`
+	Thinking  *string         `json:"thinking,omitempty"`
+	Signature string          `json:"signature,omitempty"`
+	Data      string          `json:"data,omitempty"`
+	Text      *string         `json:"text,omitempty"`
+	ID        string          `json:"id,omitempty"`
+	Name      string          `json:"name,omitempty"`
+	Input     json.RawMessage `json:"input,omitempty"`
 }
 
 // anthropicStop spells the stop reasons as Anthropic's stop_reason.
 var anthropicStop = [...]string{stopEnd: "end_turn", stopLength: "max_tokens", stopTool: "tool_use"}
 
+// shownThinking is the text of pl's thinking block: empty with display
+// omitted.
+func shownThinking(pl *plan) string {
+	if pl.omitted {
+		return ""
+	}
+	return pl.thinkText
+}
+
 func (anthropicDialect) complete(w http.ResponseWriter, pl *plan, text string) {
-	block := anthropicBlock{Type: "text", Text: &text}
-	if pl.tool != nil {
-		block = anthropicBlock{Type: "tool_use", ID: pl.tool.id, Name: pl.tool.name, Input: pl.tool.args}
+	var blocks []anthropicBlock
+	switch {
+	case pl.redacted != "":
+		blocks = append(blocks, anthropicBlock{Type: "redacted_thinking", Data: pl.redacted})
+	case pl.thinkTokens > 0:
+		t := shownThinking(pl)
+		blocks = append(blocks, anthropicBlock{Type: "thinking", Thinking: &t, Signature: pl.signature})
+	}
+	switch {
+	case pl.tool != nil:
+		blocks = append(blocks, anthropicBlock{Type: "tool_use", ID: pl.tool.id, Name: pl.tool.name, Input: pl.tool.args})
+	case pl.tokens > 0 || len(blocks) == 0:
+		blocks = append(blocks, anthropicBlock{Type: "text", Text: &text})
 	}
 	writeJSON(w, http.StatusOK, struct {
 		ID           string           `json:"id"`
@@ -305,9 +192,9 @@ func (anthropicDialect) complete(w http.ResponseWriter, pl *plan, text string) {
 		Usage        anthropicUsage   `json:"usage"`
 	}{
 		ID: pl.id, Type: "message", Role: "assistant", Model: pl.model,
-		Content:    []anthropicBlock{block},
+		Content:    blocks,
 		StopReason: anthropicStop[pl.stop],
-		Usage:      anthropicUsage{InputTokens: pl.promptTokens, OutputTokens: pl.tokens},
+		Usage:      newAnthropicUsage(pl, pl.thinkTokens+pl.tokens),
 	})
 }
 
@@ -323,46 +210,87 @@ var (
 	evError             = []byte("error")
 
 	dataPing         = []byte(`{"type":"ping"}`)
-	dataEmptyJSON    = []byte(`{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":""}}`)
-	dataBlockStop    = []byte(`{"type":"content_block_stop","index":0}`)
 	dataMessageStop  = []byte(`{"type":"message_stop"}`)
 	dataOverloaded   = []byte(`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`)
 	dataTruncatedAnt = []byte(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"trunc`)
 )
 
-// anthropicEncoder writes an Anthropic stream: message_start,
-// content_block_start, ping, content_block_delta (text_delta or
-// input_json_delta) for each content chunk, content_block_stop,
-// message_delta (stop_reason, cumulative usage), message_stop. Every event
-// has its event: line and a data: object whose "type" repeats it. The one
-// content block has index 0.
+// anthropicEncoder writes an Anthropic stream: message_start; with
+// thinking a thinking block (content_block_start with empty thinking and
+// signature, thinking_delta events, one signature_delta,
+// content_block_stop) or a redacted_thinking block (content_block_start
+// with its data, content_block_stop); then the answer's block
+// (content_block_start, text_delta or input_json_delta events,
+// content_block_stop); message_delta (stop_reason, cumulative usage),
+// message_stop. A ping follows the first content_block_start. Every event
+// has its event: line and a data: object whose "type" repeats it. Blocks
+// are indexed from 0 in order.
 type anthropicEncoder struct {
-	buf    []byte
-	pl     *plan
-	prompt []byte // "input_tokens":N
+	buf     []byte
+	pl      *plan
+	counts  []byte // "input_tokens":N,"cache_creation_input_tokens":W,"cache_read_input_tokens":R
+	block   int    // index of the block open (or next)
+	inThink bool   // the thinking block is open
+	answer  bool   // the answer's block is open
 }
 
 var _ encoder = (*anthropicEncoder)(nil)
 
 func newAnthropicEncoder(pl *plan) *anthropicEncoder {
 	e := &anthropicEncoder{buf: make([]byte, 0, 512), pl: pl}
-	e.prompt = strconv.AppendInt([]byte(`"input_tokens":`), int64(pl.promptTokens), 10)
+	u := newAnthropicUsage(pl, 0)
+	b := strconv.AppendInt([]byte(`"input_tokens":`), int64(u.InputTokens), 10)
+	b = append(b, `,"cache_creation_input_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.CacheCreationInputTokens), 10)
+	b = append(b, `,"cache_read_input_tokens":`...)
+	e.counts = strconv.AppendInt(b, int64(u.CacheReadInputTokens), 10)
 	return e
 }
 
-func (e *anthropicEncoder) usage(b []byte, output int) []byte {
+// usage appends message_start's usage (start true: with the cache_creation
+// split and service_tier) or message_delta's (with output_tokens_details
+// when the answer thought).
+func (e *anthropicEncoder) usage(b []byte, output int, start bool) []byte {
 	b = append(b, `"usage":{`...)
-	b = append(b, e.prompt...)
-	b = append(b, `,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":`...)
+	b = append(b, e.counts...)
+	if start {
+		b = append(b, `,"cache_creation":{"ephemeral_5m_input_tokens":`...)
+		b = strconv.AppendInt(b, int64(e.pl.cache.write5m), 10)
+		b = append(b, `,"ephemeral_1h_input_tokens":`...)
+		b = strconv.AppendInt(b, int64(e.pl.cache.write1h), 10)
+		b = append(b, '}')
+	}
+	b = append(b, `,"output_tokens":`...)
 	b = strconv.AppendInt(b, int64(output), 10)
+	switch {
+	case start:
+		b = append(b, `,"service_tier":"standard"`...)
+	case e.pl.thinkTokens > 0:
+		b = append(b, `,"output_tokens_details":{"thinking_tokens":`...)
+		b = strconv.AppendInt(b, int64(e.pl.thinkTokens), 10)
+		b = append(b, '}')
+	}
 	return append(b, '}')
 }
 
+// event starts the data of an event about the block open.
+func (e *anthropicEncoder) event(typ string) []byte {
+	b := append(e.buf[:0], `{"type":"`...)
+	b = append(b, typ...)
+	b = append(b, `","index":`...)
+	return strconv.AppendInt(b, int64(e.block), 10)
+}
+
+func (e *anthropicEncoder) emit(st *streamState, name, b []byte, flush bool) error {
+	e.buf = b
+	return st.emit(name, b, flush)
+}
+
 // start writes message_start (the Message with empty content, stop_reason
-// null, usage with output_tokens 1 as Anthropic reports it), the block's
-// content_block_start and a ping, in the order of Anthropic's streaming
-// reference; a tool_use block also gets the empty input_json_delta
-// Anthropic sends first.
+// null, usage with output_tokens 1 as Anthropic reports it), the first
+// block's content_block_start and a ping, in the order of Anthropic's
+// streaming reference; a tool_use block also gets the empty
+// input_json_delta Anthropic sends first.
 func (e *anthropicEncoder) start(st *streamState, flush bool) error {
 	pl := e.pl
 	b := append(e.buf[:0], `{"type":"message_start","message":{"id":`...)
@@ -370,13 +298,43 @@ func (e *anthropicEncoder) start(st *streamState, flush bool) error {
 	b = append(b, `,"type":"message","role":"assistant","model":`...)
 	b = api.AppendString(b, pl.model)
 	b = append(b, `,"content":[],"stop_reason":null,"stop_sequence":null,`...)
-	b = e.usage(b, 1)
+	b = e.usage(b, 1, true)
 	b = append(b, `}}`...)
-	e.buf = b
-	if err := st.emit(evMessageStart, b, false); err != nil {
+	if err := e.emit(st, evMessageStart, b, false); err != nil {
 		return err
 	}
-	b = append(e.buf[:0], `{"type":"content_block_start","index":0,"content_block":`...)
+	switch {
+	case pl.redacted != "":
+		b = append(e.event("content_block_start"), `,"content_block":{"type":"redacted_thinking","data":`...)
+		b = api.AppendString(b, pl.redacted)
+		b = append(b, `}}`...)
+		if err := e.emit(st, evContentBlockStart, b, false); err != nil {
+			return err
+		}
+		if err := st.emit(evPing, dataPing, false); err != nil {
+			return err
+		}
+		if err := e.stop(st); err != nil {
+			return err
+		}
+		return e.open(st, flush)
+	case pl.thinkTokens > 0:
+		b = append(e.event("content_block_start"), `,"content_block":{"type":"thinking","thinking":"","signature":""}}`...)
+		if err := e.emit(st, evContentBlockStart, b, false); err != nil {
+			return err
+		}
+		e.inThink = true
+		return st.emit(evPing, dataPing, flush)
+	}
+	return e.open(st, flush)
+}
+
+// open starts the answer's block: text, or tool_use and its empty
+// input_json_delta; the first block is followed by a ping.
+func (e *anthropicEncoder) open(st *streamState, flush bool) error {
+	pl := e.pl
+	e.answer = true
+	b := append(e.event("content_block_start"), `,"content_block":`...)
 	if pl.tool == nil {
 		b = append(b, `{"type":"text","text":""}}`...)
 	} else {
@@ -386,48 +344,107 @@ func (e *anthropicEncoder) start(st *streamState, flush bool) error {
 		b = api.AppendString(b, pl.tool.name)
 		b = append(b, `,"input":{}}}`...)
 	}
-	e.buf = b
-	if err := st.emit(evContentBlockStart, b, false); err != nil {
+	if err := e.emit(st, evContentBlockStart, b, false); err != nil {
 		return err
+	}
+	if e.block == 0 {
+		if err := st.emit(evPing, dataPing, flush && pl.tool == nil); err != nil {
+			return err
+		}
 	}
 	if pl.tool == nil {
-		return st.emit(evPing, dataPing, flush)
+		if e.block > 0 && flush {
+			return st.sw.Flush()
+		}
+		return nil
 	}
-	if err := st.emit(evPing, dataPing, false); err != nil {
-		return err
-	}
-	return st.emit(evContentBlockDelta, dataEmptyJSON, flush)
+	b = append(e.event("content_block_delta"), `,"delta":{"type":"input_json_delta","partial_json":""}}`...)
+	return e.emit(st, evContentBlockDelta, b, flush)
 }
 
-func (e *anthropicEncoder) text(st *streamState, toks [][]byte, _ int) error {
-	b := append(e.buf[:0], `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"`...)
+// stop ends the block open.
+func (e *anthropicEncoder) stop(st *streamState) error {
+	b := append(e.event("content_block_stop"), '}')
+	e.block++
+	return e.emit(st, evContentBlockStop, b, false)
+}
+
+// toAnswer closes the thinking block (its signature_delta, then
+// content_block_stop) and opens the answer's, once.
+func (e *anthropicEncoder) toAnswer(st *streamState) error {
+	if e.answer {
+		return nil
+	}
+	if err := e.closeThinking(st); err != nil {
+		return err
+	}
+	return e.open(st, false)
+}
+
+func (e *anthropicEncoder) closeThinking(st *streamState) error {
+	if !e.inThink {
+		return nil
+	}
+	e.inThink = false
+	b := append(e.event("content_block_delta"), `,"delta":{"type":"signature_delta","signature":`...)
+	b = api.AppendString(b, e.pl.signature)
+	b = append(b, `}}`...)
+	if err := e.emit(st, evContentBlockDelta, b, false); err != nil {
+		return err
+	}
+	return e.stop(st)
+}
+
+func (e *anthropicEncoder) thinkingDelta(st *streamState, toks [][]byte) error {
+	b := append(e.event("content_block_delta"), `,"delta":{"type":"thinking_delta","thinking":"`...)
 	for _, t := range toks {
 		b = append(b, t...)
 	}
 	b = append(b, `"}}`...)
-	e.buf = b
-	return st.emit(evContentBlockDelta, b, true)
+	return e.emit(st, evContentBlockDelta, b, true)
+}
+
+func (e *anthropicEncoder) thinking(st *streamState, toks [][]byte, _ int) error {
+	return e.thinkingDelta(st, toks)
+}
+
+func (e *anthropicEncoder) text(st *streamState, toks [][]byte, _ int) error {
+	if err := e.toAnswer(st); err != nil {
+		return err
+	}
+	b := append(e.event("content_block_delta"), `,"delta":{"type":"text_delta","text":"`...)
+	for _, t := range toks {
+		b = append(b, t...)
+	}
+	b = append(b, `"}}`...)
+	return e.emit(st, evContentBlockDelta, b, true)
 }
 
 func (e *anthropicEncoder) toolArgs(st *streamState, i int, _ int) error {
-	b := append(e.buf[:0], `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":`...)
+	if err := e.toAnswer(st); err != nil {
+		return err
+	}
+	b := append(e.event("content_block_delta"), `,"delta":{"type":"input_json_delta","partial_json":`...)
 	b = api.AppendString(b, e.pl.tool.frags[i])
 	b = append(b, `}}`...)
-	e.buf = b
-	return st.emit(evContentBlockDelta, b, true)
+	return e.emit(st, evContentBlockDelta, b, true)
 }
 
 func (e *anthropicEncoder) finish(st *streamState, sent int) error {
-	if err := st.emit(evContentBlockStop, dataBlockStop, false); err != nil {
+	if err := e.closeThinking(st); err != nil {
 		return err
+	}
+	if e.answer {
+		if err := e.stop(st); err != nil {
+			return err
+		}
 	}
 	b := append(e.buf[:0], `{"type":"message_delta","delta":{"stop_reason":"`...)
 	b = append(b, anthropicStop[e.pl.stop]...)
 	b = append(b, `","stop_sequence":null},`...)
-	b = e.usage(b, sent)
+	b = e.usage(b, sent, false)
 	b = append(b, '}')
-	e.buf = b
-	if err := st.emit(evMessageDelta, b, false); err != nil {
+	if err := e.emit(st, evMessageDelta, b, false); err != nil {
 		return err
 	}
 	return st.emit(evMessageStop, dataMessageStop, true)

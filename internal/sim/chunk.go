@@ -18,7 +18,9 @@ type chunker struct {
 	// carry "usage":null as OpenAI's do.
 	usage  bool
 	prompt int
-	reason string
+	cached int    // prompt tokens read from the prompt cache
+	reason int    // reasoning tokens (part of the completion tokens)
+	stop   string // finish_reason
 	tool   *toolCall
 }
 
@@ -38,7 +40,7 @@ func newChunker(pl *plan, created int64) *chunker {
 		tail = `],"usage":null}`
 	}
 	return &chunker{buf: make([]byte, 0, 512), head: h, tail: []byte(tail), usage: pl.includeUsage,
-		prompt: pl.promptTokens, reason: openAIFinish[pl.stop], tool: pl.tool}
+		prompt: pl.promptTokens, cached: pl.cache.read, reason: pl.thinkTokens, stop: openAIFinish[pl.stop], tool: pl.tool}
 }
 
 // start writes the role chunk: the assistant role with empty content, or,
@@ -59,6 +61,10 @@ func (c *chunker) start(st *streamState, flush bool) error {
 	c.buf = b
 	return st.emit(nil, b, flush)
 }
+
+// thinking is never called: OpenAI's chat completions stream no reasoning
+// text; reasoning tokens only show in usage.
+func (c *chunker) thinking(*streamState, [][]byte, int) error { return nil }
 
 // text writes a content chunk of the escaped tokens.
 func (c *chunker) text(st *streamState, toks [][]byte, _ int) error {
@@ -89,7 +95,7 @@ func (c *chunker) toolArgs(st *streamState, i int, _ int) error {
 func (c *chunker) finish(st *streamState, sent int) error {
 	b := append(c.buf[:0], c.head...)
 	b = append(b, `{"index":0,"delta":{},"logprobs":null,"finish_reason":"`...)
-	b = append(b, c.reason...)
+	b = append(b, c.stop...)
 	b = append(b, `"}`...)
 	b = append(b, c.tail...)
 	c.buf = b
@@ -104,7 +110,11 @@ func (c *chunker) finish(st *streamState, sent int) error {
 		b = strconv.AppendInt(b, int64(sent), 10)
 		b = append(b, `,"total_tokens":`...)
 		b = strconv.AppendInt(b, int64(c.prompt+sent), 10)
-		b = append(b, `}}`...)
+		b = append(b, `,"prompt_tokens_details":{"cached_tokens":`...)
+		b = strconv.AppendInt(b, int64(c.cached), 10)
+		b = append(b, `},"completion_tokens_details":{"reasoning_tokens":`...)
+		b = strconv.AppendInt(b, int64(c.reason), 10)
+		b = append(b, `}}}`...)
 		c.buf = b
 		if err := st.emit(nil, b, false); err != nil {
 			return err

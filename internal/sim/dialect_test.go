@@ -785,7 +785,7 @@ func TestStampDialects(t *testing.T) {
 // events leave with the first content chunk; the finishing events together).
 func TestPacingDialects(t *testing.T) {
 	ms := time.Millisecond
-	p := Profile{Name: "p", TTFT: 100 * ms, ITL: 10 * ms, Tokens: 4, Faults: Faults{StallAt: 3, StallFor: time.Second}}
+	p := Profile{Name: "p", TTFT: 100 * ms, ITL: 10 * ms, Tokens: 4, TokensPerChunk: 1, Faults: Faults{StallAt: 3, StallFor: time.Second}}
 	want := []time.Duration{100 * ms, 110 * ms, 1120 * ms, 1130 * ms, 1130 * ms}
 	for _, c := range []struct{ name, path, body, last string }{
 		{"openai", "/v1/chat/completions", `{"model":"x","stream":true,"messages":[{"role":"user","content":"hello there"}]}`, "data: [DONE]\n\n"},

@@ -78,8 +78,8 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
 	}
 	p := s.profileFor(req.Model)
 	var seed int64
-	var seedSet bool
-	if err := applyHeaders(r.Header, &p, &seed, &seedSet); err != nil {
+	var seedSet, redacted bool
+	if err := applyHeaders(r.Header, &p, &seed, &seedSet, &redacted); err != nil {
 		var he *headerError
 		param := ""
 		if errors.As(err, &he) {

@@ -42,6 +42,17 @@ type geminiContent struct {
 type geminiPart struct {
 	Text    *string `json:"text"`
 	Thought bool    `json:"thought"`
+	// raw is the part as sent, for the prompt cache.
+	raw json.RawMessage
+}
+
+func (p *geminiPart) UnmarshalJSON(b []byte) error {
+	type plain geminiPart
+	if err := json.Unmarshal(b, (*plain)(p)); err != nil {
+		return err
+	}
+	p.raw = append(p.raw[:0], b...)
+	return nil
 }
 
 func (c *geminiContent) text() string {
@@ -84,9 +95,58 @@ func (c *geminiContent) prefix() (text string, ok bool) {
 }
 
 type geminiConfig struct {
-	MaxOutputTokens  *int   `json:"maxOutputTokens"`
-	MaxOutputTokens2 *int   `json:"max_output_tokens"`
-	Seed             *int64 `json:"seed"`
+	MaxOutputTokens  *int                  `json:"maxOutputTokens"`
+	MaxOutputTokens2 *int                  `json:"max_output_tokens"`
+	Seed             *int64                `json:"seed"`
+	ThinkingConfig   *geminiThinkingConfig `json:"thinkingConfig"`
+	ThinkingConfig2  *geminiThinkingConfig `json:"thinking_config"`
+}
+
+// geminiThinkingConfig is generationConfig.thinkingConfig: a budget in
+// tokens (0 off, -1 dynamic) or a level (Gemini 3), and whether thought
+// summaries are sent.
+type geminiThinkingConfig struct {
+	ThinkingBudget   *int   `json:"thinkingBudget"`
+	ThinkingBudget2  *int   `json:"thinking_budget"`
+	IncludeThoughts  bool   `json:"includeThoughts"`
+	IncludeThoughts2 bool   `json:"include_thoughts"`
+	ThinkingLevel    string `json:"thinkingLevel"`
+	ThinkingLevel2   string `json:"thinking_level"`
+}
+
+// geminiLevelQuarters scales Profile.ThinkingTokens by thinkingLevel.
+var geminiLevelQuarters = map[string]int{"minimal": 1, "low": 2, "medium": 4, "high": 8}
+
+// ask reads the thinking config; without one the profile decides
+// (Profile.Reasoning: Gemini 2.5 models think by default).
+func (c *geminiThinkingConfig) ask() (thinkingAsk, error) {
+	if c == nil {
+		return thinkingAsk{}, nil
+	}
+	ask := thinkingAsk{mode: thinkOn, visible: c.IncludeThoughts || c.IncludeThoughts2}
+	if level := strings.ToLower(cmpOr(c.ThinkingLevel, c.ThinkingLevel2)); level != "" {
+		q, ok := geminiLevelQuarters[level]
+		if !ok {
+			return ask, paramError{"generationConfig.thinkingConfig.thinkingLevel",
+				fmt.Sprintf("* GenerateContentRequest.generation_config.thinking_config.thinking_level: unknown level %q (want minimal, low, medium or high)", level)}
+		}
+		ask.quarters = q
+	}
+	switch b := cmpOr(c.ThinkingBudget, c.ThinkingBudget2); {
+	case b == nil:
+		if ask.quarters == 0 && !ask.visible {
+			ask.mode = thinkUnset
+		}
+	case *b == 0:
+		ask.mode = thinkOff
+	case *b == -1:
+	case *b < 0:
+		return ask, paramError{"generationConfig.thinkingConfig.thinkingBudget",
+			fmt.Sprintf("* GenerateContentRequest.generation_config.thinking_config.thinking_budget: must be -1 (dynamic) or at least 0, got %d", *b)}
+	default:
+		ask.budget = *b
+	}
+	return ask, nil
 }
 
 type geminiTool struct {
@@ -135,6 +195,11 @@ func geminiParse(body *geminiRequest, model string, stream bool) (*request, erro
 			req.limit = *n
 		}
 		req.seed = cfg.Seed
+		ask, err := cmpOr(cfg.ThinkingConfig, cfg.ThinkingConfig2).ask()
+		if err != nil {
+			return nil, err
+		}
+		req.thinking = ask
 	}
 	for _, t := range body.Tools {
 		for _, f := range append(t.FunctionDeclarations, t.FunctionDeclarations2...) {
@@ -151,7 +216,52 @@ func geminiParse(body *geminiRequest, model string, stream bool) (*request, erro
 			req.tools = append(req.tools, tool{name: f.Name, schema: schema})
 		}
 	}
+	req.cache = func(min int) *cacheQuery {
+		if req.promptTokens < min {
+			return nil
+		}
+		return geminiCacheQuery(body, sys, min)
+	}
 	return req, nil
+}
+
+// geminiCacheQuery reads a request as the sim's Gemini implicit caching
+// does: tools, the system instruction, then each content (its role, then
+// its parts: text, in which a cached prefix may end, or other parts, which
+// count no tokens as in promptTokens), with a checkpoint every cacheStep
+// tokens from min; the request's own 3 tokens are never cached.
+func geminiCacheQuery(body *geminiRequest, sys *geminiContent, min int) *cacheQuery {
+	ph := newPrefixHasher()
+	ph.automatic(min, cacheStep)
+	for _, t := range body.Tools {
+		b, _ := json.Marshal(t)
+		ph.fixed(canonicalJSON(b), 0)
+	}
+	content := func(c *geminiContent) {
+		ph.fixed([]byte("\x00"+c.Role+"\x00"), 3)
+		for _, p := range c.Parts {
+			if p.Text != nil {
+				ph.fixed([]byte{0, boolByte(p.Thought)}, 0)
+				ph.text(*p.Text)
+				continue
+			}
+			ph.fixed(canonicalJSON(p.raw), 0)
+		}
+	}
+	if sys.text() != "" {
+		content(sys)
+	}
+	for i := range body.Contents {
+		content(&body.Contents[i])
+	}
+	return &cacheQuery{points: ph.points}
+}
+
+func boolByte(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // geminiModels serves /v1beta/models/{model}:{action} for the actions
@@ -194,6 +304,8 @@ func (s *Server) geminiModels(w http.ResponseWriter, r *http.Request) {
 	s.serve(w, r, req, d)
 }
 
+func (geminiDialect) name() string             { return "gemini" }
+func (geminiDialect) tokensPerChunk() int      { return DefaultGeminiTokensPerChunk }
 func (geminiDialect) idPrefix() string         { return "sim" }
 func (geminiDialect) wholeToolCall() bool      { return true }
 func (geminiDialect) toolCallID(uint64) string { return "" } // Gemini API calls carry no id
@@ -284,16 +396,23 @@ var geminiFinish = [...]string{stopEnd: "STOP", stopLength: "MAX_TOKENS", stopTo
 
 func (geminiDialect) complete(w http.ResponseWriter, pl *plan, text string) {
 	type part struct {
-		Text         *string `json:"text,omitempty"`
-		FunctionCall any     `json:"functionCall,omitempty"`
+		Text             *string `json:"text,omitempty"`
+		Thought          bool    `json:"thought,omitempty"`
+		FunctionCall     any     `json:"functionCall,omitempty"`
+		ThoughtSignature string  `json:"thoughtSignature,omitempty"`
 	}
-	p := part{Text: &text}
+	var parts []part
+	if pl.thinkChunks > 0 {
+		parts = append(parts, part{Text: &pl.thinkText, Thought: true})
+	}
+	p := part{Text: &text, ThoughtSignature: pl.signature}
 	if pl.tool != nil {
 		p = part{FunctionCall: struct {
 			Name string          `json:"name"`
 			Args json.RawMessage `json:"args"`
-		}{pl.tool.name, pl.tool.args}}
+		}{pl.tool.name, pl.tool.args}, ThoughtSignature: pl.signature}
 	}
+	parts = append(parts, p)
 	type content struct {
 		Parts []part `json:"parts"`
 		Role  string `json:"role"`
@@ -304,9 +423,11 @@ func (geminiDialect) complete(w http.ResponseWriter, pl *plan, text string) {
 		Index        int     `json:"index"`
 	}
 	type usage struct {
-		PromptTokenCount     int `json:"promptTokenCount"`
-		CandidatesTokenCount int `json:"candidatesTokenCount"`
-		TotalTokenCount      int `json:"totalTokenCount"`
+		PromptTokenCount        int `json:"promptTokenCount"`
+		CandidatesTokenCount    int `json:"candidatesTokenCount"`
+		TotalTokenCount         int `json:"totalTokenCount"`
+		CachedContentTokenCount int `json:"cachedContentTokenCount,omitempty"`
+		ThoughtsTokenCount      int `json:"thoughtsTokenCount,omitempty"`
 	}
 	writeJSON(w, http.StatusOK, struct {
 		Candidates    []candidate `json:"candidates"`
@@ -314,10 +435,11 @@ func (geminiDialect) complete(w http.ResponseWriter, pl *plan, text string) {
 		ModelVersion  string      `json:"modelVersion"`
 		ResponseID    string      `json:"responseId"`
 	}{
-		Candidates:    []candidate{{Content: content{Parts: []part{p}, Role: "model"}, FinishReason: geminiFinish[pl.stop]}},
-		UsageMetadata: usage{pl.promptTokens, pl.tokens, pl.promptTokens + pl.tokens},
-		ModelVersion:  pl.model,
-		ResponseID:    pl.id,
+		Candidates: []candidate{{Content: content{Parts: parts, Role: "model"}, FinishReason: geminiFinish[pl.stop]}},
+		UsageMetadata: usage{pl.promptTokens, pl.tokens, pl.promptTokens + pl.tokens + pl.thinkTokens,
+			pl.cache.read, pl.thinkTokens},
+		ModelVersion: pl.model,
+		ResponseID:   pl.id,
 	})
 }
 
@@ -351,7 +473,13 @@ func newGeminiEncoder(pl *plan) *geminiEncoder {
 }
 
 // tail appends the end of a candidate, usageMetadata and the suffix.
+// sent is the output tokens so far, thinking included: candidatesTokenCount
+// counts the answer's, thoughtsTokenCount the thinking's (when there is
+// any), totalTokenCount both and the prompt; cachedContentTokenCount is
+// the part of promptTokenCount read from the cache (when there is any).
 func (e *geminiEncoder) tail(b []byte, finish string, sent int) []byte {
+	pl := e.pl
+	thoughts := min(sent, pl.thinkTokens)
 	b = append(b, `],"role":"model"},`...)
 	if finish != "" {
 		b = append(b, `"finishReason":"`...)
@@ -359,17 +487,47 @@ func (e *geminiEncoder) tail(b []byte, finish string, sent int) []byte {
 		b = append(b, `",`...)
 	}
 	b = append(b, `"index":0}],"usageMetadata":{"promptTokenCount":`...)
-	b = strconv.AppendInt(b, int64(e.pl.promptTokens), 10)
+	b = strconv.AppendInt(b, int64(pl.promptTokens), 10)
 	b = append(b, `,"candidatesTokenCount":`...)
-	b = strconv.AppendInt(b, int64(sent), 10)
+	b = strconv.AppendInt(b, int64(sent-thoughts), 10)
 	b = append(b, `,"totalTokenCount":`...)
-	b = strconv.AppendInt(b, int64(e.pl.promptTokens+sent), 10)
+	b = strconv.AppendInt(b, int64(pl.promptTokens+sent), 10)
+	if pl.cache.read > 0 {
+		b = append(b, `,"cachedContentTokenCount":`...)
+		b = strconv.AppendInt(b, int64(pl.cache.read), 10)
+	}
+	if thoughts > 0 {
+		b = append(b, `,"thoughtsTokenCount":`...)
+		b = strconv.AppendInt(b, int64(thoughts), 10)
+	}
 	b = append(b, '}')
 	return append(b, e.suffix...)
 }
 
+// signature appends the part's thoughtSignature when the answer thought:
+// Gemini signs the first function call part, or else the last part.
+func (e *geminiEncoder) signature(b []byte) []byte {
+	if e.pl.signature == "" {
+		return b
+	}
+	b = append(b, `,"thoughtSignature":`...)
+	return api.AppendString(b, e.pl.signature)
+}
+
 // start writes nothing: a Gemini stream opens with its first content.
 func (e *geminiEncoder) start(*streamState, bool) error { return nil }
+
+// thinking writes a thought part (includeThoughts).
+func (e *geminiEncoder) thinking(st *streamState, toks [][]byte, sent int) error {
+	b := append(e.buf[:0], `{"candidates":[{"content":{"parts":[{"text":"`...)
+	for _, t := range toks {
+		b = append(b, t...)
+	}
+	b = append(b, `","thought":true}`...)
+	b = e.tail(b, "", sent)
+	e.buf = b
+	return st.emit(nil, b, true)
+}
 
 func (e *geminiEncoder) text(st *streamState, toks [][]byte, sent int) error {
 	b := append(e.buf[:0], `{"candidates":[{"content":{"parts":[{"text":"`...)
@@ -387,14 +545,19 @@ func (e *geminiEncoder) toolArgs(st *streamState, i int, sent int) error {
 	b = api.AppendString(b, e.pl.tool.name)
 	b = append(b, `,"args":`...)
 	b = append(b, e.pl.tool.frags[i]...)
-	b = append(b, `}}`...)
+	b = append(b, '}')
+	b = append(e.signature(b), '}')
 	b = e.tail(b, "", sent)
 	e.buf = b
 	return st.emit(nil, b, true)
 }
 
 func (e *geminiEncoder) finish(st *streamState, sent int) error {
-	b := append(e.buf[:0], `{"candidates":[{"content":{"parts":[{"text":""}`...)
+	b := append(e.buf[:0], `{"candidates":[{"content":{"parts":[{"text":""`...)
+	if e.pl.tool == nil {
+		b = e.signature(b)
+	}
+	b = append(b, '}')
 	b = e.tail(b, geminiFinish[e.pl.stop], sent)
 	e.buf = b
 	return st.emit(nil, b, true)

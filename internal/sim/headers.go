@@ -35,6 +35,11 @@ const (
 	// HeaderToolCall names a tool the request offers: the answer is one
 	// call of it instead of text. Read by the chat endpoints only.
 	HeaderToolCall = "X-Sim-Tool-Call"
+	// HeaderThinkingTokens overrides Profile.ThinkingTokens.
+	HeaderThinkingTokens = "X-Sim-Thinking-Tokens"
+	// HeaderRedactedThinking "true" makes the Anthropic dialect send its
+	// thinking as one redacted_thinking block.
+	HeaderRedactedThinking = "X-Sim-Redacted-Thinking"
 )
 
 // headerError names the header whose value is invalid.
@@ -122,8 +127,9 @@ func faultRule(valueSet, rateSet bool, rate float64, clearValue func(), dstRate 
 }
 
 // applyHeaders overrides p with the request's X-Sim-* headers. seed is set
-// when X-Sim-Seed is present. The error names the first invalid header.
-func applyHeaders(h http.Header, p *Profile, seed *int64, seedSet *bool) error {
+// when X-Sim-Seed is present, redacted by X-Sim-Redacted-Thinking. The
+// error names the first invalid header.
+func applyHeaders(h http.Header, p *Profile, seed *int64, seedSet, redacted *bool) error {
 	hp := headerParser{h: h}
 	hp.duration(HeaderTTFT, &p.TTFT)
 	if !hp.duration(HeaderTTFTP99, &p.TTFTP99) {
@@ -142,6 +148,14 @@ func applyHeaders(h http.Header, p *Profile, seed *int64, seedSet *bool) error {
 		} else {
 			p.Lang = v
 		}
+	}
+	hp.integer(HeaderThinkingTokens, 1, 1<<20, &p.ThinkingTokens)
+	if v, ok := hp.get(HeaderRedactedThinking); ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			hp.fail(HeaderRedactedThinking, fmt.Errorf("%q is not true or false", v))
+		}
+		*redacted = b
 	}
 	if v, ok := hp.get(HeaderSeed); ok {
 		n, err := strconv.ParseInt(v, 10, 64)

@@ -78,7 +78,71 @@ func openAIRequest(body *api.ChatRequest) (*request, error) {
 			req.tools = append(req.tools, tool{name: t.Function.Name, schema: t.Function.Parameters})
 		}
 	}
+	switch e := body.ReasoningEffort; e {
+	case "":
+	case "none":
+		req.thinking.mode = thinkOff
+	default:
+		q, ok := reasoningQuarters[e]
+		if !ok {
+			return nil, paramError{"reasoning_effort", fmt.Sprintf("Invalid value: '%s'. Supported values are: 'none', 'minimal', 'low', 'medium', 'high' and 'xhigh'.", e)}
+		}
+		req.thinking = thinkingAsk{mode: thinkOn, quarters: q}
+	}
+	req.cache = func(min int) *cacheQuery {
+		if req.promptTokens < min {
+			return nil
+		}
+		return openAICacheQuery(body, texts, min)
+	}
 	return req, nil
+}
+
+// reasoningQuarters scales Profile.ThinkingTokens by reasoning_effort, in
+// quarters (medium is the profile's length).
+var reasoningQuarters = map[string]int{"minimal": 1, "low": 2, "medium": 4, "high": 8, "xhigh": 16}
+
+// openAICacheQuery reads a chat request as OpenAI's automatic prompt
+// caching does: the tools and the response format first, then each
+// message (its role and other members, then its text, in which a cached
+// prefix may end), with a checkpoint every cacheStep tokens from min.
+// Images and other non-text parts count no tokens, as in promptTokens,
+// but are part of the prefix. The request's own 3 tokens (the reply's
+// priming) come after the messages and are never cached.
+func openAICacheQuery(body *api.ChatRequest, texts []string, min int) *cacheQuery {
+	ph := newPrefixHasher()
+	ph.automatic(min, cacheStep)
+	for _, t := range body.Tools {
+		b, _ := json.Marshal(t)
+		ph.fixed(canonicalJSON(b), 0)
+	}
+	if len(body.ResponseFormat) > 0 {
+		ph.fixed(canonicalJSON(body.ResponseFormat), 0)
+	}
+	for i, m := range body.Messages {
+		rest := m
+		rest.Content = nil
+		head, _ := json.Marshal(rest)
+		ph.fixed(head, 3)
+		parts, err := m.Parts()
+		if len(m.Content) > 0 && m.Content[0] == '"' || err != nil || parts == nil {
+			ph.text(texts[i])
+			continue
+		}
+		// Text joins the parts' texts with "\n" (non-text parts as "").
+		for j, p := range parts {
+			if j > 0 {
+				ph.text("\n")
+			}
+			if p.Type == "text" {
+				ph.text(p.Text)
+				continue
+			}
+			b, _ := json.Marshal(p)
+			ph.fixed(canonicalJSON(b, "cache_control"), 0)
+		}
+	}
+	return &cacheQuery{points: ph.points}
 }
 
 // openAIPrompt hashes the conversation (texts holds each message's Text):
@@ -130,6 +194,8 @@ func openAIPieces(m api.Message, text string, add func(string)) bool {
 	return only
 }
 
+func (openAIDialect) name() string        { return "openai" }
+func (openAIDialect) tokensPerChunk() int { return 1 }
 func (openAIDialect) idPrefix() string    { return "chatcmpl-sim" }
 func (openAIDialect) wholeToolCall() bool { return false }
 func (openAIDialect) toolCallID(key uint64) string {
@@ -181,7 +247,10 @@ type openAIToolMessage struct {
 
 func (openAIDialect) complete(w http.ResponseWriter, pl *plan, text string) {
 	finish := openAIFinish[pl.stop]
-	usage := &api.Usage{PromptTokens: pl.promptTokens, CompletionTokens: pl.tokens, TotalTokens: pl.promptTokens + pl.tokens}
+	out := pl.thinkTokens + pl.tokens
+	usage := &api.Usage{PromptTokens: pl.promptTokens, CompletionTokens: out, TotalTokens: pl.promptTokens + out,
+		PromptTokensDetails:     api.PromptTokensDetails{CachedTokens: pl.cache.read},
+		CompletionTokensDetails: &api.CompletionTokensDetails{ReasoningTokens: pl.thinkTokens}}
 	if pl.tool == nil {
 		writeJSON(w, http.StatusOK, api.Completion{
 			ID:      pl.id,

@@ -11,7 +11,9 @@ import (
 //
 // Zero values of fields: TTFT, ITL, PrefillPerToken 0 mean no wait; TTFTP99 0
 // (or equal to TTFT) means a constant TTFT; ITLJitter 0 means constant gaps;
-// TokensPerChunk 0 means 1; Tokens 0 means 200; Lang "" means "en".
+// TokensPerChunk 0 means the dialect's default (see TokensPerChunk); Tokens 0
+// means 200; Lang "" means "en"; ThinkingTokens 0 means 64; CacheMinTokens 0
+// means 1024.
 type Profile struct {
 	// Name is the model name that selects this profile.
 	Name string
@@ -26,12 +28,37 @@ type Profile struct {
 	ITLJitter float64
 	// PrefillPerToken is added to the TTFT for every estimated prompt token.
 	PrefillPerToken time.Duration
-	TokensPerChunk  int
+	// TokensPerChunk is the tokens of one content chunk (event). 0 means
+	// the dialect's default, the size the provider's own events have:
+	// OpenAI 1 (a chat.completion.chunk per token), Anthropic
+	// DefaultAnthropicTokensPerChunk (a text_delta holds a few words),
+	// Gemini DefaultGeminiTokensPerChunk (a GenerateContentResponse holds a
+	// phrase or a sentence); with the default each chunk then comes
+	// TokensPerChunk × ITL after the previous one, so a profile's token
+	// rate is the same in every dialect. A value set here (or by
+	// X-Sim-Tokens-Per-Chunk) keeps ITL as the gap per chunk.
+	TokensPerChunk int
 	// Tokens is the output length when the request sets no max_tokens or a
 	// larger one.
 	Tokens int
 	// Lang is the output text language: "en" or "ko" (multi-byte UTF-8).
 	Lang string
+	// Reasoning makes the model think before every answer in the OpenAI
+	// and Gemini dialects, as reasoning models do, unless the request says
+	// otherwise (reasoning_effort none, thinkingBudget 0). The request can
+	// also ask for it without: OpenAI reasoning_effort, Gemini
+	// thinkingConfig; Anthropic thinks only when its request asks (thinking).
+	// See the package documentation, "Thinking".
+	Reasoning bool
+	// ThinkingTokens is the length of a thinking (reasoning) phase, capped
+	// by the request's budget (Anthropic budget_tokens, Gemini
+	// thinkingBudget) and scaled by OpenAI's reasoning_effort.
+	ThinkingTokens int
+	// CacheMinTokens is the shortest prefix a prompt cache keeps: an
+	// Anthropic cache_control breakpoint whose prefix is shorter is ignored,
+	// and OpenAI's and Gemini's automatic caching starts there. 0 means
+	// 1024, Anthropic's minimum for Sonnet and Opus and OpenAI's.
+	CacheMinTokens int
 	// InputPrice and OutputPrice are USD per 1M tokens: the published prices
 	// of the real model the profile imitates, for cost tables. 0 = unknown.
 	InputPrice  float64
@@ -89,26 +116,38 @@ const (
 	DefaultTokens     = 200
 )
 
+// Defaults of the fields whose zero value means "as the provider does".
+const (
+	// DefaultAnthropicTokensPerChunk and DefaultGeminiTokensPerChunk are
+	// the tokens per content chunk of a profile that sets none, in those
+	// dialects (OpenAI's is 1).
+	DefaultAnthropicTokensPerChunk = 4
+	DefaultGeminiTokensPerChunk    = 16
+	DefaultThinkingTokens          = 64
+	DefaultCacheMinTokens          = 1024
+)
+
 // DefaultProfile is the profile of `streamgate sim` without flags, also used
 // when Options.Profile is the zero value: TTFT 250ms median / 800ms p99, ITL
-// 20ms with 0.2 jitter, 200 tokens, one token per chunk, English, no faults.
+// 20ms with 0.2 jitter, 200 tokens, the dialect's tokens per chunk, English,
+// no faults.
 func DefaultProfile() Profile {
 	return Profile{
-		Name:           "sim-default",
-		TTFT:           250 * time.Millisecond,
-		TTFTP99:        800 * time.Millisecond,
-		ITL:            20 * time.Millisecond,
-		ITLJitter:      0.2,
-		TokensPerChunk: 1,
-		Tokens:         DefaultTokens,
-		Lang:           "en",
+		Name:      "sim-default",
+		TTFT:      250 * time.Millisecond,
+		TTFTP99:   800 * time.Millisecond,
+		ITL:       20 * time.Millisecond,
+		ITLJitter: 0.2,
+		Tokens:    DefaultTokens,
+		Lang:      "en",
 	}
 }
 
 // Profiles returns the built-in profiles, a fresh slice each call. Their
 // names say they are simulated; timings are plausible for the model each
 // imitates, not measured from it, and sized so 200 tokens end in a few
-// seconds. Prices are the published ones (USD per 1M tokens).
+// seconds. Prices are the published ones (USD per 1M tokens). Their tokens
+// per chunk are the dialect's default.
 //
 //	name                   TTFT p50/p99  ITL   jitter  in $   out $   faults
 //	sim-fast               20ms/50ms     5ms   0.1     -      -       -
@@ -120,7 +159,7 @@ func DefaultProfile() Profile {
 func Profiles() []Profile {
 	base := func(name string, ttft, p99, itl time.Duration, jitter float64) Profile {
 		return Profile{Name: name, TTFT: ttft, TTFTP99: p99, ITL: itl, ITLJitter: jitter,
-			TokensPerChunk: 1, Tokens: DefaultTokens, Lang: "en"}
+			Tokens: DefaultTokens, Lang: "en"}
 	}
 	ms := time.Millisecond
 	fast := base("sim-fast", 20*ms, 50*ms, 5*ms, 0.1)
@@ -149,8 +188,14 @@ func LookupProfile(name string) (Profile, bool) {
 
 // normalize fills the documented zero-value defaults.
 func (p Profile) normalize() Profile {
-	if p.TokensPerChunk <= 0 {
-		p.TokensPerChunk = 1
+	if p.TokensPerChunk < 0 {
+		p.TokensPerChunk = 0 // the dialect's default
+	}
+	if p.ThinkingTokens <= 0 {
+		p.ThinkingTokens = DefaultThinkingTokens
+	}
+	if p.CacheMinTokens <= 0 {
+		p.CacheMinTokens = DefaultCacheMinTokens
 	}
 	if p.Tokens <= 0 {
 		p.Tokens = DefaultTokens
@@ -190,6 +235,12 @@ func (p Profile) Validate() error {
 	}
 	if p.Tokens < 0 {
 		bad("tokens", "negative %d", p.Tokens)
+	}
+	if p.ThinkingTokens < 0 {
+		bad("thinking-tokens", "negative %d", p.ThinkingTokens)
+	}
+	if p.CacheMinTokens < 0 {
+		bad("cache-min-tokens", "negative %d", p.CacheMinTokens)
 	}
 	if p.Lang != "" && p.Lang != "en" && p.Lang != "ko" {
 		bad("lang", "%q is not en or ko", p.Lang)

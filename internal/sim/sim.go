@@ -20,37 +20,117 @@
 //
 // Any model name is answered: a name matching a profile uses it, others use
 // Options.Profile. The response echoes the requested model name. Auth
-// headers (Authorization, x-api-key, x-goog-api-key) and anthropic-version
-// are accepted and ignored.
+// headers (Authorization, x-api-key, x-goog-api-key) are accepted whatever
+// their value: the key only owns a prompt cache (see Prompt caching).
+// anthropic-version and anthropic-beta are accepted and ignored.
 //
 // An OpenAI stream: the HTTP headers at once, then at the first token a
 // role-only chunk (delta {"role":"assistant","content":""}), content
 // chunks, a chunk with an empty delta and finish_reason ("length" when
 // max_tokens / max_completion_tokens cut the output, else "stop"), a usage
-// chunk (choices [], usage) only with stream_options.include_usage (every
-// chunk then carries "usage":null), and data: [DONE].
+// chunk (choices [], usage with prompt_tokens_details.cached_tokens and
+// completion_tokens_details.reasoning_tokens) only with
+// stream_options.include_usage (every chunk then carries "usage":null),
+// and data: [DONE].
 //
 // An Anthropic stream (max_tokens is required, as by the API): event:
-// message_start (usage.input_tokens, output_tokens 1), content_block_start,
-// ping, one content_block_delta (text_delta) per content chunk,
-// content_block_stop, message_delta (stop_reason end_turn or max_tokens,
-// cumulative usage), message_stop; every event has its event: line and a
-// data: object with the same "type". Errors are {"type":"error","error":
+// message_start (usage: input_tokens, cache_creation_input_tokens,
+// cache_read_input_tokens, cache_creation {ephemeral_5m_input_tokens,
+// ephemeral_1h_input_tokens}, output_tokens 1, service_tier),
+// content_block_start, ping, one content_block_delta (text_delta) per
+// content chunk, content_block_stop, message_delta (stop_reason end_turn or
+// max_tokens, cumulative usage: the input and cache counts again,
+// output_tokens, output_tokens_details.thinking_tokens with thinking),
+// message_stop; with thinking a thinking block comes first (see Thinking).
+// Every event has its event: line and a data: object with the same "type". Errors are {"type":"error","error":
 // {"type","message"}} with the type of the status (429 rate_limit_error,
 // 529 overloaded_error, 500 api_error, 400 invalid_request_error...).
 //
 // A Gemini stream (alt=sse): data: lines of GenerateContentResponse, no
 // [DONE]: candidates[0].content {role model, parts [{text}]}, usageMetadata
 // with cumulative promptTokenCount, candidatesTokenCount, totalTokenCount
-// on every chunk, modelVersion, responseId; a last chunk with an empty text
-// part has finishReason STOP or MAX_TOKENS (generationConfig.maxOutputTokens).
+// (and cachedContentTokenCount, thoughtsTokenCount when not 0) on every
+// chunk, modelVersion, responseId; a last chunk with an empty text part
+// has finishReason STOP or MAX_TOKENS (generationConfig.maxOutputTokens).
 // Errors are {"error":{"code","message","status"}} (429 RESOURCE_EXHAUSTED,
 // 503 UNAVAILABLE, 500 INTERNAL, 400 INVALID_ARGUMENT...).
 //
 // In every dialect the first events leave together with the first content
-// chunk, and the usage's completion tokens are exactly the tokens sent.
-// Queue waits (Options.MaxConcurrency) come before the TTFT, so a client sees
-// them as part of its TTFT.
+// chunk, and the usage's completion tokens are exactly the tokens sent,
+// thinking included (also thinking that is not shown). Queue waits
+// (Options.MaxConcurrency) come before the TTFT, so a client sees them as
+// part of its TTFT.
+//
+// Tokens per event: a profile's TokensPerChunk, or when it sets none the
+// provider's own event size: OpenAI 1 token per chunk, Anthropic 4 per
+// text_delta (DefaultAnthropicTokensPerChunk: a few words, as Claude's
+// events carry), Gemini 16 per GenerateContentResponse
+// (DefaultGeminiTokensPerChunk: a phrase or a sentence), each chunk then
+// coming TokensPerChunk gaps (ITL) after the previous one, so the token
+// rate is the profile's in every dialect.
+//
+// Thinking. Anthropic: thinking {type enabled, budget_tokens N} or
+// {type adaptive} makes the answer think first, Profile.ThinkingTokens
+// tokens (64 unless set; X-Sim-Thinking-Tokens) capped by the budget: the
+// stream opens a thinking block (content_block_start {type thinking,
+// thinking "", signature ""}), sends thinking_delta events, one
+// signature_delta and content_block_stop, then the text or tool_use block
+// at index 1; a non-stream answer has the thinking block with its
+// signature first. display "omitted" sends the block with an empty text
+// and its signature; X-Sim-Redacted-Thinking: true sends a
+// redacted_thinking block (content_block_start with its data, then
+// content_block_stop) instead. Thinking tokens are output tokens (and
+// output_tokens_details.thinking_tokens); max_tokens bounds thinking and
+// answer together. The signature is base64 of an HMAC-SHA256 of the
+// thinking text under Options.ThinkingKey, redacted data base64 of a nonce
+// and its HMAC: the sim verifies what it issued without state. As
+// Anthropic, it answers 400 invalid_request_error to: budget_tokens below
+// 1024 or not below max_tokens; a thinking block passed back without its
+// signature ("messages.N.content.M.thinking.signature: Field required"),
+// with a signature that is not its text's ("messages.N.content.M: Invalid
+// `signature` in `thinking` block") or a redacted_thinking block whose
+// data the sim did not issue; thinking enabled and the assistant message
+// after the last user message that is not only tool results (a prefill,
+// a tool loop's first step) not starting with a thinking or
+// redacted_thinking block ("Expected `thinking` or `redacted_thinking`,
+// but found ..."), so no prefill with thinking; thinking in a final
+// assistant message without thinking on; a final assistant message ending
+// in a thinking block; thinking with tool_choice any or tool, or with a
+// temperature other than 1. OpenAI: reasoning_effort (minimal, low,
+// medium, high, xhigh; none is off) or a Profile.Reasoning profile thinks
+// ThinkingTokens scaled by the effort (×1/4, ×1/2, ×1, ×2, ×4), reported
+// only as completion_tokens_details.reasoning_tokens within
+// completion_tokens, as OpenAI's chat completions do. Gemini:
+// generationConfig.thinkingConfig (thinkingBudget: 0 off, -1 dynamic, N a
+// cap; thinkingLevel; includeThoughts) or a Reasoning profile thinks:
+// thoughtsTokenCount in usageMetadata (not in candidatesTokenCount, in
+// totalTokenCount), thought parts ({"text":...,"thought":true}) streamed
+// first with includeThoughts, and a thoughtSignature on the function call
+// part or else on the last part. Thinking that is not streamed delays the
+// first content by the gaps its chunks would have taken. The thinking text
+// has its own generator: the answer's text is the same with or without.
+//
+// Prompt caching, per API key (x-api-key, x-goog-api-key, the bearer token,
+// Gemini's key parameter; "" without one), model and dialect, in memory
+// (Options.PromptCacheEntries, least recently used first out). A prompt is
+// read as canonical bytes (JSON re-encoded: key order and white space do
+// not matter, any content does; cache_control markers are not content) in
+// the provider's order, counted with the sim's token estimate; the 3
+// tokens every request adds come last and are never cached. Anthropic:
+// tools, system, then messages, block by block; each cache_control
+// breakpoint (at most 4; ttl "5m" or "1h", longer first; a top-level
+// cache_control puts one on the last block) whose prefix has at least
+// Profile.CacheMinTokens tokens (1024, Anthropic's minimum for Sonnet and
+// Opus) is looked up, also at the 20 block boundaries before it: the
+// longest prefix seen within its lifetime (5 minutes, or an hour with ttl
+// "1h", refreshed by each hit) is cache_read_input_tokens; the rest up to
+// the last breakpoint is cache_creation_input_tokens, split by the ttl of
+// the breakpoint ending each part; input_tokens is what follows. OpenAI:
+// automatic, from CacheMinTokens tokens in steps of 128: the longest
+// prefix an earlier request had within 5 minutes is
+// prompt_tokens_details.cached_tokens (within prompt_tokens). Gemini:
+// implicit, the same rule, reported as cachedContentTokenCount (within
+// promptTokenCount). Cached tokens take no prefill time.
 //
 // Randomness has a seed part: X-Sim-Seed if given, else the request's seed
 // field (OpenAI "seed", Gemini generationConfig.seed) mixed with
@@ -110,6 +190,8 @@
 //	X-Sim-Lang               en | ko
 //	X-Sim-Seed               int64 seed part of this request's randomness
 //	X-Sim-Tool-Call          answer with one call of this offered tool
+//	X-Sim-Thinking-Tokens    tokens of a thinking phase (when there is one)
+//	X-Sim-Redacted-Thinking  true: Anthropic thinking as a redacted_thinking block
 //	X-Sim-Fail-Status        answer this status (400-599) before the stream
 //	X-Sim-Stall-First        stall before the first event (no role chunk)
 //	X-Sim-Stall-At, X-Sim-Stall-For  stall before content chunk N for D
@@ -179,6 +261,15 @@ type Options struct {
 	// TLS, when set, makes Serve speak TLS (HTTP/2 and HTTP/1.1 by ALPN)
 	// instead of cleartext HTTP/1.1 and h2c.
 	TLS *TLS
+	// ThinkingKey signs the thinking blocks the Anthropic dialect sends and
+	// verifies those passed back. Empty means a built-in key, the same in
+	// every sim, so a signature one sim issued is valid at another (as at
+	// one provider); sims with different keys refuse each other's.
+	ThinkingKey []byte
+	// PromptCacheEntries bounds the prompt cache (prefixes kept for all API
+	// keys together; the least recently used goes first). 0 means
+	// DefaultPromptCacheEntries.
+	PromptCacheEntries int
 }
 
 // Endpoints lists what the simulator serves, for messages and help texts.
@@ -203,6 +294,8 @@ type Server struct {
 	counter  atomic.Uint64
 	created  int64
 	handlers sync.WaitGroup
+	cache    *promptCache
+	signer   signer
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -217,6 +310,8 @@ func New(opts Options) *Server {
 		queue:   newFIFO(opts.MaxConcurrency),
 		reg:     prometheus.NewRegistry(),
 		created: time.Now().Unix(),
+		cache:   newPromptCache(opts.PromptCacheEntries),
+		signer:  newSigner(opts.ThinkingKey),
 	}
 	if s.def == (Profile{}) {
 		s.def = DefaultProfile()

@@ -28,6 +28,11 @@ type request struct {
 	seed         *int64 // the body's seed, nil when none
 	includeUsage bool   // OpenAI stream_options.include_usage
 	tools        []tool // functions offered
+	thinking     thinkingAsk
+	signed       []signedBlock // Anthropic: thinking blocks passed back, to verify
+	// cache returns the request's prompt cache checkpoints for a minimum
+	// cacheable prefix of min tokens; nil = nothing to cache.
+	cache func(min int) *cacheQuery
 }
 
 // stopReason is why an answer ended; each dialect spells it its own way.
@@ -49,11 +54,26 @@ type plan struct {
 	profile      Profile
 	includeUsage bool
 	promptTokens int
-	tokens       int // completion tokens to send
+	tokens       int // answer tokens to send (text or tool call), thinking not included
 	stop         stopReason
-	chunks       int       // content chunks
+	chunks       int       // content chunks, visible thinking's included
 	tool         *toolCall // the forced tool call; nil = a text answer
 	firstAfter   time.Duration
+
+	// Thinking (see thinking.go): thinkTokens are output tokens spent
+	// thinking before the answer, the first thinkChunks chunks stream
+	// thinking (its tokens, thinking[i], when visible); signature signs
+	// thinkText; redacted is the data of a redacted_thinking block sent
+	// instead of the thinking text (X-Sim-Redacted-Thinking).
+	thinkTokens int
+	thinkChunks int
+	thinking    []token
+	thinkText   string
+	signature   string
+	redacted    string
+	omitted     bool // Anthropic display "omitted": the block's text is empty
+
+	cache cacheUsage // the prompt cache's part of promptTokens
 
 	failStatus  int // 0 = no failure
 	stallFirst  time.Duration
@@ -71,8 +91,13 @@ type plan struct {
 // answer and the encoder of its stream. The engine (plan, pacing, faults)
 // is shared; a dialect only renders.
 type dialect interface {
+	// name names the dialect (prompt caches are per dialect).
+	name() string
 	// idPrefix starts the ids of answers (X-Request-Id, the answer's id).
 	idPrefix() string
+	// tokensPerChunk is the tokens of a content chunk when the profile
+	// sets none: the size of the provider's own events.
+	tokensPerChunk() int
 	// wholeToolCall is true when the dialect sends a tool call's arguments
 	// in one piece (Gemini's functionCall part) rather than in fragments.
 	wholeToolCall() bool
@@ -106,8 +131,12 @@ type encoder interface {
 	// chunk, Anthropic's message_start, content_block_start and ping.
 	// With flush false the events wait for the first content chunk.
 	start(st *streamState, flush bool) error
-	// text writes one content chunk of escaped tokens; sent is the tokens
-	// sent so far, this chunk's included.
+	// thinking writes one chunk of visible thinking (escaped tokens); sent
+	// is the output tokens so far, this chunk's included. Only called for a
+	// plan with thinkChunks.
+	thinking(st *streamState, toks [][]byte, sent int) error
+	// text writes one content chunk of escaped tokens; sent is the output
+	// tokens so far (thinking included), this chunk's included.
 	text(st *streamState, toks [][]byte, sent int) error
 	// toolArgs writes fragment i (from 0) of the tool call's arguments
 	// (raw JSON text, not escaped); sent as for text.
@@ -171,6 +200,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request, d d
 		d.failure(w, pl.failStatus)
 		return
 	}
+	// The prompt is read (and cached) once the request is admitted; a
+	// cached prefix is not prefilled again.
+	if req.cache != nil {
+		if q := req.cache(pl.profile.CacheMinTokens); q != nil {
+			ns := cacheNamespace(d.name(), req.model, apiKey(r))
+			pl.cache = s.cache.apply(ns, q, pl.profile.CacheMinTokens, time.Now())
+			pl.firstAfter -= time.Duration(pl.cache.read) * pl.profile.PrefillPerToken
+		}
+	}
 	if req.stream {
 		s.stream(w, r, pl, d.encoder(pl))
 		return
@@ -194,10 +232,16 @@ func (s *Server) plan(r *http.Request, req *request, d dialect) (*plan, error) {
 	}
 	var hdrSeed int64
 	var hdrSeedSet bool
-	if err := applyHeaders(r.Header, &p, &hdrSeed, &hdrSeedSet); err != nil {
+	var redacted bool
+	if err := applyHeaders(r.Header, &p, &hdrSeed, &hdrSeedSet, &redacted); err != nil {
 		return nil, err
 	}
 	p = p.normalize()
+	if p.TokensPerChunk == 0 {
+		// The dialect's event size, at the profile's token rate.
+		n := d.tokensPerChunk()
+		p.TokensPerChunk, p.ITL = n, p.ITL*time.Duration(n)
+	}
 	forced, err := pickTool(r.Header, req.tools)
 	if err != nil {
 		return nil, err
@@ -245,8 +289,12 @@ func (s *Server) plan(r *http.Request, req *request, d dialect) (*plan, error) {
 		}
 		pl.tokens = max(0, p.Tokens-k)
 	}
-	if req.limit > 0 && req.limit < pl.tokens {
-		pl.tokens, pl.stop = req.limit, stopLength
+	if th := req.thinking; th.mode == thinkOn || th.mode == thinkUnset && p.Reasoning {
+		// Only Anthropic has redacted_thinking blocks.
+		s.think(pl, th, req.limit, redacted && d.name() == "anthropic", textKey)
+	}
+	if limit := req.limit - pl.thinkTokens; req.limit > 0 && limit < pl.tokens {
+		pl.tokens, pl.stop = max(0, limit), stopLength
 	}
 	pl.chunks = (pl.tokens + p.TokensPerChunk - 1) / p.TokensPerChunk
 	if forced != nil {
@@ -254,8 +302,16 @@ func (s *Server) plan(r *http.Request, req *request, d dialect) (*plan, error) {
 		pl.tool = newToolCall(forced, d.toolCallID(key), p.TokensPerChunk, d.wholeToolCall())
 		pl.tokens, pl.chunks, pl.stop = pl.tool.tokens, len(pl.tool.frags), stopTool
 	}
+	pl.chunks += pl.thinkChunks
+	// Thinking that is not streamed still takes its time before the first
+	// content, a chunk's gap per chunk it would have made.
+	hidden := pl.thinkTokens
+	if pl.thinkChunks > 0 {
+		hidden = 0
+	}
 	pl.firstAfter = lognormalQuantile(p.TTFT, p.TTFTP99, pl.timing.NormFloat64()) +
-		time.Duration(pl.promptTokens)*p.PrefillPerToken
+		time.Duration(pl.promptTokens)*p.PrefillPerToken +
+		time.Duration((hidden+p.TokensPerChunk-1)/p.TokensPerChunk)*p.ITL
 
 	// Faults: a fixed number of draws whatever is on, so turning one fault
 	// on does not change which requests another one hits.
@@ -284,6 +340,43 @@ func (s *Server) plan(r *http.Request, req *request, d dialect) (*plan, error) {
 	pl.errorAt = at(f.ErrorAt, f.ErrorAt != 0, f.ErrorRate)
 	pl.malformedAt = at(f.MalformedAt, f.MalformedAt != 0, f.MalformedRate)
 	return pl, nil
+}
+
+// think plans the thinking phase before pl's answer: Profile.ThinkingTokens
+// scaled by the ask's quarters, capped by its budget and by the output
+// limit; the text from a generator of its own (so the answer's text is the
+// same with thinking and without), signed.
+func (s *Server) think(pl *plan, th thinkingAsk, limit int, redacted bool, textKey uint64) {
+	p := &pl.profile
+	n := p.ThinkingTokens
+	if th.quarters > 0 {
+		n = max(1, n*th.quarters/4)
+	}
+	if th.budget > 0 {
+		n = min(n, th.budget)
+	}
+	if limit > 0 {
+		n = min(n, limit)
+	}
+	gen := newTextGen(p.Lang, rand.New(rand.NewPCG(textKey, 4)))
+	pl.thinking = make([]token, n)
+	var text strings.Builder
+	for i := range n {
+		pl.thinking[i] = *gen.token()
+		text.WriteString(pl.thinking[i].text)
+	}
+	pl.thinkTokens, pl.thinkText = n, text.String()
+	switch {
+	case redacted && th.visible:
+		pl.redacted = s.signer.redacted(pl.key)
+	case th.omitted:
+		pl.omitted, pl.signature = true, s.signer.sign("")
+	default:
+		pl.signature = s.signer.sign(pl.thinkText)
+		if th.visible {
+			pl.thinkChunks = (n + p.TokensPerChunk - 1) / p.TokensPerChunk
+		}
+	}
 }
 
 // hits decides a fault from the uniform draw u: off when neither its value
@@ -371,7 +464,12 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, pl *plan, enc en
 	defer pc.stop()
 	gen := &pl.text
 	toks := make([][]byte, 0, min(p.TokensPerChunk, maxBatch))
-	var sent, chunks int
+	// sent counts output tokens: thinking that is not streamed counts from
+	// the start, as the provider reports it with the first content.
+	var sent, chunks, answered, thought int
+	if pl.thinkChunks == 0 {
+		sent = pl.thinkTokens
+	}
 	defer func() {
 		s.m.chunks.Add(float64(chunks))
 		s.m.tokens.Add(float64(sent))
@@ -421,16 +519,28 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, pl *plan, enc en
 			break
 		}
 		var err error
-		if pl.tool != nil {
-			sent += min(p.TokensPerChunk, pl.tokens-sent)
-			if i == pl.chunks {
-				sent = pl.tokens
-			}
-			err = enc.toolArgs(st, i-1, sent)
-		} else {
+		switch {
+		case i <= pl.thinkChunks:
 			toks = toks[:0]
-			for k := 0; k < p.TokensPerChunk && sent < pl.tokens; k++ {
+			for k := 0; k < p.TokensPerChunk && thought < pl.thinkTokens; k++ {
+				toks = append(toks, pl.thinking[thought].esc)
+				thought++
+				sent++
+			}
+			err = enc.thinking(st, toks, sent)
+		case pl.tool != nil:
+			n := min(p.TokensPerChunk, pl.tokens-answered)
+			if i == pl.chunks {
+				n = pl.tokens - answered
+			}
+			answered += n
+			sent += n
+			err = enc.toolArgs(st, i-1-pl.thinkChunks, sent)
+		default:
+			toks = toks[:0]
+			for k := 0; k < p.TokensPerChunk && answered < pl.tokens; k++ {
 				toks = append(toks, gen.next())
+				answered++
 				sent++
 			}
 			err = enc.text(st, toks, sent)
@@ -495,6 +605,6 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, pl *plan, d di
 		}
 		content = text.String()
 	}
-	s.m.tokens.Add(float64(pl.tokens))
+	s.m.tokens.Add(float64(pl.tokens + pl.thinkTokens))
 	d.complete(w, pl, content)
 }
