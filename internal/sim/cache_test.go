@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -9,12 +10,15 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+	"unicode/utf8"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"google.golang.org/genai"
+
+	"github.com/streamgate/streamgate/internal/api"
 )
 
 // The conversation of the caching tests, in ASCII so its tokens are
@@ -430,4 +434,132 @@ func TestPromptCacheBounded(t *testing.T) {
 	if !c.hit(k(1), now) || c.hit(k(2), now) || !c.hit(k(3), now) || len(c.entries) != 2 {
 		t.Errorf("got entries 1 %v 2 %v 3 %v, want 1 and 3 kept", c.hit(k(1), now), c.hit(k(2), now), c.hit(k(3), now))
 	}
+}
+
+// FuzzCanonicalJSON: the canonical form of a JSON value is valid JSON,
+// canonical itself, the same for the value re-indented, and valid input
+// only (encoding/json's verdict) is re-encoded.
+func FuzzCanonicalJSON(f *testing.F) {
+	for _, s := range []string{`{"b":1,"a":[{"type":"text","text":"x","cache_control":{"type":"ephemeral"}}]}`,
+		`{"content":[{"cache_control":null,"z":1.50}],"cache_control":1}`, `"str"`, `[1, 2]`, `{`, `{"a":1}{"b":2}`, `1e400`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c := canonicalJSON(b, "cache_control")
+		var v any
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.UseNumber()
+		if dec.Decode(&v) != nil {
+			if !bytes.Equal(c, b) {
+				t.Fatalf("invalid JSON %q re-encoded as %q", b, c)
+			}
+			return
+		}
+		if !json.Valid(c) {
+			t.Fatalf("canonical %q of %q is not JSON", c, b)
+		}
+		if again := canonicalJSON(c, "cache_control"); !bytes.Equal(again, c) {
+			t.Fatalf("canonical %q is not canonical: %q", c, again)
+		}
+		var indented bytes.Buffer
+		if json.Indent(&indented, b, " ", "\t") == nil {
+			if got := canonicalJSON(indented.Bytes(), "cache_control"); !bytes.Equal(got, c) {
+				t.Fatalf("indented: got %q, want %q", got, c)
+			}
+		}
+	})
+}
+
+// FuzzPrefixHasherText: a text read in two pieces of one run counts the
+// tokens estimateTokens gives the whole and leaves the same checkpoints.
+func FuzzPrefixHasherText(f *testing.F) {
+	f.Add("Tell me about streaming latency.", 5, 3, 2)
+	f.Add("한국어 텍스트와 English", 7, 2, 1)
+	f.Fuzz(func(t *testing.T, s string, cut, first, step int) {
+		if first < 1 || step < 1 || first > 1<<20 || step > 1<<20 {
+			return
+		}
+		cut = max(0, min(cut, len(s)))
+		for cut > 0 && cut < len(s) && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		whole, split := newPrefixHasher(), newPrefixHasher()
+		whole.automatic(first, step)
+		split.automatic(first, step)
+		whole.text(s)
+		split.text(s[:cut])
+		split.fixed([]byte{}, 0)
+		split.text(s[cut:])
+		if whole.tokens != estimateTokens(s) || split.tokens != whole.tokens {
+			t.Fatalf("tokens: whole %d, split %d, want %d", whole.tokens, split.tokens, estimateTokens(s))
+		}
+		if len(whole.points) != len(split.points) {
+			t.Fatalf("checkpoints: whole %d, split %d", len(whole.points), len(split.points))
+		}
+		for i := range whole.points {
+			if whole.points[i] != split.points[i] {
+				t.Fatalf("checkpoint %d differs: %+v, %+v", i, whole.points[i], split.points[i])
+			}
+		}
+	})
+}
+
+// BenchmarkPromptCacheRequest is the cost the prompt cache adds to an agent
+// turn of about 50,000 tokens (a 48-KB system prompt, 20 tools, 40
+// messages), parse included: Anthropic with three breakpoints, OpenAI's
+// automatic caching.
+func BenchmarkPromptCacheRequest(b *testing.B) {
+	var tools, msgs, oaTools, oaMsgs []string
+	for i := range 20 {
+		schema := `{"type":"object","properties":{"path":{"type":"string","description":"` + fill("A path to read. ", 400) + `"}}}`
+		tools = append(tools, `{"name":"tool`+itoa(i)+`","input_schema":`+schema+`}`)
+		oaTools = append(oaTools, `{"type":"function","function":{"name":"tool`+itoa(i)+`","parameters":`+schema+`}}`)
+	}
+	tools[19] = tools[19][:len(tools[19])-1] + `,"cache_control":{"type":"ephemeral"}}`
+	for i := range 40 {
+		role := []string{"user", "assistant"}[i%2]
+		text := jsonString(fill("Some file content, line by line. ", 3000))
+		cc := ""
+		if i == 39 {
+			cc = `,"cache_control":{"type":"ephemeral"}`
+		}
+		msgs = append(msgs, `{"role":"`+role+`","content":[{"type":"text","text":`+text+cc+`}]}`)
+		oaMsgs = append(oaMsgs, `{"role":"`+role+`","content":`+text+`}`)
+	}
+	sys := jsonString(fill("You are a coding agent. ", 48000))
+	anthropicJSON := `{"model":"m","max_tokens":100,"tools":[` + strings.Join(tools, ",") + `],"system":[{"type":"text","text":` + sys +
+		`,"cache_control":{"type":"ephemeral"}}],"messages":[` + strings.Join(msgs, ",") + `]}`
+	openAIJSON := `{"model":"m","tools":[` + strings.Join(oaTools, ",") + `],"messages":[{"role":"system","content":` + sys + `},` +
+		strings.Join(oaMsgs, ",") + `]}`
+	s := New(Options{Profile: quick})
+	ns := cacheNamespace("bench", "m", "k")
+	now := time.Now()
+	b.Run("anthropic", func(b *testing.B) {
+		b.SetBytes(int64(len(anthropicJSON)))
+		for b.Loop() {
+			var body anthropicRequest
+			if err := json.Unmarshal([]byte(anthropicJSON), &body); err != nil {
+				b.Fatal(err)
+			}
+			req, err := anthropicParse(&body, false)
+			if err != nil {
+				b.Fatal(err)
+			}
+			s.cache.apply(ns, req.cache(DefaultCacheMinTokens), DefaultCacheMinTokens, now)
+		}
+	})
+	b.Run("openai", func(b *testing.B) {
+		b.SetBytes(int64(len(openAIJSON)))
+		for b.Loop() {
+			var body api.ChatRequest
+			if err := json.Unmarshal([]byte(openAIJSON), &body); err != nil {
+				b.Fatal(err)
+			}
+			req, err := openAIRequest(&body)
+			if err != nil {
+				b.Fatal(err)
+			}
+			s.cache.apply(ns, req.cache(DefaultCacheMinTokens), DefaultCacheMinTokens, now)
+		}
+	})
 }
