@@ -49,8 +49,9 @@ and, on the same port, HTTP/2 cleartext with prior knowledge (h2c):
   POST /v1beta/models/{model}:streamGenerateContent?alt=sse
   POST /v1beta/models/{model}:countTokens
   POST /v1/embeddings, GET /v1/models, GET /metrics
-Auth headers (Authorization, x-api-key, x-goog-api-key) are accepted and ignored, so
-an OpenAI base URL is http://ADDR/v1, an Anthropic or Gemini one http://ADDR.
+Auth headers (Authorization, x-api-key, x-goog-api-key) are accepted whatever their
+value (the key owns a prompt cache), so an OpenAI base URL is http://ADDR/v1, an
+Anthropic or Gemini one http://ADDR.
 With --tls it serves TLS instead (HTTP/2 and HTTP/1.1 by ALPN, as providers do): the
 base URLs are https://, trusted through a provider's ca_file (--tls-ca-out writes it).
 
@@ -68,7 +69,17 @@ headers and faults are the same in all three:
   Gemini     data: GenerateContentResponse per chunk with cumulative usageMetadata, a
              last chunk with finishReason; no [DONE].
 Tokens are paced against absolute deadlines; --itl is the gap between content chunks.
+Without --tokens-per-chunk a chunk carries what the provider's events do (OpenAI 1
+token, Anthropic 4, Gemini 16) and comes that many --itl gaps after the previous one.
 Same --seed and same requests give the same text, timings and faults.
+
+Like the providers: Anthropic thinking (thinking_delta events and a signature_delta the
+sim verifies when the block is passed back: a changed or unsigned block is a 400),
+OpenAI reasoning_effort (completion_tokens_details.reasoning_tokens), Gemini
+thinkingConfig (thoughtsTokenCount, thought parts); prompt caching per API key and
+model (Anthropic cache_control breakpoints: cache_read_input_tokens and
+cache_creation_input_tokens; OpenAI cached_tokens and Gemini cachedContentTokenCount
+for a repeated prefix of 1024 tokens or more).
 
 Faults: a fault flag without its -rate hits every request; with --X-rate it hits
 that fraction of requests (seeded; a rate alone uses 503, 10s or a random chunk).
@@ -88,7 +99,7 @@ offered, else 400. Without the header the answer is text.
 Per-request overrides, request headers (a bad value answers 400 naming the header):
   X-Sim-Profile  X-Sim-TTFT  X-Sim-TTFT-P99  X-Sim-ITL  X-Sim-ITL-Jitter
   X-Sim-Prefill-Per-Token  X-Sim-Tokens  X-Sim-Tokens-Per-Chunk  X-Sim-Lang  X-Sim-Seed
-  X-Sim-Tool-Call
+  X-Sim-Tool-Call  X-Sim-Thinking-Tokens  X-Sim-Redacted-Thinking
   X-Sim-Fail-Status  X-Sim-Fail-Rate  X-Sim-Stall-First  X-Sim-Stall-First-Rate
   X-Sim-Stall-At  X-Sim-Stall-For  X-Sim-Stall-Rate  X-Sim-Cut-At  X-Sim-Cut-Rate
   X-Sim-Error-At  X-Sim-Error-Rate  X-Sim-Malformed-At  X-Sim-Malformed-Rate
@@ -146,7 +157,7 @@ func bindSimFlags(f *pflag.FlagSet) *simFlags {
 	f.DurationVar(&o.itl, "itl", d.ITL, "mean gap between content chunks")
 	f.Float64Var(&o.jitter, "itl-jitter", d.ITLJitter, "relative std-dev of a gap (lognormal), 0 = constant")
 	f.IntVar(&o.tokens, "tokens", d.Tokens, "output tokens when max_tokens is absent or larger")
-	f.IntVar(&o.perChunk, "tokens-per-chunk", d.TokensPerChunk, "tokens in each content chunk")
+	f.IntVar(&o.perChunk, "tokens-per-chunk", d.TokensPerChunk, "tokens in each content chunk (default: the dialect's, OpenAI 1, Anthropic 4, Gemini 16)")
 	f.DurationVar(&o.prefill, "prefill-per-token", 0, "added to the TTFT per estimated prompt token (~4 chars of English)")
 	f.IntVar(&o.maxConc, "max-concurrency", 0, "requests served at once, more wait in a FIFO queue (0 = unlimited)")
 	f.StringVar(&o.lang, "lang", d.Lang, "output language: en or ko")
