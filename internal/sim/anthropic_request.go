@@ -342,16 +342,23 @@ func anthropicParse(body *anthropicRequest, count bool) (*request, error) {
 			return nil, paramError{"messages", fmt.Sprintf("messages.%d.content: %v", i, err)}
 		}
 		contents[i] = c
+		lead := m.Role
+		if i == 0 {
+			// Changing the thinking settings invalidates the cached
+			// messages, not the tools and system (Anthropic's prompt
+			// caching reference, "Caching with thinking blocks").
+			lead += "\x00" + think.cacheKey()
+		}
 		if len(c.blocks) == 0 {
 			req.promptTokens += 3
-			units = append(units, anthropicUnit{lead: m.Role, tokens: 3})
+			units = append(units, anthropicUnit{lead: lead, tokens: 3})
 		}
 		for j := range c.blocks {
 			bl := &c.blocks[j]
 			path := fmt.Sprintf("messages.%d.content.%d", i, j)
 			u := anthropicUnit{raw: c.raws[j], tokens: bl.tokens(), path: path}
 			if j == 0 {
-				u.lead, u.tokens = m.Role, u.tokens+3 // the message's own 3
+				u.lead, u.tokens = lead, u.tokens+3 // the message's own 3
 			}
 			if err := unit(u, bl.CacheControl); err != nil {
 				return nil, err

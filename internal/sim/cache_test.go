@@ -563,3 +563,39 @@ func BenchmarkPromptCacheRequest(b *testing.B) {
 		}
 	})
 }
+
+// TestAnthropicCacheThinkingChange: changing the thinking settings between
+// turns invalidates the cached messages but not the system prompt, as at
+// Anthropic, so a gateway that toggles thinking shows as cache misses.
+func TestAnthropicCacheThinkingChange(t *testing.T) {
+	_, ts := newTestServer(t, Options{})
+	send := func(thinking string) anthropicUsage {
+		t.Helper()
+		body := `{"model":"m","max_tokens":3000` + thinking + `,"system":[{"type":"text","text":` + jsonString(cacheSystem) +
+			`,"cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":[{"type":"text","text":` +
+			jsonString(cacheUsers[0]) + `,"cache_control":{"type":"ephemeral"}}]}]}`
+		resp := postJSON(t, ts, anthropicPath, body, nil)
+		var m struct {
+			Usage anthropicUsage `json:"usage"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&m); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("got %d (%v)", resp.StatusCode, err)
+		}
+		return m.Usage
+	}
+	on := `,"thinking":{"type":"enabled","budget_tokens":1024}`
+	for _, step := range []struct {
+		name, thinking string
+		read, write    int
+	}{
+		{"first", on, 0, 1130},
+		{"same settings", on, 1130, 0},
+		{"thinking off", "", 1027, 103},
+		{"another budget", `,"thinking":{"type":"enabled","budget_tokens":2048}`, 1027, 103},
+		{"disabled reads as off", `,"thinking":{"type":"disabled"}`, 1130, 0},
+	} {
+		if u := send(step.thinking); u.CacheReadInputTokens != step.read || u.CacheCreationInputTokens != step.write {
+			t.Errorf("%s: got read %d, written %d; want %d, %d", step.name, u.CacheReadInputTokens, u.CacheCreationInputTokens, step.read, step.write)
+		}
+	}
+}

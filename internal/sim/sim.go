@@ -125,7 +125,9 @@
 // longest prefix seen within its lifetime (5 minutes, or an hour with ttl
 // "1h", refreshed by each hit) is cache_read_input_tokens; the rest up to
 // the last breakpoint is cache_creation_input_tokens, split by the ttl of
-// the breakpoint ending each part; input_tokens is what follows. OpenAI:
+// the breakpoint ending each part; input_tokens is what follows. Changing
+// the thinking settings (on or off, the budget) misses the cached messages
+// but not tools and system, as at Anthropic. OpenAI:
 // automatic, from CacheMinTokens tokens in steps of 128: the longest
 // prefix an earlier request had within 5 minutes is
 // prompt_tokens_details.cached_tokens (within prompt_tokens). Gemini:

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
+	"strconv"
 )
 
 // Thinking signatures. Anthropic signs each thinking block it sends and
@@ -96,6 +97,15 @@ type thinkingAsk struct {
 	// omitted: Anthropic display "omitted", a thinking block with an empty
 	// text and a signature.
 	omitted bool
+}
+
+// cacheKey is what of the thinking settings a prompt cache keys cached
+// messages by: on or off, and the budget.
+func (a thinkingAsk) cacheKey() string {
+	if a.mode != thinkOn {
+		return "off"
+	}
+	return "on " + strconv.Itoa(a.budget)
 }
 
 const (
