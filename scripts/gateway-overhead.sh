@@ -9,6 +9,8 @@
 #   - the gateway's RSS with N streams held open, per stream.
 # Usage: scripts/gateway-overhead.sh [CONCURRENCY...]   (default: 100 1000)
 # Env: TOKENS (default 100), ITL (20ms: 50 chunks/s per stream), REQ_WAVES (3),
+#      PER_CHUNK (tokens per chunk, default 1 in every dialect, so that figures per
+#      chunk compare across dialects; 0 = the dialect's own: Anthropic 4, Gemini 16),
 #      GW_ENV (environment of the gateway alone, e.g. GW_ENV="GOGC=400"),
 #      RAMP (bench --ramp-up, e.g. 2s: streams start spread out instead of in one burst),
 #      H2=1 (HTTP/2 cleartext, prior knowledge, on every hop: bench --http2 to the
@@ -54,7 +56,7 @@ if [ -n "${TLS:-}" ]; then
   scheme=https; cafile="$work/ca.pem"; tlsflags+=(--tls-ca-out "$cafile"); cacurl=(--cacert "$cafile")
 fi
 "$sg" sim "${tlsflags[@]}" --addr "127.0.0.1:$simport" --stamp --ttft 50ms --ttft-p99 50ms --itl "$itl" --itl-jitter 0 \
-  --tokens "$tokens" >"$work/sim.log" 2>&1 &
+  --tokens "$tokens" --tokens-per-chunk "${PER_CHUNK:-1}" >"$work/sim.log" 2>&1 &
 simpid=$!; pids+=("$simpid")
 kind=${DIALECT:-openai}
 case $kind in
