@@ -1,8 +1,8 @@
 package respstore
 
 import (
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
