@@ -35,6 +35,7 @@ type Config struct {
 	Keys      []Key      `yaml:"keys"`
 	Models    []Model    `yaml:"models"`
 	OTel      *OTel      `yaml:"otel"` // traces over OTLP/HTTP; nil: off (see otel.go)
+	Responses Responses  `yaml:"responses"`
 
 	idx *index // name lookups; built by prepare, nil for a Config built in code
 }
@@ -77,6 +78,19 @@ type Limits struct {
 	MaxStreamsPerKey int      `yaml:"max_streams_per_key"` // for each key, unless the key sets its own
 	QueueWait        Duration `yaml:"queue_wait"`          // longest wait for a slot; default 0 (refuse at once)
 }
+
+// Responses is the `responses:` block: the state of POST /v1/responses.
+type Responses struct {
+	// StoreRetention is how long a stored response (store: true, the
+	// default) is kept in the database after it was created: older ones
+	// are not found and are purged periodically. Default 720h (30 days,
+	// as OpenAI keeps them); 0s means the default. A client that wants
+	// nothing kept sends store: false.
+	StoreRetention Duration `yaml:"store_retention"`
+}
+
+// DefaultStoreRetention is responses.store_retention's default.
+const DefaultStoreRetention = 30 * 24 * time.Hour
 
 // Duration is a time.Duration written as "5s", "250ms" in YAML.
 type Duration time.Duration

@@ -63,11 +63,12 @@ func New() *Config {
 		},
 		MaxBody:   DefaultMaxBody,
 		KeepAlive: Duration(DefaultKeepAlive),
+		Responses: Responses{StoreRetention: Duration(DefaultStoreRetention)},
 	}
 }
 
 // SetDefaults fills the values left empty in c: Listen, Database, a zero
-// MaxBody and MaxDecodingBytes (at least MaxBody), and each model's Strategy ("fallback") and ContextPolicy
+// MaxBody and MaxDecodingBytes (at least MaxBody), a zero responses.store_retention (720h), and each model's Strategy ("fallback") and ContextPolicy
 // ("reject"); so "max_body_bytes: 0" means the default, not "no limit". It never changes Timeouts, because a zero
 // timeout means "off"; start from New to get the default timeouts. Load
 // calls it; call it on a Config built in code before Validate.
@@ -80,6 +81,9 @@ func (c *Config) SetDefaults() {
 	}
 	if c.MaxBody == 0 {
 		c.MaxBody = DefaultMaxBody
+	}
+	if c.Responses.StoreRetention == 0 {
+		c.Responses.StoreRetention = Duration(DefaultStoreRetention)
 	}
 	if c.MaxDecodingBytes == 0 {
 		c.MaxDecodingBytes = max(DefaultMaxDecodingBytes, c.MaxBody)

@@ -54,6 +54,7 @@ func TestLoadSpecExample(t *testing.T) {
 		Timeouts: Timeouts{Connect: Duration(5 * time.Second), FirstToken: Duration(30 * time.Second), Idle: Duration(30 * time.Second), NonStream: Duration(10 * time.Minute), ClientWrite: Duration(30 * time.Second), RequestBody: Duration(time.Minute)}, // spec.yaml: total: 0s
 		MaxBody:  10 << 20, MaxDecodingBytes: 16 << 20,
 		KeepAlive: Duration(15 * time.Second),
+		Responses: Responses{StoreRetention: Duration(720 * time.Hour)},
 		Providers: []Provider{
 			{Name: "openai", Kind: "openai", BaseURL: "https://api.openai.com/v1", APIKey: "sk-proj-0123456789abcdef"},
 			{Name: "local-sim", Kind: "sim"},
@@ -144,6 +145,26 @@ func TestHTTP2Field(t *testing.T) {
 	}
 }
 
+func TestStoreRetention(t *testing.T) {
+	const base = "providers: [{name: sim, kind: sim}]\nmodels: [{name: m, routes: [{provider: sim, model: m}]}]\n"
+	for _, c := range []struct {
+		doc  string
+		want time.Duration
+	}{
+		{base, 720 * time.Hour},
+		{base + "responses: {store_retention: 48h}\n", 48 * time.Hour},
+		{base + "responses: {store_retention: 0s}\n", 720 * time.Hour},
+	} {
+		cfg, err := Parse("t.yaml", []byte(c.doc), envOf(nil))
+		if err != nil {
+			t.Fatalf("Parse: %v", err)
+		}
+		if got := cfg.Responses.StoreRetention.D(); got != c.want {
+			t.Errorf("%q: store_retention %v, want %v", c.doc, got, c.want)
+		}
+	}
+}
+
 func TestParseShapeErrors(t *testing.T) {
 	const base = "providers: [{name: sim, kind: sim}]\nmodels: [{name: m, routes: [{provider: sim, model: m}]}]\n"
 	tests := []struct {
@@ -170,7 +191,17 @@ func TestParseShapeErrors(t *testing.T) {
 		{
 			name: "unknown top-level field",
 			yaml: base + "listn: 127.0.0.1:1\n",
-			want: []string{`t.yaml:3: listn: unknown field "listn" (known fields: admin_key, dashboard, database, keepalive, keys, limits, listen, max_body_bytes, max_decoding_bytes, models, otel, providers, redis, timeouts)`},
+			want: []string{`t.yaml:3: listn: unknown field "listn" (known fields: admin_key, dashboard, database, keepalive, keys, limits, listen, max_body_bytes, max_decoding_bytes, models, otel, providers, redis, responses, timeouts)`},
+		},
+		{
+			name: "responses block: unknown field",
+			yaml: base + "responses: {store_retension: 48h}\n",
+			want: []string{`t.yaml:3: responses.store_retension: unknown field "store_retension" (known fields: store_retention)`},
+		},
+		{
+			name: "responses.store_retention negative",
+			yaml: base + "responses: {store_retention: -1h}\n",
+			want: []string{`t.yaml:3: responses.store_retention: must be at least 1s (0s: the default, 720h), got -1h0m0s`},
 		},
 		{
 			name: "dashboard block: unknown field",

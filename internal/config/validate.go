@@ -67,6 +67,9 @@ func (c *Config) Validate() error {
 		v.add("limits.max_streams_per_key", "must not be negative, got %d", c.Limits.MaxStreamsPerKey)
 	}
 	v.nonNegative("limits.queue_wait", c.Limits.QueueWait)
+	if r := c.Responses.StoreRetention.D(); r < 0 || (r > 0 && r < time.Second) {
+		v.add("responses.store_retention", "must be at least 1s (0s: the default, 720h), got %s", r)
+	}
 	v.otel(c.OTel)
 	if c.Redis != "" {
 		if u, err := url.Parse(c.Redis); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {

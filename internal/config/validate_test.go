@@ -96,6 +96,8 @@ func TestValidateEachProblem(t *testing.T) {
 		{"max body negative", func(c *Config) { c.MaxBody = -1 }, "max_body_bytes: must not be negative, got -1"},
 		{"max decoding below max body", func(c *Config) { c.MaxDecodingBytes = 1000 }, "max_decoding_bytes: must be at least max_body_bytes (10485760), got 1000: a body of the largest size allowed could never be read"},
 		{"request body timeout negative", func(c *Config) { c.Timeouts.RequestBody = -1 }, "timeouts.request_body: must not be negative, got -1ns"},
+		{"store retention negative", func(c *Config) { c.Responses.StoreRetention = Duration(-time.Hour) }, "responses.store_retention: must be at least 1s (0s: the default, 720h), got -1h0m0s"},
+		{"store retention below a second", func(c *Config) { c.Responses.StoreRetention = Duration(time.Millisecond) }, "responses.store_retention: must be at least 1s (0s: the default, 720h), got 1ms"},
 		{"no providers", func(c *Config) {
 			c.Providers = nil
 			c.Models[0].Routes = c.Models[0].Routes[:0:0]
