@@ -45,6 +45,12 @@ func invalid(param, format string, a ...any) error {
 	return &invalidError{param: param, msg: fmt.Sprintf(format, a...)}
 }
 
+// notFoundError is a 404 of a stored thing, in OpenAI's words (msg), with
+// its code and param ("" for null).
+type notFoundError struct{ param, code, msg string }
+
+func (e *notFoundError) Error() string { return e.msg }
+
 // methodError is a 405; allow is the Allow header.
 type methodError struct{ allow string }
 
@@ -85,10 +91,15 @@ func statusOf(err error) httpError {
 		exceeded *budget.Exceeded
 		busy     *decodeBusyError
 		slow     *bodyTimeoutError
+		nf       *notFoundError
 	)
 	switch {
 	case errors.As(err, &long):
 		return e(http.StatusBadRequest, "invalid_request_error", "context_length_exceeded", "messages")
+	case errors.As(err, &nf):
+		return e(http.StatusNotFound, "invalid_request_error", nf.code, nf.param)
+	case errors.Is(err, errRespStore):
+		return upstream(http.StatusServiceUnavailable, "server_error", "response_store_unreachable", "the stored responses cannot be read right now")
 	case errors.As(err, &inv):
 		return e(http.StatusBadRequest, "invalid_request_error", "invalid_request", inv.param)
 	case errors.As(err, &busy):

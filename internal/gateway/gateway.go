@@ -32,6 +32,7 @@ import (
 	_ "github.com/streamgate/streamgate/internal/provider/gemini"    // registers kind gemini
 	_ "github.com/streamgate/streamgate/internal/provider/openai"    // registers kind openai
 	"github.com/streamgate/streamgate/internal/ratelimit"
+	"github.com/streamgate/streamgate/internal/respstore"
 	"github.com/streamgate/streamgate/internal/route"
 	"github.com/streamgate/streamgate/internal/sim"
 	"github.com/streamgate/streamgate/internal/sqldb"
@@ -100,6 +101,11 @@ type Options struct {
 	// Throttle counts wrong admin keys per client, for the admin API and
 	// the dashboard; nil: a new auth.Throttle.
 	Throttle *auth.Throttle
+	// Responses keeps the /v1/responses responses asked to be stored and
+	// serves previous_response_id, item_reference and GET/DELETE
+	// /v1/responses/{id}; nil: nothing is stored (store is echoed false,
+	// previous_response_id and item_reference answer 400, a GET 404).
+	Responses *respstore.Store
 }
 
 // Gateway serves the HTTP API. Create it with New, serve it with Serve (or
@@ -121,9 +127,10 @@ type Gateway struct {
 	// embeddings (provider.Embedder).
 	embedRoutes map[string]*routeSet
 	backoff     route.Backoff
-	keyStore    *keys.Store // nil: none
-	keyCache    *auth.Cache // keyStore's answers; nil when keyStore is
-	tracing     *tracing    // nil: off
+	keyStore    *keys.Store      // nil: none
+	keyCache    *auth.Cache      // keyStore's answers; nil when keyStore is
+	respStore   *respstore.Store // nil: none
+	tracing     *tracing         // nil: off
 	dash        *dashboard.Dashboard
 	rl          ratelimit.Limiter
 	budget      budget.Ledger
@@ -182,6 +189,7 @@ func New(opts Options) (*Gateway, error) {
 		g.rec = discard{}
 	}
 	g.report = opts.Report
+	g.respStore = opts.Responses
 	g.connState = opts.ConnState
 	if opts.KeyStore != nil {
 		g.keyStore = opts.KeyStore
@@ -383,6 +391,8 @@ func (g *Gateway) routesTable() *http.ServeMux {
 	mux.HandleFunc("/v1/messages", g.messagesAPI)
 	mux.HandleFunc("/v1/messages/count_tokens", g.countTokens)
 	mux.HandleFunc("/v1/responses", g.responsesAPI)
+	mux.Handle("/v1/responses/{id}", g.keys.Middleware(g.writeError)(http.HandlerFunc(g.responseByID)))
+	mux.Handle("/v1/responses/{id}/input_items", g.keys.Middleware(g.writeError)(http.HandlerFunc(g.inputItems)))
 	mux.Handle("/v1/models", g.keys.Middleware(g.writeError)(http.HandlerFunc(g.models)))
 	mux.Handle("/v1/models/{id...}", g.keys.Middleware(g.writeError)(http.HandlerFunc(g.model)))
 	mux.HandleFunc("/healthz", g.healthz)

@@ -17,35 +17,55 @@ import (
 // timeouts, budgets, relay measurements, traces and the one usage entry
 // apply as for /v1/chat/completions. A stream is written as the Responses
 // events by responses.Encoder, a non-stream answer turned into a response
-// object; errors keep OpenAI's error object. Nothing is stored: a
-// response cannot be read back, and previous_response_id is refused.
+// object; errors keep OpenAI's error object. With a response store
+// (Options.Responses), previous_response_id continues a stored response
+// (its chain's items come before the input), item_reference items are
+// read from the store, and a response with store true (the default) is
+// kept once it ends (responses_state.go).
 func (g *Gateway) responsesAPI(w http.ResponseWriter, r *http.Request) {
 	info := infoFrom(r.Context())
 	c := newCall(info)
 	defer g.finish(c)
-	var meta *responses.Meta
+	var (
+		meta *responses.Meta
+		st   *toStore
+	)
 	parse := func(w http.ResponseWriter, r *http.Request) (*provider.Request, string, error) {
-		req, m, err := g.parseResponses(w, r)
+		req, m, s, err := g.parseResponses(w, r, c.entry.KeyID)
 		if err != nil {
 			return nil, "", err
 		}
-		meta = m
+		meta, st = m, s
 		return req, m.Model, nil
 	}
 	req, routes := g.admit(w, r, c, parse, g.routes)
 	if req == nil {
 		return
 	}
+	if st != nil {
+		// Reads of this id wait for its write from now on: a client that
+		// continues the response as soon as its last event arrived finds it.
+		defer g.keep(st, g.respStore.Begin(meta.ID))
+	}
 	if req.Stream {
 		enc := responses.NewEncoder(meta)
 		// A response that ends without its upstream's usage reports the
 		// prompt as the ledger estimates it.
 		enc.EstimatePrompt = func() int { return c.bill.promptTokens(req) }
+		if st != nil {
+			enc.OnEnd = func(resp []byte) { st.body = append(st.body[:0], resp...) }
+		}
 		info.enc = enc
 		g.stream(w, r, c, routes, req)
 		return
 	}
-	c.reshape = func(body []byte) ([]byte, error) { return responses.FromCompletion(body, meta) }
+	c.reshape = func(body []byte) ([]byte, error) {
+		out, err := responses.FromCompletion(body, meta)
+		if st != nil && err == nil {
+			st.body = out
+		}
+		return out, err
+	}
 	g.complete(w, r, c, routes, req, complete)
 }
 
@@ -62,31 +82,48 @@ var responsesFields = []api.Field{
 	{Name: "background"},
 }
 
-// parseResponses reads a Responses request and translates it into the
-// chat request the routes take.
-func (g *Gateway) parseResponses(w http.ResponseWriter, r *http.Request) (*provider.Request, *responses.Meta, error) {
+// parseResponses reads a Responses request of the key keyID and
+// translates it into the chat request the routes take: with a response
+// store, the chain of its previous_response_id first and its item
+// references resolved. st is what to store of it, nil when it is not
+// stored.
+func (g *Gateway) parseResponses(w http.ResponseWriter, r *http.Request, keyID string) (_ *provider.Request, _ *responses.Meta, st *toStore, _ error) {
 	body, err := g.readBody(w, r)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if err := oneReading(body, responsesFields); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	var rq responses.Request
 	if err := responses.Decode(body, &rq); err != nil {
-		return nil, nil, decodeError(err)
+		return nil, nil, nil, decodeError(err)
 	}
 	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		// Only a JSON null decodes into a struct without error.
-		return nil, nil, invalid("", "invalid JSON body: want an object, got null")
+		return nil, nil, nil, invalid("", "invalid JSON body: want an object, got null")
+	}
+	if g.respStore != nil {
+		if st, err = g.resolveState(r.Context(), keyID, &rq); err != nil {
+			return nil, nil, nil, responsesError(err)
+		}
 	}
 	p, err := rq.Parse()
 	if err != nil {
-		var re *responses.Error
-		if errors.As(err, &re) {
-			return nil, nil, invalid(re.Param, "%s", re.Msg)
+		if err = responsesError(err); !errors.As(err, new(*invalidError)) {
+			err = invalid("", "%v", err)
 		}
-		return nil, nil, invalid("", "%v", err)
+		return nil, nil, nil, err
 	}
-	return &provider.Request{Stream: rq.Stream, Body: p.Body, Chat: p.Chat}, p.Meta, nil
+	return &provider.Request{Stream: rq.Stream, Body: p.Body, Chat: p.Chat}, p.Meta, st, nil
+}
+
+// responsesError is the client's error of a *responses.Error (a 400
+// naming the field); other errors are returned as they are.
+func responsesError(err error) error {
+	var re *responses.Error
+	if errors.As(err, &re) {
+		return invalid(re.Param, "%s", re.Msg)
+	}
+	return err
 }

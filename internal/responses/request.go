@@ -49,6 +49,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -88,6 +89,15 @@ type Request struct {
 	StreamOptions        *struct {
 		IncludeObfuscation *bool `json:"include_obfuscation"`
 	} `json:"stream_options"`
+
+	// Prior are the items of the conversation previous_response_id
+	// continues (the stored chain, oldest first: each response's input
+	// and output items), read before Input; nil when previous_response_id
+	// was not resolved, which Parse then refuses.
+	Prior []json.RawMessage `json:"-"`
+	// Keep says the response is stored (store asked for it, the default,
+	// and the gateway has a store): the response object says "store": true.
+	Keep bool `json:"-"`
 }
 
 // Reasoning is "reasoning".
@@ -196,7 +206,7 @@ func (r *Request) Parse() (*Parsed, error) {
 	if r.Instructions != nil && *r.Instructions != "" {
 		chat.Messages = append(chat.Messages, api.TextMessage("system", *r.Instructions))
 	}
-	msgs, err := convertInput(r.Input)
+	msgs, err := convertInput(r.Prior, r.Input)
 	if err != nil {
 		return nil, err
 	}
@@ -223,8 +233,8 @@ func (r *Request) validate() error {
 	switch {
 	case r.Model == "":
 		return errorf("model", "missing required field: model")
-	case r.PreviousResponseID != nil && *r.PreviousResponseID != "":
-		return notYet("previous_response_id", "it stores no responses; send the whole conversation as input (and store: false)")
+	case r.PreviousResponseID != nil && *r.PreviousResponseID != "" && r.Prior == nil:
+		return errorf("previous_response_id", "previous_response_id is not supported by this gateway: it has no database to store responses in; send the whole conversation as input (and store: false)")
 	case isSet(r.Conversation):
 		return notYet("conversation", "it keeps no conversations; send the whole conversation as input")
 	case isSet(r.Prompt):
@@ -560,7 +570,7 @@ func (r *Request) meta(tools map[string]toolRef) (*Meta, error) {
 	raw("metadata", r.Metadata, "{}")
 	parallel := r.ParallelToolCalls == nil || *r.ParallelToolCalls
 	raw("parallel_tool_calls", fmt.Appendf(nil, "%t", parallel), "")
-	raw("previous_response_id", nil, "null")
+	str("previous_response_id", nonEmpty(r.PreviousResponseID))
 	str("prompt_cache_key", r.PromptCacheKey)
 	b = append(b, `,"reasoning":{"effort":`...)
 	b = appendNullable(b, effort)
@@ -573,7 +583,8 @@ func (r *Request) meta(tools map[string]toolRef) (*Meta, error) {
 		tier = *r.ServiceTier
 	}
 	str("service_tier", &tier)
-	b = append(b, `,"store":false`...) // nothing is stored (yet), whatever store asked
+	b = append(b, `,"store":`...)
+	b = strconv.AppendBool(b, r.Keep)
 	num("temperature", r.Temperature)
 	b = append(b, `,"text":{"format":`...)
 	b = append(b, format...)
@@ -598,6 +609,14 @@ func (r *Request) meta(tools map[string]toolRef) (*Meta, error) {
 	}
 	m.echo = b
 	return m, nil
+}
+
+// nonEmpty is v, nil when it is "".
+func nonEmpty(v *string) *string {
+	if v == nil || *v == "" {
+		return nil
+	}
+	return v
 }
 
 // appendNullable appends *v as a JSON string, null when v is nil.
@@ -653,20 +672,28 @@ type part struct {
 	Filename string `json:"filename"`
 }
 
-// convertInput turns "input" into chat messages.
-func convertInput(raw json.RawMessage) ([]api.Message, error) {
+// convertInput turns the prior items (previous_response_id's) and
+// "input" into chat messages.
+func convertInput(prior []json.RawMessage, raw json.RawMessage) ([]api.Message, error) {
+	var c converter
+	for i, it := range prior {
+		if err := c.item(it, fmt.Sprintf("previous_response_id's item %d", i)); err != nil {
+			return nil, err
+		}
+	}
 	if !isSet(raw) {
-		return nil, nil
+		c.flush()
+		return c.out, nil
 	}
 	var s string
 	if isString(raw) && json.Unmarshal(raw, &s) == nil {
-		return []api.Message{api.TextMessage("user", s)}, nil
+		c.flush()
+		return append(c.out, api.TextMessage("user", s)), nil
 	}
 	var items []json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil {
 		return nil, errorf("input", "input must be a string or an array of input items")
 	}
-	var c converter
 	for i, it := range items {
 		if err := c.item(it, fmt.Sprintf("input[%d]", i)); err != nil {
 			return nil, err
@@ -726,21 +753,15 @@ func (c *converter) assistant() *api.Message {
 // item converts one input item.
 func (c *converter) item(raw json.RawMessage, path string) error {
 	var it inputItem
-	var head struct {
-		Type string `json:"type"`
-		Role string `json:"role"`
-	}
+	var head itemHead
 	if err := json.Unmarshal(raw, &head); err != nil {
 		return errorf(path, "%s must be an input item object", path)
 	}
-	typ := head.Type
-	if typ == "" && head.Role != "" {
-		typ = "message"
-	}
+	typ := head.kind()
 	switch typ {
 	case "message", "function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output", "reasoning":
 	case "item_reference":
-		return errorf(path+".type", "input item type \"item_reference\" is not supported by the gateway yet: it stores no items; send the item itself")
+		return errorf(path+".type", "input item type \"item_reference\" is not supported by this gateway: it has no database to store items in; send the item itself")
 	case "":
 		return errorf(path+".type", "missing required field: %s.type", path)
 	default:

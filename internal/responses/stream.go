@@ -50,6 +50,10 @@ type Encoder struct {
 	// estimates them (for a response that ends without its upstream's
 	// usage); nil: 0.
 	EstimatePrompt func() int
+	// OnEnd, when set, is called with the response object of the terminal
+	// event (completed, incomplete or failed) as it is written; the bytes
+	// are valid during the call only.
+	OnEnd func(resp []byte)
 
 	seq      int64
 	started  bool
@@ -122,7 +126,7 @@ var (
 
 // Reset implements relay.Encoder.
 func (e *Encoder) Reset() {
-	*e = Encoder{m: e.m, EstimatePrompt: e.EstimatePrompt, cur: -1, run: -1, buf: e.buf[:0], aux: e.aux[:0], items: e.items[:0]}
+	*e = Encoder{m: e.m, EstimatePrompt: e.EstimatePrompt, OnEnd: e.OnEnd, cur: -1, run: -1, buf: e.buf[:0], aux: e.aux[:0], items: e.items[:0]}
 }
 
 // Event implements relay.Encoder.
@@ -624,7 +628,11 @@ func (e *Encoder) end(w *sse.Writer, name []byte, f *final) error {
 	f.usage = &e.usage
 	b := e.begin(name)
 	b = append(b, `,"response":`...)
+	start := len(b)
 	b = e.m.appendResponse(b, e.items, f)
+	if e.OnEnd != nil {
+		e.OnEnd(b[start:])
+	}
 	if err := e.emit(w, name, append(b, '}')); err != nil {
 		return err
 	}
