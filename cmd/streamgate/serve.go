@@ -21,6 +21,7 @@ import (
 	"github.com/streamgate/streamgate/internal/config"
 	"github.com/streamgate/streamgate/internal/gateway"
 	"github.com/streamgate/streamgate/internal/keys"
+	"github.com/streamgate/streamgate/internal/respstore"
 	"github.com/streamgate/streamgate/internal/tracing"
 	"github.com/streamgate/streamgate/internal/usage"
 )
@@ -182,6 +183,23 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 		}
 		defer keyStore.Close()
 	}
+	var respStore *respstore.Store // stored /v1/responses responses
+	if cfg.Database != "" {
+		octx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		respStore, err = respstore.Open(octx, cfg.Database, respstore.Options{Retention: cfg.Responses.StoreRetention.D()})
+		cancel()
+		if err != nil {
+			return err
+		}
+		defer respStore.Close() // after the gateway's drain: it waits for the writes under way
+		pctx, stopPurge := context.WithCancel(context.Background())
+		purged := make(chan struct{})
+		go func() {
+			defer close(purged)
+			respStore.Run(pctx, func(err error) { o.logger.Warn("purge expired responses", slog.String("error", err.Error())) })
+		}()
+		defer func() { stopPurge(); <-purged }()
+	}
 	// Spans end with their requests: the flush (deferred) comes after Serve returned.
 	tracer, stopTracing, err := tracing.Start(ctx, cfg.OTel, version, o.logger)
 	if err != nil {
@@ -189,7 +207,7 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 	}
 	defer stopTracing()
 	gw, err := gateway.New(gateway.Options{Config: cfg, Recorder: led.rec, Ping: led.ping, Logger: o.logger, KeepAlive: o.keepAlive, KeyStore: keyStore, Spent: led.spent,
-		Report: led.report, Tracer: tracer, ConnState: ln.state})
+		Report: led.report, Tracer: tracer, ConnState: ln.state, Responses: respStore})
 	if err != nil {
 		return err
 	}
