@@ -34,11 +34,16 @@
 // adapters drop them). Other members are dropped, as a translating adapter
 // drops the chat members it does not know (there is no Responses upstream
 // to pass them to yet); metadata is echoed in the response. What the
-// gateway cannot serve yet is refused with 400 naming it:
-// previous_response_id, conversation, prompt, background,
-// context_management, truncation auto, top_logprobs, max_tool_calls,
-// item_reference items, the logprobs include.
-// store is accepted and nothing is stored (the response says store: false).
+// gateway cannot serve yet is refused with 400 naming it: conversation,
+// prompt, background, context_management, truncation auto, top_logprobs,
+// max_tool_calls, the logprobs include.
+//
+// State is the gateway's (package respstore): Items normalises the input
+// into the items a stored response keeps, resolving item_reference
+// items; Request.Prior carries the stored chain of previous_response_id
+// (refused when the caller did not resolve it) and Request.Keep the
+// store flag the response echoes; Encoder.OnEnd and FromCompletion give
+// the response object to store.
 package responses
 
 import (
