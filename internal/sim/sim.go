@@ -341,6 +341,7 @@ func New(opts Options) *Server {
 
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("/v1/chat/completions", s.chat)
+	s.mux.HandleFunc("/v1/responses", s.responses)
 	s.mux.HandleFunc("/v1/messages", s.messages(false))
 	s.mux.HandleFunc("/v1/messages/count_tokens", s.messages(true))
 	s.mux.HandleFunc("/v1beta/models/", s.geminiModels)
