@@ -128,6 +128,15 @@ type Provider struct {
 	// other than none) is continued in the prompt mode whatever this says:
 	// Anthropic refuses prefill with thinking on.
 	Continuation string `yaml:"continuation"`
+	// Responses: the upstream serves OpenAI's Responses API itself
+	// (POST {base_url}/responses, as OpenAI does), so /v1/responses
+	// requests routed to it are passed through as sent (only the model
+	// replaced, max_output_tokens lowered by the context guard) and its
+	// events relayed as they come; built-in tools (web_search, …) can be
+	// served only by such a route. Only for kind openai, and kind sim of
+	// dialect openai (the simulator speaks it). false: /v1/responses
+	// requests are translated into chat requests for it.
+	Responses bool `yaml:"responses"`
 }
 
 // Key is a static API key of the gateway.

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -215,6 +216,9 @@ func (v *problems) provider(path string, p Provider) {
 		case !oneOf(p.Dialect, simDialects):
 			v.add(path+".dialect", "unknown dialect %q (want one of %s)", p.Dialect, strings.Join(simDialects, ", "))
 		}
+	}
+	if p.Responses && p.Kind != "openai" && (p.Kind != "sim" || p.Dialect != "" && p.Dialect != "openai") {
+		v.add(path+".responses", "only for kind openai (or sim of dialect openai): a provider of kind %s does not speak the Responses API", cmp.Or(p.Dialect, p.Kind))
 	}
 	if p.Continuation != "" && !oneOf(p.Continuation, continuations) {
 		v.add(path+".continuation", "unknown continuation %q (want one of %s)", p.Continuation, strings.Join(continuations, ", "))

@@ -269,10 +269,16 @@ func fitRequest(req *provider.Request, m *config.Model) error {
 	req.Body = body
 	switch {
 	case n == nil:
+	case res.Dropped > 0 && n.Err != nil:
+		return n.Err // the trimmed request has only its chat form, which cannot serve it
 	case res.Dropped > 0:
 		req.Native = nil
 	case res.Clamped:
-		nb, err := api.SetMembers(n.Body, map[string]json.RawMessage{"max_tokens": strconv.AppendInt(nil, int64(res.MaxTokens), 10)})
+		limit := "max_tokens"
+		if n.Dialect == provider.DialectResponses {
+			limit = "max_output_tokens"
+		}
+		nb, err := api.SetMembers(n.Body, map[string]json.RawMessage{limit: strconv.AppendInt(nil, int64(res.MaxTokens), 10)})
 		if err != nil {
 			return invalid("", "lower max_tokens: %v", err)
 		}

@@ -256,7 +256,7 @@ func New(opts Options) (*Gateway, error) {
 			continue
 		}
 		pc := provider.Config{Name: p.Name, Kind: p.Kind, BaseURL: p.BaseURL, APIKey: p.APIKey,
-			HTTP2: p.HTTP2, ConnectTimeout: cfg.Timeouts.Connect.D()}
+			HTTP2: p.HTTP2, ConnectTimeout: cfg.Timeouts.Connect.D(), Responses: p.Responses}
 		if p.CAFile != "" {
 			pool, err := config.LoadCAs(p.CAFile)
 			if err != nil {

@@ -21,7 +21,16 @@ import (
 // (Options.Responses), previous_response_id continues a stored response
 // (its chain's items come before the input), item_reference items are
 // read from the store, and a response with store true (the default) is
-// kept once it ends (responses_state.go).
+// kept once it ends (responses_state.go). A route whose upstream speaks
+// the Responses API itself (provider.Passes: providers[].responses) gets
+// the client's body as sent, but for its model and a max_output_tokens the
+// context guard lowered, and the client gets the upstream's events (or
+// response object) as they came, measured and billed from the terminal
+// event's usage; what only such a route can serve (built-in tools, …:
+// responses.Parsed.Untranslatable) makes the others skip with a 400 naming
+// it. A request that uses the gateway's state (previous_response_id,
+// item_reference) is not passed through (its ids are the gateway's, not
+// the upstream's), and an answer passed through is not stored.
 func (g *Gateway) responsesAPI(w http.ResponseWriter, r *http.Request) {
 	info := infoFrom(r.Context())
 	c := newCall(info)
@@ -66,6 +75,7 @@ func (g *Gateway) responsesAPI(w http.ResponseWriter, r *http.Request) {
 		}
 		return out, err
 	}
+	c.passUsage = responses.AnswerUsage
 	g.complete(w, r, c, routes, req, complete)
 }
 
@@ -103,6 +113,7 @@ func (g *Gateway) parseResponses(w http.ResponseWriter, r *http.Request, keyID s
 		// Only a JSON null decodes into a struct without error.
 		return nil, nil, nil, invalid("", "invalid JSON body: want an object, got null")
 	}
+	stateful := usesState(&rq) // before resolveState replaces the references
 	if g.respStore != nil {
 		if st, err = g.resolveState(r.Context(), keyID, &rq); err != nil {
 			return nil, nil, nil, responsesError(err)
@@ -115,7 +126,22 @@ func (g *Gateway) parseResponses(w http.ResponseWriter, r *http.Request, keyID s
 		}
 		return nil, nil, nil, err
 	}
-	return &provider.Request{Stream: rq.Stream, Body: p.Body, Chat: p.Chat}, p.Meta, st, nil
+	req := &provider.Request{Stream: rq.Stream, Body: p.Body, Chat: p.Chat}
+	if !stateful {
+		req.Native = &provider.Native{Dialect: provider.DialectResponses, Body: body}
+		if u := p.Untranslatable; u != nil {
+			req.Native.Err = &provider.Error{Status: http.StatusBadRequest, Retryable: true, Type: "invalid_request_error",
+				Code: "unsupported_parameter", Message: u.Msg, Err: provider.ErrUntranslatable}
+		}
+	}
+	return req, p.Meta, st, nil
+}
+
+// usesState reports whether rq refers to the gateway's stored responses
+// (previous_response_id, item_reference items): ids an upstream that
+// speaks the Responses API itself does not know.
+func usesState(rq *responses.Request) bool {
+	return rq.PreviousResponseID != nil && *rq.PreviousResponseID != "" || responses.HasReference(rq.Input)
 }
 
 // responsesError is the client's error of a *responses.Error (a 400

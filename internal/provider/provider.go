@@ -142,6 +142,8 @@ type Request struct {
 const (
 	// DialectAnthropic is Anthropic's Messages API (POST /v1/messages).
 	DialectAnthropic = "anthropic"
+	// DialectResponses is OpenAI's Responses API (POST /v1/responses).
+	DialectResponses = "responses"
 )
 
 // Native is a client's request in its own dialect, for an adapter whose
@@ -151,7 +153,7 @@ const (
 // features the gateway does not know reach the upstream as the client
 // sent them; it answers in that dialect too (see Speaker).
 type Native struct {
-	// Dialect names the API (DialectAnthropic).
+	// Dialect names the API (DialectAnthropic, DialectResponses).
 	Dialect string
 	// Body is the client's JSON body as received, but for what the gateway
 	// had to change (a max_tokens its context guard lowered).
@@ -161,15 +163,19 @@ type Native struct {
 	// win over the adapter's own (its default anthropic-version). Nil
 	// means none.
 	Header http.Header
-	// Err is why the request has no OpenAI form (Request.Body and Chat are
-	// nil): a retryable *Error with Status 400 wrapping ErrUntranslatable,
-	// whose message names the field, returned for a route that would have
-	// to translate (see Passes); nil when it has one.
+	// Err is why the request cannot be served in its OpenAI form: it has
+	// none (Request.Body and Chat are nil), or one without what Err names
+	// (a Responses request's built-in tools: Body and Chat are the rest,
+	// which the context guard measures). A retryable *Error with Status 400
+	// wrapping ErrUntranslatable, whose message names the field, returned
+	// for a route that would have to translate (see Passes); nil when the
+	// OpenAI form is the whole request.
 	Err error
 }
 
 // Speaker is an optional capability of a Provider whose upstream speaks a
-// client dialect natively (the anthropic adapter: DialectAnthropic). For a
+// client dialect natively (the anthropic adapter: DialectAnthropic; the
+// openai adapter with Responses set: DialectResponses). For a
 // Request whose Native is in a dialect it speaks, Open sends Native.Body
 // (see Native) and returns a Passthrough stream of the upstream's own
 // events, and Complete returns the upstream's answer as it is, in that

@@ -20,6 +20,10 @@ type Config struct {
 	// RootCAs verify an https:// base URL in place of the system's pool
 	// (the config's ca_file, read by config.LoadCAs); nil: the system's.
 	RootCAs *x509.CertPool
+	// Responses: the upstream serves OpenAI's Responses API itself
+	// (providers[].responses), for the adapters that can pass it through
+	// (kind openai); others ignore it.
+	Responses bool
 }
 
 // Factory builds a Provider from its Config.

@@ -24,19 +24,20 @@
 // with one string parameter "input", whose calls come back as
 // custom_tool_call items; namespace tools as their function and custom
 // tools, named namespace__name, whose calls come back with their namespace;
-// built-in tools (web_search, file_search, …) are refused with a message
-// naming them. tool_choice, parallel_tool_calls, temperature, top_p, user
+// built-in tools (web_search, file_search, …) are left out and named in
+// Parsed.Untranslatable, as are other things only an upstream that speaks
+// the Responses API can serve (the gateway passes such requests through
+// to one, see Pass, and refuses them elsewhere). tool_choice, parallel_tool_calls, temperature, top_p, user
 // map to their chat namesakes; max_output_tokens → max_completion_tokens;
 // reasoning.effort → reasoning_effort (which the anthropic adapter turns
 // into extended thinking); text.format → response_format; text.verbosity,
 // prompt_cache_key, prompt_cache_retention, safety_identifier and
 // service_tier go to an OpenAI-dialect route in the chat body (translating
 // adapters drop them). Other members are dropped, as a translating adapter
-// drops the chat members it does not know (there is no Responses upstream
-// to pass them to yet); metadata is echoed in the response. What the
-// gateway cannot serve yet is refused with 400 naming it: conversation,
-// prompt, background, context_management, truncation auto, top_logprobs,
-// max_tool_calls, the logprobs include.
+// drops the chat members it does not know (a route that passes Responses
+// through gets them all); metadata is echoed in the response. What no
+// route can serve yet is refused with 400 naming it: conversation,
+// background.
 //
 // State is the gateway's (package respstore): Items normalises the input
 // into the items a stored response keeps, resolving item_reference
@@ -52,6 +53,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -170,6 +172,13 @@ type Parsed struct {
 	Chat *api.ChatRequest
 	Body []byte
 	Meta *Meta
+	// Untranslatable names the first thing of the request a chat route
+	// cannot serve but an upstream that speaks the Responses API can (a
+	// built-in tool, a tool_choice naming one, prompt, truncation auto,
+	// …); Chat and Body are the rest of the request (nil when nothing is
+	// left: input of such items only). Nil when a chat route serves the
+	// whole request.
+	Untranslatable *Error
 }
 
 // Parse translates a Responses request, decoded by Decode, into its chat
@@ -178,6 +187,7 @@ func (r *Request) Parse() (*Parsed, error) {
 	if err := r.validate(); err != nil {
 		return nil, err
 	}
+	untr := r.untranslatable()
 	tools := map[string]toolRef{}
 	chat := &api.ChatRequest{
 		Model:               r.Model,
@@ -197,12 +207,15 @@ func (r *Request) Parse() (*Parsed, error) {
 		chat.ReasoningEffort = *r.Reasoning.Effort
 	}
 	var err error
-	if chat.Tools, err = chatTools(r.Tools, tools); err != nil {
+	var builtin *Error
+	if chat.Tools, builtin, err = chatTools(r.Tools, tools); err != nil {
 		return nil, err
 	}
-	if chat.ToolChoice, err = toolChoice(r.ToolChoice, tools); err != nil {
+	untr = cmpOrErr(untr, builtin)
+	if chat.ToolChoice, builtin, err = toolChoice(r.ToolChoice, tools); err != nil {
 		return nil, err
 	}
+	untr = cmpOrErr(untr, builtin)
 	if r.Text != nil {
 		if chat.ResponseFormat, err = responseFormat(r.Text.Format); err != nil {
 			return nil, err
@@ -211,26 +224,38 @@ func (r *Request) Parse() (*Parsed, error) {
 	if r.Instructions != nil && *r.Instructions != "" {
 		chat.Messages = append(chat.Messages, api.TextMessage("system", *r.Instructions))
 	}
-	msgs, err := convertInput(r.Prior, r.Input)
+	msgs, skipped, err := convertInput(r.Prior, r.Input)
 	if err != nil {
 		return nil, err
 	}
+	untr = cmpOrErr(untr, skipped)
 	chat.Messages = append(chat.Messages, msgs...)
+	meta, err := r.meta(tools)
+	if err != nil {
+		return nil, err
+	}
 	if len(chat.Messages) == 0 {
+		if untr != nil { // only items a chat route cannot take: no chat form
+			return &Parsed{Meta: meta, Untranslatable: untr}, nil
+		}
 		return nil, errorf("input", "the request has no input: give input (a string or items) or instructions")
 	}
 	out, err := r.chatBody(chat)
 	if err != nil {
 		return nil, err
 	}
-	meta, err := r.meta(tools)
-	if err != nil {
-		return nil, err
-	}
-	return &Parsed{Chat: chat, Body: out, Meta: meta}, nil
+	return &Parsed{Chat: chat, Body: out, Meta: meta, Untranslatable: untr}, nil
 }
 
-// validate refuses what the gateway cannot serve, naming it.
+// cmpOrErr returns a unless it is nil, else b.
+func cmpOrErr(a, b *Error) *Error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// validate refuses what the gateway cannot serve on any route, naming it.
 func (r *Request) validate() error {
 	notYet := func(param, why string) error {
 		return errorf(param, "%s is not supported by the gateway yet: %s", param, why)
@@ -242,31 +267,43 @@ func (r *Request) validate() error {
 		return errorf("previous_response_id", "previous_response_id is not supported by this gateway: it has no database to store responses in; send the whole conversation as input (and store: false)")
 	case isSet(r.Conversation):
 		return notYet("conversation", "it keeps no conversations; send the whole conversation as input")
-	case isSet(r.Prompt):
-		return notYet("prompt", "it has no prompt templates; send instructions and input")
 	case r.Background != nil && *r.Background:
 		return notYet("background", "responses run in the foreground only (background: false)")
-	case isSet(r.ContextManagement):
-		return notYet("context_management", "send the conversation as it should be read")
-	case r.Truncation != nil && *r.Truncation != "disabled":
-		return errorf("truncation", "truncation %q is not supported by the gateway: only \"disabled\" (a model's context_policy: trim trims on the gateway's side)", *r.Truncation)
-	case r.TopLogprobs != nil && *r.TopLogprobs != 0:
-		return notYet("top_logprobs", "no route returns log probabilities through it")
-	case r.MaxToolCalls != nil:
-		return notYet("max_tool_calls", "it does not count built-in tool calls")
 	case r.MaxOutputTokens != nil && *r.MaxOutputTokens < 1:
 		return errorf("max_output_tokens", "max_output_tokens must be at least 1, got %d", *r.MaxOutputTokens)
-	}
-	for i, inc := range r.Include {
-		if inc == "message.output_text.logprobs" {
-			return errorf(fmt.Sprintf("include[%d]", i), "include %q is not supported by the gateway yet: no route returns log probabilities through it", inc)
-		}
 	}
 	if r.Reasoning != nil && r.Reasoning.Effort != nil {
 		switch *r.Reasoning.Effort {
 		case "none", "minimal", "low", "medium", "high", "xhigh":
 		default:
 			return errorf("reasoning.effort", "reasoning.effort must be none, minimal, low, medium, high or xhigh, got %q", *r.Reasoning.Effort)
+		}
+	}
+	return nil
+}
+
+// untranslatable returns what only an upstream that speaks the Responses
+// API itself can serve (see Parsed.Untranslatable), naming it; nil when
+// a chat route can serve the request.
+func (r *Request) untranslatable() *Error {
+	notYet := func(param, why string) *Error {
+		return &Error{Param: param, Msg: fmt.Sprintf("%s is served only by a route that passes the Responses API through (providers[].responses): %s", param, why)}
+	}
+	switch {
+	case isSet(r.Prompt):
+		return notYet("prompt", "chat routes have no prompt templates; send instructions and input")
+	case isSet(r.ContextManagement):
+		return notYet("context_management", "send the conversation as it should be read")
+	case r.Truncation != nil && *r.Truncation != "disabled":
+		return notYet("truncation", fmt.Sprintf("truncation %q (only \"disabled\" on chat routes; a model's context_policy: trim trims on the gateway's side)", *r.Truncation))
+	case r.TopLogprobs != nil && *r.TopLogprobs != 0:
+		return notYet("top_logprobs", "chat routes return no log probabilities through it")
+	case r.MaxToolCalls != nil:
+		return notYet("max_tool_calls", "chat routes run no built-in tools to count")
+	}
+	for i, inc := range r.Include {
+		if inc == "message.output_text.logprobs" {
+			return notYet(fmt.Sprintf("include[%d]", i), fmt.Sprintf("include %q: chat routes return no log probabilities through it", inc))
 		}
 	}
 	return nil
@@ -283,14 +320,21 @@ func isString(raw json.RawMessage) bool {
 
 // chatTools turns "tools" into chat functions, recording each in tools
 // under its chat name. A namespace's tools are functions named after it
-// (chatName); a built-in tool is an error naming it.
-func chatTools(raws []json.RawMessage, tools map[string]toolRef) ([]api.Tool, error) {
-	var out []api.Tool
+// (chatName); a built-in tool is left out, and the first one named in
+// builtin (only a Responses route can serve it).
+func chatTools(raws []json.RawMessage, tools map[string]toolRef) (out []api.Tool, builtin *Error, err error) {
 	var add func(raws []json.RawMessage, namespace, path string) error
 	add = func(raws []json.RawMessage, namespace, path string) error {
 		for i, raw := range raws {
 			tp := fmt.Sprintf("%s[%d]", path, i)
 			t, err := readTool(raw, tp, namespace == "")
+			var bt *builtinTool
+			if errors.As(err, &bt) {
+				if builtin == nil {
+					builtin = &Error{Param: tp + ".type", Msg: bt.Error()}
+				}
+				continue
+			}
 			if err != nil {
 				return err
 			}
@@ -311,7 +355,16 @@ func chatTools(raws []json.RawMessage, tools map[string]toolRef) ([]api.Tool, er
 		}
 		return nil
 	}
-	return out, add(raws, "", "tools")
+	err = add(raws, "", "tools")
+	return out, builtin, err
+}
+
+// builtinTool is a tool of a built-in type (web_search, file_search, …),
+// which only an upstream that runs it can serve.
+type builtinTool struct{ path, typ string }
+
+func (b *builtinTool) Error() string {
+	return fmt.Sprintf("%s: tool type %q (a built-in tool) is served only by a route that passes the Responses API through (providers[].responses); chat routes run function and custom tools only", b.path, b.typ)
 }
 
 // readTool reads the tool at path: a function or custom tool, or, when
@@ -329,7 +382,7 @@ func readTool(raw json.RawMessage, path string, nest bool) (Tool, error) {
 	case head.Type == "namespace":
 		return Tool{}, errorf(path+".type", "a namespace holds function and custom tools only")
 	default:
-		return Tool{}, errorf(path+".type", "tool type %q (a built-in tool) is not supported by the gateway: no route runs built-in tools; use function or custom tools", head.Type)
+		return Tool{}, &builtinTool{path: path, typ: head.Type}
 	}
 	var t Tool
 	if err := json.Unmarshal(raw, &t); err != nil {
@@ -367,9 +420,19 @@ func cmpOr(a, b string) string {
 }
 
 // toolChoice maps "tool_choice": none, auto and required as they are, a
-// function or custom tool by name to the chat form; anything else
-// (allowed_tools, a built-in tool) is an error naming it.
-func toolChoice(raw json.RawMessage, tools map[string]toolRef) (json.RawMessage, error) {
+// function or custom tool by name to the chat form; another type
+// (allowed_tools, a built-in tool) is left out and named in builtin (only
+// a Responses route can serve it).
+func toolChoice(raw json.RawMessage, tools map[string]toolRef) (_ json.RawMessage, builtin *Error, _ error) {
+	c, err := chatToolChoice(raw, tools)
+	var bt *builtinTool
+	if errors.As(err, &bt) {
+		return nil, &Error{Param: bt.path, Msg: fmt.Sprintf("tool_choice of type %q is served only by a route that passes the Responses API through (providers[].responses): chat routes take none, auto, required, or a function or custom tool by name", bt.typ)}, nil
+	}
+	return c, nil, err
+}
+
+func chatToolChoice(raw json.RawMessage, tools map[string]toolRef) (json.RawMessage, error) {
 	if !isSet(raw) {
 		return nil, nil
 	}
@@ -401,7 +464,7 @@ func toolChoice(raw json.RawMessage, tools map[string]toolRef) (json.RawMessage,
 		b, _ := json.Marshal(map[string]any{"type": "function", "function": map[string]string{"name": name}})
 		return b, nil
 	}
-	return nil, errorf("tool_choice.type", "tool_choice of type %q is not supported by the gateway: only none, auto, required, or a function or custom tool by name", tc.Type)
+	return nil, &builtinTool{path: "tool_choice.type", typ: tc.Type}
 }
 
 // responseFormat maps text.format to a chat response_format.
@@ -678,34 +741,35 @@ type part struct {
 }
 
 // convertInput turns the prior items (previous_response_id's) and
-// "input" into chat messages.
-func convertInput(prior []json.RawMessage, raw json.RawMessage) ([]api.Message, error) {
+// "input" into chat messages; skipped names the first item only a route
+// that passes the Responses API through can serve.
+func convertInput(prior []json.RawMessage, raw json.RawMessage) (_ []api.Message, skipped *Error, _ error) {
 	var c converter
 	for i, it := range prior {
 		if err := c.item(it, fmt.Sprintf("previous_response_id's item %d", i)); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if !isSet(raw) {
 		c.flush()
-		return c.out, nil
+		return c.out, c.skipped, nil
 	}
 	var s string
 	if isString(raw) && json.Unmarshal(raw, &s) == nil {
 		c.flush()
-		return append(c.out, api.TextMessage("user", s)), nil
+		return append(c.out, api.TextMessage("user", s)), c.skipped, nil
 	}
 	var items []json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil {
-		return nil, errorf("input", "input must be a string or an array of input items")
+		return nil, nil, errorf("input", "input must be a string or an array of input items")
 	}
 	for i, it := range items {
 		if err := c.item(it, fmt.Sprintf("input[%d]", i)); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	c.flush()
-	return c.out, nil
+	return c.out, c.skipped, nil
 }
 
 // converter builds the chat messages of the input items, one at a time:
@@ -717,6 +781,7 @@ type converter struct {
 	parts    []api.ContentPart // asst's
 	reason   strings.Builder   // asst's reasoning text
 	attached []api.ContentPart // images of the tool outputs since the last other item
+	skipped  *Error            // the first item left out (see Parsed.Untranslatable)
 }
 
 func (c *converter) flush() {
@@ -765,12 +830,15 @@ func (c *converter) item(raw json.RawMessage, path string) error {
 	typ := head.kind()
 	switch typ {
 	case "message", "function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output", "reasoning":
-	case "item_reference":
-		return errorf(path+".type", "input item type \"item_reference\" is not supported by this gateway: it has no database to store items in; send the item itself")
 	case "":
 		return errorf(path+".type", "missing required field: %s.type", path)
 	default:
-		return errorf(path+".type", "input item type %q is not supported by the gateway (supported: message, function_call, function_call_output, custom_tool_call, custom_tool_call_output, reasoning)", typ)
+		// item_reference, a built-in tool's call (web_search_call, …):
+		// left out, and only a Responses route may serve the request.
+		if c.skipped == nil {
+			c.skipped = &Error{Param: path + ".type", Msg: fmt.Sprintf("%s.type: input item type %q is served only by a route that passes the Responses API through (providers[].responses); chat routes take message, function_call, function_call_output, custom_tool_call, custom_tool_call_output and reasoning items", path, typ)}
+		}
+		return nil
 	}
 	if err := json.Unmarshal(raw, &it); err != nil {
 		return errorf(path, "%s is not a valid %s item: %v", path, typ, err)

@@ -117,6 +117,51 @@ func TestParseFormats(t *testing.T) {
 }
 
 // TestParseRefuses: what the gateway cannot serve is a 400 naming it.
+// TestParseUntranslatable: what only a route that passes the Responses
+// API through can serve is no error: it is left out of the chat form and
+// named in Untranslatable (the gateway's translating routes then skip the
+// request with a 400 naming it).
+func TestParseUntranslatable(t *testing.T) {
+	for _, tt := range []struct{ body, param, says string }{
+		{`{"model":"m","input":"x","truncation":"auto"}`, "truncation", `"auto"`},
+		{`{"model":"m","input":"x","include":["message.output_text.logprobs"]}`, "include[0]", "logprobs"},
+		{`{"model":"m","input":"x","tools":[{"type":"web_search"}]}`, "tools[0].type", `"web_search"`},
+		{`{"model":"m","input":"x","tool_choice":{"type":"web_search_preview"}}`, "tool_choice.type", "web_search_preview"},
+		{`{"model":"m","input":[{"type":"item_reference","id":"msg_1"}]}`, "input[0].type", "item_reference"},
+		{`{"model":"m","input":[{"type":"web_search_call","id":"ws_1"}]}`, "input[0].type", "web_search_call"},
+		{`{"model":"m","input":"x","prompt":{"id":"pmpt_1"}}`, "prompt", "prompt"},
+		{`{"model":"m","input":"x","max_tool_calls":3}`, "max_tool_calls", "max_tool_calls"},
+		{`{"model":"m","input":"x","tools":[{"type":"function","name":"f"},{"type":"web_search"}],"tool_choice":"auto"}`, "tools[1].type", `"web_search"`},
+	} {
+		var r Request
+		if err := Decode([]byte(tt.body), &r); err != nil {
+			t.Fatalf("%s: Decode: %v", tt.body, err)
+		}
+		p, err := r.Parse()
+		if err != nil {
+			t.Errorf("%s: got %v, want a chat form and Untranslatable", tt.body, err)
+			continue
+		}
+		e := p.Untranslatable
+		if e == nil || e.Param != tt.param || !strings.Contains(e.Msg, tt.says) || !strings.Contains(e.Msg, "providers[].responses") {
+			t.Errorf("%s: got %+v, want Untranslatable on %s saying %q and providers[].responses", tt.body, e, tt.param, tt.says)
+		}
+		if p.Chat == nil {
+			continue
+		}
+		for _, tool := range p.Chat.Tools {
+			if tool.Function.Name == "" {
+				t.Errorf("%s: chat tools %+v hold a tool that is not a function", tt.body, p.Chat.Tools)
+			}
+		}
+	}
+	var r Request
+	Decode([]byte(`{"model":"m","input":"x","tools":[{"type":"function","name":"f"}]}`), &r)
+	if p, err := r.Parse(); err != nil || p.Untranslatable != nil {
+		t.Errorf("function tools: got %v, %+v; want no Untranslatable", err, p.Untranslatable)
+	}
+}
+
 func TestParseRefuses(t *testing.T) {
 	for _, tt := range []struct{ body, param, says string }{
 		{`{"input":"x"}`, "model", "model"},
@@ -124,12 +169,6 @@ func TestParseRefuses(t *testing.T) {
 		{`{"model":"m","input":"x","previous_response_id":"resp_1"}`, "previous_response_id", "previous_response_id is not supported"},
 		{`{"model":"m","input":"x","background":true}`, "background", "background"},
 		{`{"model":"m","input":"x","conversation":"conv_1"}`, "conversation", "conversation"},
-		{`{"model":"m","input":"x","truncation":"auto"}`, "truncation", `"auto"`},
-		{`{"model":"m","input":"x","include":["message.output_text.logprobs"]}`, "include[0]", "logprobs"},
-		{`{"model":"m","input":"x","tools":[{"type":"web_search"}]}`, "tools[0].type", `"web_search"`},
-		{`{"model":"m","input":"x","tool_choice":{"type":"web_search_preview"}}`, "tool_choice.type", "web_search_preview"},
-		{`{"model":"m","input":[{"type":"item_reference","id":"msg_1"}]}`, "input[0].type", "item_reference"},
-		{`{"model":"m","input":[{"type":"web_search_call","id":"ws_1"}]}`, "input[0].type", "web_search_call"},
 		{`{"model":"m","input":[{"role":"tool","content":"x"}]}`, "input[0].role", `"tool"`},
 		{`{"model":"m","input":[{"role":"user","content":[{"type":"input_audio"}]}]}`, "input[0].content[0].type", "input_audio"},
 		{`{"model":"m","input":[{"type":"function_call_output","output":"x"}]}`, "input[0].call_id", "call_id"},

@@ -67,6 +67,7 @@ type Encoder struct {
 	buf      []byte
 	aux      []byte
 	chunk    chunk
+	pass     *passEncoder // see Pass; nil until asked
 	// last is the writer of the latest event: the relay writes the events
 	// of a role chunk to a writer of its own, held until content commits
 	// the stream (see Error).
@@ -126,7 +127,7 @@ var (
 
 // Reset implements relay.Encoder.
 func (e *Encoder) Reset() {
-	*e = Encoder{m: e.m, EstimatePrompt: e.EstimatePrompt, OnEnd: e.OnEnd, cur: -1, run: -1, buf: e.buf[:0], aux: e.aux[:0], items: e.items[:0]}
+	*e = Encoder{m: e.m, EstimatePrompt: e.EstimatePrompt, OnEnd: e.OnEnd, cur: -1, run: -1, buf: e.buf[:0], aux: e.aux[:0], items: e.items[:0], pass: e.pass}
 }
 
 // Event implements relay.Encoder.

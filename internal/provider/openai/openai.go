@@ -1,7 +1,10 @@
 // Package openai is the provider adapter for any OpenAI-compatible server
 // (OpenAI, DeepSeek, vLLM, Ollama, the simulator): it forwards the client's
 // body with only "model" and stream_options.include_usage changed, and hands
-// the upstream's SSE events to the relay without re-encoding them.
+// the upstream's SSE events to the relay without re-encoding them. An
+// upstream that serves the Responses API itself (Options.Responses) gets a
+// Responses client's body and returns its events the same way (see
+// respStream).
 package openai
 
 import (
@@ -46,6 +49,11 @@ type Options struct {
 	RootCAs *x509.CertPool
 	// Transport replaces the default transport (tests); nil builds one from the fields above.
 	Transport http.RoundTripper
+	// Responses: the upstream serves OpenAI's Responses API at
+	// {base}/responses (OpenAI does), so a client's own Responses requests
+	// are passed through to it (Speaks) instead of translated into chat
+	// requests.
+	Responses bool
 }
 
 // DefaultMaxEvent bounds one streamed event when Options.MaxLine is 0. A
@@ -61,6 +69,9 @@ const MaxCompleteBody = 32 << 20
 type Client struct {
 	url   string // base URL + "/chat/completions"
 	embed string // base URL + "/embeddings"
+	// responses is base URL + "/responses" when Options.Responses is set,
+	// "" otherwise.
+	responses string
 	// call sends the requests through the transport directly: an
 	// http.Client would copy each request's headers for redirects it never
 	// follows. Its Header holds "Authorization: Bearer <key>".
@@ -72,11 +83,12 @@ type Client struct {
 var (
 	_ provider.Provider = (*Client)(nil)
 	_ provider.Embedder = (*Client)(nil)
+	_ provider.Speaker  = (*Client)(nil)
 )
 
 func init() {
 	provider.Register("openai", func(c provider.Config) (provider.Provider, error) {
-		return New(c.BaseURL, c.APIKey, Options{ConnectTimeout: c.ConnectTimeout, HTTP2: c.HTTP2, RootCAs: c.RootCAs}), nil
+		return New(c.BaseURL, c.APIKey, Options{ConnectTimeout: c.ConnectTimeout, HTTP2: c.HTTP2, RootCAs: c.RootCAs, Responses: c.Responses}), nil
 	})
 }
 
@@ -99,6 +111,9 @@ func New(baseURL, apiKey string, opts Options) *Client {
 	}
 	if c.maxLine <= 0 {
 		c.maxLine = DefaultMaxEvent
+	}
+	if opts.Responses {
+		c.responses = base + "/responses"
 	}
 	if apiKey != "" {
 		c.call.Header = http.Header{"Authorization": {"Bearer " + apiKey}}
@@ -166,8 +181,15 @@ func (c *Client) CloseIdleConnections() {
 	}
 }
 
-// Open implements provider.Provider.
+// Open implements provider.Provider: the client's chat request with its
+// model and stream options set, its events as they come; or, for a
+// Responses client of an upstream that speaks it (provider.Passes), its
+// own body and the upstream's Responses events (a provider.Passthrough
+// stream).
 func (c *Client) Open(ctx context.Context, req *provider.Request) (provider.Stream, error) {
+	if provider.Passes(c, req) {
+		return c.openResponses(ctx, req)
+	}
 	body, err := Body(req, true)
 	if err != nil {
 		return nil, err
@@ -189,8 +211,13 @@ func (c *Client) Open(ctx context.Context, req *provider.Request) (provider.Stre
 // dropped instead of pooled, so the pool holds only small buffers.
 const maxPooledReader = 16 << 10
 
-// Complete implements provider.Provider.
+// Complete implements provider.Provider: a chat completion, or, for a
+// Responses client passed through (provider.Passes), the upstream's
+// response object as it came.
 func (c *Client) Complete(ctx context.Context, req *provider.Request) ([]byte, error) {
+	if provider.Passes(c, req) {
+		return c.completeResponses(ctx, req)
+	}
 	body, err := Body(req, false)
 	if err != nil {
 		return nil, err
