@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,6 +23,7 @@ func init() { subcommands = append(subcommands, newBenchCmd) }
 // benchFlags are the raw flag values of "streamgate bench".
 type benchFlags struct {
 	baseURL, apiKey             string
+	api                         string
 	models                      []string
 	requests, warmup            int
 	concurrency, rate           string
@@ -74,6 +76,7 @@ delay (arrival - server stamp), so you know whether the client skewed figures.
 	fl := cmd.Flags()
 	fl.StringVar(&f.baseURL, "base-url", "", "API root of the endpoint, e.g. http://127.0.0.1:8080/v1 (required)")
 	fl.StringVar(&f.apiKey, "api-key", "", "API key (default from STREAMGATE_API_KEY, then OPENAI_API_KEY)")
+	fl.StringVar(&f.api, "api", "chat", "client API the load speaks: chat (POST {base}/chat/completions), messages (Anthropic, {base}/messages) or responses (OpenAI Responses, {base}/responses)")
 	fl.StringSliceVar(&f.models, "model", nil, "model name; repeat or comma-separate for one run per model (required)")
 	fl.IntVar(&f.requests, "requests", 100, "measured requests per run (with --duration: a cap, 0 = none)")
 	fl.StringVar(&f.concurrency, "concurrency", "", "open streams (closed loop), a comma list sweeps; with --rate, a cap (default 1, with --rate none)")
@@ -193,6 +196,9 @@ func benchConfigs(e *env, f *benchFlags, fs interface{ Changed(string) bool }) (
 	if f.burstiness <= 0 {
 		return nil, nil, usagef("bench: --burstiness must be positive")
 	}
+	if !slices.Contains(bench.APIs, f.api) {
+		return nil, nil, usagef("bench: --api %q: want one of %s", f.api, strings.Join(bench.APIs, ", "))
+	}
 	if f.requests < 0 || f.warmup < 0 || f.maxTokens < 0 || f.duration < 0 {
 		return nil, nil, usagef("bench: --requests, --warmup, --max-tokens and --duration must not be negative")
 	}
@@ -204,7 +210,7 @@ func benchConfigs(e *env, f *benchFlags, fs interface{ Changed(string) bool }) (
 		return nil, nil, usagef("bench: --requests 0 needs --duration")
 	}
 	base := bench.Config{
-		BaseURL: f.baseURL, APIKey: f.apiKey, Label: f.label, Requests: requests, Warmup: f.warmup,
+		BaseURL: f.baseURL, API: f.api, APIKey: f.apiKey, Label: f.label, Requests: requests, Warmup: f.warmup,
 		Duration: f.duration, Grace: f.grace, RampUp: f.rampUp, Burstiness: f.burstiness, Prompts: f.prompts,
 		MaxTokens: f.maxTokens, ExtraBody: f.extraBody, Seed: f.seed, IdleTimeout: f.idleTimeout,
 		ConnectTimeout: f.connectTimeout, HTTP2: f.http2, Scrape: f.scrape,

@@ -23,10 +23,13 @@ const Schema = "streamgate.bench/v1"
 // several models are several Configs passed to RunAll. Zero values take the
 // defaults documented on each field.
 type Config struct {
-	BaseURL string // the API root, e.g. http://127.0.0.1:8081/v1; "/chat/completions" is appended
-	APIKey  string // sent as "Authorization: Bearer"; empty sends none
-	Model   string
-	Label   string // free text carried into the result
+	BaseURL string // the API root, e.g. http://127.0.0.1:8081/v1; the API's path ("/chat/completions") is appended
+	// API is the client API the load speaks: APIChat ("" too), APIMessages
+	// or APIResponses, each with its own first token and usage fields.
+	API    string
+	APIKey string // sent as "Authorization: Bearer"; empty sends none
+	Model  string
+	Label  string // free text carried into the result
 
 	// Requests is how many measured requests to send; 0 means 100, or no
 	// limit when Duration is set. Warmup requests are sent first and not measured.
@@ -123,6 +126,7 @@ type Result struct {
 // ConfigEcho is the configuration as recorded in a result; the API key is redacted.
 type ConfigEcho struct {
 	BaseURL       string            `json:"base_url"`
+	API           string            `json:"api"`
 	APIKey        string            `json:"api_key,omitempty"`
 	Models        []string          `json:"models"`
 	Requests      int               `json:"requests"`
@@ -151,6 +155,7 @@ type RunResult struct {
 	Label         string  `json:"label"`
 	Model         string  `json:"model"`
 	BaseURL       string  `json:"base_url"`
+	API           string  `json:"api"` // the client API the load spoke: chat, messages or responses
 	Concurrency   int     `json:"concurrency"`
 	RequestedRate float64 `json:"requested_rate"`
 	// AchievedRate is the open loop's sending rate: (sent requests − 1) /

@@ -4,43 +4,51 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-
-	"github.com/streamgate/streamgate/internal/api"
 )
 
-// bodies builds request bodies: the JSON of each prompt is encoded once
-// (without max_tokens); a request appends its max_tokens and the brace.
-type bodies struct {
-	prefix [][]byte // per prompt, the object without its closing brace
-	full   map[[2]int][]byte
+func cmpOr(a, b int) int {
+	if a != 0 {
+		return a
+	}
+	return b
 }
 
-// newBodies encodes every prompt for model with stream, include_usage and
-// the extra fields (which override the benchmark's own).
-func newBodies(model string, prompts []Prompt, extra string) (*bodies, error) {
+// bodies builds request bodies: the JSON of each prompt is encoded once
+// (without its output limit); a request appends its limit and the brace.
+type bodies struct {
+	prefix [][]byte // per prompt, the object without its closing brace
+	limit  string   // the output limit's member: `,"max_tokens":`
+	full   map[[2]int][]byte
+	// fixed is the limit a request without one gets (Messages requires
+	// max_tokens); 0 leaves it out.
+	fixed int
+}
+
+// newBodies encodes every prompt for model in apiName's request shape
+// (APIChat when ""), streamed (chat: with include_usage), with the extra
+// fields (which override the benchmark's own).
+func newBodies(apiName, model string, prompts []Prompt, extra string) (*bodies, error) {
 	var extraFields map[string]json.RawMessage
 	if extra != "" {
 		if err := json.Unmarshal([]byte(extra), &extraFields); err != nil {
 			return nil, fmt.Errorf("extra body: want a JSON object: %w", err)
 		}
-		delete(extraFields, "max_tokens") // max_tokens is per request
+		delete(extraFields, "max_tokens") // the limit is per request
+		delete(extraFields, "max_output_tokens")
 	}
-	b := &bodies{prefix: make([][]byte, len(prompts)), full: make(map[[2]int][]byte)}
+	if apiName == "" {
+		apiName = APIChat
+	}
+	b := &bodies{prefix: make([][]byte, len(prompts)), limit: limitField(apiName), full: make(map[[2]int][]byte)}
+	if apiName == APIMessages {
+		b.fixed = defaultMessagesMaxTokens
+	}
 	for i, p := range prompts {
-		m := map[string]any{
-			"model":          model,
-			"messages":       p.Messages,
-			"stream":         true,
-			"stream_options": api.StreamOptions{IncludeUsage: true},
-		}
-		for k, v := range extraFields {
-			m[k] = v
-		}
-		enc, err := json.Marshal(m)
+		enc, err := dialectBody(apiName, model, p, extraFields)
 		if err != nil {
 			return nil, fmt.Errorf("prompt %d: %w", i, err)
 		}
-		b.prefix[i] = enc[:len(enc)-1]
+		b.prefix[i] = enc
 	}
 	return b, nil
 }
@@ -55,11 +63,11 @@ func (b *bodies) get(i, maxTokens int, cache bool) []byte {
 		}
 	}
 	p := b.prefix[i]
-	out := make([]byte, 0, len(p)+24)
+	out := make([]byte, 0, len(p)+32)
 	out = append(out, p...)
-	if maxTokens > 0 {
-		out = append(out, `,"max_tokens":`...)
-		out = strconv.AppendInt(out, int64(maxTokens), 10)
+	if n := cmpOr(maxTokens, b.fixed); n > 0 {
+		out = append(out, b.limit...)
+		out = strconv.AppendInt(out, int64(n), 10)
 	}
 	out = append(out, '}')
 	if cache {

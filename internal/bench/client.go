@@ -174,6 +174,20 @@ type stream struct {
 	t0   time.Time // the run's start, monotonic
 	base time.Time // the watchdog's clock origin
 	sent time.Time
+	api  string // the client API spoken (APIChat when "")
+	// ended: the stream's terminal event came (messages: message_stop;
+	// responses: response.completed, .incomplete or .failed), which is
+	// their "[DONE]".
+	ended bool
+	// The last counts a Messages stream reported (-1: none yet).
+	input, cacheRead, cacheWrite int
+}
+
+// setAPI makes the stream read apiName's events: Messages and Responses
+// streams end with their terminal event, not "[DONE]".
+func (s *stream) setAPI(apiName string) {
+	s.api = apiName
+	s.rd.NoDone = apiName != "" && apiName != APIChat
 }
 
 func newStream() *stream { return &stream{rd: sse.NewReader(nil, 0)} }
@@ -195,6 +209,9 @@ func (s *stream) onEvent(ev *sse.Event, now time.Time) bool {
 	if len(ev.Name) == 5 && string(ev.Name) == "error" {
 		r.Kind, r.Err, r.Interrupted = KindErrorEvent, "error event: "+clip(ev.Data), true
 		return false
+	}
+	if s.api != "" && s.api != APIChat {
+		return s.onDialectEvent(ev, now)
 	}
 	info, err := api.ScanChunk(ev.Data)
 	if err != nil {
@@ -221,6 +238,60 @@ func (s *stream) onEvent(ev *sse.Event, now time.Time) bool {
 	return true
 }
 
+// onDialectEvent handles an event of a Messages or Responses stream, as
+// onEvent a chat chunk: first token = its first content delta, usage from
+// its own usage fields (Messages: message_start's input and cache counts,
+// message_delta's output; Responses: the terminal event's), an error
+// event or a failed response interrupts.
+func (s *stream) onDialectEvent(ev *sse.Event, now time.Time) bool {
+	r := s.req
+	scan := scanResponses
+	if s.api == APIMessages {
+		scan = scanMessages
+	}
+	info, err := scan(ev.Name, ev.Data)
+	if err != nil {
+		r.Kind, r.Err = KindMalformed, "malformed event: "+err.Error()
+		return false
+	}
+	if info.content {
+		r.Arrivals = append(r.Arrivals, now.Sub(s.sent))
+	}
+	if info.finish {
+		r.Finish = true
+	}
+	if info.terminal {
+		s.ended = true
+	}
+	if info.output >= 0 || info.input >= 0 {
+		if s.api == APIMessages {
+			// Anthropic's input_tokens leaves out the cache reads and
+			// writes; the record's input is every prompt token.
+			for _, f := range [...]struct {
+				dst *int
+				v   int
+			}{{&s.input, info.input}, {&s.cacheRead, info.cacheRead}, {&s.cacheWrite, info.cacheWrite}} {
+				if f.v >= 0 {
+					*f.dst = f.v
+				}
+			}
+			r.InputTokens = max(s.input, 0) + max(s.cacheRead, 0) + max(s.cacheWrite, 0)
+			r.CacheReadTokens, r.CacheWriteTokens = max(s.cacheRead, 0), max(s.cacheWrite, 0)
+		} else {
+			r.InputTokens, r.CacheReadTokens = max(info.input, 0), max(info.cacheRead, 0)
+		}
+		if info.output >= 0 {
+			r.OutputTokens = info.output
+			r.TokenSource = "usage"
+		}
+	}
+	if info.failed {
+		r.Kind, r.Err, r.Interrupted = KindErrorEvent, "error event: "+clip(ev.Data), true
+		return false
+	}
+	return true
+}
+
 func clip(b []byte) string {
 	if len(b) > 300 {
 		b = b[:300]
@@ -231,12 +302,16 @@ func clip(b []byte) string {
 // read consumes the body until [DONE], the end, an error or a stop.
 func (s *stream) read(body io.Reader) (readErr error) {
 	s.rd.Reset(body)
+	s.ended, s.input, s.cacheRead, s.cacheWrite = false, -1, -1, -1
 	for {
 		ev, err := s.rd.Next()
 		now := time.Now()
 		if err != nil {
 			s.req.End = now.Sub(s.sent)
 			if err == io.EOF {
+				if s.rd.NoDone && !s.ended {
+					return sse.ErrTruncated // a bare end before the terminal event
+				}
 				s.req.Done = true
 				return nil
 			}

@@ -16,17 +16,23 @@ import (
 // written in the HTML report.
 const Definitions = `Metrics (per request, then pooled over successful requests):
   first token  the first chunk carrying content, reasoning or tool-call text
-               (role-only and usage chunks do not count)
+               (role-only and usage chunks do not count); --api messages: the
+               first content_block_delta with text, thinking or tool JSON;
+               --api responses: the first output_text, refusal, reasoning or
+               function-call arguments delta
   TTFT         first token time - send time
   ITL          every gap between consecutive content chunks after the first, pooled
   max gap      the largest such gap within one request (stalls)
   TPOT         (last content - first content) / (output tokens - 1)
   TPS          output tokens / (last content - first content)
   E2E          last content chunk - send time
-  tokens       from usage (stream_options.include_usage is always sent), else
-               counted content chunks; the source is recorded
-  interrupted  HTTP 200 but ended without [DONE] and without finish_reason, or an
-               error event mid-stream, or an idle timeout
+  tokens       from usage (stream_options.include_usage is always sent; messages:
+               message_start and message_delta; responses: the terminal
+               event's), else counted content chunks; the source is recorded
+  interrupted  HTTP 200 but ended without [DONE] (messages: message_stop;
+               responses: its terminal event) and without finish_reason, or an
+               error event (responses: response.failed) mid-stream, or an idle
+               timeout
   schedule lag (open loop) actual send time - intended send time
   achieved     (open loop) rate of sending: (sent - 1) / (last send - first send)
   req/s        (closed loop) successful requests / the run's duration

@@ -117,7 +117,7 @@ func RunAll(ctx context.Context, cfgs []Config, opts RunOptions) (*Result, error
 func Echo(cfgs []Config) ConfigEcho {
 	c := cfgs[0]
 	e := ConfigEcho{
-		BaseURL: c.BaseURL, APIKey: config.Redact(c.APIKey), Requests: c.Requests, Warmup: c.Warmup,
+		BaseURL: c.BaseURL, API: cmpOrStr(c.API, APIChat), APIKey: config.Redact(c.APIKey), Requests: c.Requests, Warmup: c.Warmup,
 		Burstiness: c.Burstiness, Prompts: c.Prompts, MaxTokens: c.MaxTokens, ExtraBody: c.ExtraBody,
 		Seed: c.Seed, Label: c.Label, IdleTimeout: orDur(c.IdleTimeout, 60*time.Second).String(),
 		HTTP2: c.HTTP2, Scrape: c.Scrape,
@@ -229,7 +229,14 @@ func prepare(cfg Config, cache map[string][]Prompt) (*runner, error) {
 	if len(prompts) == 0 {
 		return nil, errors.New("bench: empty dataset")
 	}
-	b, err := newBodies(cfg.Model, prompts, cfg.ExtraBody)
+	if cfg.API == "" {
+		cfg.API = APIChat
+	}
+	path, ok := apiPath[cfg.API]
+	if !ok {
+		return nil, fmt.Errorf("bench: api %q: want one of %s", cfg.API, strings.Join(APIs, ", "))
+	}
+	b, err := newBodies(cfg.API, cfg.Model, prompts, cfg.ExtraBody)
 	if err != nil {
 		return nil, err
 	}
@@ -238,13 +245,19 @@ func prepare(cfg Config, cache map[string][]Prompt) (*runner, error) {
 	h.Set("Accept", "text/event-stream")
 	if cfg.APIKey != "" {
 		h.Set("Authorization", "Bearer "+cfg.APIKey)
+		if cfg.API == APIMessages {
+			h.Set("X-Api-Key", cfg.APIKey) // Anthropic's header; the gateway takes either
+		}
+	}
+	if cfg.API == APIMessages {
+		h.Set("Anthropic-Version", "2023-06-01")
 	}
 	for k, v := range cfg.Headers {
 		h[http.CanonicalHeaderKey(k)] = v
 	}
 	r := &runner{
 		cfg: cfg, prompts: prompts, bodies: b, header: h,
-		url:      strings.TrimRight(cfg.BaseURL, "/") + "/chat/completions",
+		url:      strings.TrimRight(cfg.BaseURL, "/") + path,
 		inflight: map[*Request]context.CancelCauseFunc{},
 	}
 	r.pool.New = func() any { return newStream() }
@@ -293,6 +306,7 @@ type timeDur = time.Duration
 func (r *runner) send(ctx context.Context, req *Request, body []byte, measured bool) {
 	st := r.pool.Get().(*stream)
 	st.t0, st.base = r.t0, r.base
+	st.setAPI(r.cfg.API)
 	st.do(ctx, r.client, r.url, r.header, body, req, func(cancel context.CancelCauseFunc) {
 		r.mu.Lock()
 		r.inflight[req] = cancel

@@ -225,3 +225,59 @@ func TestRepeatsWarningsPerRepeat(t *testing.T) {
 		t.Errorf("got %d achieved-rate warnings in %q, want one per repeat", rates, warnings)
 	}
 }
+
+// TestSimAccuracyAPIs: --api messages and responses measure the sim's
+// constants as chat does (first token = the API's first content delta,
+// tokens from the API's usage fields), in the same synctest bubble as
+// TestSimAccuracy, and their faults are counted as chat's are.
+func TestSimAccuracyAPIs(t *testing.T) {
+	for _, apiName := range []string{APIChat, APIMessages, APIResponses} {
+		t.Run(apiName, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p := sim.DefaultProfile()
+				p.TTFT, p.TTFTP99, p.ITL, p.ITLJitter, p.PrefillPerToken, p.TokensPerChunk = 100*time.Millisecond, 100*time.Millisecond, 20*time.Millisecond, 0, 0, 1
+				ln := newPipeListener()
+				srv := &http.Server{Handler: sim.New(sim.Options{Profile: p, Profiles: []sim.Profile{}, Seed: 3})}
+				go srv.Serve(ln)
+				defer srv.Close()
+				res, err := Run(context.Background(), Config{
+					BaseURL: "http://127.0.0.1:1/v1", API: apiName, Model: "any", Requests: 6, Concurrency: 3, MaxTokens: 30,
+					KeepRequests: true, dial: ln.dial,
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				r := res.Runs[0]
+				if r.Succeeded != 6 || r.API != apiName || res.Config.API != apiName {
+					t.Fatalf("got %d succeeded (errors %v), api %q; want 6 of %s", r.Succeeded, r.Errors, r.API, apiName)
+				}
+				if r.TTFT.P50 != 100 || r.ITL.P50 != 20 || r.ITL.P99 != 20 || r.E2E.P50 != 100+29*20 {
+					t.Errorf("got TTFT %.3f ITL %.3f/%.3f E2E %.3f ms, want 100, 20, 680", r.TTFT.P50, r.ITL.P50, r.ITL.P99, r.E2E.P50)
+				}
+				if r.OutTok != 6*30 || r.TokSrc != "usage" || r.InTok <= 0 {
+					t.Errorf("tokens: got %d out, %d in, from %s; want 180 out from usage", r.OutTok, r.InTok, r.TokSrc)
+				}
+				for _, q := range r.Records {
+					if len(q.Arrivals) != q.OutputTokens || !q.Done || !q.Finish {
+						t.Errorf("request %d: %d content events, usage %d, done %v, finish %v", q.Index, len(q.Arrivals), q.OutputTokens, q.Done, q.Finish)
+					}
+				}
+			})
+		})
+	}
+	url := newSim(t)
+	for _, apiName := range []string{APIMessages, APIResponses} {
+		for _, tt := range []struct {
+			header, kind string
+		}{{"X-Sim-Cut-At", KindInterrupted}, {"X-Sim-Error-At", KindErrorEvent}, {"X-Sim-Malformed-At", KindMalformed}} {
+			res, err := Run(context.Background(), Config{BaseURL: url, API: apiName, Model: "m", Requests: 4, Concurrency: 2, MaxTokens: 20,
+				Headers: hdr(tt.header, "3", "X-Sim-TTFT", "1ms", "X-Sim-TTFT-P99", "1ms", "X-Sim-ITL", "1ms")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := res.Runs[0]; r.Failed != 4 || r.Errors[tt.kind] != 4 {
+				t.Errorf("%s %s: got failed %d, errors %v; want 4 %s", apiName, tt.header, r.Failed, r.Errors, tt.kind)
+			}
+		}
+	}
+}

@@ -17,7 +17,7 @@ func (r *runner) summarize(elapsed time.Duration, self selfStats) RunResult {
 	slices.SortFunc(recs, func(a, b *Request) int { return a.Index - b.Index })
 
 	rr := RunResult{
-		Label: cfg.Label, Model: cfg.Model, BaseURL: cfg.BaseURL, Concurrency: cfg.Concurrency,
+		Label: cfg.Label, Model: cfg.Model, BaseURL: cfg.BaseURL, API: cmpOrStr(cfg.API, APIChat), Concurrency: cfg.Concurrency,
 		RequestedRate: cfg.Rate, DurationS: elapsed.Seconds(), Errors: map[string]int{},
 	}
 	var ttft, itl, gaps, tpot, e2e, tps, toks, lag, wait, delays []float64
