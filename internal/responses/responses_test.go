@@ -13,6 +13,7 @@ import (
 
 	"github.com/streamgate/streamgate/internal/api"
 	"github.com/streamgate/streamgate/internal/messages"
+	"github.com/streamgate/streamgate/internal/provider"
 	"github.com/streamgate/streamgate/internal/relay"
 	"github.com/streamgate/streamgate/internal/sse"
 )
@@ -643,4 +644,23 @@ func FuzzEncoder(f *testing.F) {
 			t.Fatalf("got %s", out)
 		}
 	})
+}
+
+// BenchmarkEncoderPass is a Responses delta event through the passthrough
+// encoder (Encoder.Pass): written as it came, its sequence number read.
+func BenchmarkEncoderPass(b *testing.B) {
+	var r Request
+	Decode([]byte(`{"model":"m","input":"hi"}`), &r)
+	p, _ := r.Parse()
+	w := sse.NewWriter(io.Discard)
+	enc := NewEncoder(p.Meta).Pass(provider.DialectResponses)
+	ev := &sse.Event{Name: []byte("response.output_text.delta"),
+		Data: []byte(`{"type":"response.output_text.delta","sequence_number":12,"item_id":"msg_1","output_index":0,"content_index":0,"delta":" token","logprobs":[]}`)}
+	info := &api.ChunkInfo{Content: true}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := enc.Event(w, ev, info); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

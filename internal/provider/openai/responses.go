@@ -213,7 +213,8 @@ func (s *respStream) see(data []byte) error {
 	if err != nil {
 		return fmt.Errorf("%w: responses event: %w", provider.ErrMalformed, err)
 	}
-	switch typ := string(f.typ); typ {
+	switch string(f.typ) { // no conversion: a string kept would escape
+
 	case `"response.output_text.delta"`, `"response.refusal.delta"`, `"response.reasoning_text.delta"`,
 		`"response.reasoning_summary_text.delta"`, `"response.function_call_arguments.delta"`, `"response.custom_tool_call_input.delta"`:
 		if len(f.delta) > 2 && f.delta[0] == '"' {
@@ -229,13 +230,13 @@ func (s *respStream) see(data []byte) error {
 			Error json.RawMessage `json:"error"`
 		}
 		if err := json.Unmarshal(f.response, &r); err != nil {
-			return fmt.Errorf("%w: %s: %w", provider.ErrMalformed, typ, err)
+			return fmt.Errorf("%w: %s: %w", provider.ErrMalformed, f.typ, err)
 		}
 		if r.Usage != nil {
 			s.usage, s.hasUsage = r.Usage.chat()
 		}
 		s.info = api.ChunkInfo{Finish: true, HasUsage: s.hasUsage, Usage: s.usage}
-		if typ == `"response.failed"` {
+		if string(f.typ) == `"response.failed"` {
 			err := s.c.call.RedactError(failedError(r.Error))
 			if !s.content {
 				return err // before content: another route may serve

@@ -204,3 +204,17 @@ func FuzzResponsesStream(f *testing.F) {
 		t.Fatal("no end after 10000 events")
 	})
 }
+
+// TestResponsesDeltaAllocs: reading a delta event (the most of a stream)
+// allocates nothing.
+func TestResponsesDeltaAllocs(t *testing.T) {
+	s := &respStream{c: New("http://x.invalid/v1", "", Options{Responses: true})}
+	data := []byte(respEvents[2])
+	if n := testing.AllocsPerRun(100, func() {
+		if err := s.see(data); err != nil || !s.info.Content {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("got %v allocations per delta event, want 0", n)
+	}
+}
