@@ -93,7 +93,10 @@ func FuzzItems(f *testing.F) {
 		if !json.Valid(raw) {
 			return
 		}
-		want, werr := convertInput(nil, raw)
+		want, skipped, werr := convertInput(nil, raw)
+		if skipped != nil {
+			return // items only a route passing Responses through serves (item_reference without a store)
+		}
 		items, err := Items(raw, nil)
 		if err != nil {
 			if werr == nil && isSet(raw) {
@@ -107,7 +110,7 @@ func FuzzItems(f *testing.F) {
 			}
 		}
 		norm, _ := json.Marshal(items)
-		got, gerr := convertInput(nil, norm)
+		got, _, gerr := convertInput(nil, norm)
 		if (gerr == nil) != (werr == nil) {
 			t.Fatalf("%s: translation error %v, of its items %v", raw, werr, gerr)
 		}
