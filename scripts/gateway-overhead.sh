@@ -22,6 +22,9 @@
 #      ReverseProxy, reaches it over https:// with that CA, as production reaches a
 #      provider; the direct run is over TLS too; prints the sim's TLS handshakes and
 #      connections per request of the relayed run),
+#      API=chat|messages|responses (bench --api: the API the client speaks to the gateway and,
+#      in the direct run, to the sim; e.g. API=messages DIALECT=anthropic is an Anthropic
+#      client passed through to an Anthropic upstream),
 #      DIALECT=openai|anthropic|gemini (the API the gateway speaks to the sim in: the
 #      client and the direct run speak OpenAI's either way, so the figures include
 #      the adapter's translation),
@@ -123,7 +126,7 @@ perf_split() {
 
 run() { # label url key conc
   local label=$1 url=$2 key=$3 c=$4
-  "$sg" bench --base-url "$url" ${key:+--api-key "$key"} --model sim-model --concurrency "$c" \
+  "$sg" bench --api "${API:-chat}" --base-url "$url" ${key:+--api-key "$key"} --model sim-model --concurrency "$c" \
     --requests $((c * waves)) --warmup "$c" --ramp-up "${RAMP:-0s}" --max-tokens "$tokens" --no-progress "${h2[@]}" \
     ${cafile:+--ca-file "$cafile"} --json "$work/$label-$c.json" >/dev/null
 }
@@ -167,10 +170,10 @@ echo "gateway GC pause max since start: $(gcmax) ms (upper bound, streamgate_gc_
 kill "$gwpid"; wait "$gwpid" 2>/dev/null || true
 start_gw
 n=${levels[-1]}
-"$sg" bench --base-url "http://127.0.0.1:$gwport/v1" --api-key sg-bench-0123456789abcdef --model sim-model \
+"$sg" bench --api "${API:-chat}" --base-url "http://127.0.0.1:$gwport/v1" --api-key sg-bench-0123456789abcdef --model sim-model \
   --concurrency 10 --requests 20 --max-tokens 10 --no-progress "${h2[@]}" >/dev/null   # warm the pools
 base=$(awk '/VmRSS/{print $2}' "/proc/$gwpid/status")
-"$sg" bench --base-url "http://127.0.0.1:$gwport/v1" --api-key sg-bench-0123456789abcdef --model sim-model \
+"$sg" bench --api "${API:-chat}" --base-url "http://127.0.0.1:$gwport/v1" --api-key sg-bench-0123456789abcdef --model sim-model \
   --concurrency "$n" --requests "$n" --max-tokens 300 --header X-Sim-ITL=50ms --header X-Sim-Tokens=300 --no-progress "${h2[@]}" --json "$work/rss.json" >/dev/null &
 bpid=$!
 sleep 8
