@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/streamgate/streamgate/internal/api"
@@ -318,6 +319,30 @@ const (
 // the background lost that race to a new dial on every back-to-back
 // request. It returns the error of the read, nil at EOF.
 func DrainRest(body io.ReadCloser) error { return drain(body, restMax, restTimeout) }
+
+// MaxPooledReader: a stream's sse.Reader whose buffers grew past this on
+// a long line is dropped by ReleaseStream instead of pooled.
+const MaxPooledReader = 16 << 10
+
+// ReleaseStream is a stream's Close: after its terminal event (ended) it
+// drains the body's short rest (DrainRest) so the transport can reuse the
+// connection; otherwise (a cut, an error event, a timeout, the client
+// gone) it closes the body at once, without reading what may be a long
+// remainder. r goes back to pool unless it grew past MaxPooledReader.
+func ReleaseStream(body io.ReadCloser, ended bool, r *sse.Reader, pool *sync.Pool) error {
+	var err error
+	if ended {
+		DrainRest(body)
+	} else {
+		err = body.Close()
+	}
+	if r.Size() <= MaxPooledReader {
+		r.Hook = nil
+		r.Reset(nil)
+		pool.Put(r)
+	}
+	return err
+}
 
 // drain reads body to its end, at most limit bytes for at most d, then
 // closes it.

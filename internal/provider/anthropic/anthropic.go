@@ -111,10 +111,6 @@ func (c *Client) CloseIdleConnections() {
 	}
 }
 
-// maxPooledReader: a Reader whose buffers grew past this on a long event is
-// dropped instead of pooled.
-const maxPooledReader = 16 << 10
-
 // Speaks implements provider.Speaker: the client's own Messages requests
 // (provider.DialectAnthropic) are passed through.
 func (c *Client) Speaks(dialect string) bool { return dialect == provider.DialectAnthropic }

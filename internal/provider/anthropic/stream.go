@@ -968,17 +968,7 @@ func (s *stream) Close() error {
 		return nil
 	}
 	s.closed = true
-	var err error
-	if s.stopped {
-		provider.DrainRest(s.body)
-	} else {
-		err = s.body.Close()
-	}
-	if s.r.Size() <= maxPooledReader {
-		s.r.Hook = nil
-		s.r.Reset(nil)
-		s.c.readers.Put(s.r)
-	}
+	err := provider.ReleaseStream(s.body, s.stopped, s.r, &s.c.readers)
 	s.r = nil
 	return err
 }

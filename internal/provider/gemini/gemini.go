@@ -455,24 +455,10 @@ func (s *stream) Close() error {
 		return nil
 	}
 	s.closed = true
-	var err error
-	if s.done {
-		provider.DrainRest(s.body)
-	} else {
-		err = s.body.Close()
-	}
-	if s.r.Size() <= maxPooledReader {
-		s.r.Hook = nil
-		s.r.Reset(nil)
-		s.c.readers.Put(s.r)
-	}
+	err := provider.ReleaseStream(s.body, s.done, s.r, &s.c.readers)
 	s.r = nil
 	return err
 }
-
-// maxPooledReader: a Reader whose buffers grew past this on a long line is
-// dropped instead of pooled.
-const maxPooledReader = 16 << 10
 
 // BeforeRead implements provider.ReadNotifier.
 func (s *stream) BeforeRead(h sse.ReadHook) { s.r.Hook = h }

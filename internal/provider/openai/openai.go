@@ -207,10 +207,6 @@ func (c *Client) Open(ctx context.Context, req *provider.Request) (provider.Stre
 	return &stream{c: c, body: resp.Body, r: r, ctx: ctx}, nil
 }
 
-// maxPooledReader: a Reader whose buffers grew past this on a long line is
-// dropped instead of pooled, so the pool holds only small buffers.
-const maxPooledReader = 16 << 10
-
 // Complete implements provider.Provider: a chat completion, or, for a
 // Responses client passed through (provider.Passes), the upstream's
 // response object as it came.
@@ -310,17 +306,7 @@ func (s *stream) Close() error {
 		return nil
 	}
 	s.closed = true
-	var err error
-	if s.done {
-		provider.DrainRest(s.body)
-	} else {
-		err = s.body.Close()
-	}
-	if s.r.Size() <= maxPooledReader {
-		s.r.Hook = nil
-		s.r.Reset(nil)
-		s.c.readers.Put(s.r)
-	}
+	err := provider.ReleaseStream(s.body, s.done, s.r, &s.c.readers)
 	s.r = nil
 	return err
 }
