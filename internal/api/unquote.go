@@ -40,7 +40,7 @@ func AppendUnescaped(dst, s []byte) ([]byte, bool) {
 			case 't':
 				dst = append(dst, '\t')
 			case 'u':
-				r, ok := hex4(s[i:])
+				r, ok := Hex4(s[i:])
 				if !ok {
 					return dst, false
 				}
@@ -48,7 +48,7 @@ func AppendUnescaped(dst, s []byte) ([]byte, bool) {
 				if utf16.IsSurrogate(r) {
 					r2, ok := rune(-1), false
 					if i+6 <= len(s) && s[i] == '\\' && s[i+1] == 'u' {
-						r2, ok = hex4(s[i+2:])
+						r2, ok = Hex4(s[i+2:])
 					}
 					if dec := utf16.DecodeRune(r, r2); ok && dec != utf8.RuneError {
 						r = dec
@@ -79,8 +79,9 @@ func AppendUnescaped(dst, s []byte) ([]byte, bool) {
 	return dst, true
 }
 
-// hex4 reads the four hex digits of a \u escape.
-func hex4(b []byte) (rune, bool) {
+// Hex4 reads the four hex digits of a \u escape (also the token
+// estimate's, package fit, which decodes escapes as it counts).
+func Hex4(b []byte) (rune, bool) {
 	if len(b) < 4 {
 		return 0, false
 	}

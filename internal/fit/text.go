@@ -3,6 +3,8 @@ package fit
 import (
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/streamgate/streamgate/internal/api"
 )
 
 // Text estimates the tokens of a model's output from its text, given in
@@ -120,7 +122,7 @@ func (t *Text) AddJSON(raw []byte) {
 			case 'f':
 				t.ascii('\f')
 			case 'u':
-				r, ok := hex4(raw[i:])
+				r, ok := api.Hex4(raw[i:])
 				if !ok {
 					t.ascii('u') // a broken escape: counted as it stands
 					continue
@@ -160,27 +162,6 @@ func (t *Text) utf16(r rune) {
 		return
 	}
 	t.other(r)
-}
-
-func hex4(b []byte) (rune, bool) {
-	if len(b) < 4 {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[:4] {
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c -= 'a' - 10
-		case c >= 'A' && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(c)
-	}
-	return r, true
 }
 
 // ascii adds one ASCII character.
