@@ -48,7 +48,7 @@ var errStop = errors.New("stop")
 
 // prefix accumulates a fingerprint.
 type prefix struct {
-	d   xxhash.Digest
+	h   hasher
 	any bool
 }
 
@@ -57,11 +57,11 @@ func (p *prefix) add(tag byte, raw []byte) {
 		return
 	}
 	if !p.any {
-		p.d.Reset()
+		p.h.d.Reset()
 		p.any = true
 	}
-	p.d.Write([]byte{tag})
-	hashValue(&p.d, raw, 0, 0)
+	p.h.byte(tag)
+	hashValue(&p.h, raw, 0, 0)
 }
 
 // sum is the fingerprint, 0 when nothing was added (never 0 otherwise).
@@ -69,7 +69,40 @@ func (p *prefix) sum() uint64 {
 	if !p.any {
 		return 0
 	}
-	return max(p.d.Sum64(), 1)
+	p.h.flush()
+	return max(p.h.d.Sum64(), 1)
+}
+
+// hasher buffers the walker's many small writes (a token, a bracket) into
+// few Digest writes.
+type hasher struct {
+	d   xxhash.Digest
+	n   int
+	buf [256]byte
+}
+
+func (h *hasher) write(b []byte) {
+	if h.n+len(b) > len(h.buf) {
+		h.flush()
+		if len(b) > len(h.buf) {
+			h.d.Write(b)
+			return
+		}
+	}
+	h.n += copy(h.buf[h.n:], b)
+}
+
+func (h *hasher) byte(c byte) {
+	if h.n == len(h.buf) {
+		h.flush()
+	}
+	h.buf[h.n] = c
+	h.n++
+}
+
+func (h *hasher) flush() {
+	h.d.Write(h.buf[:h.n])
+	h.n = 0
 }
 
 // ChatPrefix fingerprints a /v1/chat/completions body: "tools" and the
@@ -190,7 +223,7 @@ func isUser(elem []byte) bool {
 // hashValue writes the JSON value at b[i:] to d token by token (see the
 // note at the top) and returns the index after it. It never panics on
 // input it cannot read: it hashes what it can and returns len(b).
-func hashValue(d *xxhash.Digest, b []byte, i, depth int) int {
+func hashValue(d *hasher, b []byte, i, depth int) int {
 	i = skipSpace(b, i)
 	if i >= len(b) {
 		return len(b)
@@ -198,14 +231,14 @@ func hashValue(d *xxhash.Digest, b []byte, i, depth int) int {
 	switch c := b[i]; {
 	case c == '"':
 		end := skipString(b, i)
-		d.Write(b[i:end])
+		d.write(b[i:end])
 		return end
 	case depth >= maxDepth && (c == '{' || c == '['):
 		end := skipValue(b, i)
-		d.Write(b[i:end])
+		d.write(b[i:end])
 		return end
 	case c == '{':
-		d.Write([]byte{'{'})
+		d.byte('{')
 		i = skipSpace(b, i+1)
 		for i < len(b) && b[i] != '}' {
 			if b[i] != '"' {
@@ -220,7 +253,7 @@ func hashValue(d *xxhash.Digest, b []byte, i, depth int) int {
 			if string(key) == `"cache_control"` {
 				i = skipValue(b, skipSpace(b, i+1))
 			} else {
-				d.Write(key)
+				d.write(key)
 				i = hashValue(d, b, i+1, depth+1)
 			}
 			i = skipSpace(b, i)
@@ -228,10 +261,10 @@ func hashValue(d *xxhash.Digest, b []byte, i, depth int) int {
 				i = skipSpace(b, i+1)
 			}
 		}
-		d.Write([]byte{'}'})
+		d.byte('}')
 		return min(i+1, len(b))
 	case c == '[':
-		d.Write([]byte{'['})
+		d.byte('[')
 		i = skipSpace(b, i+1)
 		for i < len(b) && b[i] != ']' {
 			i = skipSpace(b, hashValue(d, b, i, depth+1))
@@ -239,7 +272,7 @@ func hashValue(d *xxhash.Digest, b []byte, i, depth int) int {
 				i = skipSpace(b, i+1)
 			}
 		}
-		d.Write([]byte{']'})
+		d.byte(']')
 		return min(i+1, len(b))
 	default: // number, true, false, null
 		end := i
@@ -249,8 +282,8 @@ func hashValue(d *xxhash.Digest, b []byte, i, depth int) int {
 		if end == i { // a stray delimiter: nothing to hash, do not loop
 			return len(b)
 		}
-		d.Write(b[i:end])
-		d.Write([]byte{','}) // [1,2] is not [12]
+		d.write(b[i:end])
+		d.byte(',') // [1,2] is not [12]
 		return end
 	}
 }
