@@ -355,7 +355,8 @@ func (p *Pool) try(ctx context.Context, i int, now time.Time) (Lease, bool) {
 	minute := k.w.minute
 	k.mu.Unlock()
 	if ms > 0 {
-		return p.refuse(k, now.Add(time.Duration(ms)*time.Millisecond)), false
+		refuse(k, now.Add(time.Duration(ms)*time.Millisecond))
+		return Lease{}, false
 	}
 	if p.shared != nil && (k.RPM > 0 || k.TPM > 0) {
 		d, err := p.shared.Allow(ctx, k.sharedName, k.limits)
@@ -365,7 +366,8 @@ func (p *Pool) try(ctx context.Context, i int, now time.Time) (Lease, bool) {
 				k.w.req[1]--
 			}
 			k.mu.Unlock()
-			return p.refuse(k, now.Add(d.RetryAfter)), false
+			refuse(k, now.Add(d.RetryAfter))
+			return Lease{}, false
 		}
 	}
 	k.acquired.Add(1)
@@ -375,11 +377,10 @@ func (p *Pool) try(ctx context.Context, i int, now time.Time) (Lease, bool) {
 // refuse frees the slot try claimed and rests k until until: its rate
 // window cannot allow before then, whatever happens meanwhile (counts only
 // grow).
-func (p *Pool) refuse(k *key, until time.Time) Lease {
+func refuse(k *key, until time.Time) {
 	k.inflight.Add(-1)
 	k.refused.Add(1)
 	raise(&k.limited, until.UnixNano())
-	return Lease{}
 }
 
 // raise stores v in a when it is later than a's value.
