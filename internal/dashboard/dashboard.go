@@ -1,18 +1,22 @@
 // Package dashboard serves the gateway's live dashboard at /dashboard: one
 // embedded page fed by a server-sent event a second. The figures come from
-// sampling the gateway's own Prometheus registry while a page is open (no
-// cost when nobody looks), and the cost of the day from the usage ledger. It
-// asks for a login (the admin key, or a one-time link) unless the config
-// opens it explicitly.
+// sampling the gateway's own Prometheus registry once a second by one
+// goroutine (Start), kept for the last hour in a bounded ring whether or not
+// a page is open; older history, the cost of the day, the budgets and the
+// request log come from the usage ledger. It asks for a login (the admin
+// key, or a one-time link) unless the config opens it explicitly.
 package dashboard
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -68,6 +72,68 @@ type Options struct {
 	Interval time.Duration
 	// Logger reports failed samplings and ledger queries; nil: slog.Default().
 	Logger *slog.Logger
+	// Models are the configured model names: a ledger row of any other
+	// name joins the one "(unknown model)" row. Nil: every name is shown.
+	Models []string
+	// Routes reads each route's health as the router keeps it (attempts,
+	// failures, state), sampled with the metrics; nil: the metrics only.
+	Routes func() []RouteHealth
+	// Search pages the request log (usage.Search on the ledger); nil: the
+	// request log answers 404 usage_ledger_off.
+	Search SearchFunc
+	// Series totals the ledger per time bucket, for history older than
+	// the hour kept in memory; nil: the last hour only.
+	Series SeriesFunc
+	// Budgets reads each key's budget and spend; nil: none shown.
+	Budgets func(context.Context) ([]Budget, error)
+	// Replica names this gateway among its replicas; "": the hostname.
+	Replica string
+	// GrafanaURL is the board that sums every replica, linked from the
+	// page; "": DefaultGrafanaURL.
+	GrafanaURL string
+}
+
+// DefaultGrafanaURL is the board of deploy/grafana as deploy/compose.yaml serves it.
+const DefaultGrafanaURL = "http://127.0.0.1:3000/d/streamgate"
+
+// RouteHealth is one route's health as the router keeps it. The counts
+// are cumulative; the dashboard shows their increase over its window, so
+// a route whose attempts fail before any answer (connect refused) shows
+// its failures although no request was served by it.
+type RouteHealth struct {
+	Model, Route        string
+	State               string // healthy, probing, ejected, or what the router calls it
+	Attempts, Failures  uint64
+	ConsecutiveFailures int64
+	Ejections           uint64
+}
+
+// SearchFunc pages the request log as usage.Search does.
+type SearchFunc func(context.Context, usage.SearchQuery) ([]usage.Entry, bool, error)
+
+// SeriesFunc totals the ledger per bucket as usage.Series does.
+type SeriesFunc func(context.Context, usage.SeriesQuery) ([]usage.Bucket, error)
+
+// Budget is one key's budget in its current period.
+type Budget struct {
+	Key      string
+	Period   string    // month, day or total
+	Since    time.Time // the period's start (zero for total)
+	LimitUSD float64
+	SpentUSD float64
+}
+
+// replicaName is this gateway's name among replicas: the configured one,
+// else the hostname.
+func replicaName(configured string) string {
+	if configured != "" {
+		return configured
+	}
+	h, err := os.Hostname()
+	if err != nil {
+		return ""
+	}
+	return h
 }
 
 // Dashboard is the handler of /dashboard and the paths below it. Shutdown
@@ -75,6 +141,13 @@ type Options struct {
 type Dashboard struct {
 	gather   prometheus.Gatherer
 	report   ReportFunc
+	models   map[string]bool // nil: every name is known
+	routes   func() []RouteHealth
+	search   SearchFunc
+	series   SeriesFunc
+	budgets  func(context.Context) ([]Budget, error)
+	replica  string
+	grafana  string
 	auth     authenticator
 	maxPages int
 	interval time.Duration
@@ -86,6 +159,7 @@ type Dashboard struct {
 	mu     sync.Mutex
 	pages  map[*page]struct{}
 	stop   chan struct{} // ends the running sampler; nil when none runs
+	always bool          // Start was called: the sampler runs without pages
 	closed bool
 	wg     sync.WaitGroup // the sampler and ledger query goroutines
 
@@ -96,9 +170,11 @@ type Dashboard struct {
 	points   []point              // the history, one per sample
 	bounds   map[string][]float64 // bucket bounds shared by the samples
 	gatherOK bool                 // the last gathering worked (log a failure once)
+	hour     ring                 // the last hour, one slot a sampling
 
 	costMu   sync.Mutex
 	cost     *costView // nil until the first query
+	budget   *budgetView
 	costAt   time.Time // when the last query started
 	costBusy bool
 }
@@ -110,11 +186,18 @@ type page struct {
 	ch     chan []byte // the latest event not yet written; older ones are dropped
 }
 
-// New returns a Dashboard; it starts nothing until a page opens.
+// New returns a Dashboard; it samples only while a page is open until
+// Start is called.
 func New(opts Options) *Dashboard {
 	d := &Dashboard{
 		gather:   opts.Gatherer,
 		report:   opts.Report,
+		routes:   opts.Routes,
+		search:   opts.Search,
+		series:   opts.Series,
+		budgets:  opts.Budgets,
+		replica:  replicaName(opts.Replica),
+		grafana:  cmp.Or(opts.GrafanaURL, DefaultGrafanaURL),
 		auth:     newAuthenticator(opts.Open, opts.AdminKey, opts.Throttle),
 		maxPages: opts.MaxPages,
 		interval: opts.Interval,
@@ -131,6 +214,12 @@ func New(opts Options) *Dashboard {
 	}
 	if d.log == nil {
 		d.log = slog.Default()
+	}
+	if opts.Models != nil {
+		d.models = map[string]bool{}
+		for _, m := range opts.Models {
+			d.models[m] = true
+		}
 	}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	return d
@@ -151,12 +240,37 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d.servePage(w, r)
 	case "/dashboard/events":
 		d.serveEvents(w, r)
+	case "/dashboard/history":
+		if d.allowed(w, r) {
+			d.ServeHistory(w, r)
+		}
+	case "/dashboard/requests":
+		if d.allowed(w, r) {
+			d.ServeRequests(w, r)
+		}
 	case "/dashboard/login":
 		d.login(w, r)
 	case "/dashboard/logout":
 		d.logout(w, r)
 	default:
 		writeError(w, http.StatusNotFound, "invalid_request_error", "unknown_url", "unknown path: "+r.Method+" "+r.URL.Path)
+	}
+}
+
+// Start keeps the sampler running from now until Shutdown, whether or not
+// a page is open, so that a page opened later shows the hour before it.
+// Its cost is one gathering of the registry a second (BenchmarkTick).
+func (d *Dashboard) Start() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed || d.always {
+		return
+	}
+	d.always = true
+	if d.stop == nil {
+		d.stop = make(chan struct{})
+		d.wg.Add(1)
+		go d.sampler(d.stop)
 	}
 }
 
@@ -213,7 +327,7 @@ func (d *Dashboard) close(p *page) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	delete(d.pages, p)
-	if len(d.pages) == 0 && d.stop != nil {
+	if len(d.pages) == 0 && d.stop != nil && !d.always {
 		close(d.stop)
 		d.stop = nil
 	}
@@ -246,6 +360,12 @@ func (d *Dashboard) tick() {
 	}
 	d.gatherOK = err == nil
 	s := parse(now, mfs, d.bounds)
+	if d.routes != nil {
+		s.health = map[routeKey]RouteHealth{}
+		for _, h := range d.routes() {
+			s.health[routeKey{h.Model, h.Route}] = h
+		}
+	}
 	if n := len(d.samples); n > 0 && now.Sub(d.samples[n-1].at) > 3*d.interval {
 		// Nobody looked for a while: figures across the gap would be
 		// averages labelled as the last minute. Start afresh.
@@ -253,6 +373,7 @@ func (d *Dashboard) tick() {
 	}
 	d.samples = append(d.samples, s)
 	d.points = append(d.points, pointOf(d.samples))
+	d.hour.push(slotOf(d.samples))
 	if drop := len(d.samples) - int(maxWindow/d.interval) - 1; drop > 0 {
 		d.samples = append(d.samples[:0], d.samples[drop:]...)
 		d.points = append(d.points[:0], d.points[drop:]...)
@@ -274,9 +395,11 @@ func (d *Dashboard) tick() {
 		b, ok := events[kind{p.window, p.auth}]
 		if !ok {
 			v := compute(d.samples, p.window)
+			d.groupUnknown(&v)
 			v.Auth = p.auth
 			v.History = historyOf(d.points, d.interval)
-			v.Cost = d.costView()
+			v.Cost, v.Budgets = d.costView()
+			v.Replica, v.Grafana = d.replica, d.grafana
 			var err error
 			if b, err = json.Marshal(v); err != nil {
 				d.log.Error("dashboard: encode event", slog.String("error", err.Error()))
@@ -297,15 +420,19 @@ func (d *Dashboard) tick() {
 	}
 }
 
-// refreshCost starts a ledger query when the last one is costEvery old and
-// none is running; pages show the last answer meanwhile.
+// refreshCost starts the ledger queries (cost of the day, budgets) when
+// the last ones are costEvery old and none is running; pages show the last
+// answers meanwhile. Without a page open nothing is asked.
 func (d *Dashboard) refreshCost(now time.Time) {
-	if d.report == nil {
+	if d.report == nil && d.budgets == nil {
 		return
 	}
+	d.mu.Lock()
+	pages := len(d.pages)
+	d.mu.Unlock()
 	d.costMu.Lock()
 	defer d.costMu.Unlock()
-	if d.costBusy || now.Sub(d.costAt) < costEvery {
+	if pages == 0 || d.costBusy || now.Sub(d.costAt) < costEvery {
 		return
 	}
 	d.costBusy, d.costAt = true, now
@@ -314,49 +441,141 @@ func (d *Dashboard) refreshCost(now time.Time) {
 		defer d.wg.Done()
 		ctx, cancel := context.WithTimeout(d.ctx, 5*time.Second)
 		defer cancel()
-		since := now.UTC().Truncate(24 * time.Hour)
-		c := &costView{Since: since.Format(time.RFC3339), AsOf: now.UnixMilli()}
-		byKey, err := d.report(ctx, usage.ReportQuery{Since: since, By: "key"})
-		var byModel []usage.ReportRow
-		if err == nil {
-			byModel, err = d.report(ctx, usage.ReportQuery{Since: since, By: "model"})
-		}
+		c := d.queryCost(ctx, now)
+		b := d.queryBudgets(ctx, now)
 		d.costMu.Lock()
 		defer d.costMu.Unlock()
 		d.costBusy = false
-		if err != nil {
-			if d.cost == nil || d.cost.Error == "" {
-				d.log.Warn("dashboard: cost of the day from the ledger", slog.String("error", err.Error()))
-			}
-			if d.cost != nil {
-				c.ByKey, c.ByModel, c.AsOf = d.cost.ByKey, d.cost.ByModel, d.cost.AsOf
-			}
-			c.Error = "the ledger did not answer: " + err.Error()
-		} else {
-			c.ByKey, c.ByModel = costRows(byKey), costRows(byModel)
-		}
-		d.cost = c
+		d.cost, d.budget = c, b
 	}()
 }
 
-func (d *Dashboard) costView() *costView {
+// queryCost asks the ledger for the cost of the day by key and by model;
+// nil without a ledger.
+func (d *Dashboard) queryCost(ctx context.Context, now time.Time) *costView {
 	if d.report == nil {
 		return nil
 	}
-	d.costMu.Lock()
-	defer d.costMu.Unlock()
-	if d.cost == nil {
-		return &costView{ByKey: []costRow{}, ByModel: []costRow{}}
+	since := now.UTC().Truncate(24 * time.Hour)
+	c := &costView{Since: since.Format(time.RFC3339), AsOf: now.UnixMilli()}
+	byKey, err := d.report(ctx, usage.ReportQuery{Since: since, By: "key"})
+	var byModel []usage.ReportRow
+	if err == nil {
+		byModel, err = d.report(ctx, usage.ReportQuery{Since: since, By: "model"})
 	}
-	return d.cost
+	d.costMu.Lock()
+	last := d.cost
+	d.costMu.Unlock()
+	if err != nil {
+		if last == nil || last.Error == "" {
+			d.log.Warn("dashboard: cost of the day from the ledger", slog.String("error", err.Error()))
+		}
+		if last != nil {
+			c.ByKey, c.ByModel, c.AsOf = last.ByKey, last.ByModel, last.AsOf
+		}
+		c.Error = "the ledger did not answer: " + err.Error()
+		return c
+	}
+	c.ByKey, c.ByModel = costRows(byKey, nil), costRows(byModel, d.models)
+	return c
 }
 
-func costRows(rows []usage.ReportRow) []costRow {
+// queryBudgets reads every key's budget and spend; nil without Budgets.
+func (d *Dashboard) queryBudgets(ctx context.Context, now time.Time) *budgetView {
+	if d.budgets == nil {
+		return nil
+	}
+	bs, err := d.budgets(ctx)
+	v := &budgetView{AsOf: now.UnixMilli(), Keys: []budgetRow{}}
+	if err != nil {
+		v.Error = "the ledger did not answer: " + err.Error()
+		return v
+	}
+	for _, b := range bs {
+		r := budgetRow{Key: b.Key, Period: b.Period, LimitUSD: num(b.LimitUSD), SpentUSD: num(b.SpentUSD),
+			RemainingUSD: num(max(b.LimitUSD-b.SpentUSD, 0)), UsedRatio: num(ratio(b.SpentUSD, b.LimitUSD))}
+		if !b.Since.IsZero() {
+			r.Since = b.Since.UTC().Format(time.RFC3339)
+		}
+		v.Keys = append(v.Keys, r)
+	}
+	return v
+}
+
+func (d *Dashboard) costView() (*costView, *budgetView) {
+	d.costMu.Lock()
+	defer d.costMu.Unlock()
+	c, b := d.cost, d.budget
+	if c == nil && d.report != nil {
+		c = &costView{ByKey: []costRow{}, ByModel: []costRow{}}
+	}
+	if b == nil && d.budgets != nil {
+		b = &budgetView{Keys: []budgetRow{}}
+	}
+	return c, b
+}
+
+// costRows are the ledger's rows for the page; with known model names, the
+// rows of every other name are summed into one unknownModel row.
+func costRows(rows []usage.ReportRow, known map[string]bool) []costRow {
 	out := make([]costRow, 0, len(rows))
+	unknown := costRow{Group: unknownModel}
 	for _, r := range rows {
+		if known != nil && !known[r.Group] {
+			unknown.Requests += r.Requests
+			unknown.CostUSD += num(r.CostUSD)
+			continue
+		}
 		out = append(out, costRow{Group: r.Group, Requests: r.Requests, CostUSD: num(r.CostUSD)})
 	}
+	if unknown.Requests > 0 {
+		out = append(out, unknown)
+	}
 	return out
+}
+
+// groupUnknown folds the metric rows of unconfigured models into one:
+// the gateway labels them "", parse names that unknownModel; nothing else
+// to do unless the registry holds names the config does not (a reload).
+func (d *Dashboard) groupUnknown(v *view) {
+	if d.models == nil {
+		return
+	}
+	out := v.Models[:0]
+	var other *modelView
+	for _, m := range v.Models {
+		if m.Model == unknownModel || !d.models[m.Model] {
+			if other == nil {
+				m.Model = unknownModel
+				other = &m
+				continue
+			}
+			other.RequestsPerS = num(nan0(other.RequestsPerS) + nan0(m.RequestsPerS))
+			continue
+		}
+		out = append(out, m)
+	}
+	if other != nil {
+		out = append(out, *other)
+	}
+	v.Models = out
+}
+
+func nan0(n num) float64 {
+	if math.IsNaN(float64(n)) {
+		return 0
+	}
+	return float64(n)
+}
+
+// allowed checks the dashboard's login for a JSON endpoint, refusing
+// the request when it fails.
+func (d *Dashboard) allowed(w http.ResponseWriter, r *http.Request) bool {
+	if err := d.auth.check(r); err != nil {
+		refuse(w, err)
+		return false
+	}
+	return true
 }
 
 // serveEvents streams the page's figures, one event per interval, until

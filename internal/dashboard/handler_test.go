@@ -484,7 +484,7 @@ func TestCostError(t *testing.T) {
 		mu.Unlock()
 		time.Sleep(5*time.Second + time.Millisecond)
 		synctest.Wait()
-		c := d.costView()
+		c, _ := d.costView()
 		if !strings.Contains(c.Error, "database is locked") || len(c.ByKey) != 1 {
 			t.Errorf("got %+v, want the error and the last rows", c)
 		}

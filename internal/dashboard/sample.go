@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"time"
@@ -24,6 +25,12 @@ const (
 	mRouteState    = "streamgate_route_state"
 	mRouteInflight = "streamgate_route_inflight"
 )
+
+// unknownModel is the one row of every request whose model is none of the
+// configured ones (a client's typo, or a request refused before its model
+// was read): the gateway labels them all "" so that a client cannot grow
+// the metrics, and the dashboard shows them together.
+const unknownModel = "(unknown model)"
 
 // errorOutcomes are the outcomes of streamgate_requests_total that the
 // dashboard counts as errors: the gateway or its upstreams failed. A client
@@ -56,6 +63,11 @@ type sample struct {
 	models   map[string]*modelSample
 	inflight float64
 	gc       hist
+	// outcomes counts requests by outcome (every model), rejected by
+	// status code and attempts abandoned by reason: the errors by kind.
+	outcomes, rejected, reasons map[string]float64
+	// health is each route's health as the router keeps it (Options.Routes).
+	health map[routeKey]RouteHealth
 }
 
 // parse reads a sample out of gathered metric families; families it does
@@ -63,7 +75,8 @@ type sample struct {
 // Bounds equal to those in bounds (by metric name) are shared with it, so
 // the ring of samples holds one copy of each metric's bucket bounds.
 func parse(at time.Time, mfs []*dto.MetricFamily, bounds map[string][]float64) *sample {
-	s := &sample{at: at, routes: map[routeKey]*routeSample{}, models: map[string]*modelSample{}, inflight: math.NaN()}
+	s := &sample{at: at, routes: map[routeKey]*routeSample{}, models: map[string]*modelSample{}, inflight: math.NaN(),
+		outcomes: map[string]float64{}, rejected: map[string]float64{}, reasons: map[string]float64{}}
 	route := func(m *dto.Metric) *routeSample {
 		k := routeKey{label(m, "model"), label(m, "route")}
 		r := s.routes[k]
@@ -74,7 +87,7 @@ func parse(at time.Time, mfs []*dto.MetricFamily, bounds map[string][]float64) *
 		return r
 	}
 	model := func(m *dto.Metric) *modelSample {
-		name := label(m, "model")
+		name := cmp.Or(label(m, "model"), unknownModel)
 		ms := s.models[name]
 		if ms == nil {
 			ms = &modelSample{}
@@ -107,7 +120,12 @@ func parse(at time.Time, mfs []*dto.MetricFamily, bounds map[string][]float64) *
 				}
 			case mRequests:
 				v := m.GetCounter().GetValue()
-				bad := errorOutcomes[label(m, "outcome")]
+				outcome := label(m, "outcome")
+				bad := errorOutcomes[outcome]
+				s.outcomes[outcome] += v
+				if outcome == "rejected" {
+					s.rejected[label(m, "code")] += v
+				}
 				ms := model(m)
 				ms.requests += v
 				if bad {
@@ -130,6 +148,7 @@ func parse(at time.Time, mfs []*dto.MetricFamily, bounds map[string][]float64) *
 				}
 			case mFallbacks:
 				model(m).fallbacks += m.GetCounter().GetValue()
+				s.reasons[label(m, "reason")] += m.GetCounter().GetValue()
 			case mContinuations:
 				model(m).continuations += m.GetCounter().GetValue()
 			case mHedges:

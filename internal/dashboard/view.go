@@ -60,7 +60,61 @@ type view struct {
 	Models        []modelView `json:"models"`
 	Routes        []routeView `json:"routes"`
 	Cost          *costView   `json:"cost_today,omitempty"` // nil: no ledger
+	Budgets       *budgetView `json:"budgets,omitempty"`    // nil: no ledger
 	History       historyView `json:"history"`
+
+	// RejectedPerS are requests refused by the gateway's own checks (401,
+	// 404, 429…): counted apart, never as errors.
+	RejectedPerS num `json:"rejected_per_s"`
+	// ErrorsByKind are the requests that failed over the window by how,
+	// the rejected ones by status code, and the attempts abandoned for
+	// another route by reason (a request may fail over and still succeed).
+	ErrorsByKind    []kindRow `json:"errors_by_kind"`
+	RejectedByCode  []kindRow `json:"rejected_by_code"`
+	AttemptFailures []kindRow `json:"attempt_failures"`
+
+	Replica string `json:"replica"` // this gateway's name among replicas
+	Grafana string `json:"grafana"` // the board that sums every replica
+}
+
+// kindRow is one kind of failure over the window.
+type kindRow struct {
+	Kind  string `json:"kind"`  // the metric's label value
+	Label string `json:"label"` // what the page says
+	Count num    `json:"count"` // over the window
+}
+
+// budgetView is every key's budget in its current period.
+type budgetView struct {
+	AsOf  int64       `json:"as_of"`
+	Error string      `json:"error"`
+	Keys  []budgetRow `json:"keys"`
+}
+
+type budgetRow struct {
+	Key          string `json:"key"`
+	Period       string `json:"period"`
+	Since        string `json:"since,omitempty"` // RFC 3339; absent for a total budget
+	LimitUSD     num    `json:"limit_usd"`
+	SpentUSD     num    `json:"spent_usd"`
+	RemainingUSD num    `json:"remaining_usd"`
+	UsedRatio    num    `json:"used_ratio"`
+}
+
+// outcomeLabels name the error outcomes of streamgate_requests_total.
+var outcomeLabels = []struct{ kind, label string }{
+	{"upstream_error", "upstream error (5xx, connect, refusal)"},
+	{"timeout", "timeout"},
+	{"error_event", "cut mid-stream (error event after 200)"},
+	{"error", "gateway error"},
+}
+
+// reasonLabels name the reasons of streamgate_fallbacks_total; others show as they are.
+var reasonLabels = map[string]string{
+	"connect": "connect failed", "status_5xx": "upstream 5xx", "rate_limited": "upstream 429",
+	"upstream_auth": "upstream 401/403", "upstream_not_found": "upstream 404", "upstream_error": "upstream 4xx (retryable)",
+	"first_token_timeout": "first-token timeout", "idle_timeout": "idle timeout (stall)", "truncated": "cut (stream ended early)",
+	"malformed": "malformed event", "error_event": "upstream error event", "untranslatable": "untranslatable request",
 }
 
 type modelView struct {
@@ -87,6 +141,13 @@ type routeView struct {
 	ITLP99S      num    `json:"itl_p99_s"`
 	GapP99S      num    `json:"gap_p99_s"`
 	ChunkP99S    num    `json:"chunk_overhead_p99_s"`
+	// From the router's health (Options.Routes): attempts begun and failed
+	// over the window, whether or not a request ended on this route.
+	Attempts            num    `json:"attempts"`
+	Failures            num    `json:"failures"`
+	FailureRatio        num    `json:"failure_ratio"`
+	ConsecutiveFailures int64  `json:"consecutive_failures"`
+	Ejections           uint64 `json:"ejections"` // since the gateway started
 }
 
 // costView is the ledger's cost since 00:00 UTC.
@@ -149,8 +210,8 @@ func compute(samples []*sample, window time.Duration) view {
 	v := view{WindowS: int(window / time.Second), SpanS: num(math.NaN()), OpenStreams: num(math.NaN()),
 		RequestsPerS: num(math.NaN()), OutputTokensPerS: num(math.NaN()), ErrorRatio: num(math.NaN()),
 		GCPausesPerS: num(math.NaN()), GCPauseP99S: num(math.NaN()), GCPauseMaxS: num(math.NaN()),
-		ChunkOverP50S: num(math.NaN()), ChunkOverP99S: num(math.NaN()),
-		Models: []modelView{}, Routes: []routeView{}}
+		ChunkOverP50S: num(math.NaN()), ChunkOverP99S: num(math.NaN()), RejectedPerS: num(math.NaN()),
+		Models: []modelView{}, Routes: []routeView{}, ErrorsByKind: []kindRow{}, RejectedByCode: []kindRow{}, AttemptFailures: []kindRow{}}
 	if len(samples) == 0 {
 		return v
 	}
@@ -167,17 +228,38 @@ func compute(samples []*sample, window time.Duration) view {
 	}
 
 	var chunks hist
-	keys := slices.SortedFunc(maps.Keys(now.routes), func(a, b routeKey) int {
+	rkeys := map[routeKey]struct{}{}
+	for k := range now.routes {
+		rkeys[k] = struct{}{}
+	}
+	for k := range now.health {
+		rkeys[k] = struct{}{}
+	}
+	keys := slices.SortedFunc(maps.Keys(rkeys), func(a, b routeKey) int {
 		return cmp.Or(cmp.Compare(a.model, b.model), cmp.Compare(a.route, b.route))
 	})
 	for _, k := range keys {
 		r, o := now.routes[k], old.routes[k]
+		if r == nil {
+			r = &routeSample{state: math.NaN(), inflight: math.NaN()}
+		}
 		if o == nil {
 			o = &routeSample{}
 		}
-		rv := routeView{Model: k.model, Route: k.route, Inflight: num(r.inflight)}
+		rv := routeView{Model: k.model, Route: k.route, Inflight: num(r.inflight),
+			Attempts: num(math.NaN()), Failures: num(math.NaN()), FailureRatio: num(math.NaN())}
 		if s := r.state; s >= 0 && int(s) < len(states) {
 			rv.State = states[int(s)]
+		}
+		if h, ok := now.health[k]; ok {
+			oh := old.health[k] // zero before the window: counts since start
+			if oh.Attempts > h.Attempts || oh.Failures > h.Failures {
+				oh = RouteHealth{} // the router restarted its counts
+			}
+			att, fail := float64(h.Attempts-oh.Attempts), float64(h.Failures-oh.Failures)
+			rv.State = cmp.Or(h.State, rv.State)
+			rv.Attempts, rv.Failures, rv.FailureRatio = num(att), num(fail), num(ratio(fail, att))
+			rv.ConsecutiveFailures, rv.Ejections = h.ConsecutiveFailures, h.Ejections
 		}
 		reqs := increase(r.requests, o.requests)
 		rv.RequestsPerS = num(rate(r.requests, o.requests, span))
@@ -238,11 +320,65 @@ func compute(samples []*sample, window time.Duration) view {
 		})
 	}
 	v.RequestsPerS, v.OutputTokensPerS, v.ErrorRatio = num(reqs/span), num(out/span), num(ratio(errs, reqs))
+	v.RejectedPerS = num(increase(now.outcomes["rejected"], old.outcomes["rejected"]) / span)
+	for _, o := range outcomeLabels {
+		if n := increase(now.outcomes[o.kind], old.outcomes[o.kind]); n > 0 {
+			v.ErrorsByKind = append(v.ErrorsByKind, kindRow{Kind: o.kind, Label: o.label, Count: num(n)})
+		}
+	}
+	for _, code := range slices.Sorted(maps.Keys(now.rejected)) {
+		if n := increase(now.rejected[code], old.rejected[code]); n > 0 {
+			v.RejectedByCode = append(v.RejectedByCode, kindRow{Kind: code, Label: "rejected " + code, Count: num(n)})
+		}
+	}
+	for _, reason := range slices.Sorted(maps.Keys(now.reasons)) {
+		if n := increase(now.reasons[reason], old.reasons[reason]); n > 0 {
+			v.AttemptFailures = append(v.AttemptFailures, kindRow{Kind: reason, Label: cmp.Or(reasonLabels[reason], reason), Count: num(n)})
+		}
+	}
 
 	gc := now.gc.sub(old.gc)
 	v.GCPausesPerS = num(float64(gc.total()) / span)
 	v.GCPauseP99S, v.GCPauseMaxS = num(gc.quantile(.99)), num(gc.maxBound())
 	return v
+}
+
+// ttftWindow is the span of each hour slot's TTFT p99: long enough to hold
+// a few first tokens at a low rate.
+const ttftWindow = 10 * time.Second
+
+// slotOf is the hour ring's slot for the newest of samples.
+func slotOf(samples []*sample) slot {
+	now := samples[len(samples)-1]
+	s := slot{at: now.at.Unix(), open: float32(now.inflight), ttftP99: float32(math.NaN())}
+	if len(samples) < 2 {
+		return s
+	}
+	prev := samples[len(samples)-2]
+	var reqs, errs, out float64
+	for name, m := range now.models {
+		o := prev.models[name]
+		if o == nil {
+			o = &modelSample{}
+		}
+		reqs += increase(m.requests, o.requests)
+		errs += increase(m.errors, o.errors)
+		out += increase(m.outTokens, o.outTokens)
+	}
+	s.requests, s.errors, s.outTokens = float32(reqs), float32(errs), float32(out)
+	s.rejected = float32(increase(now.outcomes["rejected"], prev.outcomes["rejected"]))
+	if old := at(samples, ttftWindow); old != nil {
+		var ttft hist
+		for k, r := range now.routes {
+			if o := old.routes[k]; o != nil {
+				ttft = ttft.add(r.ttft.sub(o.ttft))
+			} else {
+				ttft = ttft.add(r.ttft)
+			}
+		}
+		s.ttftP99 = float32(ttft.quantile(.99))
+	}
+	return s
 }
 
 // pointOf is the history's point for the newest of samples.

@@ -133,3 +133,38 @@ func ratio(part, whole float64) float64 {
 	}
 	return part / whole
 }
+
+// hourSlots is the memory of the dashboard: a second each for the last
+// hour, whether or not a page was open.
+const hourSlots = 3600
+
+// slot is one second of the hour ring: what happened since the sampling
+// before it. float32 keeps the ring at 28 bytes a second (~100 KB an hour,
+// TestHourRingSize) with more digits than a chart shows.
+type slot struct {
+	at                                    int64   // Unix seconds of the sampling; 0: no sampling
+	requests, errors, rejected, outTokens float32 // increases since the previous sampling
+	open                                  float32 // open streams at the sampling
+	ttftP99                               float32 // seconds, over the last ttftWindow; NaN: no first token then
+}
+
+// ring is the last hourSlots samplings, the newest at head-1.
+type ring struct {
+	slots [hourSlots]slot
+	head  int // where the next slot goes
+	n     int // slots filled
+}
+
+func (r *ring) push(s slot) {
+	r.slots[r.head] = s
+	r.head = (r.head + 1) % hourSlots
+	r.n = min(r.n+1, hourSlots)
+}
+
+// each calls f with every slot, oldest first.
+func (r *ring) each(f func(slot)) {
+	start := (r.head - r.n + hourSlots) % hourSlots
+	for i := range r.n {
+		f(r.slots[(start+i)%hourSlots])
+	}
+}

@@ -363,6 +363,11 @@ func (s *sqlStore) List(ctx context.Context, f Filter) ([]Entry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("usage: list entries from %s: %w", s.d.name, err)
 	}
+	return s.scanEntries(rows)
+}
+
+// scanEntries reads rows of columns into entries and closes rows.
+func (s *sqlStore) scanEntries(rows *sql.Rows) ([]Entry, error) {
 	defer rows.Close()
 	var out []Entry
 	for rows.Next() {
