@@ -207,7 +207,7 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 	}
 	defer stopTracing()
 	gw, err := gateway.New(gateway.Options{Config: cfg, Recorder: led.rec, Ping: led.ping, Logger: o.logger, KeepAlive: o.keepAlive, KeyStore: keyStore, Spent: led.spent,
-		Report: led.report, Tracer: tracer, ConnState: ln.state, Responses: respStore})
+		Report: led.report, Search: led.search, Series: led.series, Tracer: tracer, ConnState: ln.state, Responses: respStore})
 	if err != nil {
 		return err
 	}
@@ -479,6 +479,10 @@ type ledger struct {
 	// report totals the stored records (the dashboard's cost of the day);
 	// nil without a ledger.
 	report func(context.Context, usage.ReportQuery) ([]usage.ReportRow, error)
+	// search and series read the request log and the totals per time
+	// bucket (the dashboard); nil without a ledger.
+	search func(context.Context, usage.SearchQuery) ([]usage.Entry, bool, error)
+	series func(context.Context, usage.SeriesQuery) ([]usage.Bucket, error)
 }
 
 // openLedger opens the store named by dsn with its batching writer; an
@@ -510,7 +514,10 @@ func openLedger(ctx context.Context, dsn string, logger *slog.Logger) (*ledger, 
 	report := func(ctx context.Context, q usage.ReportQuery) ([]usage.ReportRow, error) {
 		return usage.Report(ctx, store, q)
 	}
-	return &ledger{rec: w, ping: store.Ping, run: w.Run, flush: w.Close, close: store.Close, spent: spent, report: report}, nil
+	search := func(ctx context.Context, q usage.SearchQuery) ([]usage.Entry, bool, error) { return usage.Search(ctx, store, q) }
+	series := func(ctx context.Context, q usage.SeriesQuery) ([]usage.Bucket, error) { return usage.Series(ctx, store, q) }
+	return &ledger{rec: w, ping: store.Ping, run: w.Run, flush: w.Close, close: store.Close, spent: spent, report: report,
+		search: search, series: series}, nil
 }
 
 // warnCachePrices logs one warning per model whose prompt cache reads and

@@ -152,8 +152,8 @@ type historyPage struct {
 	Rejected  series `json:"rejected_per_s"`
 	OutTokens series `json:"output_tokens_per_s"`
 	Open      series `json:"open_streams,omitempty"` // memory only
-	TTFTP99   series `json:"ttft_p99_s,omitempty"`  // memory only
-	Cost      series `json:"cost_usd,omitempty"`    // ledger only: per step
+	TTFTP99   series `json:"ttft_p99_s,omitempty"`   // memory only
+	Cost      series `json:"cost_usd,omitempty"`     // ledger only: per step
 	Error     string `json:"error,omitempty"`
 }
 

@@ -94,6 +94,13 @@ type Options struct {
 	// dashboard's cost of the day and GET /admin/usage; nil: the dashboard
 	// shows no cost and /admin/usage answers 404 usage_ledger_off.
 	Report func(context.Context, usage.ReportQuery) ([]usage.ReportRow, error)
+	// Search pages the ledger's request log (usage.Search on its store),
+	// for GET /admin/requests and the dashboard; nil: both answer 404
+	// usage_ledger_off.
+	Search dashboard.SearchFunc
+	// Series totals the ledger per time bucket (usage.Series on its
+	// store): the dashboard's history beyond the hour it keeps; nil: none.
+	Series dashboard.SeriesFunc
 	// ConnState is called as each client connection changes state, as
 	// http.Server.ConnState is (serve counts and closes the open
 	// connections with it); nil: not called.
@@ -146,6 +153,7 @@ type Gateway struct {
 
 	// report totals the ledger for /admin/usage; nil: no ledger
 	report    func(context.Context, usage.ReportQuery) ([]usage.ReportRow, error)
+	spent     budget.SpentFunc // nil: no ledger
 	connState func(net.Conn, http.ConnState) // Options.ConnState
 
 	handlers sync.WaitGroup // requests being served
@@ -206,6 +214,7 @@ func New(opts Options) (*Gateway, error) {
 	if spent == nil {
 		spent = func(context.Context, string, time.Time) (float64, error) { return 0, nil }
 	}
+	g.spent = opts.Spent
 	localBudget := budget.NewLocal(spent)
 	g.budget = localBudget
 	local := ratelimit.NewLocal()
@@ -323,8 +332,13 @@ func New(opts Options) (*Gateway, error) {
 	if g.throttle == nil {
 		g.throttle = auth.NewThrottle()
 	}
+	models := make([]string, 0, len(cfg.Models))
+	for _, m := range cfg.Models {
+		models = append(models, m.Name)
+	}
 	g.dash = dashboard.New(dashboard.Options{Gatherer: g.reg, Open: cfg.Dashboard.Open, AdminKey: cfg.AdminKey,
-		Throttle: g.throttle, Report: opts.Report, Logger: g.log})
+		Throttle: g.throttle, Report: opts.Report, Logger: g.log, Models: models, Routes: g.routeHealth,
+		Search: opts.Search, Series: opts.Series, Budgets: g.budgets})
 	g.mux = g.routesTable()
 	return g, nil
 }
@@ -401,6 +415,7 @@ func (g *Gateway) routesTable() *http.ServeMux {
 	mux.Handle("/admin/keys", auth.Admin(g.cfg.AdminKey, g.throttle, g.writeError)(http.HandlerFunc(g.adminKeys)))
 	mux.Handle("/admin/keys/", auth.Admin(g.cfg.AdminKey, g.throttle, g.writeError)(http.HandlerFunc(g.adminKeys)))
 	mux.Handle("/admin/usage", auth.Admin(g.cfg.AdminKey, g.throttle, g.writeError)(onlyGet(g, http.HandlerFunc(g.adminUsage))))
+	mux.Handle("/admin/requests", auth.Admin(g.cfg.AdminKey, g.throttle, g.writeError)(http.HandlerFunc(g.dash.ServeRequests)))
 	mux.Handle("/metrics", onlyGet(g, promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{})))
 	mux.Handle("/dashboard", g.dash)
 	mux.Handle("/dashboard/", g.dash)
@@ -496,6 +511,8 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener, grace time.Duratio
 	// Dashboard pages hold their event streams open forever: they end
 	// when the drain begins instead of holding it for the grace period.
 	srv.RegisterOnShutdown(g.dash.Shutdown)
+	// The dashboard keeps the last hour from now on, page open or not.
+	g.dash.Start()
 	watched := g.watchKeys(base)
 	defer func() {
 		cancelBase(nil)
