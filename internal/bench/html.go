@@ -304,7 +304,9 @@ type Section struct {
 // and runs no script. Client, when set, adds the client self-check over
 // the whole invocation; Config, when set, is echoed as JSON at the end.
 type Page struct {
-	Title    string
+	Title string
+	// Headline is the conclusion, shown first and in bold (Headline()).
+	Headline string
 	Intro    []string
 	Warnings []string
 	Sections []Section
@@ -331,6 +333,9 @@ func WritePage(w io.Writer, p *Page) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">`+
 		"<title>%s</title><style>\n%s\n</style></head><body><h1>%s</h1>", html.EscapeString(p.Title), pageStyle, html.EscapeString(p.Title))
+	if p.Headline != "" {
+		fmt.Fprintf(&b, `<p class="headline"><strong>%s</strong></p>`, html.EscapeString(p.Headline))
+	}
 	for _, s := range p.Intro {
 		fmt.Fprintf(&b, "<p>%s</p>", html.EscapeString(s))
 	}
@@ -427,12 +432,17 @@ func plotsOf(runs []RunResult, names []string) []*plot {
 		itlHi = max(itlHi, runs[i].ITL.P99*1.2)
 	}
 	cs := colours(len(runs))
+	labels := make([]string, len(runs))
+	for i := range runs {
+		labels[i] = runName(&runs[i]) + " " + loadName(&runs[i])
+		if i < len(names) && names[i] != "" {
+			labels[i] = names[i]
+		}
+	}
+	labels = distinct(labels)
 	for i := range runs {
 		r := &runs[i]
-		name := runName(r) + " " + loadName(r)
-		if i < len(names) && names[i] != "" {
-			name = names[i]
-		}
+		name := labels[i]
 		var t, g, it, ts, tt []float64
 		for _, q := range r.Records {
 			if !q.OK() {
@@ -478,7 +488,8 @@ func WriteHTML(w io.Writer, res *Result) error {
 		intro += " · partial result (interrupted)"
 	}
 	p := &Page{
-		Title: "streamgate bench", Intro: []string{intro}, Warnings: res.Warnings, Client: &res.Client, Config: res.Config,
+		Title: "streamgate bench", Headline: Headline(res.Runs), Intro: []string{intro}, Warnings: SummarizeWarnings(res.Warnings),
+		Client: &res.Client, Config: res.Config,
 		Sections: []Section{
 			{Title: "Summary", Notes: summaryNotes(res), Tables: summaryTables(res.Runs, res.Config.MonthlyTokens)},
 			{Title: "Plots", Runs: res.Runs},
@@ -504,7 +515,7 @@ func summaryTables(runs []RunResult, monthlyTokens float64) []Table {
 		"TTFT p50", "TTFT p99", "ITL p50", "ITL p99", "max gap p99", "TPOT p50", "E2E p50", "E2E p99", "TPS p50", "tok/s", "goodput"}}
 	monthly := "projected monthly"
 	if monthlyTokens > 0 {
-		monthly += " (" + countText(monthlyTokens) + " output tokens)"
+		monthly += " (" + countText(monthlyTokens) + " output tokens at the run's input:output mix)"
 	}
 	rate := Table{Caption: "Rate, cost and errors", Head: []string{"run", "load", "rate", "schedule lag p99 ms", "cost", monthly, "errors by kind"},
 		Text: []int{2, 6}}
@@ -515,23 +526,20 @@ func summaryTables(runs []RunResult, monthlyTokens float64) []Table {
 	for i := range runs {
 		r := &runs[i]
 		name, load := runName(r), loadName(r)
-		gp := "-"
-		if r.Goodput != nil {
-			gp = fmt.Sprintf("%.1f%%", 100*r.Goodput.Fraction)
-		}
 		lat.Rows = append(lat.Rows, []string{name, load, strconv.Itoa(r.Succeeded), strconv.Itoa(r.Failed), strconv.Itoa(r.Interrupted),
-			fms(r.TTFT.P50), fms(r.TTFT.P99), fms(r.ITL.P50), fms(r.ITL.P99), fms(r.MaxGap.P99), fms(r.TPOT.P50), fms(r.E2E.P50), fms(r.E2E.P99),
-			fmt.Sprintf("%.1f", r.TPS.P50), fmt.Sprintf("%.1f", r.Throughput), gp})
+			pctText(r.TTFT, r.TTFT.P50), pctText(r.TTFT, r.TTFT.P99), pctText(r.ITL, r.ITL.P50), pctText(r.ITL, r.ITL.P99), pctText(r.MaxGap, r.MaxGap.P99),
+			pctText(r.TPOT, r.TPOT.P50), pctText(r.E2E, r.E2E.P50), pctText(r.E2E, r.E2E.P99),
+			fmt.Sprintf("%.1f", r.TPS.P50), fmt.Sprintf("%.1f", r.Throughput), goodputText(r.Goodput)})
 
 		lag, cost, month, errs := "-", "-", "-", "none"
 		if r.ScheduleLag != nil {
 			lag = fms(r.ScheduleLag.P99)
 		}
 		if r.CostUSD > 0 {
-			cost = fmt.Sprintf("$%.6f", r.CostUSD)
+			cost = fmt.Sprintf("%s (%d in, %d out tok)", money(r.CostUSD), r.InTok, r.OutTok)
 		}
 		if r.MonthlyCost > 0 {
-			month = fmt.Sprintf("$%.2f", r.MonthlyCost)
+			month = money(r.MonthlyCost)
 		}
 		if len(r.Errors) > 0 {
 			errs = formatErrors(r.Errors)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -100,7 +101,7 @@ func TestWriteHTMLCostServerErrors(t *testing.T) {
 	h := b.String()
 	r := res.Runs[0]
 	for _, want := range []string{
-		fmt.Sprintf("$%.6f", r.CostUSD), "$80.00", "10M output tokens", // cost, projected monthly at $8/1M output
+		money(r.CostUSD), money(projectedMonthly(&r, 10e6)), "10M output tokens at the run's input:output mix", // cost, projected monthly at the run's mix
 		"GC pause max", "2.000", "GC cycles", "overhead per chunk", "0.012", // the gateway's figures of the run window
 		"not measured",                // the summary's max quantile covers another window
 		"interrupted=4", "http_5xx=3", // errors by kind
@@ -225,5 +226,74 @@ func TestTickLabels(t *testing.T) {
 		if s := strings.Join(got, " "); s != tt.want {
 			t.Errorf("ticks of [%g, %g]: got %q, want %q", tt.lo, tt.hi, s, tt.want)
 		}
+	}
+}
+
+// The report concludes: a headline names the runs compared, the winner,
+// by how much and whether that is beyond the noise; goodput names its SLO;
+// a percentile of fewer than MinSample values is not shown; repeated
+// series names get distinct legend labels; warnings about a loaded client
+// are summarised once.
+func TestReportConcludes(t *testing.T) {
+	rec := func(ttft time.Duration) *Request {
+		return &Request{Status: 200, Done: true, Arrivals: []time.Duration{ttft, ttft + time.Millisecond}, OutputTokens: 2}
+	}
+	run := func(model string, base time.Duration, n int) RunResult {
+		r := RunResult{Model: model, Concurrency: 4, Requests: n, Succeeded: n, Goodput: &Goodput{Fraction: 0.9, SLO: "ttft<=500ms"}}
+		var xs []float64
+		for i := range n {
+			q := rec(base + time.Duration(i%10)*time.Millisecond)
+			r.Records = append(r.Records, q)
+			d, _ := q.TTFT()
+			xs = append(xs, ms(d))
+		}
+		r.TTFT = Summarize(xs)
+		r.Warnings = []string{"client scheduling lag p99 3.00 ms: the client machine is loaded"}
+		return r
+	}
+	fast, slow := run("m", 100*time.Millisecond, 200), run("m", 300*time.Millisecond, 200)
+	h := Headline([]RunResult{slow, fast})
+	for _, want := range []string{"Compared 2 runs", "fastest", "(first)", "(second)", "200.0 ms", "beyond the noise"} {
+		if !strings.Contains(h, want) {
+			t.Errorf("headline %q lacks %q", h, want)
+		}
+	}
+	near := run("m", 101*time.Millisecond, 200)
+	if h := Headline([]RunResult{fast, near}); !strings.Contains(h, "within the noise") {
+		t.Errorf("1 ms apart with 10 ms spread: headline %q, want within the noise", h)
+	}
+	few := run("few", 100*time.Millisecond, 1)
+	if h := Headline([]RunResult{few, slow}); !strings.Contains(h, "too few samples") {
+		t.Errorf("one request: headline %q, want too few samples", h)
+	}
+
+	var b strings.Builder
+	res := &Result{Schema: Schema, Runs: []RunResult{fast, slow, few}, Warnings: []string{
+		"m: client scheduling lag p99 3.00 ms: the client machine is loaded", "m: client scheduling lag p99 4.00 ms: the client machine is loaded",
+		"few: client scheduling lag p99 2.00 ms: the client machine is loaded", "m: achieved rate 1.00/s is below the intended 2.00/s"}}
+	if err := WriteHTML(&b, res); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	if !strings.Contains(page, `<p class="headline"><strong>Compared 3 runs`) {
+		t.Error("the HTML report does not open with the headline")
+	}
+	for _, want := range []string{"90.0% (SLO ttft&lt;=500ms)", "n=1: too few", "m c=4 #1", "m c=4 #2",
+		"the client machine is loaded in 3 runs", "achieved rate 1.00/s"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the HTML report lacks %q", want)
+		}
+	}
+	if n := strings.Count(page, "the client machine is loaded"); n != 1 {
+		t.Errorf("the loaded-client warning appears %d times, want once", n)
+	}
+	b.Reset()
+	if err := WriteTable(&b, fast, slow, few); err != nil {
+		t.Fatal(err)
+	}
+	text := b.String()
+	if !strings.HasPrefix(text, "Compared 3 runs by median TTFT") || !strings.Contains(text, "n=1: too few") ||
+		!strings.Contains(text, "(SLO ttft<=500ms)") || strings.Count(text, "the client machine is loaded") != 1 {
+		t.Errorf("the text summary:\n%s\nwant the headline first, the SLO, too few samples and one loaded-client warning", text)
 	}
 }

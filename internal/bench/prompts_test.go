@@ -173,8 +173,10 @@ func TestLoadPrices(t *testing.T) {
 	}
 	r := res.Runs[0]
 	// 4 requests × (11 prompt tokens × $1 + 10 output tokens × $2) per 1M.
-	if want := 4 * (11*1.0 + 10*2.0) / 1e6; !approx(r.CostUSD, want, 1e-12) || r.MonthlyCost != 20 {
-		t.Errorf("cost: got %g and monthly %g, want %g and 20", r.CostUSD, r.MonthlyCost, want)
+	// Projected monthly: 10M output tokens at the run's own mix of 11
+	// input tokens per 10 output, $31 (not $20, the output price alone).
+	if want := 4 * (11*1.0 + 10*2.0) / 1e6; !approx(r.CostUSD, want, 1e-12) || !approx(r.MonthlyCost, 31, 1e-9) {
+		t.Errorf("cost: got %g and monthly %g, want %g and 31", r.CostUSD, r.MonthlyCost, want)
 	}
 
 	// Cache reads and writes the endpoint reports are priced apart: of the

@@ -1,11 +1,14 @@
 package bench
 
 import (
+	"cmp"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -92,23 +95,21 @@ func loadName(r *RunResult) string {
 
 // WriteTable writes the terminal table of runs: one row per run.
 func WriteTable(w io.Writer, runs ...RunResult) error {
+	fmt.Fprintln(w, Headline(runs))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "run\tload\tok\tfail\tintr\tTTFT p50\tTTFT p99\tITL p50\tITL p99\tgap p99\tTPOT p50\tE2E p50\tTPS p50\ttok/s\tgoodput\t")
 	for i := range runs {
 		r := &runs[i]
-		gp := "-"
-		if r.Goodput != nil {
-			gp = fmt.Sprintf("%.1f%%", 100*r.Goodput.Fraction)
-		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%.1f\t%s\t\n",
 			runName(r), loadName(r), r.Succeeded, r.Failed, r.Interrupted,
-			fms(r.TTFT.P50), fms(r.TTFT.P99), fms(r.ITL.P50), fms(r.ITL.P99), fms(r.MaxGap.P99),
-			fms(r.TPOT.P50), fms(r.E2E.P50), r.TPS.P50, r.Throughput, gp)
+			pctText(r.TTFT, r.TTFT.P50), pctText(r.TTFT, r.TTFT.P99), pctText(r.ITL, r.ITL.P50), pctText(r.ITL, r.ITL.P99), pctText(r.MaxGap, r.MaxGap.P99),
+			pctText(r.TPOT, r.TPOT.P50), pctText(r.E2E, r.E2E.P50), r.TPS.P50, r.Throughput, goodputText(r.Goodput))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(w, "(times in ms; TPS per request, tok/s over the run)")
+	fmt.Fprintf(w, "(times in ms; TPS per request, tok/s over the run; percentiles of fewer than %d values are not shown)\n", MinSample)
+	var warnings []string
 	for i := range runs {
 		r := &runs[i]
 		if len(r.Errors) > 0 {
@@ -121,9 +122,9 @@ func WriteTable(w io.Writer, runs ...RunResult) error {
 			fmt.Fprintf(w, "%s %s: %s over the run\n", runName(r), loadName(r), rateText(r))
 		}
 		if r.CostUSD > 0 || r.MonthlyCost > 0 {
-			fmt.Fprintf(w, "%s %s: cost $%.4f", runName(r), loadName(r), r.CostUSD)
+			fmt.Fprintf(w, "%s %s: cost %s (%d input, %d output tokens)", runName(r), loadName(r), money(r.CostUSD), r.InTok, r.OutTok)
 			if r.MonthlyCost > 0 {
-				fmt.Fprintf(w, ", projected monthly $%.2f", r.MonthlyCost)
+				fmt.Fprintf(w, ", projected monthly %s at this mix", money(r.MonthlyCost))
 			}
 			fmt.Fprintln(w)
 		}
@@ -142,8 +143,11 @@ func WriteTable(w io.Writer, runs ...RunResult) error {
 		}
 		fmt.Fprintln(w)
 		for _, wn := range r.Warnings {
-			fmt.Fprintf(w, "warning: %s %s: %s\n", runName(r), loadName(r), wn)
+			warnings = append(warnings, runName(r)+" "+loadName(r)+": "+wn)
 		}
+	}
+	for _, wn := range SummarizeWarnings(warnings) {
+		fmt.Fprintf(w, "warning: %s\n", wn)
 	}
 	return nil
 }
@@ -359,4 +363,191 @@ func (r *Result) Add(o *Result) {
 	if chunks > 0 {
 		c.CPUUsPerChunk = c.CPUSeconds * 1e6 / float64(chunks)
 	}
+}
+
+// MinSample is the fewest values a percentile is shown from: below it a
+// p99 is one request's figure, and the report says "too few samples".
+const MinSample = 20
+
+// pctText is a percentile of d for a table: fms, or the count and "too
+// few" below MinSample values.
+func pctText(d Dist, v float64) string {
+	if d.N > 0 && d.N < MinSample {
+		return fmt.Sprintf("n=%d: too few", d.N)
+	}
+	return fms(v)
+}
+
+// money is the one money format of the reports: cents from a dollar up,
+// else three significant digits (a run's cost is often below a cent).
+func money(x float64) string {
+	switch {
+	case x == 0:
+		return "$0"
+	case x >= 1 || x <= -1:
+		return "$" + strconv.FormatFloat(x, 'f', 2, 64)
+	}
+	return "$" + strconv.FormatFloat(x, 'g', 3, 64)
+}
+
+// goodputText is the goodput with the objective it was counted against.
+func goodputText(g *Goodput) string {
+	if g == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%% (SLO %s)", 100*g.Fraction, g.SLO)
+}
+
+// medianCI is a distribution-free 95 % confidence interval of the median
+// of n sorted values: the order statistics n/2 ∓ 1.96·√n/2. ok is false
+// below MinSample values.
+func medianCI(sorted []float64) (lo, hi float64, ok bool) {
+	n := len(sorted)
+	if n < MinSample {
+		return 0, 0, false
+	}
+	half := 1.96 * math.Sqrt(float64(n)) / 2
+	l, h := int(math.Floor(float64(n)/2-half)), int(math.Ceil(float64(n)/2+half))
+	return sorted[max(l, 0)], sorted[min(h, n-1)], true
+}
+
+// ttftSamples are the TTFTs (ms) of a run's successful requests, sorted;
+// nil when the run kept no records.
+func ttftSamples(r *RunResult) []float64 {
+	var xs []float64
+	for _, q := range r.Records {
+		if !q.OK() {
+			continue
+		}
+		if d, ok := q.TTFT(); ok {
+			xs = append(xs, ms(d))
+		}
+	}
+	slices.Sort(xs)
+	return xs
+}
+
+// Headline is what the runs conclude, first thing in the report: with one
+// run its median TTFT, throughput and failures; with several, which had
+// the lowest median TTFT, by how much over the next best, and whether that
+// is beyond the noise (the medians' 95 % confidence intervals, from each
+// run's own requests, do not overlap) or within it.
+func Headline(runs []RunResult) string {
+	var ok []*RunResult
+	for i := range runs {
+		if runs[i].Succeeded > 0 && runs[i].TTFT.N > 0 {
+			ok = append(ok, &runs[i])
+		}
+	}
+	switch {
+	case len(runs) == 0:
+		return "No run."
+	case len(ok) == 0:
+		return fmt.Sprintf("No request succeeded in %d run(s): nothing to compare.", len(runs))
+	case len(runs) == 1:
+		r := ok[0]
+		return fmt.Sprintf("%s %s: median TTFT %s ms over %d successful requests (%d failed), %.1f output tok/s%s.",
+			runName(r), loadName(r), pctText(r.TTFT, r.TTFT.P50), r.Succeeded, r.Failed, r.Throughput, goodputClause(r))
+	}
+	slices.SortStableFunc(ok, func(a, b *RunResult) int { return cmp.Compare(a.TTFT.P50, b.TTFT.P50) })
+	best, next := ok[0], ok[len(ok)-1]
+	if len(ok) > 1 {
+		next = ok[1]
+	}
+	names := make([]string, len(runs))
+	for i := range runs {
+		names[i] = runName(&runs[i]) + " " + loadName(&runs[i])
+	}
+	bn, nn := runName(best)+" "+loadName(best), runName(next)+" "+loadName(next)
+	if bn == nn {
+		bn, nn = bn+" (first)", nn+" (second)"
+	}
+	if best == next {
+		return fmt.Sprintf("Compared %d runs; only %s had successful requests (median TTFT %s ms).", len(runs), bn, fms(best.TTFT.P50))
+	}
+	diff := next.TTFT.P50 - best.TTFT.P50
+	rel := 0.0
+	if next.TTFT.P50 > 0 {
+		rel = 100 * diff / next.TTFT.P50
+	}
+	h := fmt.Sprintf("Compared %d runs by median TTFT: %s is fastest, %s ms vs %s ms for %s (%.1f ms, %.0f%% lower)",
+		len(runs), bn, fms(best.TTFT.P50), fms(next.TTFT.P50), nn, diff, rel)
+	bl, bh, okb := medianCI(ttftSamples(best))
+	nl, nh, okn := medianCI(ttftSamples(next))
+	switch {
+	case best.TTFT.N < MinSample || next.TTFT.N < MinSample:
+		h += fmt.Sprintf("; too few samples to tell (n=%d and n=%d, fewer than %d)", best.TTFT.N, next.TTFT.N, MinSample)
+	case !okb || !okn:
+		h += "; noise not measured (no per-request records kept)"
+	case bh < nl:
+		h += fmt.Sprintf("; beyond the noise: the medians' 95%% intervals [%s, %s] and [%s, %s] ms do not overlap", fms(bl), fms(bh), fms(nl), fms(nh))
+	default:
+		h += fmt.Sprintf("; within the noise: the medians' 95%% intervals [%s, %s] and [%s, %s] ms overlap", fms(bl), fms(bh), fms(nl), fms(nh))
+	}
+	return h + "."
+}
+
+func goodputClause(r *RunResult) string {
+	if r.Goodput == nil {
+		return ""
+	}
+	return ", goodput " + goodputText(r.Goodput)
+}
+
+// distinct makes every name unique by numbering the repeats ("x #2"), so
+// that no two series of a plot share a legend label.
+func distinct(names []string) []string {
+	seen := map[string]int{}
+	for _, n := range names {
+		seen[n]++
+	}
+	out := make([]string, len(names))
+	count := map[string]int{}
+	for i, n := range names {
+		out[i] = n
+		if seen[n] > 1 {
+			count[n]++
+			out[i] = fmt.Sprintf("%s #%d", n, count[n])
+		}
+	}
+	return out
+}
+
+// projectedMonthly is the cost of monthlyTokens output tokens at the run's
+// own mix: its cost per output token, input and cache included. 0 when the
+// run produced no output or had no price.
+func projectedMonthly(r *RunResult, monthlyTokens float64) float64 {
+	if r.OutTok <= 0 || r.CostUSD <= 0 || monthlyTokens <= 0 {
+		return 0
+	}
+	return r.CostUSD / float64(r.OutTok) * monthlyTokens
+}
+
+// loadWarning is the substring of every per-run warning about a loaded
+// client machine; summarizeWarnings folds them into one line.
+const loadWarning = "the client machine is loaded"
+
+// SummarizeWarnings returns ws with the warnings about a loaded client
+// (one per run) folded into one line that counts them and gives the worst.
+func SummarizeWarnings(ws []string) []string {
+	var out []string
+	n := 0
+	worst := ""
+	for _, w := range ws {
+		if strings.Contains(w, loadWarning) {
+			n++
+			if worst == "" {
+				worst = w
+			}
+			continue
+		}
+		out = append(out, w)
+	}
+	switch n {
+	case 0:
+		return out
+	case 1:
+		return append([]string{worst}, out...)
+	}
+	return append([]string{fmt.Sprintf("%s in %d runs (scheduling lag above 1 ms; e.g. %s): latencies include the client's own delays", loadWarning, n, worst)}, out...)
 }

@@ -82,7 +82,7 @@ func RunAll(ctx context.Context, cfgs []Config, opts RunOptions) (*Result, error
 		r.client = cl
 		r.progress = opts.Progress
 		rr := r.repeat(ctx, max(1, opts.Runs))
-		rr.MonthlyCost = opts.MonthlyTokens * r.cfg.Price.Output / 1e6
+		rr.MonthlyCost = projectedMonthly(&rr, opts.MonthlyTokens)
 		res.Runs = append(res.Runs, rr)
 		res.Client.GCPauseMaxMs = max(res.Client.GCPauseMaxMs, rr.Client.GCPauseMaxMs)
 		res.Client.GCCycles += rr.Client.GCCycles

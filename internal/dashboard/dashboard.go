@@ -366,7 +366,11 @@ func (d *Dashboard) tick() {
 			s.health[routeKey{h.Model, h.Route}] = h
 		}
 	}
-	if n := len(d.samples); n > 0 && now.Sub(d.samples[n-1].at) > 3*d.interval {
+	d.mu.Lock()
+	always := d.always
+	d.mu.Unlock()
+	// Sampled always, a late tick is a busy machine, not a gap.
+	if n := len(d.samples); n > 0 && !always && now.Sub(d.samples[n-1].at) > 3*d.interval {
 		// Nobody looked for a while: figures across the gap would be
 		// averages labelled as the last minute. Start afresh.
 		d.samples, d.points = d.samples[:0], d.points[:0]

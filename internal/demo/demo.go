@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -219,7 +220,16 @@ func Run(ctx context.Context, o Options) (*bench.Result, error) {
 	secs[2].add(flakyRows, flakyTable(flakyRows), labels(flakyRows))
 	printSection(o.Out, &secs[2])
 
-	if err := o.write(all, secs); err != nil {
+	headline := demoHeadline(gcRows, costRows, flakyRows)
+	fmt.Fprintf(o.Out, "Conclusion: %s\n", headline)
+	if ws := bench.SummarizeWarnings(all.Warnings); len(ws) > 0 {
+		fmt.Fprintf(o.Out, "warning: %s", ws[0])
+		if len(ws) > 1 {
+			fmt.Fprintf(o.Out, " (and %d more warnings in the report)", len(ws)-1)
+		}
+		fmt.Fprintln(o.Out)
+	}
+	if err := o.write(all, secs, headline); err != nil {
 		return all, err
 	}
 	return all, nil
@@ -235,7 +245,7 @@ func runBench(ctx context.Context, c bench.Config) (*bench.Result, error) {
 
 // write saves the merged result as JSON and the demo's HTML report: the
 // three tables, each with the plots of its runs.
-func (o *Options) write(all *bench.Result, sections []section) error {
+func (o *Options) write(all *bench.Result, sections []section, headline string) error {
 	save := func(path, def string, render func(io.Writer) error) error {
 		if path == "" {
 			path = def
@@ -261,19 +271,20 @@ func (o *Options) write(all *bench.Result, sections []section) error {
 	if err := save(o.JSONPath, "streamgate-demo.json", func(w io.Writer) error { return bench.WriteJSON(w, all) }); err != nil {
 		return err
 	}
-	return save(o.HTMLPath, "streamgate-demo.html", func(w io.Writer) error { return writeHTML(w, all, sections) })
+	return save(o.HTMLPath, "streamgate-demo.html", func(w io.Writer) error { return writeHTML(w, all, sections, headline) })
 }
 
 // writeHTML writes the demo's report: the three tables as the terminal
 // shows them, each followed by the plots of its runs.
-func writeHTML(w io.Writer, all *bench.Result, sections []section) error {
+func writeHTML(w io.Writer, all *bench.Result, sections []section, headline string) error {
 	p := &bench.Page{
 		Title: "streamgate demo",
 		Intro: []string{
 			"Upstreams are SIMULATED (streamgate sim profiles on this machine): the figures show the gateway and this machine, not real providers.",
 			fmt.Sprintf("started %s · %d benchmark runs · schema %s", all.StartedAt.Format("2006-01-02 15:04:05 UTC"), len(all.Runs), bench.Schema),
 		},
-		Warnings: all.Warnings,
+		Headline: headline,
+		Warnings: bench.SummarizeWarnings(all.Warnings),
 		Client:   &all.Client,
 	}
 	for _, s := range sections {
@@ -357,7 +368,8 @@ func newSections(gc load) []section {
 	return []section{
 		{Section: bench.Section{Title: "1. Gateway GC setting × latency", Notes: []string{fmt.Sprintf(
 			"Through the gateway, one gateway process per setting: %d streams of 50 chunks/s, %d requests, max_tokens %d; times in ms. "+
-				"The GC figures are the gateway's own, read from its /metrics over each run.", gc.concurrency, gc.requests, gc.maxTokens)}},
+				"The GC figures are the gateway's own, read from its /metrics over each run. "+
+				"An ITL p50 far below the 20 ms pacing means chunks reached the client in bursts, several in one read: the client was behind (a loaded machine), not the gateway faster.", gc.concurrency, gc.requests, gc.maxTokens)}},
 			heading: fmt.Sprintf("1. Gateway GC setting × latency (through the gateway: %d streams of 50 chunks/s, %d requests, max_tokens %d; ms)", gc.concurrency, gc.requests, gc.maxTokens)},
 		{Section: bench.Section{Title: "2. Model × cost", Notes: []string{
 			"Published output prices of the models the simulated profiles are named after; the latency is the simulator's."}},
@@ -388,6 +400,59 @@ func printSection(w io.Writer, s *section) {
 }
 
 func f1(v float64) string { return fmt.Sprintf("%.1f", v) }
+
+// fms is a time in ms with two decimals, or three significant digits below
+// 0.1 ms: chunks read in one burst are microseconds apart, and "0.00"
+// would read as no gap measured.
+func fms(v float64) string {
+	if v > 0 && v < 0.1 {
+		return strconv.FormatFloat(v, 'g', 3, 64)
+	}
+	return f2(v)
+}
+
+// defaultGC is the row of table 1 that serve uses unless GOGC or
+// GOMEMLIMIT is set (serve's --gc-percent).
+const defaultGC = "GOGC=400"
+
+// demoHeadline is the demo's conclusion: the GC setting with the lowest
+// median TTFT and by how much (bench.Headline, with the noise), the cost
+// spread of the models, and what the gateway did to the flaky upstream.
+func demoHeadline(gc, cost, flaky []bench.RunResult) string {
+	var parts []string
+	if len(gc) > 0 {
+		parts = append(parts, "GC: "+bench.Headline(gc)+" serve's default is "+defaultGC+".")
+	}
+	if len(cost) > 1 {
+		lo, hi := cost[0], cost[0]
+		for _, r := range cost[1:] {
+			if r.MonthlyCost < lo.MonthlyCost {
+				lo = r
+			}
+			if r.MonthlyCost > hi.MonthlyCost {
+				hi = r
+			}
+		}
+		if lo.MonthlyCost > 0 {
+			parts = append(parts, fmt.Sprintf("Cost: %s costs %.0f× %s for the same output (%s vs %s a month at 10M output tokens and this run's input mix).",
+				hi.Model, hi.MonthlyCost/lo.MonthlyCost, lo.Model, money(hi.MonthlyCost), money(lo.MonthlyCost)))
+		}
+	}
+	if len(flaky) == 3 && flaky[0].Requests > 0 && flaky[2].Requests > 0 {
+		bad := func(r bench.RunResult) float64 { return 100 * float64(r.Failed) / float64(r.Requests) }
+		parts = append(parts, fmt.Sprintf("Flaky upstream: %.1f%% of requests failed or were cut direct, %.1f%% through the gateway with fallback, %.1f%% with continuation and hedging (%d requests each).",
+			bad(flaky[0]), bad(flaky[1]), bad(flaky[2]), flaky[0].Requests))
+	}
+	return strings.Join(parts, " ")
+}
+
+// money is the demo's money format (as the bench report's).
+func money(x float64) string {
+	if x >= 1 {
+		return "$" + strconv.FormatFloat(x, 'f', 2, 64)
+	}
+	return "$" + strconv.FormatFloat(x, 'g', 3, 64)
+}
 func f2(v float64) string { return fmt.Sprintf("%.2f", v) }
 
 // labels names each run's plot series by its label.
@@ -411,13 +476,13 @@ func gcTable(rows []bench.RunResult) bench.Table {
 				cycles = fmt.Sprintf("%.0f", *s.GCCycles)
 			}
 		}
-		t.Rows = append(t.Rows, []string{r.Label, f1(r.TTFT.P50), f1(r.TTFT.P99), f2(r.ITL.P50), f2(r.ITL.P99), pause, cycles, fmt.Sprint(r.Failed + r.Interrupted)})
+		t.Rows = append(t.Rows, []string{r.Label, f1(r.TTFT.P50), f1(r.TTFT.P99), fms(r.ITL.P50), fms(r.ITL.P99), pause, cycles, fmt.Sprint(r.Failed + r.Interrupted)})
 	}
 	return t
 }
 
 func costTable(rows []bench.RunResult, cfgs []bench.Config) bench.Table {
-	t := bench.Table{Head: []string{"model", "output $/1M tok", "$/month at 10M output tok", "TTFT p50 ms", "ITL p99 ms", "TPS p50"}}
+	t := bench.Table{Head: []string{"model", "output $/1M tok", "$/month at 10M output tok (this run's input mix)", "TTFT p50 ms", "ITL p99 ms", "TPS p50"}}
 	for i, r := range rows {
 		t.Rows = append(t.Rows, []string{r.Model, f2(cfgs[i].Price.Output), f2(r.MonthlyCost), f1(r.TTFT.P50), f2(r.ITL.P99), f1(r.TPS.P50)})
 	}
