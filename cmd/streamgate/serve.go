@@ -514,8 +514,12 @@ func openLedger(ctx context.Context, dsn string, logger *slog.Logger) (*ledger, 
 	report := func(ctx context.Context, q usage.ReportQuery) ([]usage.ReportRow, error) {
 		return usage.Report(ctx, store, q)
 	}
-	search := func(ctx context.Context, q usage.SearchQuery) ([]usage.Entry, bool, error) { return usage.Search(ctx, store, q) }
-	series := func(ctx context.Context, q usage.SeriesQuery) ([]usage.Bucket, error) { return usage.Series(ctx, store, q) }
+	search := func(ctx context.Context, q usage.SearchQuery) ([]usage.Entry, bool, error) {
+		return usage.Search(ctx, store, q)
+	}
+	series := func(ctx context.Context, q usage.SeriesQuery) ([]usage.Bucket, error) {
+		return usage.Series(ctx, store, q)
+	}
 	return &ledger{rec: w, ping: store.Ping, run: w.Run, flush: w.Close, close: store.Close, spent: spent, report: report,
 		search: search, series: series}, nil
 }

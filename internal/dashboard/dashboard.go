@@ -261,6 +261,9 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // a page is open, so that a page opened later shows the hour before it.
 // Its cost is one gathering of the registry a second (BenchmarkTick).
 func (d *Dashboard) Start() {
+	// The first sample before Start returns: requests served right after
+	// it fall inside every window.
+	d.tick()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed || d.always {

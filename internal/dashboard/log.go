@@ -247,8 +247,9 @@ func (d *Dashboard) hourHistory(now time.Time, step time.Duration) historyPage {
 		if a.count == 0 {
 			continue
 		}
-		// The samplings' increases cover about a second each.
-		span := a.count * d.interval.Seconds()
+		// Over the whole step, so that rate × step is what happened in it
+		// (a step the gateway started in is not extrapolated).
+		span := step.Seconds()
 		h.Requests[i], h.Errors[i], h.Rejected[i], h.OutTokens[i] = num(a.reqs/span), num(a.errs/span), num(a.rej/span), num(a.out/span)
 		h.Open[i] = num(a.open)
 		if a.ttft > 0 {

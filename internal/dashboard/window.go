@@ -139,7 +139,7 @@ func ratio(part, whole float64) float64 {
 const hourSlots = 3600
 
 // slot is one second of the hour ring: what happened since the sampling
-// before it. float32 keeps the ring at 28 bytes a second (~100 KB an hour,
+// before it. float32 keeps the ring at 32 bytes a second (~113 KiB an hour,
 // TestHourRingSize) with more digits than a chart shows.
 type slot struct {
 	at                                    int64   // Unix seconds of the sampling; 0: no sampling

@@ -153,7 +153,7 @@ type Gateway struct {
 
 	// report totals the ledger for /admin/usage; nil: no ledger
 	report    func(context.Context, usage.ReportQuery) ([]usage.ReportRow, error)
-	spent     budget.SpentFunc // nil: no ledger
+	spent     budget.SpentFunc               // nil: no ledger
 	connState func(net.Conn, http.ConnState) // Options.ConnState
 
 	handlers sync.WaitGroup // requests being served
