@@ -49,3 +49,26 @@ func BenchmarkTick(b *testing.B) {
 	}
 	b.ReportMetric(float64(size), "event-bytes")
 }
+
+// BenchmarkSampleNoPage is the always-on cost: one sampling a second with
+// no page open (gathering, parsing, the hour ring's slot), 20 routes.
+func BenchmarkSampleNoPage(b *testing.B) {
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg)
+	for i := range 10 {
+		for j := range 2 {
+			model, route := fmt.Sprintf("model-%d", i), fmt.Sprintf("provider-%d/model-%d", j, i)
+			st := m.Stream(model, route)
+			st.TTFT(time.Duration(i+j) * time.Millisecond)
+			m.Request(model, route, 200, metrics.OutcomeOK)
+		}
+	}
+	d := New(Options{Gatherer: reg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	for range int(maxWindow / d.interval) {
+		d.tick()
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		d.tick()
+	}
+}
