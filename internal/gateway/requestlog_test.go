@@ -33,7 +33,9 @@ func TestAdminRequests(t *testing.T) {
 	cfg := baseConfig()
 	cfg.AdminKey = "admin-secret"
 	e := startWith(t, gateway.Options{Config: cfg, KeepAlive: -1,
-		Search: func(ctx context.Context, q usage.SearchQuery) ([]usage.Entry, bool, error) { return usage.Search(ctx, store, q) }})
+		Search: func(ctx context.Context, q usage.SearchQuery) ([]usage.Entry, bool, error) {
+			return usage.Search(ctx, store, q)
+		}})
 	type page struct {
 		Requests []struct {
 			RequestID string `json:"request_id"`
