@@ -151,3 +151,8 @@ func (sh *localShard) entry(key string) *entry {
 	}
 	return e
 }
+
+// Reset forgets every key, so that each one loads its spend again from the
+// SpentFunc: package quota calls it when a Redis outage starts, since what
+// this ledger counted before is stale by then.
+func (l *Local) Reset() { l.reset() }

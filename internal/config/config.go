@@ -23,8 +23,10 @@ type Config struct {
 	// model), so that idle timeouts of load balancers do not end it.
 	// Default 15s; 0s sends none.
 	KeepAlive Duration `yaml:"keepalive"`
-	// Redis is a redis:// (or rediss://) URL: the keys' rate limits are
-	// then shared by every replica using it. Empty: limits per replica.
+	// Redis is a redis:// (or rediss://) URL, or a Redis Cluster's
+	// redis+cluster://host:port,host:port (redisguard.ClusterScheme): the
+	// keys' rate limits and budgets are then shared by every replica using
+	// it. Empty: limits per replica.
 	Redis string `yaml:"redis"`
 	// AdminKey guards /admin/*; empty means the admin API is off. It is
 	// also the login of the dashboard.

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/streamgate/streamgate/internal/redisguard"
 )
 
 // Accepted values of enumerated fields.
@@ -73,8 +75,10 @@ func (c *Config) Validate() error {
 	}
 	v.otel(c.OTel)
 	if c.Redis != "" {
-		if u, err := url.Parse(c.Redis); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
-			v.add("redis", "%s is not a redis:// or rediss:// URL (e.g. redis://127.0.0.1:6379/0)", redactURL(c.Redis))
+		if u, err := url.Parse(c.Redis); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != redisguard.ClusterScheme && u.Scheme != redisguard.ClusterSchemeTLS) || u.Host == "" {
+			v.add("redis", "%s is not a redis://, rediss:// or redis+cluster:// URL (e.g. redis://127.0.0.1:6379/0, redis+cluster://10.0.0.1:7000,10.0.0.2:7000)", redactURL(c.Redis))
+		} else if err := redisguard.CheckURL(c.Redis); err != nil {
+			v.add("redis", "%s: %v", redactURL(c.Redis), err)
 		}
 	}
 

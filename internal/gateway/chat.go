@@ -16,11 +16,11 @@ import (
 
 	"github.com/streamgate/streamgate/internal/admit"
 	"github.com/streamgate/streamgate/internal/api"
-	"github.com/streamgate/streamgate/internal/budget"
 	"github.com/streamgate/streamgate/internal/config"
 	"github.com/streamgate/streamgate/internal/fit"
 	"github.com/streamgate/streamgate/internal/metrics"
 	"github.com/streamgate/streamgate/internal/provider"
+	"github.com/streamgate/streamgate/internal/quota"
 	"github.com/streamgate/streamgate/internal/relay"
 	"github.com/streamgate/streamgate/internal/route"
 	"github.com/streamgate/streamgate/internal/usage"
@@ -50,11 +50,10 @@ type call struct {
 	// finish; nil when it took none.
 	decoding     func()
 	decodingDone atomic.Bool
-	tpmKey       string // the key whose tokens count against its TPM; "" none
-	// reservation holds the request's estimated cost against its key's
-	// budget until finish settles it; nil without a budget.
-	reservation *budget.Reservation
-	tr          *reqTrace // the request's spans; nil: tracing off
+	// ticket holds the request's rate counts and estimated cost against
+	// its key's limits until finish settles it; nil without limits.
+	ticket *quota.Ticket
+	tr     *reqTrace // the request's spans; nil: tracing off
 	// smoothing is a stream's smoothing max delay (see smoothingOf); 0 is off.
 	smoothing time.Duration
 }
@@ -190,22 +189,11 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, c *call, parse p
 		}
 	}
 
-	// Rate limits of the key: requests and tokens per minute, shared by
-	// every replica through Redis when configured.
-	if principal.RPM > 0 || principal.TPM > 0 {
-		if err := g.rateLimit(r, principal); err != nil {
-			g.reject(w, r, c, err)
-			return nil, nil
-		}
-		if principal.TPM > 0 {
-			c.tpmKey = principal.KeyID
-		}
-	}
-
-	// Budget: the request's estimated cost reserved against the key's
-	// budget, settled with its cost in finish.
-	if principal.BudgetUSD > 0 {
-		if err := g.reserveBudget(r, c, principal, model, req); err != nil {
+	// Rate limits and budget of the key: requests and tokens per minute,
+	// the request's estimated cost reserved, in one step (shared by every
+	// replica through Redis when configured); settled in finish.
+	if principal.RPM > 0 || principal.TPM > 0 || principal.BudgetUSD > 0 {
+		if err := g.admitQuota(r, c, principal, model, req); err != nil {
 			g.reject(w, r, c, err)
 			return nil, nil
 		}
@@ -874,11 +862,8 @@ func (g *Gateway) finish(c *call) {
 	if label != "" {
 		g.m.Usage(label, in, out, c.bill.cacheRead, c.bill.cacheWrite, cost)
 	}
-	settleBudget(c, cost)
+	c.ticket.Settle(cost, in+out) // queued: never waits on Redis
 	g.rec.Record(*e)
-	if c.tpmKey != "" && in+out > 0 {
-		g.rl.Record(context.Background(), c.tpmKey, in+out)
-	}
 	i := c.info
 	i.keyID, i.model, i.route, i.attempts, i.stream = e.KeyID, e.Model, e.Route, e.Attempts, e.Stream
 	i.hedged, i.continuations = e.Hedged, e.Continuations

@@ -31,7 +31,8 @@ import (
 	_ "github.com/streamgate/streamgate/internal/provider/anthropic" // registers kind anthropic
 	_ "github.com/streamgate/streamgate/internal/provider/gemini"    // registers kind gemini
 	_ "github.com/streamgate/streamgate/internal/provider/openai"    // registers kind openai
-	"github.com/streamgate/streamgate/internal/ratelimit"
+	"github.com/streamgate/streamgate/internal/quota"
+	"github.com/streamgate/streamgate/internal/redisguard"
 	"github.com/streamgate/streamgate/internal/respstore"
 	"github.com/streamgate/streamgate/internal/route"
 	"github.com/streamgate/streamgate/internal/sim"
@@ -139,11 +140,13 @@ type Gateway struct {
 	respStore   *respstore.Store // nil: none
 	tracing     *tracing         // nil: off
 	dash        *dashboard.Dashboard
-	rl          ratelimit.Limiter
-	budget      budget.Ledger
-	redis       *redis.Client  // nil: no redis: configured
-	limiter     *admit.Limiter // nil: no limits
-	keepAlive   time.Duration  // 0: none
+	quota       *quota.Quota // rate limits and budgets
+	// rl is the quota's health (Degraded) when shared through Redis; nil
+	// when counted by this replica alone.
+	rl          interface{ Degraded() (bool, string) }
+	redis       redis.UniversalClient // nil: no redis: configured
+	limiter     *admit.Limiter        // nil: no limits
+	keepAlive   time.Duration         // 0: none
 	idle        time.Duration
 	maxBody     int64
 	bodyTimeout time.Duration // timeouts.request_body; 0: none
@@ -214,22 +217,20 @@ func New(opts Options) (*Gateway, error) {
 	if spent == nil {
 		spent = func(context.Context, string, time.Time) (float64, error) { return 0, nil }
 	}
-	g.spent = opts.Spent
-	localBudget := budget.NewLocal(spent)
-	g.budget = localBudget
-	local := ratelimit.NewLocal()
-	g.rl = local
+g.spent = opts.Spent
+	qo := quota.Options{Spent: spent, Logger: g.log}
 	if cfg.Redis != "" {
-		ro, err := redis.ParseURL(cfg.Redis)
+		// The 50 ms bound of a call reaches the socket, and a refused
+		// connection fails at once (limits are then counted locally).
+		c, err := redisguard.NewClient(cfg.Redis)
 		if err != nil { // validated at load
 			return nil, fmt.Errorf("gateway: redis: %w", err)
 		}
-		// The limiter's 50 ms per call must reach the socket, and a
-		// refused connection must fail at once (it then counts locally).
-		ro.ContextTimeoutEnabled, ro.MaxRetries, ro.DialerRetries = true, -1, 1
-		g.redis = redis.NewClient(ro)
-		g.rl = ratelimit.NewRedis(g.redis, local, g.log)
-		g.budget = budget.NewRedis(g.redis, localBudget, spent, g.log)
+		g.redis, qo.Client = c, c
+	}
+	g.quota = quota.New(qo)
+	if g.redis != nil {
+		g.rl = g.quota
 	}
 	switch {
 	case g.keepAlive < 0:
@@ -465,6 +466,9 @@ func (g *Gateway) Close() error {
 		stop()
 	}
 	g.sims = nil
+	if g.quota != nil {
+		g.quota.Close() // writes back the queued settles
+	}
 	if g.redis != nil {
 		g.redis.Close()
 		g.redis = nil

@@ -136,3 +136,8 @@ func (sh *localShard) sweep(minute int64) {
 	}
 	sh.swept = minute
 }
+
+// Count counts one request of key without deciding: package quota calls it
+// for the requests that Redis allowed, so that this replica's own share is
+// already counted when Redis goes away.
+func (l *Local) Count(key string) { l.countAt(key, time.Now()) }

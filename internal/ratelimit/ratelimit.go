@@ -145,3 +145,9 @@ func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 func retryAfter(ms int64) time.Duration {
 	return time.Duration(max(ceilDiv(ms, 1000), 1)) * time.Second
 }
+
+// Decide is the admission rule on the counts of the previous and current
+// bucket ([0] previous, [1] current) at elapsed ms e into the minute, for a
+// shared store that applied the same inequality (package quota's script)
+// and needs the refusal's limit and RetryAfter.
+func Decide(req, tok [2]int64, l Limits, e int64) Decision { return decide(req, tok, l.clamp(), e) }

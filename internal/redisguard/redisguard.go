@@ -7,11 +7,20 @@ package redisguard
 
 import (
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"log/slog"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 const (
@@ -102,4 +111,87 @@ func (g *Guard) Recovered(now time.Time) {
 	if last && g.Logger != nil {
 		g.Logger.Info(g.Up, "down_for", now.Sub(since).Round(time.Millisecond))
 	}
+}
+
+// ClusterSchemes are the URL schemes of a Redis Cluster: redis+cluster://
+// (rediss+cluster:// for TLS) followed by one or more comma-separated
+// host:port seed nodes, with an optional user:password@ before them and no
+// path but "/" or "/0" (a cluster has database 0 only) and no query, e.g.
+// redis+cluster://:secret@10.0.0.1:7000,10.0.0.2:7000.
+const (
+	ClusterScheme    = "redis+cluster"
+	ClusterSchemeTLS = "rediss+cluster"
+)
+
+// CheckURL reports what is wrong with a redis:// or rediss:// URL or a
+// cluster URL (ClusterScheme), nil when it is usable.
+func CheckURL(u string) error {
+	_, err := options(u)
+	return err
+}
+
+// NewClient returns a client of the Redis u names (a server or a cluster,
+// see ClusterScheme), built so that a call's context deadline reaches the
+// socket (ContextTimeoutEnabled) and a refused connection fails at once
+// (MaxRetries -1, DialerRetries 1): callers bound each call by CallTimeout
+// and decide locally when it fails.
+func NewClient(u string) (redis.UniversalClient, error) {
+	o, err := options(u)
+	if err != nil {
+		return nil, err
+	}
+	if o.cluster != nil {
+		return redis.NewClusterClient(o.cluster), nil
+	}
+	return redis.NewClient(o.single), nil
+}
+
+type clientOptions struct {
+	single  *redis.Options
+	cluster *redis.ClusterOptions
+}
+
+func options(raw string) (clientOptions, error) {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return clientOptions{}, errors.New("not a URL (want redis://host:port/db or redis+cluster://host:port,host:port)")
+	}
+	if scheme != ClusterScheme && scheme != ClusterSchemeTLS {
+		o, err := redis.ParseURL(raw)
+		if err != nil {
+			return clientOptions{}, err
+		}
+		o.ContextTimeoutEnabled, o.MaxRetries, o.DialerRetries = true, -1, 1
+		return clientOptions{single: o}, nil
+	}
+	if strings.ContainsAny(rest, "?#") {
+		return clientOptions{}, fmt.Errorf("%s:// takes no query or fragment", scheme)
+	}
+	hosts, path, _ := strings.Cut(rest, "/")
+	if path != "" && path != "0" {
+		return clientOptions{}, fmt.Errorf("%s:// has database 0 only, got /%s", scheme, path)
+	}
+	o := &redis.ClusterOptions{ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1}
+	if i := strings.LastIndexByte(hosts, '@'); i >= 0 {
+		user, pass, _ := strings.Cut(hosts[:i], ":")
+		var err error
+		if o.Username, err = url.PathUnescape(user); err == nil {
+			o.Password, err = url.PathUnescape(pass)
+		}
+		if err != nil {
+			return clientOptions{}, fmt.Errorf("%s:// user or password: %w", scheme, err)
+		}
+		hosts = hosts[i+1:]
+	}
+	for _, h := range strings.Split(hosts, ",") {
+		host, port, err := net.SplitHostPort(h)
+		if p, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || p <= 0 || p > 65535 {
+			return clientOptions{}, fmt.Errorf("%s:// node %q is not host:port", scheme, h)
+		}
+		o.Addrs = append(o.Addrs, h)
+	}
+	if scheme == ClusterSchemeTLS {
+		o.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	return clientOptions{cluster: o}, nil
 }
