@@ -16,19 +16,20 @@ import (
 const (
 	kindBudget = "b"
 	kindBucket = "r"
+	kindVoid   = "v" // aux: the hold's budget counter
 )
 
 // delta is one count to write back: n added to Redis key key, in the slot
 // of hash tag tag.
 type delta struct {
-	key, tag, kind string
-	n              int64
+	key, tag, kind, aux string
+	n                   int64
 }
 
 // agg is the sum of the deltas of one Redis key.
 type agg struct {
-	tag, kind string
-	n         int64
+	tag, kind, aux string
+	n              int64
 }
 
 // batch is the write-back of one hash tag: frozen once built, so that a
@@ -61,7 +62,7 @@ func (q *Quota) enqueue(d delta) {
 func add(m map[string]*agg, d delta) {
 	a := m[d.key]
 	if a == nil {
-		m[d.key] = &agg{tag: d.tag, kind: d.kind, n: d.n}
+		m[d.key] = &agg{tag: d.tag, kind: d.kind, aux: d.aux, n: d.n}
 		return
 	}
 	// Deltas are at most usd.MaxSum in size (2^53 − 1, exact in Lua):
@@ -93,7 +94,7 @@ func (q *Quota) flusher() {
 	flush := func() {
 		q.mu.Lock()
 		for k, a := range q.over {
-			add(pending, delta{key: k, tag: a.tag, kind: a.kind, n: a.n})
+			add(pending, delta{key: k, tag: a.tag, kind: a.kind, aux: a.aux, n: a.n})
 		}
 		clear(q.over)
 		q.mu.Unlock()
@@ -189,7 +190,7 @@ func (q *Quota) build(pending map[string]*agg, seq *uint64) []batch {
 	byTag := make(map[string]int)
 	var out []batch
 	for k, a := range pending {
-		if a.n == 0 {
+		if a.n == 0 && a.kind != kindVoid {
 			continue
 		}
 		i, ok := byTag[a.tag]
@@ -203,6 +204,10 @@ func (q *Quota) build(pending map[string]*agg, seq *uint64) []batch {
 		}
 		out[i].keys = append(out[i].keys, k)
 		out[i].args = append(out[i].args, a.kind, a.n)
+		if a.kind == kindVoid {
+			out[i].keys = append(out[i].keys, a.aux)
+			out[i].args = append(out[i].args, "x", 0)
+		}
 	}
 	return out
 }

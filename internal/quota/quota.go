@@ -89,6 +89,9 @@ const (
 	// pastEnd keeps a budget counter this long after its window's end, so
 	// that requests in flight at the end settle into it.
 	pastEnd = time.Hour
+	// holdTTL keeps an admission's hold key: a void reaches Redis within
+	// it (the flusher retries every retryEvery once Redis answers).
+	holdTTL = 60
 	// totalTTL is the idle life of a Total budget counter (each admission
 	// renews it); an idle one is loaded again from the ledger.
 	totalTTL = 24 * time.Hour
@@ -141,6 +144,8 @@ type Quota struct {
 	stop chan struct{}
 	done chan struct{}
 	once sync.Once
+
+	holds atomic.Uint64 // numbers the hold keys
 
 	rmu   sync.Mutex
 	recon map[string]*flight // budget counters reconciled by this replica
@@ -209,6 +214,7 @@ type Ticket struct {
 	// (0 when admitted locally: the whole cost is then written back).
 	res     *budget.Reservation
 	counter string
+	hold    string // the admission's hold key (admitScript)
 	held    int64
 }
 
@@ -238,6 +244,7 @@ func (q *Quota) Admit(ctx context.Context, key string, l Limits, est float64) (*
 	if hasBudget {
 		start, _ := budget.Window(l.Budget.Period, now)
 		t.counter = t.base + "b:" + l.Budget.Period + ":" + window(l.Budget.Period, start)
+		t.hold = t.base + "h:" + q.replica + ":" + strconv.FormatUint(q.holds.Add(1), 10)
 	}
 	if q.guard.IsDown() {
 		return q.admitDown(ctx, t, l, est, now)
@@ -257,6 +264,9 @@ func (q *Quota) Admit(ctx context.Context, key string, l Limits, est float64) (*
 		return nil, ratelimit.Decision{}, fmt.Errorf("quota: admit key %q: %w", key, context.Cause(ctx))
 	}
 	q.fail(err)
+	if t.hold != "" { // the call may still run in Redis: void it
+		q.enqueue(delta{key: t.hold, aux: t.counter, tag: tagOf(t.base), kind: kindVoid})
+	}
 	return q.admitDown(ctx, t, l, est, now)
 }
 

@@ -19,14 +19,24 @@ import (
 // (hold the estimate, at most what is left). All values are integers below
 // 2^53, exact in Lua; numbers written come from ARGV, never formatted by Lua.
 //
+// With a budget, the hold is also kept under the admission's own hold key
+// (replica id and number, holdTTL) unless that key exists: an admission
+// the replica gave up on (timed out: it then decided locally) is voided by
+// the flusher, which releases the hold if the call ran, or leaves a
+// tombstone that makes the call count nothing if it runs later, as a
+// paused or slow Redis does with a command already sent.
+//
 //	KEYS: rpm current, rpm previous, tpm current, tpm previous minute,
-//	      [budget counter of the window]
+//	      [budget counter of the window, hold key]
 //	ARGV: rpm, tpm, elapsed ms, window ms, bucket ttl s,
-//	      budget µ$, estimate µ$, ttl s to renew the counter (0: none)
+//	      budget µ$, estimate µ$, ttl s to renew the counter (0: none),
+//	      hold ttl s
 //	returns {code, rpm prev, rpm cur, tpm prev, tpm cur, committed, held}:
 //	code 1 allowed (counted), 0 refused by a rate, 2 refused by the budget,
-//	-1 budget counter missing (nothing counted: reconcile, then again)
+//	-1 budget counter missing (nothing counted: reconcile, then again),
+//	3 voided (nothing counted)
 var admitScript = redis.NewScript(`
+if KEYS[6] and redis.call('EXISTS', KEYS[6]) == 1 then return {3, 0, 0, 0, 0, 0, 0} end
 local rpm, tpm = tonumber(ARGV[1]), tonumber(ARGV[2])
 local e, w = tonumber(ARGV[3]), tonumber(ARGV[4])
 local v = redis.call('MGET', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
@@ -51,6 +61,7 @@ if KEYS[5] then
     redis.call('SET', KEYS[5], ARGV[6], 'KEEPTTL')
   end
   if ARGV[8] ~= '0' then redis.call('EXPIRE', KEYS[5], ARGV[8]) end
+  if held > 0 then redis.call('SET', KEYS[6], held, 'EX', ARGV[9]) end
 end
 if rpm > 0 then
   redis.call('INCR', KEYS[1])
@@ -80,16 +91,30 @@ return 1
 // holding only this delta, which admissions would take for the window's
 // whole spend; the ledger has the cost for the next reconcile) and
 // saturates in [0, usd.MaxSum] as package usd does; a rate bucket delta is
-// INCRBY with the bucket's TTL.
+// INCRBY with the bucket's TTL. A void ("v", on an admission's hold key,
+// followed by its budget counter as kind "x") releases the hold the key
+// records and leaves the key as a tombstone (see admitScript).
 //
 //	KEYS: marker, then the counters
 //	ARGV: marker ttl s, bucket ttl s, usd.MaxSum, then per counter its kind
-//	      ("b" budget, "r" rate bucket) and its delta
+//	      ("b" budget, "r" rate bucket, "v" void, "x" a void's counter)
+//	      and its delta
 var applyScript = redis.NewScript(`
 if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then return 0 end
 for i = 2, #KEYS do
   local k, d = ARGV[2 * i], tonumber(ARGV[2 * i + 1])
-  if k == 'b' then
+  if k == 'v' then
+    local h = redis.call('GET', KEYS[i])
+    if h and h ~= 'void' then
+      local v = redis.call('GET', KEYS[i + 1])
+      if v then
+        local n = tonumber(v) - tonumber(h)
+        if n < 0 then n = 0 end
+        redis.call('SET', KEYS[i + 1], string.format('%d', n), 'KEEPTTL')
+      end
+    end
+    redis.call('SET', KEYS[i], 'void', 'EX', ARGV[1])
+  elseif k == 'b' then
     local v = redis.call('GET', KEYS[i])
     if v then
       local n = tonumber(v) + d
@@ -101,7 +126,7 @@ for i = 2, #KEYS do
         redis.call('INCRBY', KEYS[i], ARGV[2 * i + 1])
       end
     end
-  else
+  elseif k == 'r' then
     redis.call('INCRBY', KEYS[i], ARGV[2 * i + 1])
     redis.call('EXPIRE', KEYS[i], ARGV[2])
   end
@@ -120,7 +145,7 @@ func (e errLoad) Unwrap() error { return e.err }
 // it missing.
 func (q *Quota) admitRedis(ctx context.Context, t *Ticket, l Limits, est float64, now time.Time) (ratelimit.Decision, error) {
 	minute, e := now.UnixMilli()/windowMS, now.UnixMilli()%windowMS
-	keys := make([]string, 4, 5)
+	keys := make([]string, 4, 6)
 	keys[0] = t.base + "rpm:" + itoa(minute)
 	keys[1] = t.base + "rpm:" + itoa(minute-1)
 	keys[2] = t.base + "tpm:" + itoa(minute)
@@ -129,7 +154,7 @@ func (q *Quota) admitRedis(ctx context.Context, t *Ticket, l Limits, est float64
 	renew := 0
 	var start, end time.Time
 	if t.counter != "" {
-		keys = append(keys, t.counter)
+		keys = append(keys, t.counter, t.hold)
 		bud, micro = usd.Micro(l.Budget.USD), usd.Micro(est)
 		start, end = budget.Window(l.Budget.Period, now)
 		if l.Budget.Period == budget.Total {
@@ -146,7 +171,7 @@ func (q *Quota) admitRedis(ctx context.Context, t *Ticket, l Limits, est float64
 			return ratelimit.Decision{}, err
 		}
 		switch v[0] {
-		case 1:
+		case 1, 3: // 3: voided, not expected on the call that is waited for
 			t.held = v[6]
 			return ratelimit.Decision{Allowed: true}, nil
 		case 0:
@@ -168,7 +193,7 @@ func (q *Quota) admitRedis(ctx context.Context, t *Ticket, l Limits, est float64
 func (q *Quota) run(ctx context.Context, keys []string, rpm, tpm, e, bud, est int64, renew int) ([]int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, q.timeout)
 	defer cancel()
-	v, err := admitScript.Run(ctx, q.client, keys, rpm, tpm, e, windowMS, bucketTTL, bud, est, renew).Int64Slice()
+	v, err := admitScript.Run(ctx, q.client, keys, rpm, tpm, e, windowMS, bucketTTL, bud, est, renew, holdTTL).Int64Slice()
 	if err == nil && len(v) != 7 {
 		err = fmt.Errorf("quota: script answered %d values, want 7", len(v))
 	}
