@@ -1,0 +1,54 @@
+package quota
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/streamgate/streamgate/internal/budget"
+	"github.com/streamgate/streamgate/internal/redisguard"
+	"github.com/streamgate/streamgate/internal/redisguard/redistest"
+)
+
+// BenchmarkAdmitRedis is the admission path against real Redis: one script
+// call checking and counting rpm, tpm and a budget reservation, then a
+// Settle (queued; the flusher writes it back in batches). Compare with
+// BenchmarkPingRedis, the round trip's floor.
+func BenchmarkAdmitRedis(b *testing.B) {
+	c, err := redisguard.NewClient(redistest.URL(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	prefix := fmt.Sprintf("sgbench:quota:%d:", time.Now().UnixNano())
+	q := New(Options{Client: c, Prefix: prefix})
+	q.timeout = time.Second
+	defer q.Close()
+	lim := Limits{RPM: 1 << 30, TPM: 1 << 30, Budget: budget.Limit{USD: 1e6, Period: budget.Month}}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		t, d, err := q.Admit(ctx, "bench", lim, 0.001)
+		if err != nil || !d.Allowed {
+			b.Fatalf("admit: %+v %v", d, err)
+		}
+		t.Settle(0.0005, 100)
+	}
+}
+
+// BenchmarkPingRedis is one PING: the floor of any round trip.
+func BenchmarkPingRedis(b *testing.B) {
+	c, err := redisguard.NewClient(redistest.URL(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := c.Ping(ctx).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
