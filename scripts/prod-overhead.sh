@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# What the production configuration costs against the default one, same sim,
+# same load, runs interleaved (default, production, default, production, ...):
+#   default:    SQLite ledger, a static key, no limits;
+#   production: PostgreSQL keys and ledger, Redis rpm + tpm limits and a
+#               month budget on the (database) key.
+# Reports per run: gateway CPU per relayed chunk (/proc over the run), added
+# TTFT p99 (against the sim direct, measured once), the time from the
+# `data: [DONE]` line to the end of the body (p99 of PROBES sequential
+# streams sent during the load by a small client: bench does not report it),
+# and Redis round trips per request from INFO commandstats deltas (all
+# commands, the write-back included, over requests; the admission alone is
+# one per request).
+# Usage: scripts/prod-overhead.sh [CONCURRENCY]   (default 100)
+# Env: TOKENS (100), ITL (20ms), REQ_WAVES (3), ROUNDS (2 pairs), PROBES (100),
+#      REDIS (default: a redis-server of its own on a free port, so that INFO
+#      commandstats counts this gateway's commands only), PG (postgres://postgres@127.0.0.1:5432/test?sslmode=disable)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+c=${1:-100}; tokens=${TOKENS:-100}; itl=${ITL:-20ms}; waves=${REQ_WAVES:-3}; rounds=${ROUNDS:-2}
+probes=${PROBES:-100}
+own_redis=""
+if [ -z "${REDIS:-}" ]; then own_redis=$((30000 + RANDOM % 10000)); fi
+redis=${REDIS:-redis://127.0.0.1:$own_redis/0}
+pg=${PG:-postgres://postgres@127.0.0.1:5432/test?sslmode=disable}
+rhost=$(sed -E 's#^rediss?://([^@/]*@)?([^:/]+):([0-9]+).*#\2#' <<<"$redis"); rport=$(sed -E 's#^rediss?://([^@/]*@)?([^:/]+):([0-9]+).*#\3#' <<<"$redis")
+work=$(mktemp -d)
+schema="prodoh_$RANDOM$RANDOM"
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true
+  psql -q "$pg" -c "DROP SCHEMA IF EXISTS $schema CASCADE" >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+psql -q "$pg" -c "CREATE SCHEMA $schema" >/dev/null
+if [ -n "$own_redis" ]; then
+  redis-server --port "$own_redis" --bind 127.0.0.1 --save "" --appendonly no >"$work/redis.log" 2>&1 & pids+=($!)
+  for _ in $(seq 50); do redis-cli -p "$own_redis" ping >/dev/null 2>&1 && break; sleep 0.1; done
+fi
+dsn="$pg&search_path=$schema"; [[ "$pg" == *\?* ]] || dsn="$pg?search_path=$schema"
+
+go build -o "$work/streamgate" ./cmd/streamgate
+sg="$work/streamgate"
+simport=$((20000 + RANDOM % 10000)); defport=$((simport + 1)); prodport=$((simport + 2))
+"$sg" sim --addr "127.0.0.1:$simport" --ttft 50ms --ttft-p99 50ms --itl "$itl" --itl-jitter 0 --tokens "$tokens" >"$work/sim.log" 2>&1 &
+simpid=$!; pids+=("$simpid")
+common="providers: [{name: sim, kind: openai, base_url: \"http://127.0.0.1:$simport/v1\"}]
+models: [{name: sim-model, routes: [{provider: sim, model: sim-model}], price: {input: 1, output: 1}}]"
+cat >"$work/default.yaml" <<YAML
+listen: 127.0.0.1:$defport
+database: sqlite://$work/usage.db
+keys: [{name: bench, key: sg-bench-0123456789abcdef}]
+$common
+YAML
+cat >"$work/prod.yaml" <<YAML
+listen: 127.0.0.1:$prodport
+database: "$dsn"
+redis: $redis
+$common
+YAML
+out=$("$sg" keys create --database "$dsn" --name "prod-$RANDOM" --rpm 1000000 --tpm 1000000000 --budget-usd 1000000 --budget-period month)
+psecret=$(sed -n 's/^secret: //p' <<<"$out")
+[ -n "$psecret" ] || { echo "keys create gave no secret: $out" >&2; exit 1; }
+"$sg" serve --config "$work/default.yaml" --log-level warn >"$work/default.log" 2>&1 & defpid=$!; pids+=("$defpid")
+"$sg" serve --config "$work/prod.yaml" --log-level warn >"$work/prod.log" 2>&1 & prodpid=$!; pids+=("$prodpid")
+for port in "$defport" "$prodport" "$simport"; do
+  for _ in $(seq 100); do curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+done
+
+# probe URL KEY: PROBES sequential streams; prints the p99 (ms) from the
+# [DONE] line to the end of the body.
+cat >"$work/probe.py" <<'PY'
+import http.client, json, sys, time
+host, port, key, n = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+body = json.dumps({"model": "sim-model", "stream": True, "max_tokens": 20,
+                   "messages": [{"role": "user", "content": "hi"}]})
+gaps = []
+for _ in range(n):
+    conn = http.client.HTTPConnection(host, port, timeout=30)
+    conn.request("POST", "/v1/chat/completions", body, {"Authorization": "Bearer " + key, "Content-Type": "application/json"})
+    r = conn.getresponse()
+    done = None
+    while True:
+        line = r.readline()
+        if not line:
+            break
+        if done is None and line.startswith(b"data: [DONE]"):
+            done = time.perf_counter()
+    end = time.perf_counter()
+    conn.close()
+    if done is not None:
+        gaps.append((end - done) * 1000)
+gaps.sort()
+print("%.3f" % (gaps[min(len(gaps) - 1, int(len(gaps) * 0.99))] if gaps else float("nan")))
+PY
+
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+hz=$(getconf CLK_TCK)
+chunks() { curl -fsS "http://127.0.0.1:$simport/metrics" | awk '$1 == "streamgate_sim_chunks_total" || index($1, "streamgate_sim_chunks_total{") == 1 { s += $2 } END { printf "%d", s }'; }
+rcalls() { redis-cli -h "$rhost" -p "$rport" info commandstats | tr -d '\r' | awk -F'[=,:]' '/^cmdstat_/ { s += $3 } END { printf "%d", s }'; }
+bench() { # label url key
+  "$sg" bench --base-url "$2" ${3:+--api-key "$3"} --model sim-model --concurrency "$c" --requests $((c * waves)) \
+    --warmup "$c" --max-tokens "$tokens" --no-progress --json "$work/$1.json" >/dev/null
+}
+bench direct "http://127.0.0.1:$simport/v1" ""
+dttft=$(jq '.runs[0].ttft_ms.p99' "$work/direct.json")
+printf '%-5s %-10s %12s %14s %14s %12s %8s\n' round config cpu_us/chunk ttft_p99_added done_to_end_p99 redis_rt/req errors
+for r in $(seq "$rounds"); do
+  for cfg in default prod; do
+    if [ "$cfg" = default ]; then port=$defport; pid=$defpid; key=sg-bench-0123456789abcdef; else port=$prodport; pid=$prodpid; key=$psecret; fi
+    n0=$(chunks); g0=$(ticks "$pid"); r0=$(rcalls)
+    python3 "$work/probe.py" 127.0.0.1 "$port" "$key" "$probes" >"$work/probe-$cfg-$r" &
+    ppid=$!
+    bench "$cfg-$r" "http://127.0.0.1:$port/v1" "$key"
+    wait "$ppid"
+    n1=$(chunks); g1=$(ticks "$pid"); r1=$(rcalls)
+    reqs=$(( $(jq '.runs[0].requests' "$work/$cfg-$r.json") + c + probes ))  # + the warmup
+    jq -r --arg r "$r" --arg cfg "$cfg" --arg d "$dttft" --arg done "$(cat "$work/probe-$cfg-$r")" \
+      --arg cpu "$(awk -v g=$((g1 - g0)) -v n=$((n1 - n0)) -v hz="$hz" 'BEGIN { printf "%.2f", g/hz*1e6/n }')" \
+      --arg rt "$(awk -v d=$((r1 - r0)) -v q="$reqs" -v cfg="$cfg" 'BEGIN { if (cfg == "default") printf "-"; else printf "%.2f", d/q }')" \
+      '.runs[0] as $x | [$r, $cfg, $cpu, (($x.ttft_ms.p99 - ($d|tonumber))*1000|round/1000), $done, $rt, $x.failed] | @tsv' "$work/$cfg-$r.json" |
+      awk -F'\t' '{printf "%-5s %-10s %12s %14s %14s %12s %8s\n", $1, $2, $3, $4, $5, $6, $7}'
+  done
+done
+echo "C=$c; redis_rt/req counts every Redis command (admission, write-back batches, the reconciliation) over requests;"
+echo "the Redis is shared with anything else using it during the run."
