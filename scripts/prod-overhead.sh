@@ -8,8 +8,8 @@
 # TTFT p99 (against the sim direct, measured once), the time from the
 # `data: [DONE]` line to the end of the body (p99 of PROBES sequential
 # streams sent during the load by a small client: bench does not report it),
-# and Redis round trips per request from INFO commandstats deltas (all
-# commands, the write-back included, over requests; the admission alone is
+# and Redis round trips per request from INFO commandstats deltas (script
+# calls, the write-back included, over requests; the admission alone is
 # one per request).
 # Usage: scripts/prod-overhead.sh [CONCURRENCY]   (default 100)
 # Env: TOKENS (100), ITL (20ms), REQ_WAVES (3), ROUNDS (2 pairs), PROBES (100),
@@ -98,7 +98,7 @@ PY
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
 chunks() { curl -fsS "http://127.0.0.1:$simport/metrics" | awk '$1 == "streamgate_sim_chunks_total" || index($1, "streamgate_sim_chunks_total{") == 1 { s += $2 } END { printf "%d", s }'; }
-rcalls() { redis-cli -h "$rhost" -p "$rport" info commandstats | tr -d '\r' | awk -F'[=,:]' '/^cmdstat_/ { s += $3 } END { printf "%d", s }'; }
+rcalls() { redis-cli -h "$rhost" -p "$rport" info commandstats | tr -d '\r' | awk -F'[=,:]' '/^cmdstat_(evalsha|eval):/ { s += $3 } END { printf "%d", s }'; }
 bench() { # label url key
   "$sg" bench --base-url "$2" ${3:+--api-key "$3"} --model sim-model --concurrency "$c" --requests $((c * waves)) \
     --warmup "$c" --max-tokens "$tokens" --no-progress --json "$work/$1.json" >/dev/null
@@ -123,5 +123,5 @@ for r in $(seq "$rounds"); do
       awk -F'\t' '{printf "%-5s %-10s %12s %14s %14s %12s %8s\n", $1, $2, $3, $4, $5, $6, $7}'
   done
 done
-echo "C=$c; redis_rt/req counts every Redis command (admission, write-back batches, the reconciliation) over requests;"
+echo "C=$c; redis_rt/req: script calls (EVALSHA/EVAL: admissions, write-back batches, reconciliations; the commands inside a script are not round trips) over requests;"
 echo "the Redis is shared with anything else using it during the run."
