@@ -22,14 +22,19 @@
 // the ledger held when the outage started (L0), not the other replicas'. So
 // the key's spend at the end of the window is at most
 //
-//	budget + min((R−1)·s·T, (R−1)·(budget − L0)) + R·c
+//	budget + (R−1)·min(s·T, budget − L0) + 2R·c
 //
 // for R replicas spending s USD/s together, c the largest cost of one
-// request (one in flight per replica at the outage's start, whose Redis
-// hold is released when its settle is written back), T counting until the
-// last replica's deltas are written back (≤ retryEvery after Redis answers).
-// Spend still queued in the usage writer at the outage's start is missing
-// from L0 as well.
+// request: R·c in flight at the last admission, as without an outage, and
+// R·c in flight when the outage began (their Redis holds are not in the
+// local views); T counts until the last replica's deltas are written back
+// (≤ retryEvery after Redis answers). Spend still queued in the usage
+// writer at the outage's start is missing from L0 as well.
+//
+// An admission call that timed out may still run in Redis (a slow or
+// paused server runs what it already received). Its budget hold is voided
+// (admitScript's hold key); its rpm count is not, so a key may be counted
+// one request too many per timed-out call: refusing early, never late.
 //
 // # Reconciling with the ledger
 //
