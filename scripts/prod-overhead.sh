@@ -115,7 +115,7 @@ for r in $(seq "$rounds"); do
     bench "$cfg-$r" "http://127.0.0.1:$port/v1" "$key"
     wait "$ppid"
     n1=$(chunks); g1=$(ticks "$pid"); r1=$(rcalls)
-    reqs=$(( $(jq '.runs[0].requests' "$work/$cfg-$r.json") + c + probes ))  # + the warmup
+    reqs=$(( $(jq '.runs[0].requests' "$work/$cfg-$r.json") + probes ))
     jq -r --arg r "$r" --arg cfg "$cfg" --arg d "$dttft" --arg done "$(cat "$work/probe-$cfg-$r")" \
       --arg cpu "$(awk -v g=$((g1 - g0)) -v n=$((n1 - n0)) -v hz="$hz" 'BEGIN { printf "%.2f", g/hz*1e6/n }')" \
       --arg rt "$(awk -v d=$((r1 - r0)) -v q="$reqs" -v cfg="$cfg" 'BEGIN { if (cfg == "default") printf "-"; else printf "%.2f", d/q }')" \
@@ -124,4 +124,4 @@ for r in $(seq "$rounds"); do
   done
 done
 echo "C=$c; redis_rt/req: script calls (EVALSHA/EVAL: admissions, write-back batches, reconciliations; the commands inside a script are not round trips) over requests;"
-echo "the Redis is shared with anything else using it during the run."
+[ -n "$own_redis" ] || echo "REDIS is shared with anything else using it during the run."
