@@ -217,7 +217,7 @@ func New(opts Options) (*Gateway, error) {
 	if spent == nil {
 		spent = func(context.Context, string, time.Time) (float64, error) { return 0, nil }
 	}
-g.spent = opts.Spent
+	g.spent = opts.Spent
 	qo := quota.Options{Spent: spent, Logger: g.log}
 	if cfg.Redis != "" {
 		// The 50 ms bound of a call reaches the socket, and a refused
