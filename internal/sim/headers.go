@@ -131,17 +131,26 @@ func faultRule(valueSet, rateSet bool, rate float64, clearValue func(), dstRate 
 // error names the first invalid header.
 func applyHeaders(h http.Header, p *Profile, seed *int64, seedSet, redacted *bool) error {
 	hp := headerParser{h: h}
-	hp.duration(HeaderTTFT, &p.TTFT)
-	if !hp.duration(HeaderTTFTP99, &p.TTFTP99) {
-		if _, ok := hp.get(HeaderTTFT); ok && p.TTFTP99 < p.TTFT {
-			p.TTFTP99 = p.TTFT
-		}
+	// A header of a figure replaces the profile's distribution of it.
+	ttft := hp.duration(HeaderTTFT, &p.TTFT)
+	ttftP99 := hp.duration(HeaderTTFTP99, &p.TTFTP99)
+	if !ttftP99 && ttft && p.TTFTP99 < p.TTFT {
+		p.TTFTP99 = p.TTFT
 	}
-	hp.duration(HeaderITL, &p.ITL)
-	hp.float(HeaderITLJitter, 0, 10, &p.ITLJitter)
+	if ttft || ttftP99 {
+		p.TTFTDist = nil
+	}
+	itl := hp.duration(HeaderITL, &p.ITL)
+	if jitter := hp.float(HeaderITLJitter, 0, 10, &p.ITLJitter); itl || jitter {
+		p.ITLDist = nil
+	}
 	hp.duration(HeaderPrefillPerToken, &p.PrefillPerToken)
-	hp.integer(HeaderTokens, 1, 1<<20, &p.Tokens)
-	hp.integer(HeaderTokensPerChunk, 1, 1<<16, &p.TokensPerChunk)
+	if hp.integer(HeaderTokens, 1, 1<<20, &p.Tokens) {
+		p.TokensDist = nil
+	}
+	if hp.integer(HeaderTokensPerChunk, 1, 1<<16, &p.TokensPerChunk) {
+		p.ChunkDist = nil
+	}
 	if v, ok := hp.get(HeaderLang); ok {
 		if v != "en" && v != "ko" {
 			hp.fail(HeaderLang, fmt.Errorf("%q is not en or ko", v))

@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -64,6 +65,33 @@ type Profile struct {
 	InputPrice  float64
 	OutputPrice float64
 	Faults      Faults
+
+	// Distributions (see Dist). Each one set replaces the fields it names;
+	// nil keeps them. They are shared, immutable tables, so Profile stays
+	// a comparable value.
+	//
+	// TTFTDist is the TTFT's distribution (nanoseconds), drawn per request
+	// instead of the lognormal of TTFT and TTFTP99.
+	TTFTDist *Dist
+	// ITLDist is the distribution of one gap between content chunks
+	// (nanoseconds), drawn per gap instead of ITL and ITLJitter. ITL 0 is
+	// then its median (the pace of hidden thinking).
+	ITLDist *Dist
+	// TokensDist is the output length's distribution (tokens, rounded,
+	// at least 1), drawn per request instead of Tokens; max_tokens still
+	// caps it.
+	TokensDist *Dist
+	// ChunkDist is the tokens of each text content chunk, drawn per chunk
+	// instead of TokensPerChunk; the gap stays per chunk. Thinking and tool
+	// call fragments keep TokensPerChunk, which is 0 then means ChunkDist's
+	// mean rounded.
+	ChunkDist *Weights
+	// Hourly multiplies the TTFT and every gap by Hourly[h], h the UTC hour
+	// at which the request arrives (a time-of-day shape). nil means 1.
+	Hourly *[24]float64
+	// Source says where the profile's figures come from (free text; shown
+	// by --help and kept in exported files).
+	Source string
 }
 
 // Faults are injected failures. The zero value injects nothing.
@@ -206,6 +234,12 @@ func (p Profile) normalize() Profile {
 	if p.TTFTP99 < p.TTFT {
 		p.TTFTP99 = p.TTFT
 	}
+	if p.ITLDist != nil && p.ITL == 0 {
+		p.ITL = time.Duration(p.ITLDist.Quantile(0.5))
+	}
+	if p.ChunkDist != nil && p.TokensPerChunk == 0 {
+		p.TokensPerChunk = max(1, int(math.Round(p.ChunkDist.Mean())))
+	}
 	return p
 }
 
@@ -241,6 +275,13 @@ func (p Profile) Validate() error {
 	}
 	if p.CacheMinTokens < 0 {
 		bad("cache-min-tokens", "negative %d", p.CacheMinTokens)
+	}
+	if p.Hourly != nil {
+		for h, m := range p.Hourly {
+			if !(m > 0 && m <= 100) {
+				bad("hourly", "hour %d: multiplier %g is outside (0, 100]", h, m)
+			}
+		}
 	}
 	if p.Lang != "" && p.Lang != "en" && p.Lang != "ko" {
 		bad("lang", "%q is not en or ko", p.Lang)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -85,7 +86,34 @@ type plan struct {
 
 	text   textGen // seeded by the text key, past the prefix it continues
 	timing *rand.Rand
+	// itlScale multiplies a gap drawn from ITLDist: the dialect's tokens
+	// per chunk (when the profile sets none) times the hour's multiplier.
+	itlScale float64
+	// sizes draws the tokens of each text chunk from ChunkDist.
+	sizes rand.PCG
 }
+
+// gap draws the wait before the next content chunk.
+func (pl *plan) gap() time.Duration {
+	if d := pl.profile.ITLDist; d != nil {
+		return time.Duration(d.duration(pl.timing.Float64(), pl.itlScale))
+	}
+	return gapAt(pl.profile.ITL, pl.profile.ITLJitter, pl.timing.NormFloat64())
+}
+
+// chunkSize returns the tokens of the next text chunk.
+func (pl *plan) chunkSize() int {
+	if d := pl.profile.ChunkDist; d != nil {
+		return d.draw(unit(pl.sizes.Uint64()))
+	}
+	return pl.profile.TokensPerChunk
+}
+
+// unit maps 64 random bits to a uniform float64 in [0, 1).
+func unit(x uint64) float64 { return float64(x>>11) / (1 << 53) }
+
+// scaleDur returns d times m.
+func scaleDur(d time.Duration, m float64) time.Duration { return time.Duration(float64(d) * m) }
 
 // dialect is one provider's wire format: its error bodies, its non-stream
 // answer and the encoder of its stream. The engine (plan, pacing, faults)
@@ -237,10 +265,19 @@ func (s *Server) plan(r *http.Request, req *request, d dialect) (*plan, error) {
 		return nil, err
 	}
 	p = p.normalize()
+	itlScale := 1.0
 	if p.TokensPerChunk == 0 {
 		// The dialect's event size, at the profile's token rate.
 		n := d.tokensPerChunk()
 		p.TokensPerChunk, p.ITL = n, p.ITL*time.Duration(n)
+		itlScale = float64(n)
+	}
+	ttftScale := 1.0
+	if p.Hourly != nil {
+		// The time-of-day shape: every wait of this request scaled.
+		m := p.Hourly[time.Now().UTC().Hour()]
+		p.TTFT, p.TTFTP99, p.ITL = scaleDur(p.TTFT, m), scaleDur(p.TTFTP99, m), scaleDur(p.ITL, m)
+		ttftScale, itlScale = m, itlScale*m
 	}
 	forced, err := pickTool(r.Header, req.tools)
 	if err != nil {
@@ -265,6 +302,9 @@ func (s *Server) plan(r *http.Request, req *request, d dialect) (*plan, error) {
 		part = root
 		key = splitmix64(root + n)
 	}
+	if p.TokensDist != nil {
+		p.Tokens = max(1, int(math.Round(p.TokensDist.at(unit(splitmix64(key^0x746f6b656e73))))))
+	}
 	textKey := splitmix64(part ^ splitmix64(uint64(req.prompt)^0x70726f6d7074))
 	src := rand.NewPCG(textKey, 1)
 	pl := &plan{
@@ -278,6 +318,7 @@ func (s *Server) plan(r *http.Request, req *request, d dialect) (*plan, error) {
 		stop:         stopEnd,
 		text:         newTextGen(p.Lang, rand.New(src)),
 		timing:       rand.New(rand.NewPCG(key, 2)),
+		itlScale:     itlScale,
 	}
 	if req.prefix != "" && forced == nil {
 		k, ok := pl.text.continueFrom(req.prefix)
@@ -297,6 +338,17 @@ func (s *Server) plan(r *http.Request, req *request, d dialect) (*plan, error) {
 		pl.tokens, pl.stop = max(0, limit), stopLength
 	}
 	pl.chunks = (pl.tokens + p.TokensPerChunk - 1) / p.TokensPerChunk
+	if p.ChunkDist != nil && forced == nil {
+		// Count the chunks the sizes drawn later will make: the same
+		// sequence, from a copy of the generator.
+		pl.sizes.Seed(key, 6)
+		cp := pl.sizes
+		n := 0
+		for left := pl.tokens; left > 0; n++ {
+			left -= p.ChunkDist.draw(unit(cp.Uint64()))
+		}
+		pl.chunks = n
+	}
 	if forced != nil {
 		// A tool call ignores the output limit: it is a few tokens.
 		pl.tool = newToolCall(forced, d.toolCallID(key), p.TokensPerChunk, d.wholeToolCall())
@@ -309,7 +361,13 @@ func (s *Server) plan(r *http.Request, req *request, d dialect) (*plan, error) {
 	if pl.thinkChunks > 0 {
 		hidden = 0
 	}
-	pl.firstAfter = lognormalQuantile(p.TTFT, p.TTFTP99, pl.timing.NormFloat64()) +
+	var ttft time.Duration
+	if p.TTFTDist != nil {
+		ttft = time.Duration(p.TTFTDist.duration(pl.timing.Float64(), ttftScale))
+	} else {
+		ttft = lognormalQuantile(p.TTFT, p.TTFTP99, pl.timing.NormFloat64())
+	}
+	pl.firstAfter = ttft +
 		time.Duration(pl.promptTokens)*p.PrefillPerToken +
 		time.Duration((hidden+p.TokensPerChunk-1)/p.TokensPerChunk)*p.ITL
 
@@ -463,7 +521,11 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, pl *plan, enc en
 	pc := newPacer(ctx)
 	defer pc.stop()
 	gen := &pl.text
-	toks := make([][]byte, 0, min(p.TokensPerChunk, maxBatch))
+	batch := p.TokensPerChunk
+	if p.ChunkDist != nil {
+		batch = max(batch, p.ChunkDist.Max())
+	}
+	toks := make([][]byte, 0, min(batch, maxBatch))
 	// sent counts output tokens: thinking that is not streamed counts from
 	// the start, as the provider reports it with the first content.
 	var sent, chunks, answered, thought int
@@ -488,7 +550,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, pl *plan, enc en
 	}
 	for i := 1; i <= pl.chunks+1; i++ {
 		if i > 1 && i <= pl.chunks {
-			deadline = deadline.Add(gapAt(p.ITL, p.ITLJitter, pl.timing.NormFloat64()))
+			deadline = deadline.Add(pl.gap())
 		}
 		if i == pl.stallAt {
 			s.m.faults.WithLabelValues(faultStall).Inc()
@@ -538,7 +600,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, pl *plan, enc en
 			err = enc.toolArgs(st, i-1-pl.thinkChunks, sent)
 		default:
 			toks = toks[:0]
-			for k := 0; k < p.TokensPerChunk && answered < pl.tokens; k++ {
+			for k, size := 0, pl.chunkSize(); k < size && answered < pl.tokens; k++ {
 				toks = append(toks, gen.next())
 				answered++
 				sent++
@@ -566,10 +628,9 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, pl *plan, d di
 		return
 	}
 	defer s.queue.release()
-	p := &pl.profile
 	total := pl.firstAfter + pl.stallFirst
 	for i := 2; i <= pl.chunks; i++ {
-		total += gapAt(p.ITL, p.ITLJitter, pl.timing.NormFloat64())
+		total += pl.gap()
 	}
 	if pl.stallFirst != 0 {
 		s.m.faults.WithLabelValues(faultStallFirst).Inc()
