@@ -171,35 +171,45 @@ func DefaultProfile() Profile {
 	}
 }
 
-// Profiles returns the built-in profiles, a fresh slice each call. Their
-// names say they are simulated; timings are plausible for the model each
-// imitates, not measured from it, and sized so 200 tokens end in a few
-// seconds. Prices are the published ones (USD per 1M tokens). Their tokens
-// per chunk are the dialect's default.
+// Profiles returns the built-in profiles, a fresh slice each call. Every
+// one is simulated: its name starts with "sim-" and its Source says where
+// its figures come from. The four seed models (GPT-4.1, Claude Sonnet 4.5,
+// Gemini 2.5 Flash, DeepSeek V3.2) take their TTFT median and their token
+// rate (ITL = 1 / output tokens per second) from published third-party
+// medians, Artificial Analysis's leaderboard figures for the model on its
+// maker's API as quoted by public pages, approximate and as of the month
+// each Source names; their p99 is an assumption (about 2.5× the median), as
+// those sources publish medians only. Prices are the published ones (USD
+// per 1M tokens). Their tokens per chunk are the dialect's default.
 //
-//	name                   TTFT p50/p99  ITL   jitter  in $   out $   faults
-//	sim-fast               20ms/50ms     5ms   0.1     -      -       -
-//	sim-gpt-4.1            450ms/1.2s    12ms  0.3     2.00   8.00    -
-//	sim-claude-sonnet-4.5  700ms/1.8s    16ms  0.35    3.00   15.00   -
-//	sim-gemini-2.5-flash   350ms/900ms   6ms   0.5     0.30   2.50    -
-//	sim-deepseek-v3.2      600ms/2s      25ms  0.3     0.28   0.42    -
-//	sim-flaky              300ms/1.5s    15ms  0.3     -      -       503 at 0.1, cut at 0.1
+//	name                   TTFT p50/p99  ITL    jitter  in $   out $   faults
+//	sim-fast               20ms/50ms     5ms    0.1     -      -       -
+//	sim-gpt-4.1            520ms/1.3s    11ms   0.3     2.00   8.00    -
+//	sim-claude-sonnet-4.5  1.8s/4.5s     16ms   0.35    3.00   15.00   -
+//	sim-gemini-2.5-flash   540ms/1.35s   4.5ms  0.5     0.30   2.50    -
+//	sim-deepseek-v3.2      2.3s/5.75s    21ms   0.3     0.28   0.42    -
+//	sim-flaky              300ms/1.5s    15ms   0.3     -      -       503 at 0.1, cut at 0.1
 func Profiles() []Profile {
-	base := func(name string, ttft, p99, itl time.Duration, jitter float64) Profile {
+	base := func(name string, ttft, p99, itl time.Duration, jitter float64, source string) Profile {
 		return Profile{Name: name, TTFT: ttft, TTFTP99: p99, ITL: itl, ITLJitter: jitter,
-			Tokens: DefaultTokens, Lang: "en"}
+			Tokens: DefaultTokens, Lang: "en", Source: source}
 	}
 	ms := time.Millisecond
-	fast := base("sim-fast", 20*ms, 50*ms, 5*ms, 0.1)
-	gpt := base("sim-gpt-4.1", 450*ms, 1200*ms, 12*ms, 0.3)
+	const aa = "simulated; TTFT median and output speed approximate, Artificial Analysis medians "
+	fast := base("sim-fast", 20*ms, 50*ms, 5*ms, 0.1, "simulated; a fast test upstream, no real model")
+	gpt := base("sim-gpt-4.1", 520*ms, 1300*ms, 11*ms, 0.3,
+		aa+"for GPT-4.1 on the OpenAI API (~0.52 s, ~89 tokens/s) as quoted publicly, as of 2025; p99 assumed")
 	gpt.InputPrice, gpt.OutputPrice = 2.00, 8.00
-	claude := base("sim-claude-sonnet-4.5", 700*ms, 1800*ms, 16*ms, 0.35)
+	claude := base("sim-claude-sonnet-4.5", 1800*ms, 4500*ms, 16*ms, 0.35,
+		aa+"for Claude Sonnet 4.5 on the Anthropic API (~1.8 s, ~63 tokens/s) as quoted publicly, as of November 2025; p99 assumed")
 	claude.InputPrice, claude.OutputPrice = 3.00, 15.00
-	gemini := base("sim-gemini-2.5-flash", 350*ms, 900*ms, 6*ms, 0.5)
+	gemini := base("sim-gemini-2.5-flash", 540*ms, 1350*ms, 4500*time.Microsecond, 0.5,
+		aa+"for Gemini 2.5 Flash on Google AI Studio (~0.54 s, ~221 tokens/s) as quoted by benchlm.ai, as of April 2026; p99 assumed")
 	gemini.InputPrice, gemini.OutputPrice = 0.30, 2.50
-	deepseek := base("sim-deepseek-v3.2", 600*ms, 2000*ms, 25*ms, 0.3)
+	deepseek := base("sim-deepseek-v3.2", 2300*ms, 5750*ms, 21*ms, 0.3,
+		aa+"for DeepSeek's own API (~2.3 s, ~48 tokens/s, the average of its two models there) as quoted by benchlm.ai, as of April 2026; p99 assumed")
 	deepseek.InputPrice, deepseek.OutputPrice = 0.28, 0.42
-	flaky := base("sim-flaky", 300*ms, 1500*ms, 15*ms, 0.3)
+	flaky := base("sim-flaky", 300*ms, 1500*ms, 15*ms, 0.3, "simulated; an unreliable upstream (10 % 503s, 10 % cut streams), no real model")
 	flaky.Faults = Faults{FailStatus: 503, FailRate: 0.1, CutRate: 0.1}
 	return []Profile{fast, gpt, claude, gemini, deepseek, flaky}
 }
