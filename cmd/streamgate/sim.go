@@ -1,8 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -10,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/streamgate/streamgate/internal/sim"
+	"github.com/streamgate/streamgate/internal/usage"
 )
 
 func init() { subcommands = append(subcommands, newSimCmd) }
@@ -17,6 +24,7 @@ func init() { subcommands = append(subcommands, newSimCmd) }
 // simFlags are the values of the sim command's flags.
 type simFlags struct {
 	addr, profile, lang        string
+	profilesFile               string
 	ttft, ttftP99, itl         time.Duration
 	prefill                    time.Duration
 	jitter                     float64
@@ -143,7 +151,22 @@ rate header hits that request, a rate header of 0 switches the profile's fault o
 	cmd.Flags().SortFlags = false
 	o = bindSimFlags(cmd.Flags())
 	tf = bindSimTLSFlags(cmd.Flags())
+	cmd.AddCommand(newSimProfilesCmd(e))
 	return cmd
+}
+
+// readProfilesFile reads a --profiles file; its errors name the file.
+func readProfilesFile(path string) (*sim.ProfilesFile, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, usagef("--profiles: %v", err)
+	}
+	defer f.Close()
+	pf, err := sim.ReadProfiles(f)
+	if err != nil {
+		return nil, usagef("--profiles %s: %w", path, err)
+	}
+	return pf, nil
 }
 
 // bindSimFlags defines the sim flags on f, with their defaults.
@@ -152,6 +175,7 @@ func bindSimFlags(f *pflag.FlagSet) *simFlags {
 	d := sim.DefaultProfile()
 	f.StringVar(&o.addr, "addr", "127.0.0.1:8081", "listen address HOST:PORT")
 	f.StringVar(&o.profile, "profile", "", "profile for models without one of their own (default: the flag defaults, sim-default)")
+	f.StringVar(&o.profilesFile, "profiles", "", "profiles file (YAML: quantile tables, histograms, fault rates; `sim profiles export` writes one) added to the built-in profiles")
 	f.DurationVar(&o.ttft, "ttft", d.TTFT, "median time to first token (after any queue wait)")
 	f.DurationVar(&o.ttftP99, "ttft-p99", d.TTFTP99, "p99 time to first token (lognormal); equal to --ttft means constant")
 	f.DurationVar(&o.itl, "itl", d.ITL, "mean gap between content chunks")
@@ -188,20 +212,52 @@ func (o *simFlags) options(fs *pflag.FlagSet) (sim.Options, error) {
 	if o.maxConc < 0 {
 		return sim.Options{}, usagef("--max-concurrency %d: want 0 (unlimited) or more", o.maxConc)
 	}
+	profiles := sim.Profiles()
 	base := sim.DefaultProfile()
+	if o.profilesFile != "" {
+		file, err := readProfilesFile(o.profilesFile)
+		if err != nil {
+			return sim.Options{}, err
+		}
+		// A file's profile replaces the built-in one of its name.
+		for _, fp := range file.Profiles {
+			i := slices.IndexFunc(profiles, func(p sim.Profile) bool { return p.Name == fp.Name })
+			if i < 0 {
+				profiles = append(profiles, fp)
+			} else {
+				profiles[i] = fp
+			}
+		}
+		if file.Default != "" && o.profile == "" {
+			o.profile = file.Default
+		}
+	}
 	if o.profile != "" {
-		p, ok := sim.LookupProfile(o.profile)
-		if !ok {
+		i := slices.IndexFunc(profiles, func(p sim.Profile) bool { return p.Name == o.profile })
+		if i < 0 {
 			var names []string
-			for _, p := range sim.Profiles() {
+			for _, p := range profiles {
 				names = append(names, p.Name)
 			}
 			return sim.Options{}, usagef("--profile %q: unknown profile (known: %s)", o.profile, strings.Join(names, ", "))
 		}
-		base = p
+		base = profiles[i]
 	}
 	set := fs.Changed
 	apply := func(p *sim.Profile) {
+		// A flag of a figure replaces the profile's distribution of it.
+		if set("ttft") || set("ttft-p99") {
+			p.TTFTDist = nil
+		}
+		if set("itl") || set("itl-jitter") {
+			p.ITLDist = nil
+		}
+		if set("tokens") {
+			p.TokensDist = nil
+		}
+		if set("tokens-per-chunk") {
+			p.ChunkDist = nil
+		}
 		if set("ttft") {
 			p.TTFT = o.ttft
 			if !set("ttft-p99") && p.TTFTP99 < p.TTFT {
@@ -264,7 +320,6 @@ func (o *simFlags) options(fs *pflag.FlagSet) (sim.Options, error) {
 	if set("fail-status") && (o.failStatus < 400 || o.failStatus > 599) {
 		return sim.Options{}, usagef("--fail-status %d: want an HTTP error status (400-599)", o.failStatus)
 	}
-	profiles := sim.Profiles()
 	for i := range profiles {
 		apply(&profiles[i])
 		if err := profiles[i].Validate(); err != nil {
@@ -308,4 +363,185 @@ func simProfileTable() string {
 		fmt.Fprintf(&b, "  %-22s %-8s %-8s %-6s %-6g %-7s %s\n", p.Name, p.TTFT, p.TTFTP99, p.ITL, p.ITLJitter, price, faults)
 	}
 	return b.String()
+}
+
+// newSimProfilesCmd is `streamgate sim profiles`: the profiles of the sim
+// and what makes them.
+func newSimProfilesCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "profiles",
+		Short: "Sim profiles: list them, or export what a running gateway observed as a profiles file",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			w := e.stdout
+			for _, p := range sim.Profiles() {
+				fmt.Fprintf(w, "%-22s %s\n", p.Name, p.Source)
+			}
+			return nil
+		},
+	}
+	cmd.AddCommand(newSimExportCmd(e))
+	return cmd
+}
+
+// simExportFlags are the flags of `streamgate sim profiles export`.
+type simExportFlags struct {
+	gateway, out, since string
+	usage               usageFlags // config and database: the ledger
+}
+
+// maxExportEntries bounds the ledger entries an export reads.
+const maxExportEntries = 1_000_000
+
+func newSimExportCmd(e *env) *cobra.Command {
+	var f simExportFlags
+	cmd := &cobra.Command{
+		Use:   "export",
+		Short: "Write a profiles file from what a running gateway observed per route",
+		Long: `export reads a running gateway's /metrics (--gateway) and, with --database or
+--config, its usage ledger over --since, and writes a profiles file with one
+profile per route that served requests, named after the route's upstream model
+(provider/model → model), which ` + "`streamgate sim --profiles FILE`" + ` serves:
+  ttft              quantile table of the ledger's stream TTFTs (exact), else of the
+                    gateway's TTFT histogram
+  itl               quantile table of the gateway's inter-token histogram, interpolated
+                    between bucket bounds in (log value, normal quantile): exact for a
+                    lognormal
+  tokens            quantile table of the output tokens of answers (ledger)
+  tokens_per_chunk  stream output tokens (ledger) over chunks (histograms)
+  hourly            with 50+ stream TTFTs in each UTC hour (ledger): the hour's median
+                    over the overall median
+  faults            fail_rate at the most frequent status of requests that failed
+                    before their stream, cut_rate and error_rate of streams that broke
+                    mid-answer (streamgate_requests_total; the ledger's errors split
+                    error events from cuts)
+Comment lines say what each figure was built from, and the prompt lengths seen.
+
+The loop: observe in production → export → replay offline (sim --profiles) →
+bench a new config (strategy, hedge, timeouts) against the real tails.`,
+		Example: `  streamgate sim profiles export --gateway http://127.0.0.1:8080 --config streamgate.yaml --since 7d --out prod.yaml
+  streamgate sim --profiles prod.yaml --addr 127.0.0.1:8081`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runSimExport(cmd.Context(), e, &f, time.Now()) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.gateway, "gateway", "", "the running gateway's base URL (its /metrics is read)")
+	fl.StringVar(&f.usage.config, "config", "", "gateway config file whose database: holds the ledger")
+	fl.StringVar(&f.usage.database, "database", "", "the ledger's database instead of the config's (sqlite://PATH or postgres://...)")
+	fl.StringVar(&f.since, "since", "7d", "ledger window start: a duration back from now (7d, 24h), a date or an RFC 3339 time")
+	fl.StringVar(&f.out, "out", "-", "the profiles file to write (- = stdout)")
+	return cmd
+}
+
+func runSimExport(ctx context.Context, e *env, f *simExportFlags, now time.Time) error {
+	if f.gateway == "" {
+		return usagef("--gateway: missing (the running gateway's base URL, e.g. http://127.0.0.1:8080)")
+	}
+	u, err := url.Parse(f.gateway)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return usagef("--gateway %q: want an http:// or https:// base URL", f.gateway)
+	}
+	since, err := usage.ParseWhen(f.since, now)
+	if err != nil {
+		return usagef("--since: %v", err)
+	}
+	mctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(mctx, http.MethodGet, strings.TrimRight(f.gateway, "/")+"/metrics", nil)
+	if err != nil {
+		return usagef("--gateway: %v", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("sim profiles export: reading %s/metrics: %w", f.gateway, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("sim profiles export: %s/metrics answered %s", f.gateway, resp.Status)
+	}
+	obs, err := sim.ParseGatewayMetrics(resp.Body)
+	if err != nil {
+		return fmt.Errorf("sim profiles export: %w", err)
+	}
+	if len(obs) == 0 {
+		return fmt.Errorf("sim profiles export: the gateway at %s has served no requests on any route yet", f.gateway)
+	}
+	header := []string{
+		"streamgate sim profiles, exported from " + f.gateway + " at " + now.UTC().Format(time.RFC3339),
+		"Simulated upstreams replaying what the gateway observed per route; serve with: streamgate sim --profiles FILE",
+	}
+	if f.usage.config != "" || f.usage.database != "" {
+		dsn, err := ledgerDSN(e, &f.usage)
+		if err != nil {
+			return err
+		}
+		octx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		store, err := usage.Open(octx, dsn)
+		if err != nil {
+			return err
+		}
+		defer store.Close()
+		entries, err := store.List(ctx, usage.Filter{Since: since, Until: now, Limit: maxExportEntries})
+		if err != nil {
+			return fmt.Errorf("sim profiles export: reading the ledger: %w", err)
+		}
+		for _, en := range entries {
+			if o := obs[en.Route]; o != nil {
+				o.AddEntry(sim.LedgerEntry{Time: en.Time, Route: en.Route, Stream: en.Stream, Outcome: en.Outcome, Status: en.Status,
+					InputTokens: en.InputTokens, OutputTokens: en.OutputTokens, TTFT: en.TTFT, Error: en.Error})
+			}
+		}
+		line := fmt.Sprintf("ledger: %d entries since %s", len(entries), since.UTC().Format(time.RFC3339))
+		if len(entries) == maxExportEntries {
+			line += fmt.Sprintf(" (the first %d only)", maxExportEntries)
+		}
+		header = append(header, line)
+	} else {
+		header = append(header, "no ledger (--database or --config): TTFT from the histogram, no output lengths or tokens per chunk")
+	}
+	routes := make([]string, 0, len(obs))
+	for r := range obs {
+		routes = append(routes, r)
+	}
+	slices.Sort(routes)
+	var profiles []sim.Profile
+	names := map[string]bool{}
+	for _, r := range routes {
+		p, notes, err := obs[r].Profile()
+		if err != nil {
+			header = append(header, "skipped: "+err.Error())
+			continue
+		}
+		if names[p.Name] {
+			p.Name = r // two providers of one model: the second goes by its route
+		}
+		names[p.Name] = true
+		header = append(header, "", p.Name+" (route "+r+"):")
+		for _, n := range notes {
+			header = append(header, "  "+n)
+		}
+		profiles = append(profiles, p)
+	}
+	if len(profiles) == 0 {
+		return fmt.Errorf("sim profiles export: no route had enough observations:\n%s", strings.Join(header, "\n"))
+	}
+	var w io.Writer = e.stdout
+	if f.out != "-" {
+		file, err := os.Create(f.out)
+		if err != nil {
+			return usagef("--out: %v", err)
+		}
+		defer file.Close()
+		w = file
+	}
+	if err := sim.WriteProfiles(w, header, profiles, ""); err != nil {
+		return fmt.Errorf("sim profiles export: writing %s: %w", f.out, err)
+	}
+	if c, ok := w.(io.Closer); ok && f.out != "-" {
+		if err := c.Close(); err != nil {
+			return fmt.Errorf("sim profiles export: writing %s: %w", f.out, err)
+		}
+	}
+	return nil
 }
