@@ -5,7 +5,11 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/streamgate/streamgate/internal/sim"
+	"github.com/streamgate/streamgate/internal/usage"
 )
 
 func TestSimUsageErrors(t *testing.T) {
@@ -146,5 +151,194 @@ func TestSimServesAndShutsDown(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("sim did not shut down after its context ended")
+	}
+}
+
+// The loop, in process: a sim with a heavy-tailed profile behind a gateway,
+// a few hundred streams, `sim profiles export` from the gateway's /metrics
+// and ledger, and a fresh sim from the file. The exported tables must
+// reflect the source: each exported quantile lies where the source's CDF
+// puts it, within generous bounds (a few hundred samples; gateway overhead
+// and timer wake-ups only add), and the fault rates are close to the
+// source's (fault draws are seeded: the same requests fail on every run).
+func TestSimExportLoop(t *testing.T) {
+	ms := float64(time.Millisecond)
+	srcTTFT := map[float64]float64{0: 20 * ms, 0.5: 60 * ms, 0.9: 150 * ms, 0.99: 400 * ms, 1: 600 * ms}
+	srcITL := map[float64]float64{0: 2 * ms, 0.5: 8 * ms, 0.9: 20 * ms, 0.99: 45 * ms, 1: 60 * ms}
+	ttft, err := sim.NewQuantileDist(srcTTFT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	itl, err := sim.NewQuantileDist(srcITL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := sim.Profile{Name: "up-model", TTFTDist: ttft, ITLDist: itl, Tokens: 12, TokensPerChunk: 1,
+		Faults: sim.Faults{FailStatus: 503, FailRate: 0.1, CutRate: 0.1}}
+	up := httptest.NewServer(sim.New(sim.Options{Profile: src, Profiles: []sim.Profile{src}, Seed: 3}))
+	defer up.Close()
+
+	dir := t.TempDir()
+	db := "sqlite://" + filepath.Join(dir, "ledger.db")
+	cfg := filepath.Join(dir, "gateway.yaml")
+	os.WriteFile(cfg, []byte("database: "+db+"\n"+
+		"providers: [{name: up, kind: openai, base_url: \""+up.URL+"/v1\", api_key: x}]\n"+
+		"keys: [{name: k, key: sg-test-0123456789}]\n"+
+		"models: [{name: m, routes: [{provider: up, model: up-model}]}]\n"), 0o600)
+	gwURL, stop := startProcess(t, []string{"serve", "--config", cfg, "--addr", "127.0.0.1:0", "--log-level", "error"}, "streamgate: listening on ")
+	defer stop()
+
+	const n, conc = 400, 20
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conc}}
+	defer client.CloseIdleConnections()
+	var wg sync.WaitGroup
+	jobs := make(chan int)
+	for range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range jobs {
+				req, _ := http.NewRequest("POST", gwURL+"/v1/chat/completions", strings.NewReader(
+					`{"model":"m","stream":true,"messages":[{"role":"user","content":"tell me something"}]}`))
+				req.Header.Set("Authorization", "Bearer sg-test-0123456789")
+				resp, err := client.Do(req)
+				if err != nil {
+					t.Error(err)
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}()
+	}
+	for i := range n {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	// The ledger is written in batches: wait for every request's entry.
+	store, err := usage.Open(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		c, err := store.Count(context.Background(), usage.Filter{})
+		if err == nil && c == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ledger: %d entries (err %v), want %d", c, err, n)
+		}
+	}
+
+	out := filepath.Join(dir, "exported.yaml")
+	if code, stdout, stderr := runCLI(t, nil, "sim", "profiles", "export", "--gateway", gwURL, "--database", db, "--out", out); code != 0 {
+		t.Fatalf("export: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	text, _ := os.ReadFile(out)
+	file, err := sim.ReadProfiles(strings.NewReader(string(text)))
+	if err != nil {
+		t.Fatalf("reading the export: %v\n%s", err, text)
+	}
+	if len(file.Profiles) != 1 || file.Profiles[0].Name != "up-model" {
+		t.Fatalf("exported profiles: got %d, want one named up-model (the route's model)\n%s", len(file.Profiles), text)
+	}
+	got := file.Profiles[0]
+	var notes []string
+	for _, l := range strings.Split(string(text), "\n") {
+		if strings.HasPrefix(l, "#") || strings.Contains(l, "_rate") || strings.Contains(l, "p50:") || strings.Contains(l, "p99:") {
+			notes = append(notes, l)
+		}
+	}
+	t.Logf("exported:\n%s", strings.Join(notes, "\n"))
+	if got.TTFTDist == nil || got.ITLDist == nil || !strings.Contains(string(text), "stream TTFTs in the ledger") {
+		t.Fatalf("exported profile: got %+v, want TTFT (from the ledger) and ITL tables\n%s", got, text)
+	}
+	// Each exported quantile p sits between the source's p-0.1 and p+0.1
+	// quantiles (+10ms for the gateway's overhead and late timers).
+	check := func(name string, src, exp *sim.Dist, ps []float64, slack float64) {
+		for _, p := range ps {
+			lo, hi := src.Quantile(p-0.1), src.Quantile(p+0.1)+slack
+			if v := exp.Quantile(p); v < lo || v > hi {
+				t.Errorf("%s p%g: exported %v, want within the source's [p%g, p%g] = [%v, %v]", name, p*100,
+					time.Duration(v), (p-0.1)*100, (p+0.1)*100, time.Duration(lo), time.Duration(hi))
+			}
+		}
+	}
+	check("ttft", ttft, got.TTFTDist, []float64{0.5, 0.9, 0.99}, 10*ms)
+	check("itl", itl, got.ITLDist, []float64{0.5, 0.9}, 5*ms)
+	if v := got.ITLDist.Quantile(0.99); v < itl.Quantile(0.9) || v > itl.Quantile(1)+20*ms {
+		t.Errorf("itl p99: exported %v, want within [%v, %v]", time.Duration(v), time.Duration(itl.Quantile(0.9)), time.Duration(itl.Quantile(1)+20*ms))
+	}
+	if got.TokensPerChunk != 1 || got.ChunkDist != nil || got.TokensDist == nil || got.TokensDist.Quantile(0.5) != 12 {
+		t.Errorf("exported sizes: got tokens per chunk %d (dist %v), tokens %v; want 1 and 12", got.TokensPerChunk, got.ChunkDist, got.TokensDist)
+	}
+	// The source fails 10 % with 503 and cuts 10 % at a random one of 13
+	// positions; the export undoes what the gateway's view mixes (a cut
+	// before the first chunk looks like a failure before the stream), so
+	// both rates come out near 0.1 (400 seeded draws: 41 fail, 26 of the
+	// others are cut).
+	f := got.Faults
+	if f.FailStatus != 503 || f.FailRate < 0.07 || f.FailRate > 0.14 {
+		t.Errorf("fail: got status %d rate %v, want 503 at about 0.1", f.FailStatus, f.FailRate)
+	}
+	if f.CutRate < 0.05 || f.CutRate > 0.15 || f.ErrorRate != 0 {
+		t.Errorf("mid-stream: got cut rate %v error rate %v, want cuts at about 0.1 and no error events", f.CutRate, f.ErrorRate)
+	}
+
+	// A fresh sim serves the exported file.
+	simURL, stopSim := startProcess(t, []string{"sim", "--profiles", out, "--addr", "127.0.0.1:0", "--seed", "5"}, "streamgate sim: listening on ")
+	defer stopSim()
+	simURL = strings.Fields(simURL)[0]
+	for i := 0; ; i++ {
+		resp, err := client.Post(simURL+"/v1/chat/completions", "application/json",
+			strings.NewReader(`{"model":"up-model","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == 503 && i < 20 {
+			continue // one of the exported profile's failures
+		}
+		if resp.StatusCode != 200 || resp.Header.Get(sim.HeaderProfile) != "up-model" {
+			t.Errorf("fresh sim: got %d profile %q, want 200 from up-model", resp.StatusCode, resp.Header.Get(sim.HeaderProfile))
+		}
+		_ = body
+		break
+	}
+}
+
+// startProcess runs the CLI with args in this process until the test ends
+// and returns what follows prefix on the first stdout line that has it.
+func startProcess(t *testing.T, args []string, prefix string) (string, func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	var errb strings.Builder
+	exit := make(chan int, 1)
+	go func() {
+		exit <- run(ctx, args, func(string) string { return "" }, pw, &errb)
+		pw.Close()
+	}()
+	sc := bufio.NewScanner(pr)
+	var rest string
+	for sc.Scan() {
+		if r, ok := strings.CutPrefix(sc.Text(), prefix); ok {
+			rest = r
+			break
+		}
+	}
+	go io.Copy(io.Discard, pr)
+	if rest == "" {
+		cancel()
+		t.Fatalf("%v: no line %q (exit %d, stderr %q)", args, prefix, <-exit, errb.String())
+	}
+	return rest, func() {
+		cancel()
+		if code := <-exit; code != 0 {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errb.String())
+		}
 	}
 }

@@ -179,7 +179,9 @@ const minSamples = 20
 // the requests' outcomes: fail (a status other than 200 from the
 // upstream: outcome upstream_error or timeout) at its most frequent
 // status, and mid-stream failures (status 200, then error_event) as cuts,
-// or as error events in the share the ledger's errors name one. A
+// or as error events in the share the ledger's errors name one, both
+// corrected for the breaks that come before the first chunk (see below),
+// so a sim of the profile shows the gateway the rates it observed. A
 // time-of-day shape is set when the ledger has at least 50 stream TTFTs in
 // every UTC hour: the hour's median over the overall one, the TTFT table
 // then built from samples divided by their hour's multiplier. notes are
@@ -281,8 +283,22 @@ func (o *Observed) Profile() (p Profile, notes []string, err error) {
 	}
 	if total > 0 {
 		f := &p.Faults
-		if fail > 0 {
-			f.FailRate = round4(fail / total)
+		// A cut or an error event hits a random one of a stream's N+1
+		// positions (before each content chunk, and after the last): at the
+		// first, nothing was committed and the gateway saw a failure before
+		// the stream; at the others, a break mid-stream. The sim's rates
+		// are what makes the observed ones: fail F and break C give
+		// observed fail F + (1-F)·C/(N+1) and break (1-F)·C·N/(N+1), so
+		// F = observed fail - observed break / N and C = observed break /
+		// (N/(N+1)) / (1-F), with N the mean chunks of a stream.
+		failRate, midRate := fail/total, mid/total
+		if streams := o.TTFT.count(); streams > 0 && chunks > 0 && midRate > 0 {
+			n := chunks / streams
+			failRate = max(0, failRate-midRate/n)
+			midRate = min(1, midRate/(n/(n+1))/(1-failRate))
+		}
+		if fail > 0 && failRate > 0 {
+			f.FailRate = round4(failRate)
 			best, bestN := "", 0.0
 			for c, n := range statuses {
 				if n > bestN || n == bestN && c < best {
@@ -295,7 +311,7 @@ func (o *Observed) Profile() (p Profile, notes []string, err error) {
 			}
 		}
 		if mid > 0 {
-			rate := mid / total
+			rate := midRate
 			errShare := 0.0
 			if n := o.midError + o.midCut; n > 0 {
 				errShare = float64(o.midError) / float64(n)
