@@ -66,8 +66,17 @@ base URLs are https://, trusted through a provider's ca_file (--tls-ca-out write
 Any model name is answered. A name matching a profile uses that profile, others use
 --profile (default: the flag defaults below, named sim-default). Flags given
 explicitly override every profile. Built-in profiles (simulated; prices are the
-published output prices of the model each imitates, USD per 1M tokens):
+published output prices of the model each imitates, USD per 1M tokens; the seed
+models' TTFT and token rate are approximate third-party medians, whose source and
+month ` + "`streamgate sim profiles`" + ` lists):
 ` + simProfileTable() + `
+--profiles FILE adds the profiles of a YAML file (replacing built-in ones of the same
+name): TTFT and gaps as quantile tables or Prometheus histograms, output length as a
+table, tokens per chunk as weights, prefill per token, an hourly (UTC) shape and fault
+rates; a draw takes a uniform quantile and interpolates linearly between the table's
+points. ` + "`streamgate sim profiles export`" + ` writes such a file from what a running
+gateway observed (see its --help).
+
 Every dialect streams its provider's shape from one engine, so profiles, pacing,
 headers and faults are the same in all three:
   OpenAI     role-only chunk, content chunks, finish_reason chunk, a usage chunk when
@@ -117,6 +126,7 @@ rate header hits that request, a rate header of 0 switches the profile's fault o
   streamgate sim --profile sim-gpt-4.1 --max-concurrency 64
   streamgate sim --fail-status 429 --fail-rate 0.1 --cut-rate 0.05 --seed 7
   streamgate sim --tls --tls-ca-out sim-ca.pem     # https://, a provider's ca_file: sim-ca.pem
+  streamgate sim --profiles prod.yaml              # sim profiles export wrote it
   curl -N localhost:8081/v1/chat/completions -H 'X-Sim-Tokens: 20' \
     -d '{"model":"sim-fast","stream":true,"messages":[{"role":"user","content":"hi"}]}'
   curl -N localhost:8081/v1/messages -H 'X-Sim-Tokens: 20' \
