@@ -20,6 +20,35 @@ import (
 // for concurrent use and does not allocate.
 type Dist struct {
 	p, v []float64
+	// idx[k] is the first point above quantile k/distIndex (see first), so
+	// a draw searches only the points between idx[k] and idx[k+1]: one or
+	// two for a table on an even grid, whatever its length.
+	idx [distIndex + 1]uint16
+}
+
+// distIndex is the number of slots of a Dist's index.
+const distIndex = 256
+
+// first returns the index of the first point above u, from 1 (a point
+// before it is at or below u) to len-1, searching [lo, hi].
+func (d *Dist) first(u float64, lo, hi int) int {
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if d.p[m] <= u {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
+
+// index builds idx once the points are set.
+func (d *Dist) index() *Dist {
+	for k := range d.idx {
+		d.idx[k] = uint16(d.first(float64(k)/distIndex, 1, len(d.p)-1))
+	}
+	return d
 }
 
 // MaxDistPoints bounds the points of one Dist (a quantile table, or the
@@ -54,7 +83,7 @@ func NewQuantileDist(q map[float64]float64) (*Dist, error) {
 		}
 		d.v = append(d.v, v)
 	}
-	return d, nil
+	return d.index(), nil
 }
 
 // pctName spells a quantile as a percentile: 0.5 → "50", 0.999 → "99.9".
@@ -64,18 +93,9 @@ func pctName(p float64) string { return fmt.Sprintf("%g", math.Round(p*1e6)/1e4)
 // around u. It does not allocate.
 func (d *Dist) at(u float64) float64 {
 	p := d.p
-	// The first point above u (a binary search: a table has up to
-	// MaxDistPoints points, an exported one about 220).
-	lo, hi := 1, len(p)-1
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if p[m] <= u {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	i := lo
+	// The first point above u, between the index's bounds of u's slot.
+	k := min(distIndex-1, max(0, int(u*distIndex)))
+	i := d.first(u, int(d.idx[k]), int(d.idx[k+1]))
 	p0, p1 := p[i-1], p[i]
 	v0, v1 := d.v[i-1], d.v[i]
 	if p1 <= p0 {
@@ -164,7 +184,7 @@ func NewHistogramDist(le []float64, cumulative []float64) (*Dist, error) {
 		}
 		d.p, d.v = append(d.p, p), append(d.v, v)
 	}
-	return d, nil
+	return d.index(), nil
 }
 
 // histogramGrid are the quantiles of a histogram's table: every half

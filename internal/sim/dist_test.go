@@ -271,3 +271,62 @@ func httptestRequest(name string, v int64) *http.Request {
 	r.Header.Set(name, strconv.FormatInt(v, 10))
 	return r
 }
+
+// BenchmarkGap is the draw of one gap alone: today's lognormal (ITL and
+// jitter) against an exported 220-point quantile table.
+func BenchmarkGap(b *testing.B) {
+	ms := float64(time.Millisecond)
+	table := NewEmpiricalDist(draws(mustQuantiles(b, map[float64]float64{0: 2 * ms, 0.5: 8 * ms, 0.99: 35 * ms, 1: 90 * ms}), 10_000, 9))
+	for _, p := range []Profile{
+		{Name: "fixed", ITL: 20 * time.Millisecond, ITLJitter: 0.2},
+		{Name: "quantile", ITLDist: table},
+	} {
+		b.Run(p.Name, func(b *testing.B) {
+			pl := &plan{profile: p.normalize(), timing: rand.New(rand.NewPCG(1, 2)), itlScale: 1}
+			var d time.Duration
+			b.ReportAllocs()
+			for b.Loop() {
+				d += pl.gap()
+			}
+			if d <= 0 {
+				b.Fatal("no gaps drawn")
+			}
+		})
+	}
+}
+
+func mustQuantiles(tb testing.TB, q map[float64]float64) *Dist {
+	d, err := NewQuantileDist(q)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return d
+}
+
+// The index of a table finds the same points as a search of the whole
+// table, for tables on an even grid and clustered ones alike.
+func TestDistIndex(t *testing.T) {
+	clustered := map[float64]float64{0: 1, 0.001: 2, 0.0011: 3, 0.5: 4, 0.9999: 5, 0.99991: 6, 1: 7}
+	even := map[float64]float64{}
+	for i := 0; i <= 1000; i++ {
+		even[float64(i)/1000] = float64(i * i)
+	}
+	for name, q := range map[string]map[float64]float64{"clustered": clustered, "even": even} {
+		d := mustQuantiles(t, q)
+		ref := func(u float64) float64 {
+			i := d.first(u, 1, len(d.p)-1)
+			f := min(1, max(0, (u-d.p[i-1])/(d.p[i]-d.p[i-1])))
+			return d.v[i-1] + f*(d.v[i]-d.v[i-1])
+		}
+		rng := rand.New(rand.NewPCG(5, 5))
+		for j := range 100_000 {
+			u := rng.Float64()
+			if j < len(d.p) {
+				u = d.p[j] // the points themselves
+			}
+			if got, want := d.at(u), ref(u); got != want {
+				t.Fatalf("%s: at(%v) = %v, want %v", name, u, got, want)
+			}
+		}
+	}
+}

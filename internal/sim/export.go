@@ -358,5 +358,5 @@ func NewEmpiricalDist(samples []float64) *Dist {
 	for _, p := range histogramGrid {
 		d.p, d.v = append(d.p, p), append(d.v, quantileOf(s, p))
 	}
-	return d
+	return d.index()
 }
