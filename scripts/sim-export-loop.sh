@@ -10,14 +10,16 @@
 # the differences; the issue's bar is 10 % for the latencies and 1 point for
 # the fault rates. On a loaded machine the TTFT the gateway observes carries
 # its scheduling delays, which the export keeps and a replay adds again: run
-# it on a quiet one.
-# Usage: scripts/sim-export-loop.sh   Env: REQUESTS (3000), CONCURRENCY (60), RUNS (2),
+# it on a quiet one. Keep CONCURRENCY moderate: the source's 503s are answered
+# at once, so a large first wave completes with several failures in a row, and
+# five in a row eject the gateway's only route (passive health).
+# Usage: scripts/sim-export-loop.sh   Env: REQUESTS (2000), CONCURRENCY (30), RUNS (2),
 #   SOURCE (a profiles file with a profile named up-model; default: the
 #   heavy-tailed one below), KEEP=1 keeps the work directory (exported file,
 #   bench JSON) and prints its path.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-n=${REQUESTS:-3000}; c=${CONCURRENCY:-60}; runs=${RUNS:-2}
+n=${REQUESTS:-2000}; c=${CONCURRENCY:-30}; runs=${RUNS:-2}
 work=$(mktemp -d)
 pids=()
 cleanup() {
