@@ -63,7 +63,9 @@ func (h *histogram) add(le, cum []float64) {
 
 // Buckets returns copies of the histogram's upper bounds (ns; the last
 // +Inf) and cumulative counts; nil when nothing was observed.
-func (h *histogram) Buckets() (le, cumulative []float64) { return slices.Clone(h.le), slices.Clone(h.cum) }
+func (h *histogram) Buckets() (le, cumulative []float64) {
+	return slices.Clone(h.le), slices.Clone(h.cum)
+}
 
 func (h *histogram) count() float64 {
 	if len(h.cum) == 0 {
