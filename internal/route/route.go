@@ -1,9 +1,10 @@
 // Package route owns a model's targets ("provider/model" routes) and the order
 // one request tries them in. Each Target keeps its live state in atomics:
-// attempts in flight, consecutive failures and a circuit breaker (ejected for
-// a window that doubles while probes fail, then one probe at a time), a
-// peak-EWMA of time to first token and a window of recent TTFTs for
-// quantiles. A Set orders a model's targets under one strategy (fallback,
+// attempts in flight, a peak-EWMA of time to first token and a window of
+// recent TTFTs for quantiles; its health is its Endpoint's (the upstream,
+// shared by every route on it): consecutive failures and a circuit breaker
+// (ejected for a window that doubles while probes fail, then one probe at a
+// time, or readmitted by an active health check). A Set orders a model's targets under one strategy (fallback,
 // weighted, least-inflight, lowest-latency); Backoff spaces retries. The
 // gateway calls Order once per request, then Begin and End around each
 // attempt; nothing here opens connections or starts goroutines.
@@ -121,183 +122,146 @@ func (s State) String() string {
 func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 
 // Target is one route of a model and its live state. Name and Weight are
-// read-only after NewTarget; the state is safe for concurrent use.
+// read-only after NewTarget; the state is safe for concurrent use. Its
+// health is its Endpoint's, shared with every other Target on it.
 type Target struct {
 	Name   string // "provider/model"
 	Weight int    // weighted strategy; below 1 counts as 1
 
-	h     Health
+	ep    *Endpoint
 	epoch time.Time // the origin of the target's clock (monotonic)
 
 	inflight atomic.Int64
 	requests atomic.Uint64 // attempts begun
-	failures atomic.Uint64 // Failure outcomes
-	consec   atomic.Int64  // consecutive Failure outcomes
-	// brk is the breaker: 0 healthy; u > 0 ejected until clock u (due for a
-	// probe from then on); -u probing, its probe claimed after clock u.
-	brk         atomic.Int64
-	level       atomic.Int32  // failed probes in this ejection: the window's doublings
-	probeFailed atomic.Bool   // a Failure ended while probing, held until nothing is in flight
-	ejections   atomic.Uint64 // transitions into Ejected
+	failures atomic.Uint64 // Failure outcomes of this route's attempts
 
 	lat latency
 }
 
-// NewTarget returns a healthy target with no observations. h's zero value
-// means the default breaker. In tests on synctest's clock, create targets
-// inside the bubble: the target's clock starts at NewTarget.
+// NewTarget returns a healthy target with no observations, on an endpoint
+// of its own named name. h's zero value means the default breaker. In
+// tests on synctest's clock, create targets inside the bubble: the
+// target's clock starts at NewTarget.
 func NewTarget(name string, weight int, h Health) *Target {
-	return &Target{Name: name, Weight: weight, h: h.withDefaults(), epoch: time.Now()}
+	return OnEndpoint(name, weight, NewEndpoint(name, h, nil))
 }
+
+// OnEndpoint returns a target with no observations on ep, whose health it
+// shares with every other target on ep. ep must not be nil.
+func OnEndpoint(name string, weight int, ep *Endpoint) *Target {
+	return &Target{Name: name, Weight: weight, ep: ep, epoch: time.Now()}
+}
+
+// Endpoint returns the endpoint whose health the target shares.
+func (t *Target) Endpoint() *Endpoint { return t.ep }
 
 // weight is Weight with its floor of 1.
 func (t *Target) weight() int { return max(t.Weight, 1) }
 
 // clock is the target's monotonic time: nanoseconds since NewTarget, plus 1
-// so that it is never 0 (0 is brk's "healthy").
+// so that it is never 0.
 func (t *Target) clock(now time.Time) int64 {
 	return max(int64(now.Sub(t.epoch))+1, 1)
 }
 
-// at is the wall time of clock value c.
-func (t *Target) at(c int64) time.Time { return t.epoch.Add(time.Duration(c - 1)) }
-
-// Begin claims the target for one attempt. It returns false when the target
-// is ejected and its window has not ended, or the window ended but another
-// attempt holds its one probe; a true return on an ejected target claims the
-// probe (State turns Probing). Each true return must be paired with exactly
-// one End; a false one needs none.
+// Begin claims the target for one attempt. It returns false when its
+// endpoint is ejected and its window has not ended, or the window ended but
+// another attempt holds its one probe; a true return on an ejected
+// endpoint claims the probe (State turns Probing). Each true return must be
+// paired with exactly one End; a false one needs none.
 func (t *Target) Begin() bool {
-	if b := t.brk.Load(); b != 0 {
-		if b < 0 || t.clock(time.Now()) < b {
-			return false
-		}
-		// Counted in flight before the claim: while the probe is out,
-		// in-flight never drops to 0, which is how done knows it ended.
-		t.inflight.Add(1)
-		if !t.brk.CompareAndSwap(b, -b) {
-			t.done()
-			return false
-		}
-		t.probeFailed.Store(false)
-	} else {
-		t.inflight.Add(1)
+	if !t.ep.begin() {
+		return false
 	}
+	t.inflight.Add(1)
 	t.requests.Add(1)
 	return true
 }
 
-// End ends an attempt begun with Begin: it takes the attempt out of flight,
-// observes its TTFT and updates the breaker.
+// Force claims the target for one attempt whatever its endpoint's state,
+// claiming no probe: panic routing (see Set.Panic), when every route of a
+// model refuses. It must be paired with exactly one End.
+func (t *Target) Force() {
+	t.ep.inflight.Add(1)
+	t.inflight.Add(1)
+	t.requests.Add(1)
+}
+
+// End ends an attempt begun with Begin or Force: it takes the attempt out
+// of flight, observes its TTFT and updates the endpoint's breaker.
 //
-// End cannot tell the probe from an attempt begun before the ejection and
-// still running (a straggler). So while Probing, a Success, whoever's, heals
-// the target at once; a Failure or Neutral is held until no attempt is in
-// flight, then any Failure ejects it again for a doubled window, otherwise
-// the target is due for another probe. A second probe thus never goes out
-// while the first may still run. While Ejected, outcomes are counted but do
-// not change the state: the window runs out and a probe decides.
+// A Success, whoever's, closes the circuit at once: the endpoint served a
+// request (a probe, a request routed in panic, an attempt begun before the
+// ejection). While Probing, a Failure or Neutral is held until no attempt
+// is in flight on the endpoint (End cannot tell the probe from an attempt
+// begun before it), then any Failure ejects it again for a doubled window,
+// otherwise the endpoint is due for another probe. A second probe thus
+// never goes out while the first may still run. While Ejected, a Failure
+// is counted but does not change the state: the window runs out and a
+// probe (or an active health check, Endpoint.Readmit) decides.
 func (t *Target) End(r Result) {
 	var now time.Time
 	if r.TTFT > 0 {
 		now = time.Now()
 		t.lat.observe(t, r.TTFT, now)
 	}
-	switch r.Outcome {
-	case Success:
-		if t.consec.Load() != 0 {
-			t.consec.Store(0)
-		}
-		if b := t.brk.Load(); b < 0 {
-			t.brk.CompareAndSwap(b, 0)
-		}
-	case Failure:
+	if r.Outcome == Failure {
 		t.failures.Add(1)
-		n := t.consec.Add(1)
-		switch b := t.brk.Load(); {
-		case b == 0 && t.h.Failures > 0 && n >= int64(t.h.Failures):
-			if now.IsZero() {
-				now = time.Now()
-			}
-			if t.brk.CompareAndSwap(0, t.clock(now)+int64(t.h.Window)) {
-				t.level.Store(0)
-				t.ejections.Add(1)
-			}
-		case b < 0:
-			t.probeFailed.Store(true) // before done: whoever settles sees it
-		}
 	}
-	t.done()
+	t.inflight.Add(-1)
+	t.ep.end(r.Outcome, now)
 }
 
-// done takes one attempt out of flight; the last one out of a probing target
-// settles it (see End).
-func (t *Target) done() {
-	if t.inflight.Add(-1) != 0 {
-		return
-	}
-	b := t.brk.Load()
-	if b >= 0 {
-		return
-	}
-	if !t.probeFailed.Swap(false) {
-		t.brk.CompareAndSwap(b, -b) // due again: -b is in the past
-		return
-	}
-	lv := t.level.Load()
-	if t.h.window(lv) < t.h.MaxWindow {
-		lv = t.level.Add(1)
-	}
-	if t.brk.CompareAndSwap(b, t.clock(time.Now())+int64(t.h.window(lv))) {
-		t.ejections.Add(1)
-	}
-}
-
-// Inflight is the number of attempts begun and not yet ended.
+// Inflight is the number of attempts begun on this target and not yet
+// ended.
 func (t *Target) Inflight() int { return int(t.inflight.Load()) }
 
-// State is the breaker's state. An Ejected target whose window has ended
-// (due for a probe) is still Ejected until a Begin claims the probe.
-func (t *Target) State() State {
-	switch b := t.brk.Load(); {
-	case b == 0:
-		return Healthy
-	case b < 0:
-		return Probing
-	}
-	return Ejected
-}
+// State is the breaker's state, its endpoint's. An Ejected target whose
+// window has ended (due for a probe) is still Ejected until a Begin claims
+// the probe.
+func (t *Target) State() State { return t.ep.State() }
 
 // Snapshot is a target's state for /status pages and logs. Its fields are
-// read one by one, not as one consistent cut.
+// read one by one, not as one consistent cut. The breaker's fields
+// (state, consecutive failures, window, ejections) are its endpoint's;
+// requests and failures are this route's own attempts.
 type Snapshot struct {
 	Name                string  `json:"name"`
+	Endpoint            string  `json:"endpoint"` // the upstream whose health the route shares
 	State               State   `json:"state"`
 	Weight              int     `json:"weight"`
 	Inflight            int     `json:"inflight"`
-	Requests            uint64  `json:"requests"` // attempts begun
-	Failures            uint64  `json:"failures"`
-	ConsecutiveFailures int64   `json:"consecutive_failures"`
-	EjectedUntil        string  `json:"ejected_until"` // RFC 3339 (ms); "" when healthy; past: due for a probe
-	Ejections           uint64  `json:"ejections"`
-	TTFTEWMAms          float64 `json:"ttft_ewma_ms"` // the decayed peak-EWMA; 0 before any observation
-	TTFTP95ms           float64 `json:"ttft_p95_ms"`  // 0 with too few observations
+	Requests            uint64  `json:"requests"`             // attempts begun
+	Failures            uint64  `json:"failures"`             // attempts that failed, connect failures included
+	ErrorRate           float64 `json:"error_rate"`           // failures / requests; 0 before any
+	ConsecutiveFailures int64   `json:"consecutive_failures"` // the endpoint's
+	EndpointFailures    uint64  `json:"endpoint_failures"`    // every route's on the endpoint
+	EjectedUntil        string  `json:"ejected_until"`        // RFC 3339 (ms); "" when healthy; past: due for a probe
+	Ejections           uint64  `json:"ejections"`            // the endpoint's
+	TTFTEWMAms          float64 `json:"ttft_ewma_ms"`         // the decayed peak-EWMA; 0 before any observation
+	TTFTP95ms           float64 `json:"ttft_p95_ms"`          // 0 with too few observations
 }
 
 // Snapshot returns the target's state now.
 func (t *Target) Snapshot() Snapshot {
 	now := time.Now()
+	e := t.ep
 	s := Snapshot{
 		Name:                t.Name,
+		Endpoint:            e.Name,
 		Weight:              t.weight(),
 		Inflight:            t.Inflight(),
 		Requests:            t.requests.Load(),
 		Failures:            t.failures.Load(),
-		ConsecutiveFailures: t.consec.Load(),
-		Ejections:           t.ejections.Load(),
+		ConsecutiveFailures: e.consec.Load(),
+		EndpointFailures:    e.failures.Load(),
+		Ejections:           e.ejections.Load(),
 		TTFTEWMAms:          t.lat.cost(t, now) / 1e6,
 	}
-	b := t.brk.Load()
+	if s.Requests > 0 {
+		s.ErrorRate = float64(s.Failures) / float64(s.Requests)
+	}
+	b := e.brk.Load()
 	switch {
 	case b == 0:
 		s.State = Healthy
@@ -307,7 +271,7 @@ func (t *Target) Snapshot() Snapshot {
 		s.State = Ejected
 	}
 	if b > 0 {
-		s.EjectedUntil = t.at(b).UTC().Truncate(time.Millisecond).Format(time.RFC3339Nano)
+		s.EjectedUntil = e.at(b).UTC().Truncate(time.Millisecond).Format(time.RFC3339Nano)
 	}
 	if p, ok := t.TTFTQuantile(0.95); ok {
 		s.TTFTP95ms = float64(p) / 1e6
@@ -315,15 +279,6 @@ func (t *Target) Snapshot() Snapshot {
 	return s
 }
 
-// EjectedUntil returns when the target's ejection window ends (a probe may
-// go then); false when it is healthy.
-func (t *Target) EjectedUntil() (time.Time, bool) {
-	b := t.brk.Load()
-	if b < 0 {
-		b = -b
-	}
-	if b == 0 {
-		return time.Time{}, false
-	}
-	return t.at(b), true
-}
+// EjectedUntil returns when the target's endpoint's ejection window ends (a
+// probe may go then); false when it is healthy.
+func (t *Target) EjectedUntil() (time.Time, bool) { return t.ep.EjectedUntil() }

@@ -331,19 +331,28 @@ func TestStragglers(t *testing.T) {
 			}
 		})
 	})
-	t.Run("outcomes while ejected do not change the state", func(t *testing.T) {
+	t.Run("a failure while ejected does not change the state", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			tg := route.NewTarget("p/m", 1, route.Health{})
 			tg.Begin()
-			tg.Begin()
 			eject(t, tg)
-			tg.End(success)
 			tg.End(failure)
 			if got := tg.State(); got != route.Ejected {
 				t.Fatalf("state: got %v, want %v", got, route.Ejected)
 			}
 			if got := tg.Inflight(); got != 0 {
 				t.Fatalf("inflight: got %d, want 0", got)
+			}
+		})
+	})
+	t.Run("a success while ejected heals", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			tg := route.NewTarget("p/m", 1, route.Health{})
+			tg.Begin()
+			eject(t, tg)
+			tg.End(success) // the endpoint served a request: it is up
+			if got := tg.State(); got != route.Healthy {
+				t.Fatalf("state: got %v, want %v", got, route.Healthy)
 			}
 		})
 	})
@@ -357,7 +366,8 @@ func TestSnapshotJSON(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := `{"name":"p/m","state":"ejected","weight":1,"inflight":0,"requests":5,"failures":5,"consecutive_failures":5,` +
+		want := `{"name":"p/m","endpoint":"p/m","state":"ejected","weight":1,"inflight":0,"requests":5,"failures":5,"error_rate":1,` +
+			`"consecutive_failures":5,"endpoint_failures":5,` +
 			`"ejected_until":"2000-01-01T00:00:05Z","ejections":1,"ttft_ewma_ms":0,"ttft_p95_ms":0}`
 		if string(b) != want {
 			t.Fatalf("snapshot JSON:\ngot  %s\nwant %s", b, want)

@@ -93,11 +93,11 @@ func (s *Set) Ready() bool {
 // once each, and the time it read (zero when no target needed it).
 func (s *Set) available() (now time.Time, avail uint64) {
 	for i, t := range s.targets {
-		b := t.brk.Load()
+		b := t.ep.brk.Load()
 		if b > 0 && now.IsZero() {
 			now = time.Now()
 		}
-		if b == 0 || b > 0 && t.clock(now) >= b {
+		if b == 0 || b > 0 && t.ep.clock(now) >= b {
 			avail |= 1 << i
 		}
 	}
@@ -129,6 +129,26 @@ func (s *Set) Order(dst []*Target) []*Target {
 		}
 	}
 	return dst
+}
+
+// Panic returns the target most likely to work when every target refuses
+// an attempt (Envoy's panic threshold at 100 %: rather than refuse every
+// request while a whole model is ejected, route anyway): the one whose
+// endpoint has the fewest consecutive failures, of those the one whose
+// last failure is oldest, of those the first in configured order. The
+// caller claims it with Force. Refusing everyone until a window ends is
+// what turned an upstream's return into a burst of 503s (issue 25); in
+// panic a request that finds the upstream back closes its circuit.
+func (s *Set) Panic() *Target {
+	best := s.targets[0]
+	bc, bl := best.ep.consec.Load(), best.ep.lastFail.Load()
+	for _, t := range s.targets[1:] {
+		c, l := t.ep.consec.Load(), t.ep.lastFail.Load()
+		if c < bc || c == bc && l < bl {
+			best, bc, bl = t, c, l
+		}
+	}
+	return best
 }
 
 // pick returns the strategy's first choice among avail (not 0).
