@@ -4,6 +4,7 @@
 package config
 
 import (
+	"cmp"
 	"time"
 )
 
@@ -139,6 +140,46 @@ type Provider struct {
 	// dialect openai (the simulator speaks it). false: /v1/responses
 	// requests are translated into chat requests for it.
 	Responses bool `yaml:"responses"`
+	// HealthCheck is the active check of this provider's upstream while it
+	// is ejected (see HealthCheck); on by default.
+	HealthCheck HealthCheck `yaml:"health_check"`
+}
+
+// Active health check defaults, used where HealthCheck leaves a field zero.
+const (
+	DefaultHealthCheckInterval = 5 * time.Second
+	DefaultHealthCheckTimeout  = 2 * time.Second
+)
+
+// HealthCheck is a provider's active health check: while its upstream is
+// ejected (consecutive failures opened the circuit of every route on it),
+// the gateway sends one cheap request every Interval (GET {base_url}/models
+// for kind openai, GET /v1/models for anthropic, the models list for
+// gemini; no tokens spent), and the first 2xx answer readmits the
+// upstream. A healthy upstream is never checked: requests are its check.
+// The zero value is on, with the defaults above.
+type HealthCheck struct {
+	// Interval between checks of an ejected upstream; 0 means
+	// DefaultHealthCheckInterval.
+	Interval Duration `yaml:"interval"`
+	// Timeout of one check; 0 means DefaultHealthCheckTimeout (and never
+	// more than Interval).
+	Timeout Duration `yaml:"timeout"`
+	// Disabled turns the check off: an ejected upstream is readmitted only
+	// by a request's success (a probe once its window ends, or panic
+	// routing when every route of a model is ejected).
+	Disabled bool `yaml:"disabled"`
+}
+
+// Every returns the interval and the timeout of the check with their
+// defaults, the timeout at most the interval; false when it is disabled.
+func (h HealthCheck) Every() (interval, timeout time.Duration, on bool) {
+	if h.Disabled {
+		return 0, 0, false
+	}
+	interval = cmp.Or(h.Interval.D(), DefaultHealthCheckInterval)
+	timeout = min(cmp.Or(h.Timeout.D(), DefaultHealthCheckTimeout), interval)
+	return interval, timeout, true
 }
 
 // Key is a static API key of the gateway.

@@ -224,6 +224,8 @@ func (v *problems) provider(path string, p Provider) {
 	if p.Responses && p.Kind != "openai" && (p.Kind != "sim" || p.Dialect != "" && p.Dialect != "openai") {
 		v.add(path+".responses", "only for kind openai (or sim of dialect openai): a provider of kind %s does not speak the Responses API", cmp.Or(p.Dialect, p.Kind))
 	}
+	v.nonNegative(path+".health_check.interval", p.HealthCheck.Interval)
+	v.nonNegative(path+".health_check.timeout", p.HealthCheck.Timeout)
 	if p.Continuation != "" && !oneOf(p.Continuation, continuations) {
 		v.add(path+".continuation", "unknown continuation %q (want one of %s)", p.Continuation, strings.Join(continuations, ", "))
 	}

@@ -116,6 +116,8 @@ func TestValidateEachProblem(t *testing.T) {
 		{"base_url of sim checked when set", func(c *Config) { c.Providers[1].BaseURL = "localhost:8081" }, "providers[1].base_url: localhost:8081 is not an absolute http(s) URL"},
 		{"http2 on https base_url", func(c *Config) { c.Providers[0].HTTP2 = true }, "providers[0].http2: only for http:// base URLs (h2c); https negotiates HTTP/2 by ALPN already"},
 		{"http2 on bad base_url reports the url only", func(c *Config) { c.Providers[0].BaseURL, c.Providers[0].HTTP2 = "/v1", true }, "providers[0].base_url: /v1 is not an absolute http(s) URL"},
+		{"health check interval negative", func(c *Config) { c.Providers[0].HealthCheck.Interval = Duration(-time.Second) }, "providers[0].health_check.interval: must not be negative, got -1s"},
+		{"health check timeout negative", func(c *Config) { c.Providers[1].HealthCheck.Timeout = -1 }, "providers[1].health_check.timeout: must not be negative, got -1ns"},
 		{"model name missing", func(c *Config) { c.Models[0].Name = "" }, "models[0].name: required\n" +
 			`keys[0].models[0]: unknown model "gpt-4.1"`},
 		{"model duplicate", func(c *Config) { c.Models = append(c.Models, c.Models[0]) }, `models[1].name: duplicate model name "gpt-4.1" (first at models[0])`},
@@ -259,4 +261,25 @@ func TestCheckCoversAllFieldKinds(t *testing.T) {
 		}
 	}
 	walk("config", reflect.TypeFor[Config]())
+}
+
+func TestHealthCheckEvery(t *testing.T) {
+	for _, tt := range []struct {
+		name              string
+		h                 HealthCheck
+		interval, timeout time.Duration
+		on                bool
+	}{
+		{"zero: on with the defaults", HealthCheck{}, DefaultHealthCheckInterval, DefaultHealthCheckTimeout, true},
+		{"set", HealthCheck{Interval: Duration(time.Second), Timeout: Duration(300 * time.Millisecond)}, time.Second, 300 * time.Millisecond, true},
+		{"timeout at most the interval", HealthCheck{Interval: Duration(500 * time.Millisecond)}, 500 * time.Millisecond, 500 * time.Millisecond, true},
+		{"disabled", HealthCheck{Disabled: true, Interval: Duration(time.Second)}, 0, 0, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			i, to, on := tt.h.Every()
+			if i != tt.interval || to != tt.timeout || on != tt.on {
+				t.Fatalf("got %v, %v, %v; want %v, %v, %v", i, to, on, tt.interval, tt.timeout, tt.on)
+			}
+		})
+	}
 }
