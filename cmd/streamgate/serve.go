@@ -18,6 +18,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/spf13/cobra"
 
+	"github.com/streamgate/streamgate/internal/collapse"
 	"github.com/streamgate/streamgate/internal/config"
 	"github.com/streamgate/streamgate/internal/gateway"
 	"github.com/streamgate/streamgate/internal/keys"
@@ -92,7 +93,11 @@ separate listener for profiling the gateway; keep it on loopback.`,
 			if grace < 0 {
 				return usagef("--grace: must not be negative, got %v", grace)
 			}
-			logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
+			// Repeated WARN lines (a dead upstream under load) are collapsed:
+			// the first logged, then one line with the count per 10 s.
+			collapsed := collapse.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}), collapse.Options{})
+			defer collapsed.Flush()
+			logger := slog.New(collapsed)
 			for flag, v := range map[string]string{"--addr": addr, "--pprof": pprofAddr} {
 				if v == "" {
 					continue

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -131,6 +132,9 @@ type Gateway struct {
 	throttle  *auth.Throttle
 	providers map[string]provider.Provider
 	routes    map[string]*routeSet // model name → its routes under its strategy
+	// health is the upstream endpoints the routes share their health on,
+	// and their active checks.
+	health *health
 	// embedRoutes are the routes of g.routes whose provider serves
 	// embeddings (provider.Embedder).
 	embedRoutes map[string]*routeSet
@@ -196,6 +200,7 @@ func New(opts Options) (*Gateway, error) {
 		bodyTimeout: cfg.Timeouts.RequestBody.D(),
 		created:     time.Now().Unix(),
 	}
+	g.health = newHealth(opts.Logger)
 	if g.rec == nil {
 		g.rec = discard{}
 	}
@@ -257,6 +262,10 @@ func New(opts Options) (*Gateway, error) {
 	if l, ok := g.rec.(interface{ Stats() usage.Stats }); ok {
 		metrics.RegisterLedger(g.reg, l.Stats) // the ledger writer's backlog and losses
 	}
+	if g.health.log == nil {
+		g.health.log = g.log
+	}
+	endpoints := map[string]*endpoint{} // provider name → its upstream
 	for name, p := range opts.Providers {
 		g.providers[name] = p
 	}
@@ -296,6 +305,7 @@ func New(opts Options) (*Gateway, error) {
 			return nil, fmt.Errorf("gateway: provider %s: %w", p.Name, err)
 		}
 		g.providers[p.Name] = pv
+		endpoints[p.Name] = g.health.add(endpointKey(pc.Kind, pc.BaseURL, pc.APIKey), p.Name, pv, p.HealthCheck)
 	}
 	for i := range cfg.Models {
 		m := &cfg.Models[i]
@@ -307,8 +317,16 @@ func New(opts Options) (*Gateway, error) {
 				return nil, fmt.Errorf("gateway: model %s: unknown provider %q", m.Name, r.Provider)
 			}
 			name := r.Provider + "/" + r.Model
+			ep := endpoints[r.Provider]
+			if ep == nil { // given as a value (Options.Providers): an upstream of its own
+				ep = g.health.add("provider\x00"+r.Provider, r.Provider, p, healthCheckOf(cfg, r.Provider))
+				endpoints[r.Provider] = ep
+			}
+			if !slices.Contains(ep.routes, name) {
+				ep.routes = append(ep.routes, name)
+			}
 			t := target{name: name, model: r.Model, provider: p, obs: g.m.Stream(m.Name, name),
-				rt: route.NewTarget(name, r.Weight, route.Health{}), cont: continuationOf(cfg, r.Provider)}
+				rt: route.OnEndpoint(name, r.Weight, ep.ep), cont: continuationOf(cfg, r.Provider)}
 			all = append(all, t)
 			if _, ok := p.(provider.Embedder); ok {
 				embed = append(embed, t)
@@ -366,6 +384,16 @@ func newRouteSet(m *config.Model, targets []target) (*routeSet, error) {
 	return &routeSet{model: m, set: set, targets: targets, hedge: newHedger(m.Hedge)}, nil
 }
 
+// healthCheckOf is the health check of the provider named name.
+func healthCheckOf(cfg *config.Config, name string) config.HealthCheck {
+	for _, p := range cfg.Providers {
+		if p.Name == name {
+			return p.HealthCheck
+		}
+	}
+	return config.HealthCheck{}
+}
+
 // continuationOf is the continuation mode of the provider named name.
 func continuationOf(cfg *config.Config, name string) string {
 	for _, p := range cfg.Providers {
@@ -392,7 +420,8 @@ func (g *Gateway) routeStates() []metrics.RouteState {
 			case route.Ejected:
 				v = 2
 			}
-			out = append(out, metrics.RouteState{Model: m.Name, Route: t.name, State: v, Inflight: float64(t.rt.Inflight())})
+			out = append(out, metrics.RouteState{Model: m.Name, Route: t.name, State: v, Inflight: float64(t.rt.Inflight()),
+				Attempts: float64(t.rt.Requests()), Failures: float64(t.rt.Failures())})
 		}
 	}
 	return out
@@ -413,6 +442,7 @@ func (g *Gateway) routesTable() *http.ServeMux {
 	mux.HandleFunc("/healthz", g.healthz)
 	mux.HandleFunc("/readyz", g.readyz)
 	mux.Handle("/admin/routes", auth.Admin(g.cfg.AdminKey, g.throttle, g.writeError)(onlyGet(g, http.HandlerFunc(g.adminRoutes))))
+	mux.Handle("/admin/routes/", auth.Admin(g.cfg.AdminKey, g.throttle, g.writeError)(http.HandlerFunc(g.adminRouteReset)))
 	mux.Handle("/admin/keys", auth.Admin(g.cfg.AdminKey, g.throttle, g.writeError)(http.HandlerFunc(g.adminKeys)))
 	mux.Handle("/admin/keys/", auth.Admin(g.cfg.AdminKey, g.throttle, g.writeError)(http.HandlerFunc(g.adminKeys)))
 	mux.Handle("/admin/usage", auth.Admin(g.cfg.AdminKey, g.throttle, g.writeError)(onlyGet(g, http.HandlerFunc(g.adminUsage))))
@@ -454,6 +484,9 @@ func startSim(opts sim.Options) (string, func(), error) {
 // Close stops the in-process simulators and closes idle upstream
 // connections. Call it after Serve returned.
 func (g *Gateway) Close() error {
+	if g.health != nil {
+		g.health.close()
+	}
 	if g.dash != nil { // nil when New failed early
 		g.dash.Close()
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -163,7 +164,8 @@ type tryFunc func(ctx context.Context, p *plan, t *target) error
 
 // run is the route loop of every endpoint, stream or not: the targets in
 // the order the model's strategy gives (ejected ones last, skipped while
-// their circuit is open), then up to model.retries more attempts cycling
+// their circuit is open; when every one is, the one most likely to work
+// is tried anyway: panic routing, route.Set.Panic), then up to model.retries more attempts cycling
 // over them again, each after a backoff with jitter (at least the
 // upstream's Retry-After) unless it would end past the request's retry
 // budget. It stops at the first success, when goOn says no more attempt
@@ -205,7 +207,17 @@ func (g *Gateway) run(ctx context.Context, c *call, rs *routeSet, try tryFunc, g
 			g.m.Retry(c.model.Name)
 		}
 		if !rt.Begin() {
-			continue // circuit open, or its one probe is out
+			if pos != n-1 || made != 0 {
+				continue // circuit open, or its one probe is out
+			}
+			// Panic routing: every route of the first pass refused (all
+			// ejected, or their probes out). Rather than refuse the request
+			// with a 503, it goes to the route most likely to work; if the
+			// upstream is back, its success closes the circuit at once.
+			rt = rs.set.Panic()
+			rt.Force()
+			i = slices.Index(p.order, rt)
+			g.m.Panic(c.model.Name)
 		}
 		made++
 		p.pos, p.res, p.retry = i, route.Result{}, pos >= n

@@ -133,6 +133,9 @@ type Metrics struct {
 	// Retries counts attempts on a route already tried for the request,
 	// after a backoff.
 	Retries *prometheus.CounterVec // model
+	// Panics counts requests routed in panic: every route of the model was
+	// ejected, and the one most likely to work was tried anyway.
+	Panics *prometheus.CounterVec // model
 	// Admission counts requests refused by admission control or a rate
 	// limit, by scope (gateway, key, rpm, tpm).
 	Admission *prometheus.CounterVec // scope
@@ -190,6 +193,9 @@ func New(reg prometheus.Registerer) *Metrics {
 		Retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "streamgate_retries_total", Help: "Attempts on a route already tried for the same request, after a backoff.",
 		}, []string{"model"}),
+		Panics: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "streamgate_panic_routed_total", Help: "Requests routed although every route of their model was ejected (panic routing: the route most likely to work is tried).",
+		}, []string{"model"}),
 		Admission: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "streamgate_admission_rejected_total", Help: "Requests refused by admission control or a key's rate limit, by scope: gateway (limits.max_streams), key (a key's concurrent requests), rpm, tpm (a key's requests or tokens per minute), budget (a key's budget spent).",
 		}, []string{"scope"}),
@@ -199,7 +205,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.TTFT, m.ITL, m.MaxGap, m.TPS, m.Overhead, m.Requests, m.Tokens, m.Cost, m.Fallbacks, m.Inflight,
-			m.Hedges, m.Continuations, m.Retries, m.Admission,
+			m.Hedges, m.Continuations, m.Retries, m.Panics, m.Admission,
 			newBuildInfo(ReadBuild()),
 			collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsGC, collectors.MetricsScheduler)),
 			NewGCPauseCollector(),
@@ -300,6 +306,7 @@ func (m *Metrics) Known(model string, routes []string, hedges, continues bool) {
 		m.Fallbacks.WithLabelValues(model, reason)
 	}
 	m.Retries.WithLabelValues(model)
+	m.Panics.WithLabelValues(model)
 	if hedges {
 		for _, o := range HedgeOutcomes {
 			m.Hedges.WithLabelValues(model, o)
@@ -368,6 +375,13 @@ func (m *Metrics) Retry(model string) {
 	}
 }
 
+// Panic counts one request routed in panic.
+func (m *Metrics) Panic(model string) {
+	if m != nil {
+		m.Panics.WithLabelValues(model).Inc()
+	}
+}
+
 // Rejected counts one request refused by admission control.
 func (m *Metrics) Rejected(scope string) {
 	if m != nil {
@@ -381,6 +395,8 @@ type RouteState struct {
 	Model, Route string
 	State        float64 // 0 healthy, 1 probing, 2 ejected
 	Inflight     float64 // attempts open on the route now
+	Attempts     float64 // attempts begun on the route since start
+	Failures     float64 // of them, failed (connect failures included)
 }
 
 // RegisterRouteState adds streamgate_route_state{model,route} (0 healthy,
@@ -394,23 +410,29 @@ func RegisterRouteState(reg prometheus.Registerer, states func() []RouteState) {
 	reg.MustRegister(&routeStateCollector{
 		desc:     prometheus.NewDesc("streamgate_route_state", "Circuit state of each route: 0 healthy, 1 probing (one trial request out after an ejection), 2 ejected (consecutive failures).", []string{"model", "route"}, nil),
 		inflight: prometheus.NewDesc("streamgate_route_inflight", "Requests in flight on each route (attempts: a hedged request counts on both of its routes).", []string{"model", "route"}, nil),
+		attempts: prometheus.NewDesc("streamgate_route_attempts_total", "Attempts begun on each route (a fallback's and a retry's each count).", []string{"model", "route"}, nil),
+		failures: prometheus.NewDesc("streamgate_route_failures_total", "Attempts on each route that failed against its health (5xx, 429, connect failures, timeouts, broken streams), whether or not another route then served the request.", []string{"model", "route"}, nil),
 		states:   states,
 	})
 }
 
 type routeStateCollector struct {
-	desc, inflight *prometheus.Desc
-	states         func() []RouteState
+	desc, inflight, attempts, failures *prometheus.Desc
+	states                             func() []RouteState
 }
 
 func (c *routeStateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.desc
 	ch <- c.inflight
+	ch <- c.attempts
+	ch <- c.failures
 }
 
 func (c *routeStateCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range c.states() {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, s.State, s.Model, s.Route)
 		ch <- prometheus.MustNewConstMetric(c.inflight, prometheus.GaugeValue, s.Inflight, s.Model, s.Route)
+		ch <- prometheus.MustNewConstMetric(c.attempts, prometheus.CounterValue, s.Attempts, s.Model, s.Route)
+		ch <- prometheus.MustNewConstMetric(c.failures, prometheus.CounterValue, s.Failures, s.Model, s.Route)
 	}
 }

@@ -49,6 +49,15 @@ type Embedder interface {
 	Embed(ctx context.Context, req *Request) ([]byte, error)
 }
 
+// Checker is an optional capability of a Provider: Check sends its
+// upstream one cheap authenticated request (its models list: no tokens
+// spent) and returns nil on a 2xx answer, else the *Error or transport
+// error. The gateway's active health check calls it while the upstream is
+// ejected.
+type Checker interface {
+	Check(ctx context.Context) error
+}
+
 // Stream is an open upstream stream in the OpenAI chunk dialect.
 type Stream interface {
 	// Next returns the next event, valid until the following call. It returns
@@ -451,6 +460,29 @@ var (
 // StatusError's error.
 func (c *Caller) Post(ctx context.Context, req *Request, url string, body []byte, stream bool) (*http.Response, error) {
 	return c.post(ctx, req, url, body, stream, nil)
+}
+
+// Get sends a GET to url with c.Header, for Checker: nil on a 2xx answer
+// (its body drained, bounded), TransportError's error when the upstream
+// could not be reached, else StatusError's.
+func (c *Caller) Get(ctx context.Context, url string) error {
+	hr, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return fmt.Errorf("provider: build request to %s: %w", url, err)
+	}
+	hr.Header["Accept"] = jsonType
+	for k, v := range c.Header {
+		hr.Header[k] = v
+	}
+	resp, err := c.RT.RoundTrip(hr)
+	if err != nil {
+		return TransportError(ctx, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		err = c.RedactError(c.StatusError(resp))
+	}
+	DrainClose(resp.Body)
+	return err
 }
 
 // PostNative is Post for a body in the client's own dialect (req.Native's,

@@ -70,6 +70,9 @@ type Event struct {
 	Window time.Duration
 	// Probes is the failed probes of this ejection so far (EventEjected).
 	Probes int32
+	// Checked: an EventRecovered of a passing health check (Readmit), not
+	// of a request's success.
+	Checked bool
 }
 
 // NewEndpoint returns a healthy endpoint. h's zero value means the default
@@ -198,7 +201,7 @@ func (e *Endpoint) Readmit() bool {
 	if !e.close() {
 		return false
 	}
-	e.event(Event{Kind: EventRecovered})
+	e.event(Event{Kind: EventRecovered, Checked: true})
 	return true
 }
 

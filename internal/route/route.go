@@ -216,6 +216,12 @@ func (t *Target) End(r Result) {
 // ended.
 func (t *Target) Inflight() int { return int(t.inflight.Load()) }
 
+// Requests is the attempts begun on this target.
+func (t *Target) Requests() uint64 { return t.requests.Load() }
+
+// Failures is the attempts on this target that ended with a Failure.
+func (t *Target) Failures() uint64 { return t.failures.Load() }
+
 // State is the breaker's state, its endpoint's. An Ejected target whose
 // window has ended (due for a probe) is still Ejected until a Begin claims
 // the probe.

@@ -266,6 +266,29 @@ func boolByte(b bool) byte {
 
 // geminiModels serves /v1beta/models/{model}:{action} for the actions
 // generateContent, streamGenerateContent (alt=sse only) and countTokens.
+// geminiList is GET /v1beta/models, the Gemini API's models list (one
+// page), which the gateway's active health check asks for.
+func (s *Server) geminiList(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", "GET")
+		geminiDialect{}.writeError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed on /v1beta/models")
+		return
+	}
+	type model struct {
+		Name                       string   `json:"name"`
+		DisplayName                string   `json:"displayName"`
+		SupportedGenerationMethods []string `json:"supportedGenerationMethods"`
+	}
+	out := struct {
+		Models []model `json:"models"`
+	}{Models: make([]model, 0, len(s.models))}
+	for _, name := range s.models {
+		out.Models = append(out.Models, model{Name: "models/" + name, DisplayName: name,
+			SupportedGenerationMethods: []string{"generateContent", "countTokens"}})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
 func (s *Server) geminiModels(w http.ResponseWriter, r *http.Request) {
 	s.m.requests.Inc()
 	d := geminiDialect{}

@@ -345,6 +345,7 @@ func New(opts Options) *Server {
 	s.mux.HandleFunc("/v1/messages", s.messages(false))
 	s.mux.HandleFunc("/v1/messages/count_tokens", s.messages(true))
 	s.mux.HandleFunc("/v1beta/models/", s.geminiModels)
+	s.mux.HandleFunc("/v1beta/models", s.geminiList)
 	s.mux.HandleFunc("/v1/embeddings", s.embeddings)
 	s.mux.HandleFunc("/v1/models", s.listModels)
 	s.mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
@@ -426,11 +427,40 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 			"method "+r.Method+" not allowed on /v1/models")
 		return
 	}
+	if r.Header.Get("Anthropic-Version") != "" {
+		s.anthropicList(w)
+		return
+	}
 	list := api.ModelList{Object: "list", Data: make([]api.Model, 0, len(s.models))}
 	for _, name := range s.models {
 		list.Data = append(list.Data, api.Model{ID: name, Object: "model", Created: s.created, OwnedBy: "streamgate-sim"})
 	}
 	writeJSON(w, http.StatusOK, list)
+}
+
+// anthropicList is GET /v1/models as Anthropic answers it (a request with
+// anthropic-version): models of type "model", one page.
+func (s *Server) anthropicList(w http.ResponseWriter) {
+	type model struct {
+		Type        string `json:"type"`
+		ID          string `json:"id"`
+		DisplayName string `json:"display_name"`
+		CreatedAt   string `json:"created_at"`
+	}
+	out := struct {
+		Data    []model `json:"data"`
+		HasMore bool    `json:"has_more"`
+		FirstID *string `json:"first_id"`
+		LastID  *string `json:"last_id"`
+	}{Data: make([]model, 0, len(s.models))}
+	created := time.Unix(s.created, 0).UTC().Format(time.RFC3339)
+	for _, name := range s.models {
+		out.Data = append(out.Data, model{Type: "model", ID: name, DisplayName: name, CreatedAt: created})
+	}
+	if n := len(out.Data); n > 0 {
+		out.FirstID, out.LastID = &out.Data[0].ID, &out.Data[n-1].ID
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // profileFor returns the profile of a model name.

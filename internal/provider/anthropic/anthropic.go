@@ -336,3 +336,11 @@ func stopSequence(reason, seq []byte) []byte {
 	}
 	return nil
 }
+
+var _ provider.Checker = (*Client)(nil)
+
+// Check implements provider.Checker: GET /v1/models?limit=1, Anthropic's
+// models list (no tokens spent), with the key and anthropic-version.
+func (c *Client) Check(ctx context.Context) error {
+	return c.call.Get(ctx, strings.TrimSuffix(c.url, "/messages")+"/models?limit=1")
+}

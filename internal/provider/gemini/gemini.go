@@ -535,3 +535,11 @@ func parseGoogleError(b []byte, ge *googleError) bool {
 	*ge = *body.Error
 	return true
 }
+
+var _ provider.Checker = (*Client)(nil)
+
+// Check implements provider.Checker: GET {base}/models?pageSize=1, the
+// Gemini API's models list (no tokens spent).
+func (c *Client) Check(ctx context.Context) error {
+	return c.call.Get(ctx, strings.TrimSuffix(c.models, "/")+"?pageSize=1")
+}

@@ -360,3 +360,11 @@ func statusError(resp *http.Response) error {
 	}
 	return e
 }
+
+var _ provider.Checker = (*Client)(nil)
+
+// Check implements provider.Checker: GET {base}/models, OpenAI's models
+// list (no tokens spent; vLLM and the simulator serve it too).
+func (c *Client) Check(ctx context.Context) error {
+	return c.call.Get(ctx, strings.TrimSuffix(c.url, "/chat/completions")+"/models")
+}
