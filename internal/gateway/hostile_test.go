@@ -263,13 +263,20 @@ func TestHostileUpstream(t *testing.T) {
 			cases = append(cases, c)
 		}
 	}
-	e := start(t, hostileConfig(url, cases...))
+	cfg := hostileConfig(url, cases...)
+	cfg.AdminKey = "admin-secret"
+	e := start(t, cfg)
 	for i, tt := range tests {
 		name := tt.model
 		if !tt.stream {
 			name += "/json"
 		}
 		t.Run(name, func(t *testing.T) {
+			// Every case is one upstream model of the same hostile server,
+			// whose health they share: each starts with it readmitted.
+			if resp := do(t, "POST", e.url+"/admin/routes/hostile/reset", "admin-secret", ""); resp.StatusCode != 200 {
+				t.Fatalf("reset the hostile upstream: got %d, want 200", resp.StatusCode)
+			}
 			resp := do(t, "POST", e.url+"/v1/chat/completions", devKey, chatBody(tt.model, tt.stream, ""))
 			if resp.StatusCode != tt.status {
 				t.Errorf("got status %d, want %d", resp.StatusCode, tt.status)
