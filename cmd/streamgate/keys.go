@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,9 +13,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/streamgate/streamgate/internal/config"
+	"github.com/streamgate/streamgate/internal/budget"
 	"github.com/streamgate/streamgate/internal/gateway"
 	"github.com/streamgate/streamgate/internal/keys"
+	"github.com/streamgate/streamgate/internal/usage"
+	"github.com/streamgate/streamgate/internal/usd"
 )
 
 func init() { subcommands = append(subcommands, newKeysCmd) }
@@ -27,57 +30,60 @@ func newKeysCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "keys",
 		Short: "Create, list, show, revoke and rotate API keys kept in the gateway's database",
-		Long: `keys manages the gateway's API keys kept in its database (the config's database:,
-or --database). A key's secret (sg-…) is shown once, when it is created or
-rotated; the database keeps only its SHA-256 and a display prefix. Every
-gateway replica using the database sees a new, revoked or rotated key within a
-second. The static keys of the config file keep working beside them.`,
+		Long: `keys manages the gateway's API keys kept in its database. A key's secret (sg-…) is
+shown once, when it is created or rotated; the database keeps only its SHA-256
+and a display prefix. Every gateway replica using the database sees a new,
+revoked or rotated key within a second. The static keys of the config file keep
+working beside them.
+
+Each key is shown with its limits, its budget and period, what the usage ledger
+recorded of its spend in the current period (calendar UTC month or day, or all
+ever for total; a month for a key without a budget) and what remains of the
+budget; --json adds "spent_usd", "spent_since" and "remaining_usd".
+
+The database is the first of: --database, STREAMGATE_DATABASE, the database: of
+--config FILE, that of ./streamgate.yaml when the working directory has one,
+sqlite://streamgate.db; each command names it on stderr. Only create may
+create a SQLite file: the others fail when it does not exist.`,
 		Example: `  streamgate keys create --name app --models sim-gpt-4.1,sim-fast --max-streams 8 --expires 30d
   streamgate keys list
   streamgate keys revoke app`,
 	}
 	pf := cmd.PersistentFlags()
-	pf.StringVar(&cfgPath, "config", "", "gateway config file whose database: holds the keys (default: the embedded default's)")
-	pf.StringVar(&dsn, "database", "", "the database instead of the config's (sqlite://PATH or postgres://...)")
+	pf.StringVar(&cfgPath, "config", "", "gateway config file whose database: holds the keys (default: ./streamgate.yaml if present, else sqlite://streamgate.db)")
+	pf.StringVar(&dsn, "database", "", "the database instead of the config's (sqlite://PATH or postgres://...; env STREAMGATE_DATABASE)")
 	pf.BoolVar(&asJSON, "json", false, "print JSON")
 
-	open := func(ctx context.Context) (*keys.Store, error) {
-		database := dsn
-		if database == "" {
-			var cfg *config.Config
-			var err error
-			if cfgPath != "" {
-				cfg, err = config.LoadWithoutSecrets(cfgPath, e.getenv)
-			} else {
-				cfg, _, err = config.Default(e.getenv)
-			}
-			if err != nil {
-				return nil, configError{err}
-			}
-			database = cfg.Database
-		}
-		octx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		return keys.Open(octx, database)
-	}
-	withStore := func(f func(ctx context.Context, s *keys.Store) error) func(*cobra.Command, []string) error {
+	// withStore runs f on the chosen database's key store; only a command
+	// that writes (create) may create a SQLite file.
+	withStore := func(create bool, f func(ctx context.Context, s *keys.Store, db database) error) func(*cobra.Command, []string) error {
 		return func(c *cobra.Command, _ []string) error {
-			s, err := open(c.Context())
+			db, err := chooseDatabase(e, dsn, cfgPath, create)
+			if err != nil {
+				return err
+			}
+			octx, cancel := context.WithTimeout(c.Context(), 10*time.Second)
+			defer cancel()
+			s, err := keys.Open(octx, db.dsn)
 			if err != nil {
 				return err
 			}
 			defer s.Close()
-			return cliKeyError(f(c.Context(), s))
+			return cliKeyError(f(c.Context(), s, db))
 		}
 	}
-	print := func(k keys.Key, secret string) error {
+	print := func(ctx context.Context, db database, k keys.Key, secret string) error {
+		shown, err := withSpend(ctx, db, []keys.Key{k}, time.Now())
+		if err != nil {
+			return err
+		}
 		if asJSON {
 			return printJSON(e.stdout, struct {
-				keys.Key
+				keyView
 				Secret string `json:"secret,omitempty"`
-			}{k, secret})
+			}{shown[0], secret})
 		}
-		printKeys(e.stdout, []keys.Key{k})
+		printKeys(e.stdout, shown)
 		if secret != "" {
 			fmt.Fprintf(e.stdout, "\nsecret: %s\n(shown once: store it now; the database keeps only its hash)\n", secret)
 		}
@@ -91,7 +97,7 @@ second. The static keys of the config file keep working beside them.`,
 		Use:   "create --name NAME",
 		Short: "Create a key and print its secret once",
 		Args:  cobra.NoArgs,
-		RunE: withStore(func(ctx context.Context, s *keys.Store) error {
+		RunE: withStore(true, func(ctx context.Context, s *keys.Store, db database) error {
 			k := keys.Key{Name: name, MaxStreams: maxStreams, RPM: rpm, TPM: tpm, BudgetUSD: budgetUSD, BudgetPeriod: period}
 			if models != "" {
 				for m := range strings.SplitSeq(models, ",") {
@@ -109,7 +115,7 @@ second. The static keys of the config file keep working beside them.`,
 			if err != nil {
 				return err
 			}
-			return print(created, secret)
+			return print(ctx, db, created, secret)
 		}),
 	}
 	create.Flags().StringVar(&name, "name", "", "the key's name (shown in logs and usage records; unique among active keys)")
@@ -126,15 +132,19 @@ second. The static keys of the config file keep working beside them.`,
 		Use:   "list",
 		Short: "List the keys (never their secrets)",
 		Args:  cobra.NoArgs,
-		RunE: withStore(func(ctx context.Context, s *keys.Store) error {
+		RunE: withStore(false, func(ctx context.Context, s *keys.Store, db database) error {
 			all, err := s.List(ctx)
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return printJSON(e.stdout, map[string]any{"keys": all})
+			shown, err := withSpend(ctx, db, all, time.Now())
+			if err != nil {
+				return err
 			}
-			printKeys(e.stdout, all)
+			if asJSON {
+				return printJSON(e.stdout, map[string]any{"keys": shown})
+			}
+			printKeys(e.stdout, shown)
 			return nil
 		}),
 	}
@@ -144,12 +154,12 @@ second. The static keys of the config file keep working beside them.`,
 			Short: short,
 			Args:  cobra.ExactArgs(1),
 			RunE: func(c *cobra.Command, args []string) error {
-				return withStore(func(ctx context.Context, s *keys.Store) error {
+				return withStore(false, func(ctx context.Context, s *keys.Store, db database) error {
 					k, secret, err := f(ctx, s, args[0])
 					if err != nil {
 						return err
 					}
-					return print(k, secret)
+					return print(ctx, db, k, secret)
 				})(c, nil)
 			},
 		}
@@ -183,10 +193,53 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// printKeys prints keys as a table.
-func printKeys(w io.Writer, list []keys.Key) {
+// keyView is a key as the key commands show it: with its budget's period
+// and what the usage ledger recorded of its spend in the current period.
+type keyView struct {
+	keys.Key
+	// SpentUSD is the cost the ledger recorded for the key's name since
+	// SpentSince, the start of the current budget period (month for a key
+	// without a budget; the zero time, all ever, for total): requests still
+	// running or queued in a gateway's ledger writer are not in it.
+	SpentUSD   float64   `json:"spent_usd"`
+	SpentSince time.Time `json:"spent_since,omitzero"`
+	// RemainingUSD is the budget less SpentUSD, at least 0; absent
+	// without a budget.
+	RemainingUSD *float64 `json:"remaining_usd,omitempty"`
+}
+
+// withSpend reads the spend of each key's current period from the usage
+// ledger in db (the keys' database holds it too).
+func withSpend(ctx context.Context, db database, list []keys.Key, now time.Time) ([]keyView, error) {
+	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	store, err := usage.Open(octx, db.dsn)
+	if err != nil {
+		return nil, err
+	}
+	defer store.Close()
+	out := make([]keyView, 0, len(list))
+	for _, k := range list {
+		k.BudgetPeriod = cmp.Or(k.BudgetPeriod, budget.Month)
+		since, _ := budget.Window(k.BudgetPeriod, now)
+		spent, err := usage.Spent(octx, store, k.Name, since)
+		if err != nil {
+			return nil, err
+		}
+		v := keyView{Key: k, SpentUSD: spent, SpentSince: since}
+		if k.BudgetUSD > 0 {
+			left := max(k.BudgetUSD-spent, 0)
+			v.RemainingUSD = &left
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// printKeys prints keys as a table, amounts in usd.Format.
+func printKeys(w io.Writer, list []keyView) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tPREFIX\tMODELS\tMAX STREAMS\tRPM\tTPM\tCREATED\tEXPIRES\tSTATUS")
+	fmt.Fprintln(tw, "ID\tNAME\tPREFIX\tMODELS\tMAX STREAMS\tRPM\tTPM\tBUDGET\tPERIOD\tSPENT\tREMAINING\tCREATED\tEXPIRES\tSTATUS")
 	for _, k := range list {
 		models := strings.Join(k.Models, ",")
 		if models == "" {
@@ -202,8 +255,12 @@ func printKeys(w io.Writer, list []keys.Key) {
 		if !k.RevokedAt.IsZero() {
 			status = "revoked " + k.RevokedAt.UTC().Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s…\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", k.ID, k.Name, k.Prefix, models, k.MaxStreams, k.RPM, k.TPM,
-			k.CreatedAt.UTC().Format(time.RFC3339), expiresAt, status)
+		budgetUSD, remaining := "none", "-"
+		if k.RemainingUSD != nil {
+			budgetUSD, remaining = usd.Format(k.BudgetUSD), usd.Format(*k.RemainingUSD)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s…\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.Prefix, models, k.MaxStreams, k.RPM, k.TPM,
+			budgetUSD, k.BudgetPeriod, usd.Format(k.SpentUSD), remaining, k.CreatedAt.UTC().Format(time.RFC3339), expiresAt, status)
 	}
 	tw.Flush()
 }

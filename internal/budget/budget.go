@@ -108,13 +108,14 @@ type Exceeded struct {
 }
 
 // Error reads "budget of $50.00 per month spent ($50.13 used); it resets at
-// 2026-12-01T00:00:00Z", or "budget of $50.00 in total spent ($50.13 used)".
+// 2026-12-01T00:00:00Z", or "budget of $0.002 in total spent ($0.00213
+// used)": amounts in usd.Format, digits enough to be true below a cent.
 func (e *Exceeded) Error() string {
 	if e.Limit.Period == Total || e.Reset.IsZero() {
-		return fmt.Sprintf("budget of $%.2f in total spent ($%.2f used)", e.Limit.USD, e.Spent)
+		return fmt.Sprintf("budget of %s in total spent (%s used)", usd.Format(e.Limit.USD), usd.Format(e.Spent))
 	}
-	return fmt.Sprintf("budget of $%.2f per %s spent ($%.2f used); it resets at %s",
-		e.Limit.USD, e.Limit.Period, e.Spent, e.Reset.UTC().Format(time.RFC3339))
+	return fmt.Sprintf("budget of %s per %s spent (%s used); it resets at %s",
+		usd.Format(e.Limit.USD), e.Limit.Period, usd.Format(e.Spent), e.Reset.UTC().Format(time.RFC3339))
 }
 
 // Reservation is the budget held by one allowed request until Settle. A nil

@@ -69,6 +69,9 @@ func TestExceededError(t *testing.T) {
 			"budget of $2.50 per day spent ($2.50 used); it resets at 2026-12-01T00:00:00Z"},
 		{Exceeded{Key: "team-a", Limit: Limit{100, Total}, Spent: 100.004},
 			"budget of $100.00 in total spent ($100.00 used)"},
+		// Below a cent, digits enough to be true (issue 25: "$0.00 … ($0.00 used)").
+		{Exceeded{Key: "k", Limit: Limit{0.002, Day}, Spent: 0.0021337, Reset: date(2026, 12, 1, 0, 0, 0, 0)},
+			"budget of $0.002 per day spent ($0.00213 used); it resets at 2026-12-01T00:00:00Z"},
 	}
 	for _, tt := range tests {
 		if got := tt.e.Error(); got != tt.want {

@@ -33,8 +33,8 @@ func TestBudget(t *testing.T) {
 		case 429:
 			refused++
 			last = string(b)
-			if resp.Header.Get("Retry-After") == "" {
-				t.Errorf("429 without Retry-After")
+			if resp.Header.Get("Retry-After") != "" || resp.Header.Get("X-Should-Retry") != "false" {
+				t.Errorf("429 with Retry-After %q, x-should-retry %q; want none and false (no retry fixes it)", resp.Header.Get("Retry-After"), resp.Header.Get("X-Should-Retry"))
 			}
 		default:
 			t.Fatalf("got %d %s", resp.StatusCode, b)

@@ -550,9 +550,7 @@ func (g *Gateway) newSession(w http.ResponseWriter, c *call, req *provider.Reque
 //go:noinline
 func (g *Gateway) streamFailed(sess *relay.Session, c *call, err error) {
 	h := statusOf(err)
-	if h.retryAfter > 0 {
-		sess.SetHeader("Retry-After", api.RetryAfter(h.retryAfter))
-	}
+	h.setRetryHeaders(func(k, v string) { sess.SetHeader(k, v) })
 	body := errorJSON(h.body)
 	var uerr *relay.UpstreamError
 	if errors.As(err, &uerr) && sess.ContentSent() {

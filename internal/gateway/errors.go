@@ -62,6 +62,29 @@ type httpError struct {
 	body       api.ErrorResponse
 	retryAfter time.Duration
 	allow      string
+	// final: no retry can fix it (a spent budget, a revoked, expired or
+	// unknown key, a model the key may not use): sent as x-should-retry:
+	// false, which the official OpenAI and Anthropic SDKs (Go, Node,
+	// Python) obey before looking at the status, so they fail at once
+	// instead of retrying a 429 (issue 25: a Retry-After of hours held the
+	// Node SDKs silent).
+	final bool
+}
+
+// headerShouldRetry is the header the official SDKs read first to decide
+// whether to retry.
+const headerShouldRetry = "X-Should-Retry"
+
+// setRetryHeaders sets Retry-After, a promise that a retry then can work,
+// and x-should-retry: false on a final refusal.
+func (h *httpError) setRetryHeaders(set func(k, v string)) {
+	if h.final {
+		set(headerShouldRetry, "false")
+		return
+	}
+	if h.retryAfter > 0 {
+		set("Retry-After", api.RetryAfter(h.retryAfter))
+	}
 }
 
 // statusOf is the one place that maps an error to an HTTP status and an
@@ -74,6 +97,11 @@ func statusOf(err error) httpError {
 	msg := err.Error()
 	e := func(status int, typ, code, param string) httpError {
 		return httpError{status: status, body: api.NewError(typ, code, param, msg)}
+	}
+	final := func(status int, typ, code, param string) httpError {
+		h := e(status, typ, code, param)
+		h.final = true
+		return h
 	}
 	upstream := func(status int, typ, code, message string) httpError {
 		return httpError{status: status, body: api.NewError(typ, code, "", message)}
@@ -119,7 +147,7 @@ func statusOf(err error) httpError {
 		return upstream(http.StatusServiceUnavailable, "server_error", "key_store_unreachable", "the gateway cannot check API keys right now (its key store is unreachable)")
 	case errors.Is(err, auth.ErrMissingKey), errors.Is(err, auth.ErrUnknownKey), errors.Is(err, auth.ErrNotBearer),
 		errors.Is(err, auth.ErrRevokedKey), errors.Is(err, auth.ErrExpiredKey):
-		return e(http.StatusUnauthorized, "authentication_error", "invalid_api_key", "")
+		return final(http.StatusUnauthorized, "authentication_error", "invalid_api_key", "")
 	case errors.As(err, &thr):
 		h := e(http.StatusTooManyRequests, "rate_limit_error", "too_many_wrong_admin_keys", "")
 		h.retryAfter = thr.RetryAfter
@@ -129,9 +157,9 @@ func statusOf(err error) httpError {
 	case errors.Is(err, auth.ErrAdminOff):
 		return e(http.StatusNotFound, "invalid_request_error", "admin_api_off", "")
 	case errors.Is(err, errModelNotAllowed):
-		return e(http.StatusForbidden, "permission_error", "model_not_allowed", "model")
+		return final(http.StatusForbidden, "permission_error", "model_not_allowed", "model")
 	case errors.Is(err, errUnknownModel):
-		return e(http.StatusNotFound, "invalid_request_error", "model_not_found", "model")
+		return final(http.StatusNotFound, "invalid_request_error", "model_not_found", "model")
 	case errors.Is(err, errKeyNotFound):
 		return e(http.StatusNotFound, "invalid_request_error", "key_not_found", "")
 	case errors.Is(err, errKeysOff):
@@ -150,11 +178,10 @@ func statusOf(err error) httpError {
 		}
 		return h
 	case errors.As(err, &exceeded):
-		h := e(http.StatusTooManyRequests, "insufficient_quota", "insufficient_quota", "")
-		if !exceeded.Reset.IsZero() {
-			h.retryAfter = time.Until(exceeded.Reset)
-		}
-		return h
+		// No Retry-After: the period may reset in hours (the message says
+		// when), and an SDK that honours it would hang until then; a 429
+		// is retried by default, so x-should-retry: false.
+		return final(http.StatusTooManyRequests, "insufficient_quota", "insufficient_quota", "")
 	case errors.As(err, &rle):
 		h := e(http.StatusTooManyRequests, "rate_limit_error", "rate_limit_exceeded", "")
 		h.retryAfter = rle.retryAfter
@@ -368,9 +395,7 @@ func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	if h.allow != "" {
 		w.Header().Set("Allow", h.allow)
 	}
-	if h.retryAfter > 0 {
-		w.Header().Set("Retry-After", api.RetryAfter(h.retryAfter))
-	}
+	h.setRetryHeaders(w.Header().Set)
 	body := errorJSON(h.body)
 	if enc := infoFrom(r.Context()).enc; enc != nil {
 		body = enc.ErrorBody(h.status, body)

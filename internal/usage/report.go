@@ -41,14 +41,28 @@ func (q ReportQuery) Validate() error {
 
 // ReportRow is the total of the entries of one group.
 type ReportRow struct {
-	Group        string // the value of the dimension; "" for entries without one (no key, no route)
-	Requests     int64  // entries
-	Failed       int64  // entries whose Outcome is not OutcomeOK
-	Fallbacks    int64  // entries with more than one attempt that were not hedged
-	Hedged       int64  // entries with a hedged attempt
-	Continued    int64  // entries with at least one continuation
-	InputTokens  int64  // sum of InputTokens
-	OutputTokens int64  // sum of OutputTokens
+	Group    string // the value of the dimension; "" for entries without one (no key, no route)
+	Requests int64  // entries
+	// Refused are the entries the gateway refused itself, before any
+	// upstream (OutcomeRejected: a bad or unknown key, bad input, an
+	// unknown model, a rate limit, a budget): never served, so not failed.
+	Refused int64
+	// Cancelled are the entries whose client went away
+	// (OutcomeClientCancelled): served, not failed.
+	Cancelled int64
+	// Failed are the entries the gateway tried to serve and could not:
+	// any Outcome but ok, rejected and client_cancelled (upstream_error,
+	// timeout).
+	Failed int64
+	// LedgerStart is the arrival of the ledger's earliest entry before the
+	// query's Until, of any group (the ledger's age, which a projection
+	// needs): the same in every row of a report, zero when unknown.
+	LedgerStart  time.Time
+	Fallbacks    int64 // entries with more than one attempt that were not hedged
+	Hedged       int64 // entries with a hedged attempt
+	Continued    int64 // entries with at least one continuation
+	InputTokens  int64 // sum of InputTokens
+	OutputTokens int64 // sum of OutputTokens
 	// CacheReadTokens and CacheWriteTokens are the sums of the entries'
 	// CacheReadTokens and CacheWriteTokens (parts of InputTokens).
 	CacheReadTokens  int64
@@ -105,11 +119,13 @@ func (d *dialect) groupExpr(by string) string {
 // value in CASE.
 func (s *sqlStore) report(ctx context.Context, q ReportQuery) ([]ReportRow, error) {
 	var b query
-	ok := b.arg(OutcomeOK)
+	ok, rejected, cancelled := b.arg(OutcomeOK), b.arg(OutcomeRejected), b.arg(OutcomeClientCancelled)
 	g := s.d.groupExpr(q.By)
 	// CAST: PostgreSQL's SUM(bigint) is numeric.
 	b.b.WriteString("SELECT " + g + ", COUNT(*), " +
-		"CAST(SUM(CASE WHEN outcome <> " + ok + " THEN 1 ELSE 0 END) AS BIGINT), " +
+		"CAST(SUM(CASE WHEN outcome = " + rejected + " THEN 1 ELSE 0 END) AS BIGINT), " +
+		"CAST(SUM(CASE WHEN outcome = " + cancelled + " THEN 1 ELSE 0 END) AS BIGINT), " +
+		"CAST(SUM(CASE WHEN outcome NOT IN (" + ok + ", " + rejected + ", " + cancelled + ") THEN 1 ELSE 0 END) AS BIGINT), " +
 		"CAST(SUM(CASE WHEN attempts > 1 AND NOT hedged THEN 1 ELSE 0 END) AS BIGINT), " +
 		"CAST(SUM(CASE WHEN hedged THEN 1 ELSE 0 END) AS BIGINT), " +
 		"CAST(SUM(CASE WHEN continuations > 0 THEN 1 ELSE 0 END) AS BIGINT), " +
@@ -126,7 +142,7 @@ func (s *sqlStore) report(ctx context.Context, q ReportQuery) ([]ReportRow, erro
 	out := []ReportRow{}
 	for rows.Next() {
 		var r ReportRow
-		if err := rows.Scan(&r.Group, &r.Requests, &r.Failed, &r.Fallbacks, &r.Hedged, &r.Continued,
+		if err := rows.Scan(&r.Group, &r.Requests, &r.Refused, &r.Cancelled, &r.Failed, &r.Fallbacks, &r.Hedged, &r.Continued,
 			&r.InputTokens, &r.OutputTokens, &r.CacheReadTokens, &r.CacheWriteTokens, &r.CostUSD); err != nil {
 			return nil, fmt.Errorf("usage: report by %s from %s: %w", q.By, s.d.name, err)
 		}
@@ -135,7 +151,38 @@ func (s *sqlStore) report(ctx context.Context, q ReportQuery) ([]ReportRow, erro
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("usage: report by %s from %s: %w", q.By, s.d.name, err)
 	}
+	if len(out) == 0 {
+		return out, nil
+	}
+	start, err := s.ledgerStart(ctx, q.Until)
+	if err != nil {
+		return nil, fmt.Errorf("usage: report by %s from %s: %w", q.By, s.d.name, err)
+	}
+	for i := range out {
+		out[i].LedgerStart = start
+	}
 	return out, nil
+}
+
+// ledgerStart returns the arrival of the earliest entry before until (zero:
+// no bound), zero when there is none: an indexed MIN(arrived_at).
+func (s *sqlStore) ledgerStart(ctx context.Context, until time.Time) (time.Time, error) {
+	var b query
+	b.b.WriteString("SELECT MIN(arrived_at) FROM usage_entries")
+	b.where(s.d, Filter{Until: until})
+	var v any
+	if err := s.db.QueryRowContext(ctx, b.b.String(), b.args...).Scan(&v); err != nil {
+		return time.Time{}, fmt.Errorf("earliest entry: %w", err)
+	}
+	switch v := v.(type) {
+	case nil:
+		return time.Time{}, nil
+	case int64: // SQLite: Unix microseconds
+		return time.UnixMicro(v).UTC(), nil
+	case time.Time: // PostgreSQL: timestamptz
+		return v.UTC(), nil
+	}
+	return time.Time{}, fmt.Errorf("earliest entry: arrived_at has type %T", v)
 }
 
 // ParseWhen parses the start or end of a report's window relative to now:
@@ -170,9 +217,14 @@ func ParseDays(s string) (time.Duration, error) {
 
 // Totals are the figures of a report's group or of its total.
 type Totals struct {
-	Requests     int64   `json:"requests"`
-	Failed       int64   `json:"failed"`
-	ErrorRate    float64 `json:"error_rate"` // failed / requests, 0 without requests
+	Requests  int64 `json:"requests"`
+	Refused   int64 `json:"refused"`   // refused by the gateway's own checks, before any upstream
+	Cancelled int64 `json:"cancelled"` // the client went away; served, not failed
+	Failed    int64 `json:"failed"`    // served and failed: upstream errors, timeouts
+	// ErrorRate is failed / served, served being requests − refused: the
+	// failures among what the gateway tried to serve (the dashboard's
+	// definition); 0 when nothing was served.
+	ErrorRate    float64 `json:"error_rate"`
 	Fallbacks    int64   `json:"fallbacks"`
 	Hedged       int64   `json:"hedged"`
 	Continued    int64   `json:"continued"`
@@ -187,6 +239,8 @@ type Totals struct {
 
 func (t *Totals) add(r ReportRow) {
 	t.Requests += r.Requests
+	t.Refused += r.Refused
+	t.Cancelled += r.Cancelled
 	t.Failed += r.Failed
 	t.Fallbacks += r.Fallbacks
 	t.Hedged += r.Hedged
@@ -197,8 +251,8 @@ func (t *Totals) add(r ReportRow) {
 	t.CacheWriteTokens += r.CacheWriteTokens
 	t.CostUSD += r.CostUSD
 	t.ErrorRate = 0
-	if t.Requests > 0 {
-		t.ErrorRate = float64(t.Failed) / float64(t.Requests)
+	if served := t.Requests - t.Refused; served > 0 {
+		t.ErrorRate = float64(t.Failed) / float64(served)
 	}
 }
 
@@ -216,32 +270,55 @@ type Breakdown struct {
 	By     string  `json:"by"`
 	Groups []Group `json:"groups"`
 	Total  Totals  `json:"total"`
-	// ProjectedMonthlyUSD is the total cost scaled from ProjectionDays to
-	// 30 days (the package's ProjectionDays).
+	// ProjectedMonthlyUSD is the spend rate over ProjectionDays, the total
+	// cost divided by them, times 30 days (the package's ProjectionDays).
 	ProjectedMonthlyUSD float64 `json:"projected_monthly_usd"`
-	// ProjectionDays is the window the projection is scaled from: since to
-	// until, or to now when until is later (the future has no entries yet).
+	// ProjectionDays is the span the rate is taken over: the window, from
+	// since or from the ledger's first entry when that is later (a ledger
+	// an hour old has an hour of spend, not 30 days'), to until or to now
+	// when until is later (the future has no entries yet); at least an hour
+	// unless the window is shorter. 0 when nothing is projected.
 	ProjectionDays float64 `json:"projection_days"`
 }
 
-// NewBreakdown totals rows of a report of q made at now, with the cost
-// projected to ProjectionDays.
+// minProjectionSpan is the shortest span a projection scales from: a few
+// minutes of spend say little about a month.
+const minProjectionSpan = time.Hour
+
+// NewBreakdown totals rows of a report of q made at now, with the spend
+// rate projected to ProjectionDays.
 func NewBreakdown(q ReportQuery, rows []ReportRow, now time.Time) *Breakdown {
 	rep := &Breakdown{Since: q.Since.UTC().Format(time.RFC3339), Until: q.Until.UTC().Format(time.RFC3339), By: q.By, Groups: make([]Group, 0, len(rows))}
+	var first time.Time
 	for _, r := range rows {
 		var g Group
 		g.Group = r.Group
 		g.add(r)
 		rep.Groups = append(rep.Groups, g)
 		rep.Total.add(r)
+		if !r.LedgerStart.IsZero() && (first.IsZero() || r.LedgerStart.Before(first)) {
+			first = r.LedgerStart
+		}
 	}
 	end := q.Until
-	if end.After(now) {
+	if end.IsZero() || end.After(now) {
 		end = now
 	}
-	if window := end.Sub(q.Since); window > 0 {
-		rep.ProjectionDays = window.Hours() / 24
-		rep.ProjectedMonthlyUSD = rep.Total.CostUSD * ProjectionDays / rep.ProjectionDays
+	window := end.Sub(q.Since)
+	if q.Since.IsZero() {
+		if first.IsZero() {
+			return rep // no start known: nothing to scale
+		}
+		window = end.Sub(first)
 	}
+	if window <= 0 || len(rows) == 0 {
+		return rep
+	}
+	span := window
+	if !first.IsZero() && first.After(q.Since) {
+		span = min(window, max(end.Sub(first), minProjectionSpan))
+	}
+	rep.ProjectionDays = span.Hours() / 24
+	rep.ProjectedMonthlyUSD = rep.Total.CostUSD * ProjectionDays / rep.ProjectionDays
 	return rep
 }

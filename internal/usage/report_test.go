@@ -1,6 +1,7 @@
 package usage
 
 import (
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -42,40 +43,40 @@ func TestReport(t *testing.T) {
 			want []ReportRow
 		}{
 			{"by model", ReportQuery{By: "model"}, []ReportRow{
-				{Group: "m1", Requests: 5, Failed: 2, Fallbacks: 2, Hedged: 1, Continued: 1, InputTokens: 120, OutputTokens: 1000, CacheReadTokens: 40, CacheWriteTokens: 10, CostUSD: 1.375},
+				{Group: "m1", Requests: 5, Refused: 1, Failed: 1, Fallbacks: 2, Hedged: 1, Continued: 1, InputTokens: 120, OutputTokens: 1000, CacheReadTokens: 40, CacheWriteTokens: 10, CostUSD: 1.375},
 				{Group: "m2", Requests: 1, Hedged: 1, InputTokens: 30, OutputTokens: 300, CacheReadTokens: 20, CacheWriteTokens: 5, CostUSD: 0.5},
 			}},
 			{"empty by is model", ReportQuery{}, []ReportRow{
-				{Group: "m1", Requests: 5, Failed: 2, Fallbacks: 2, Hedged: 1, Continued: 1, InputTokens: 120, OutputTokens: 1000, CacheReadTokens: 40, CacheWriteTokens: 10, CostUSD: 1.375},
+				{Group: "m1", Requests: 5, Refused: 1, Failed: 1, Fallbacks: 2, Hedged: 1, Continued: 1, InputTokens: 120, OutputTokens: 1000, CacheReadTokens: 40, CacheWriteTokens: 10, CostUSD: 1.375},
 				{Group: "m2", Requests: 1, Hedged: 1, InputTokens: 30, OutputTokens: 300, CacheReadTokens: 20, CacheWriteTokens: 5, CostUSD: 0.5},
 			}},
 			{"by key", ReportQuery{By: "key"}, []ReportRow{
-				{Group: "", Requests: 1, Failed: 1},
+				{Group: "", Requests: 1, Refused: 1},
 				{Group: "a", Requests: 3, Failed: 1, Fallbacks: 1, Hedged: 1, InputTokens: 60, OutputTokens: 400, CacheReadTokens: 20, CacheWriteTokens: 5, CostUSD: 0.75},
 				{Group: "b", Requests: 2, Fallbacks: 1, Hedged: 1, Continued: 1, InputTokens: 90, OutputTokens: 900, CacheReadTokens: 40, CacheWriteTokens: 10, CostUSD: 1.125},
 			}},
 			{"by route", ReportQuery{By: "route"}, []ReportRow{
-				{Group: "", Requests: 2, Failed: 2, Fallbacks: 1, InputTokens: 20},
+				{Group: "", Requests: 2, Refused: 1, Failed: 1, Fallbacks: 1, InputTokens: 20},
 				{Group: "p/x", Requests: 2, Hedged: 1, Continued: 1, InputTokens: 60, OutputTokens: 600, CacheReadTokens: 40, CostUSD: 0.375},
 				{Group: "p/y", Requests: 2, Fallbacks: 1, Hedged: 1, InputTokens: 70, OutputTokens: 700, CacheReadTokens: 20, CacheWriteTokens: 15, CostUSD: 1.5},
 			}},
 			{"by day (UTC, midnight belongs to the next day)", ReportQuery{By: "day"}, []ReportRow{
 				{Group: "2025-06-01", Requests: 2, Failed: 1, Fallbacks: 1, InputTokens: 30, OutputTokens: 100, CostUSD: 0.25},
-				{Group: "2025-06-02", Requests: 4, Failed: 1, Fallbacks: 1, Hedged: 2, Continued: 1, InputTokens: 120, OutputTokens: 1200, CacheReadTokens: 60, CacheWriteTokens: 15, CostUSD: 1.625},
+				{Group: "2025-06-02", Requests: 4, Refused: 1, Fallbacks: 1, Hedged: 2, Continued: 1, InputTokens: 120, OutputTokens: 1200, CacheReadTokens: 60, CacheWriteTokens: 15, CostUSD: 1.625},
 			}},
 			{"since inclusive, until exclusive", ReportQuery{Since: t0.Add(time.Minute), Until: t0.Add(3 * time.Minute), By: "model"}, []ReportRow{
 				{Group: "m1", Requests: 1, Fallbacks: 1, InputTokens: 40, OutputTokens: 400, CacheWriteTokens: 10, CostUSD: 1},
 				{Group: "m2", Requests: 1, Hedged: 1, InputTokens: 30, OutputTokens: 300, CacheReadTokens: 20, CacheWriteTokens: 5, CostUSD: 0.5},
 			}},
 			{"since only", ReportQuery{Since: t0.Add(3 * time.Minute), By: "key"}, []ReportRow{
-				{Group: "", Requests: 1, Failed: 1},
+				{Group: "", Requests: 1, Refused: 1},
 				{Group: "b", Requests: 1, Hedged: 1, Continued: 1, InputTokens: 50, OutputTokens: 500, CacheReadTokens: 40, CostUSD: 0.125},
 			}},
 			{"until only, a microsecond before midnight", ReportQuery{Until: t0.Add(time.Minute - time.Microsecond), By: "day"}, []ReportRow{
 				{Group: "2025-06-01", Requests: 1, InputTokens: 10, OutputTokens: 100, CostUSD: 0.25},
 			}},
 			{"non-UTC bounds", ReportQuery{Since: t0.Add(time.Minute).In(time.FixedZone("UTC-7", -7*3600)), By: "day"}, []ReportRow{
-				{Group: "2025-06-02", Requests: 4, Failed: 1, Fallbacks: 1, Hedged: 2, Continued: 1, InputTokens: 120, OutputTokens: 1200, CacheReadTokens: 60, CacheWriteTokens: 15, CostUSD: 1.625},
+				{Group: "2025-06-02", Requests: 4, Refused: 1, Fallbacks: 1, Hedged: 2, Continued: 1, InputTokens: 120, OutputTokens: 1200, CacheReadTokens: 60, CacheWriteTokens: 15, CostUSD: 1.625},
 			}},
 			{"empty window", ReportQuery{Since: t0.Add(time.Hour), By: "route"}, []ReportRow{}},
 		}
@@ -83,6 +84,12 @@ func TestReport(t *testing.T) {
 			got, err := Report(ctx, s, tt.q)
 			if err != nil {
 				t.Fatalf("%s: Report: %v", tt.name, err)
+			}
+			for i := range got {
+				if !got[i].LedgerStart.Equal(t0) {
+					t.Errorf("%s: row %d: LedgerStart %v, want the first entry's %v", tt.name, i, got[i].LedgerStart, t0)
+				}
+				got[i].LedgerStart = time.Time{}
 			}
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("%s:\ngot  %+v\nwant %+v", tt.name, got, tt.want)
@@ -110,5 +117,67 @@ func TestReportErrors(t *testing.T) {
 	wrapped := struct{ Store }{s}
 	if _, err := Report(ctx, wrapped, ReportQuery{}); err == nil || !strings.Contains(err.Error(), "cannot report") {
 		t.Errorf("wrapped store: got %v, want a cannot-report error", err)
+	}
+}
+
+// Outcomes apart: refused (the gateway's own checks) and cancelled (the
+// client left) are not failures; the error rate is failed / served.
+func TestReportOutcomes(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s Store) {
+		ctx := testCtx(t)
+		t0 := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+		var entries []Entry
+		for i, o := range []string{OutcomeOK, OutcomeOK, OutcomeUpstreamError, OutcomeTimeout, OutcomeClientCancelled,
+			OutcomeRejected, OutcomeRejected, OutcomeRejected, OutcomeRejected} {
+			entries = append(entries, Entry{Time: t0.Add(time.Duration(i) * time.Minute), Model: "m", Outcome: o})
+		}
+		if err := s.Insert(ctx, entries); err != nil {
+			t.Fatalf("Insert: %v", err)
+		}
+		rows, err := Report(ctx, s, ReportQuery{Since: t0.Add(time.Minute)})
+		if err != nil {
+			t.Fatalf("Report: %v", err)
+		}
+		if len(rows) != 1 || !rows[0].LedgerStart.Equal(t0) {
+			t.Fatalf("got %+v, want one row with the ledger's start %v (before since)", rows, t0)
+		}
+		rep := NewBreakdown(ReportQuery{Since: t0.Add(time.Minute), Until: t0.Add(time.Hour)}, rows, t0.Add(time.Hour))
+		want := Totals{Requests: 8, Refused: 4, Cancelled: 1, Failed: 2, ErrorRate: 0.5}
+		if rep.Total != want {
+			t.Errorf("total: got %+v, want %+v (2 failed of 4 served)", rep.Total, want)
+		}
+	})
+}
+
+// The projection is the spend rate over the ledger's span within the
+// window: a ledger an hour old with $3.47 projects 3.47 × 720, not the
+// 30-day window's $3.47 (issue 25).
+func TestBreakdownProjection(t *testing.T) {
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	q := ReportQuery{Since: now.Add(-30 * 24 * time.Hour), Until: now}
+	row := func(start time.Time) []ReportRow {
+		return []ReportRow{{Group: "m", Requests: 1, CostUSD: 3.47, LedgerStart: start}}
+	}
+	tests := []struct {
+		name    string
+		q       ReportQuery
+		rows    []ReportRow
+		days    float64
+		monthly float64
+	}{
+		{"ledger an hour old", q, row(now.Add(-time.Hour)), 1.0 / 24, 3.47 * 720},
+		{"ledger older than the window", q, row(now.Add(-90 * 24 * time.Hour)), 30, 3.47},
+		{"ledger ten days old", q, row(now.Add(-10 * 24 * time.Hour)), 10, 3.47 * 3},
+		{"ledger a minute old counts an hour", q, row(now.Add(-time.Minute)), 1.0 / 24, 3.47 * 720},
+		{"window shorter than an hour", ReportQuery{Since: now.Add(-10 * time.Minute), Until: now}, row(now.Add(-time.Minute)), 10.0 / 1440, 3.47 * 4320},
+		{"until past now counts to now", ReportQuery{Since: now.Add(-24 * time.Hour), Until: now.Add(24 * time.Hour)}, row(now.Add(-48 * time.Hour)), 1, 3.47 * 30},
+		{"no since: from the ledger's start", ReportQuery{Until: now}, row(now.Add(-2 * 24 * time.Hour)), 2, 3.47 * 15},
+		{"no rows", q, nil, 0, 0},
+	}
+	for _, tt := range tests {
+		rep := NewBreakdown(tt.q, tt.rows, now)
+		if math.Abs(rep.ProjectionDays-tt.days) > 1e-9 || math.Abs(rep.ProjectedMonthlyUSD-tt.monthly) > 1e-6 {
+			t.Errorf("%s: got $%v over %v days, want $%v over %v", tt.name, rep.ProjectedMonthlyUSD, rep.ProjectionDays, tt.monthly, tt.days)
+		}
 	}
 }

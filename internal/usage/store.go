@@ -118,3 +118,15 @@ func assignIDs(entries []Entry) {
 		}
 	}
 }
+
+// Spent returns the cost s recorded for key (a key's name) since since
+// (zero: all ever): what a budget's period has spent, as the gateway's
+// budget ledger reads it at the start of a period.
+func Spent(ctx context.Context, s Store, key string, since time.Time) (float64, error) {
+	rows, err := s.Summarize(ctx, Filter{KeyID: key, Since: since})
+	sum := 0.0
+	for _, r := range rows {
+		sum += r.CostUSD
+	}
+	return sum, err
+}

@@ -1,11 +1,16 @@
 // Package usd is the gateway's arithmetic of money: the cost of tokens at a
-// price, and sums of integer micro-dollars (budgets). Every function
+// price, sums of integer micro-dollars (budgets), and the one way an amount
+// is written for people (Format, Figure). Every function
 // saturates instead of overflowing, so that no token count or price, however
 // large, makes a cost +Inf, NaN or negative, or a sum wrap: config's
 // Price.Cost, the budget ledgers and the usage store all count with it.
 package usd
 
-import "math"
+import (
+	"math"
+	"strconv"
+	"strings"
+)
 
 const (
 	// Max is the largest amount counted, in USD ($1e9): a single cost,
@@ -64,4 +69,54 @@ func FromMicro(m int64) float64 { return float64(m) / MicroPerUSD }
 // addition itself cannot overflow.
 func Add(a, b int64) int64 {
 	return min(max(a+b, 0), MaxSum)
+}
+
+// Format writes an amount of USD for people, the one money format of
+// messages, CLI tables and reports: "$" and Figure(x), such as "$50.00",
+// "$3.47", "$0.50", "$0.002", "$0.0123", "$0.000001" or "<$0.000001".
+func Format(x float64) string {
+	f := Figure(x)
+	if rest, ok := strings.CutPrefix(f, "-"); ok {
+		return "-$" + rest
+	}
+	if rest, ok := strings.CutPrefix(f, "<"); ok {
+		return "<$" + rest
+	}
+	return "$" + f
+}
+
+// Figure writes an amount of USD without the "$", for a column headed USD:
+// at least 2 decimals, and below $1 as many as 3 significant digits need, at
+// most 6 (a micro-dollar, the unit of budgets), zeros past the second
+// decimal dropped. So an amount is never shown as less than it is by more
+// than half its last digit, and a nonzero one never as 0: 50 is "50.00",
+// 3.4712 "3.47", 0.5 "0.50", 0.123456 "0.123", 0.002 "0.002", 0.0123
+// "0.0123", 0.00000123 "0.000001", and a positive amount below half a
+// micro-dollar "<0.000001". 0 is "0.00"; a negative amount is its absolute
+// value's figure after "-"; NaN and ±Inf are "NaN", "+Inf" and "-Inf".
+func Figure(x float64) string {
+	switch {
+	case math.IsNaN(x):
+		return "NaN"
+	case math.IsInf(x, 0):
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	case x < 0:
+		return "-" + Figure(-x)
+	case x == 0:
+		return "0.00"
+	}
+	dec := 2
+	if x < 1 {
+		// 3 significant digits: 0.1 ≤ x < 1 needs 3 decimals, 0.01 ≤ x < 0.1 4, …
+		dec = min(6, 2-int(math.Floor(math.Log10(x))))
+	}
+	s := strconv.FormatFloat(x, 'f', dec, 64)
+	dot := strings.IndexByte(s, '.')
+	for len(s)-dot-1 > 2 && s[len(s)-1] == '0' {
+		s = s[:len(s)-1]
+	}
+	if s == "0.00" { // below half a micro-dollar
+		return "<0.000001"
+	}
+	return s
 }
