@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -54,9 +56,89 @@ func TestKeysCLI(t *testing.T) {
 		{[]string{"keys", "create", "--database", db, "--name", "x", "--expires", "soon"}, "--expires"},
 		{[]string{"keys", "show", "nope", "--database", db}, "nope"},
 	} {
-		if code, _, errs := runCLI(t, nil, tt.args...); code != 2 || !strings.Contains(errs, tt.want) || strings.Count(strings.TrimSpace(errs), "\n") != 0 {
+		code, _, errs := runCLI(t, nil, tt.args...)
+		errs = dropDatabaseLine(errs)
+		if code != 2 || !strings.Contains(errs, tt.want) || strings.Count(strings.TrimSpace(errs), "\n") != 0 {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and one line naming %q", tt.args, code, errs, tt.want)
 		}
+	}
+}
+
+// dropDatabaseLine removes the line naming the database from a command's
+// stderr.
+func dropDatabaseLine(errs string) string {
+	if strings.HasPrefix(errs, "streamgate: database: ") {
+		_, errs, _ = strings.Cut(errs, "\n")
+	}
+	return errs
+}
+
+// Keys show their budget, period, what the ledger recorded of their spend
+// in the current period and what remains, amounts with digits enough to
+// be true (issue 25: key commands never showed a budget or spend).
+func TestKeysCLIBudget(t *testing.T) {
+	db := "sqlite://" + filepath.Join(t.TempDir(), "keys.db")
+	code, out, errs := runCLI(t, nil, "keys", "create", "--database", db, "--name", "thrifty", "--budget-usd", "0.002", "--budget-period", "day")
+	if code != 0 || !strings.Contains(out, "$0.002") || !strings.Contains(out, "day") {
+		t.Fatalf("create: exit %d, %q, stderr %s; want the budget shown", code, out, errs)
+	}
+	if code, _, errs := runCLI(t, nil, "keys", "create", "--database", db, "--name", "free"); code != 0 {
+		t.Fatalf("create free: exit %d, stderr %s", code, errs)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := usage.Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	err = s.Insert(ctx, []usage.Entry{
+		{Time: now, KeyID: "thrifty", Model: "m", Outcome: usage.OutcomeOK, CostUSD: 0.0005},
+		{Time: now.Add(-3 * 24 * time.Hour), KeyID: "thrifty", Model: "m", Outcome: usage.OutcomeOK, CostUSD: 5}, // an earlier day
+		{Time: now, KeyID: "free", Model: "m", Outcome: usage.OutcomeOK, CostUSD: 1.25},
+	})
+	s.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs = runCLI(t, nil, "keys", "list", "--database", db)
+	if code != 0 {
+		t.Fatalf("list: exit %d, stderr %s", code, errs)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	header := strings.Fields(lines[0])
+	col := func(line, name string) string {
+		f := strings.Fields(line)
+		for i, h := range header {
+			if h == name && i < len(f) {
+				return f[i-1] // MAX STREAMS, before these columns, is two words in the header and one in a row
+			}
+		}
+		return ""
+	}
+	for _, tt := range []struct{ name, budget, period, spent, remaining string }{
+		{"thrifty", "$0.002", "day", "$0.0005", "$0.0015"},
+		{"free", "none", "month", "$1.25", "-"},
+	} {
+		var line string
+		for _, l := range lines[1:] {
+			if strings.Fields(l)[1] == tt.name {
+				line = l
+			}
+		}
+		got := []string{col(line, "BUDGET"), col(line, "PERIOD"), col(line, "SPENT"), col(line, "REMAINING")}
+		if want := []string{tt.budget, tt.period, tt.spent, tt.remaining}; !slices.Equal(got, want) {
+			t.Errorf("%s: got budget, period, spent, remaining %q, want %q in:\n%s", tt.name, got, want, out)
+		}
+	}
+	code, out, _ = runCLI(t, nil, "keys", "show", "thrifty", "--database", db, "--json")
+	var k struct {
+		BudgetUSD    float64  `json:"budget_usd"`
+		SpentUSD     float64  `json:"spent_usd"`
+		RemainingUSD *float64 `json:"remaining_usd"`
+	}
+	if err := json.Unmarshal([]byte(out), &k); code != 0 || err != nil || k.SpentUSD != 0.0005 || k.RemainingUSD == nil || math.Abs(*k.RemainingUSD-0.0015) > 1e-12 {
+		t.Errorf("show --json: exit %d, %q (%v); want spent_usd 0.0005, remaining_usd 0.0015", code, out, err)
 	}
 }
 

@@ -113,11 +113,11 @@ func TestUsageCLITable(t *testing.T) {
 		t.Fatalf("got %d lines, want header, (none), p/a, p/b, total and the projection:\n%s", len(lines), out)
 	}
 	for i, want := range [][]string{
-		{"route", "requests", "failed", "error", "rate", "fallbacks", "hedged", "continued", "input", "tok", "cache", "read", "cache", "write", "output", "tok", "cost", "USD"},
-		{"(none)", "1", "1", "100.00%", "0", "0", "0", "0", "0", "0", "0", "0.0000"},
-		{"p/a", "2", "0", "0.00%", "0", "1", "1", "110", "64", "10", "1020", "2.5000"},
-		{"p/b", "1", "0", "0.00%", "1", "0", "0", "100", "0", "0", "500", "0.5000"},
-		{"total", "4", "1", "25.00%", "1", "1", "1", "210", "64", "10", "1520", "3.0000"},
+		{"route", "requests", "refused", "failed", "error", "rate", "cancelled", "fallbacks", "hedged", "continued", "input", "tok", "cache", "read", "cache", "write", "output", "tok", "cost", "USD"},
+		{"(none)", "1", "0", "1", "100.00%", "0", "0", "0", "0", "0", "0", "0", "0", "0.00"},
+		{"p/a", "2", "0", "0", "0.00%", "0", "0", "1", "1", "110", "64", "10", "1020", "2.50"},
+		{"p/b", "1", "0", "0", "0.00%", "0", "1", "0", "0", "100", "0", "0", "500", "0.50"},
+		{"total", "4", "0", "1", "25.00%", "0", "1", "1", "1", "210", "64", "10", "1520", "3.00"},
 	} {
 		if got := strings.Fields(lines[i]); !reflect.DeepEqual(got, want) {
 			t.Errorf("line %d: got %q, want fields %q", i, lines[i], want)
@@ -143,7 +143,7 @@ func TestUsageCLICSV(t *testing.T) {
 		t.Fatalf("parse %q: %v", out, err)
 	}
 	wantHeader := []string{"day", "requests", "failed", "error_rate", "fallbacks", "hedged", "continued", "input_tokens", "output_tokens", "cost_usd",
-		"cache_read_tokens", "cache_write_tokens"}
+		"cache_read_tokens", "cache_write_tokens", "refused", "cancelled"}
 	if len(records) < 2 || !reflect.DeepEqual(records[0], wantHeader) {
 		t.Fatalf("got %q, want header %q and rows", records, wantHeader)
 	}
@@ -194,8 +194,8 @@ models:
 	}
 	missing := filepath.Join(t.TempDir(), "none.db")
 	code, _, errs := runCLI(t, nil, "usage", "--database", "sqlite://"+missing)
-	if code != 1 || !strings.Contains(errs, "no usage ledger") {
-		t.Errorf("missing ledger: exit %d, stderr %q; want 1 and no usage ledger", code, errs)
+	if code != 1 || !strings.Contains(errs, "no database at "+missing) || !strings.Contains(errs, "--database") || strings.Count(errs, "\n") != 1 {
+		t.Errorf("missing ledger: exit %d, stderr %q; want 1 and one line naming %s and how to choose another", code, errs, missing)
 	}
 	if _, err := os.Stat(missing); err == nil {
 		t.Errorf("missing ledger: %s was created", missing)
@@ -221,6 +221,121 @@ func TestUsageCLIBadFlags(t *testing.T) {
 		code, out, errs := runCLI(t, nil, append([]string{"usage", "--database", db}, tt.args...)...)
 		if code != 2 || out != "" || !strings.Contains(errs, tt.want) || strings.Count(strings.TrimSpace(errs), "\n") != 0 {
 			t.Errorf("%s: exit %d, stdout %q, stderr %q; want 2 and one line naming %q", tt.name, code, out, errs, tt.want)
+		}
+	}
+}
+
+// The gateway's own refusals are counted apart and not as failures; the
+// error rate is over what was served; a ledger an hour old projects an
+// hour's spend rate (issue 25: 54 % errors, $0.00 projected).
+func TestUsageCLIRefusedAndProjection(t *testing.T) {
+	dsn := "sqlite://" + filepath.Join(t.TempDir(), "ledger.db")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := usage.Open(ctx, dsn)
+	if err != nil {
+		t.Fatalf("usage.Open: %v", err)
+	}
+	now := time.Now()
+	entries := []usage.Entry{
+		{Time: now.Add(-time.Hour), KeyID: "app", Model: "m", Outcome: usage.OutcomeOK},
+		{Time: now.Add(-30 * time.Minute), KeyID: "app", Model: "m", Outcome: usage.OutcomeOK, CostUSD: 3.47},
+		{Time: now.Add(-25 * time.Minute), KeyID: "app", Model: "m", Outcome: usage.OutcomeClientCancelled, Status: 499},
+		{Time: now.Add(-20 * time.Minute), Model: "m", Outcome: usage.OutcomeRejected, Status: 401},
+		{Time: now.Add(-20 * time.Minute), KeyID: "app", Model: "m", Outcome: usage.OutcomeRejected, Status: 429},
+		{Time: now.Add(-20 * time.Minute), KeyID: "app", Model: "m", Outcome: usage.OutcomeRejected, Status: 404},
+		{Time: now.Add(-10 * time.Minute), KeyID: "app", Model: "m", Outcome: usage.OutcomeUpstreamError, Status: 502},
+	}
+	if err := s.Insert(ctx, entries); err != nil {
+		t.Fatalf("Insert: %v", err)
+	}
+	s.Close()
+
+	code, out, errs := runCLI(t, nil, "usage", "--database", dsn, "--json")
+	var rep usage.Breakdown
+	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil {
+		t.Fatalf("--json: exit %d, %q (%v), stderr %s", code, out, err, errs)
+	}
+	want := usage.Totals{Requests: 7, Refused: 3, Cancelled: 1, Failed: 1, ErrorRate: 0.25, CostUSD: 3.47}
+	if rep.Total != want {
+		t.Errorf("total: got %+v, want %+v", rep.Total, want)
+	}
+	if math.Abs(rep.ProjectionDays*24-1) > 0.01 || math.Abs(rep.ProjectedMonthlyUSD-3.47*720) > 1 {
+		t.Errorf("projection: got $%v over %v days, want about $%v over an hour", rep.ProjectedMonthlyUSD, rep.ProjectionDays, 3.47*720)
+	}
+	code, out, errs = runCLI(t, nil, "usage", "--database", dsn)
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if code != 0 || len(lines) != 4 {
+		t.Fatalf("table: exit %d, stderr %s, got:\n%s", code, errs, out)
+	}
+	if got, want := strings.Fields(lines[2])[:6], []string{"total", "7", "3", "1", "25.00%", "1"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("total line: got %q, want it to start %q", lines[2], want)
+	}
+	if !strings.Contains(lines[3], "projected monthly cost $2498") || !strings.Contains(lines[3], "over 1 hour") {
+		t.Errorf("projection line: got %q, want about $2498 over 1 hour", lines[3])
+	}
+}
+
+// The database is chosen as documented and named on stderr: --database,
+// STREAMGATE_DATABASE, --config, ./streamgate.yaml, sqlite://streamgate.db;
+// a read never creates it (issue 25: `keys list` from another directory
+// created an empty database and exited 0).
+func TestCLIDatabaseChoice(t *testing.T) {
+	db := usageLedger(t)
+	path := strings.TrimPrefix(db, "sqlite://")
+	dir := t.TempDir()
+	t.Chdir(dir)
+	for _, args := range [][]string{{"keys", "list"}, {"keys", "show", "app"}, {"usage"}, {"keys", "revoke", "app"}} {
+		code, out, errs := runCLI(t, nil, args...)
+		abs := filepath.Join(dir, "streamgate.db")
+		if code != 1 || out != "" || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, "no database at "+abs) ||
+			!strings.Contains(errs, "--database") || !strings.Contains(errs, "STREAMGATE_DATABASE") {
+			t.Errorf("%v without a database: exit %d, stdout %q, stderr %q; want 1 and one line naming %s and the ways to choose", args, code, out, errs, abs)
+		}
+		if _, err := os.Stat(abs); err == nil {
+			t.Fatalf("%v created %s", args, abs)
+		}
+	}
+
+	// ./streamgate.yaml in the working directory.
+	yaml := "database: " + db + `
+providers: [{name: sim, kind: sim}]
+models: [{name: m1, routes: [{provider: sim, model: sim-fast}]}]
+`
+	if err := os.WriteFile("streamgate.yaml", []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCLI(t, nil, "usage", "--csv")
+	if code != 0 || !strings.Contains(out, "m1,2,") || errs != "streamgate: database: "+path+" (sqlite; from ./streamgate.yaml)\n" {
+		t.Errorf("./streamgate.yaml: exit %d, out %q, stderr %q; want m1's row and the database named", code, out, errs)
+	}
+	// STREAMGATE_DATABASE wins over it, --database over both.
+	other := "sqlite://" + filepath.Join(dir, "other.db")
+	code, _, errs = runCLI(t, map[string]string{"STREAMGATE_DATABASE": other}, "keys", "list")
+	if code != 1 || !strings.Contains(errs, "other.db (sqlite://") || !strings.Contains(errs, "from STREAMGATE_DATABASE") {
+		t.Errorf("STREAMGATE_DATABASE: exit %d, stderr %q; want its missing file named", code, errs)
+	}
+	code, _, errs = runCLI(t, map[string]string{"STREAMGATE_DATABASE": other}, "keys", "list", "--database", db)
+	if code != 0 || errs != "streamgate: database: "+path+" (sqlite; from --database)\n" {
+		t.Errorf("--database: exit %d, stderr %q; want it named", code, errs)
+	}
+	// A command that writes may create the file, and says so.
+	code, _, errs = runCLI(t, nil, "keys", "create", "--name", "new", "--database", other)
+	if code != 0 || !strings.Contains(errs, "other.db (sqlite, a new file; from --database)") {
+		t.Errorf("keys create on a new file: exit %d, stderr %q", code, errs)
+	}
+}
+
+func TestDescribeDSN(t *testing.T) {
+	for _, tt := range []struct{ dsn, name, kind string }{
+		{"postgres://sg:hunter2@db:5432/streamgate?sslmode=disable", "postgres://sg:xxxxx@db:5432/streamgate?sslmode=disable", "postgresql"},
+		{"postgresql://db/streamgate", "postgresql://db/streamgate", "postgresql"},
+		{"sqlite:///var/lib/sg.db?_pragma=synchronous(FULL)", "/var/lib/sg.db", "sqlite"},
+		{"sqlite://:memory:", "sqlite://:memory:", "sqlite"},
+		{"mysql://root:pw@h/db", "(not shown)", "unknown scheme"},
+	} {
+		if name, kind, _ := describeDSN(tt.dsn); name != tt.name || kind != tt.kind {
+			t.Errorf("describeDSN(%q): got %q, %q; want %q, %q", tt.dsn, name, kind, tt.name, tt.kind)
 		}
 	}
 }
