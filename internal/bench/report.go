@@ -13,6 +13,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	usdfmt "github.com/streamgate/streamgate/internal/usd"
 )
 
 // Definitions are the metric definitions of SPEC.md, printed in --help and
@@ -378,17 +380,9 @@ func pctText(d Dist, v float64) string {
 	return fms(v)
 }
 
-// money is the one money format of the reports: cents from a dollar up,
-// else three significant digits (a run's cost is often below a cent).
-func money(x float64) string {
-	switch {
-	case x == 0:
-		return "$0"
-	case x >= 1 || x <= -1:
-		return "$" + strconv.FormatFloat(x, 'f', 2, 64)
-	}
-	return "$" + strconv.FormatFloat(x, 'g', 3, 64)
-}
+// money is the reports' money: usd.Format, the one format of every amount
+// the product prints (cents from a dollar up, enough digits below a cent).
+func money(x float64) string { return usdfmt.Format(x) }
 
 // goodputText is the goodput with the objective it was counted against.
 func goodputText(g *Goodput) string {
