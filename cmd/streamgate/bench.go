@@ -48,6 +48,9 @@ type benchFlags struct {
 	noProgress                  bool
 	runs                        int
 	cpuProfile                  string
+	trace, traceFormat          string
+	traceSpeed                  float64
+	traceWindow                 string
 }
 
 func newBenchCmd(e *env) *cobra.Command {
@@ -63,13 +66,21 @@ self-contained HTML report. The API key comes from --api-key, else
 STREAMGATE_API_KEY, else OPENAI_API_KEY. Ctrl-C stops, prints and saves the
 partial result.
 
+--trace replays a recorded workload open loop: each request at its recorded
+arrival (scaled by --trace-speed, sliced by --trace-window), its prompt
+synthesised to the recorded length (Mooncake hash_ids: the same block id, the
+same 512 tokens of text, so shared prefixes are shared), max_tokens and the
+simulator's X-Sim-Tokens its recorded output length. The report adds the
+schedule lag and the recorded-vs-achieved token counts.
+
 Every result carries a self-check of the client: its GC pause max, scheduling
 lag p99, CPU per chunk, and against "streamgate sim --stamp" its measurement
 delay (arrival - server stamp), so you know whether the client skewed figures.
 
 ` + bench.Definitions,
 		Example: `  streamgate bench --base-url http://127.0.0.1:8081/v1 --model sim-fast --requests 200 --concurrency 1,8,64
-  streamgate bench --base-url http://127.0.0.1:8080/v1 --model gpt-4.1 --rate 5 --duration 60s --json out.json`,
+  streamgate bench --base-url http://127.0.0.1:8080/v1 --model gpt-4.1 --rate 5 --duration 60s --json out.json
+  streamgate bench --base-url http://127.0.0.1:8080/v1 --model sim-fast --trace mooncake.jsonl --trace-window 10m --trace-speed 2`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runBench(cmd, e, &f) },
 	}
@@ -108,6 +119,10 @@ delay (arrival - server stamp), so you know whether the client skewed figures.
 	fl.StringVar(&f.monthlyTokens, "monthly-tokens", "10M", "monthly output tokens for the projected cost (with --prices)")
 	fl.IntVar(&f.runs, "runs", 1, "repeat every point N times: figures pool the repeats, and each figure's median and range over them is saved for compare")
 	fl.BoolVar(&f.noProgress, "no-progress", false, "no progress bar even on a terminal")
+	fl.StringVar(&f.trace, "trace", "", "replay a trace FILE: its arrivals open loop, prompts of its lengths, max_tokens its output lengths (instead of --rate, --prompts and lengths)")
+	fl.StringVar(&f.traceFormat, "trace-format", "", "format of --trace: mooncake (JSONL timestamp, input_length, output_length, hash_ids), azure (CSV TIMESTAMP, ContextTokens, GeneratedTokens) or jsonl (at_ms, prompt or input_tokens, output_tokens, session); default: from the file's extension or first line")
+	fl.Float64Var(&f.traceSpeed, "trace-speed", 1, "scale the trace's time: 2 replays it twice as fast")
+	fl.StringVar(&f.traceWindow, "trace-window", "", "replay a slice of the trace from its first row: END (10m), START:END (5m:15m) or START: (to the end)")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the client to FILE")
 	_ = fl.MarkHidden("cpuprofile")
 	cmd.AddCommand(newBenchCompareCmd(e))
@@ -181,7 +196,21 @@ func benchConfigs(e *env, f *benchFlags, fs interface{ Changed(string) bool }) (
 			return nil, nil, usagef("bench: --rate must be positive")
 		}
 	}
-	if len(rates) == 0 {
+	if f.trace == "" {
+		for _, name := range []string{"trace-format", "trace-speed", "trace-window"} {
+			if fs.Changed(name) {
+				return nil, nil, usagef("bench: --%s needs --trace", name)
+			}
+		}
+	}
+	if f.trace != "" {
+		if err := checkTraceFlags(f, fs); err != nil {
+			return nil, nil, err
+		}
+		if concs == nil {
+			concs = []int{0}
+		}
+	} else if len(rates) == 0 {
 		if concs == nil {
 			concs = []int{1}
 		}
@@ -203,10 +232,10 @@ func benchConfigs(e *env, f *benchFlags, fs interface{ Changed(string) bool }) (
 		return nil, nil, usagef("bench: --requests, --warmup, --max-tokens and --duration must not be negative")
 	}
 	requests := f.requests
-	if f.duration > 0 && !fs.Changed("requests") {
+	if (f.duration > 0 || f.trace != "") && !fs.Changed("requests") {
 		requests = 0
 	}
-	if requests == 0 && f.duration == 0 {
+	if requests == 0 && f.duration == 0 && f.trace == "" {
 		return nil, nil, usagef("bench: --requests 0 needs --duration")
 	}
 	base := bench.Config{
@@ -258,6 +287,16 @@ func benchConfigs(e *env, f *benchFlags, fs interface{ Changed(string) bool }) (
 		base.Dataset = bench.SyntheticPrompts(in, 256, f.seed)
 		base.Prompts = "synthetic:" + f.inputTokens
 	}
+	if f.trace != "" {
+		window, err := bench.ParseTraceWindow(f.traceWindow)
+		if err != nil {
+			return nil, nil, usagef("bench: --trace-window: %v", err)
+		}
+		if base.Trace, err = bench.LoadTrace(f.trace, f.traceFormat, window); err != nil {
+			return nil, nil, usageOrRuntime(err)
+		}
+		base.TraceSpeed = f.traceSpeed
+	}
 	if base.Goodput, err = bench.ParseSLO(f.goodput); err != nil {
 		return nil, nil, usagef("bench: --goodput: %v", err)
 	}
@@ -290,6 +329,23 @@ func benchConfigs(e *env, f *benchFlags, fs interface{ Changed(string) bool }) (
 	echo.MonthlyTokens = opts.MonthlyTokens
 	opts.Echo = &echo
 	return cfgs, opts, nil
+}
+
+// checkTraceFlags refuses the flags a trace replaces (arrivals, prompts,
+// lengths) and checks the trace's own.
+func checkTraceFlags(f *benchFlags, fs interface{ Changed(string) bool }) error {
+	for _, name := range []string{"rate", "burstiness", "prompts", "input-tokens", "output-tokens", "max-tokens", "warmup", "ramp-up"} {
+		if fs.Changed(name) {
+			return usagef("bench: --%s and --trace exclude each other: the trace sets arrivals, prompts and lengths", name)
+		}
+	}
+	if f.traceFormat != "" && !slices.Contains(bench.TraceFormats, f.traceFormat) {
+		return usagef("bench: --trace-format %q: want one of %s", f.traceFormat, strings.Join(bench.TraceFormats, ", "))
+	}
+	if !(f.traceSpeed > 0) || f.traceSpeed > 1e6 {
+		return usagef("bench: --trace-speed %v: want a positive number (2 = twice as fast)", f.traceSpeed)
+	}
+	return nil
 }
 
 func ratesOrZero(r []float64) []float64 {

@@ -63,6 +63,13 @@ type Config struct {
 	ExtraBody string
 	// Headers are added to every request (e.g. X-Sim-* overrides).
 	Headers http.Header
+	// Trace, when set, replays its arrivals open loop (see trace_run.go)
+	// instead of Rate or the closed loop: a prompt per entry, max_tokens
+	// the recorded output; Prompts, Dataset, MaxTokens, OutputTokens and
+	// Warmup are not used. Requests caps the entries sent (0: all of them).
+	Trace *Trace
+	// TraceSpeed scales the trace's time: 2 replays it twice as fast. 0 means 1.
+	TraceSpeed float64
 	// Seed makes the request sequence and the arrival times reproducible.
 	Seed uint64
 
@@ -148,6 +155,11 @@ type ConfigEcho struct {
 	Goodput       string            `json:"goodput,omitempty"`
 	Scrape        string            `json:"scrape,omitempty"`
 	MonthlyTokens float64           `json:"monthly_tokens,omitempty"`
+	// The replayed trace (--trace): its file, format, speed and window.
+	Trace       string  `json:"trace,omitempty"`
+	TraceFormat string  `json:"trace_format,omitempty"`
+	TraceSpeed  float64 `json:"trace_speed,omitempty"`
+	TraceWindow string  `json:"trace_window,omitempty"`
 }
 
 // RunResult is one benchmark point: one model at one load.
@@ -196,11 +208,15 @@ type RunResult struct {
 	MonthlyCost  float64        `json:"monthly_cost_usd,omitempty"`
 	Errors       map[string]int `json:"errors"`
 	ScheduleLag  *Dist          `json:"schedule_lag_ms,omitempty"`
-	SlotWait     *Dist          `json:"slot_wait_ms,omitempty"`
-	Goodput      *Goodput       `json:"goodput,omitempty"`
-	Server       *ServerStats   `json:"server,omitempty"`
-	Client       ClientStats    `json:"client"`
-	Warnings     []string       `json:"warnings,omitempty"`
+	// Trace is a trace replay's schedule and its recorded-vs-achieved
+	// token counts; CacheReadShare is then CacheReadTok / InTok.
+	Trace          *TraceStats  `json:"trace,omitempty"`
+	CacheReadShare *float64     `json:"cache_read_share,omitempty"`
+	SlotWait       *Dist        `json:"slot_wait_ms,omitempty"`
+	Goodput        *Goodput     `json:"goodput,omitempty"`
+	Server         *ServerStats `json:"server,omitempty"`
+	Client         ClientStats  `json:"client"`
+	Warnings       []string     `json:"warnings,omitempty"`
 
 	// Repeats is the number of pooled repeats (RunOptions.Runs); Spread
 	// holds the median and range over them of key figures (ttft_p50, itl_p99, ...).

@@ -22,6 +22,9 @@ type bodies struct {
 	// fixed is the limit a request without one gets (Messages requires
 	// max_tokens); 0 leaves it out.
 	fixed int
+	// extra are the --extra-body fields, for bodies built per request (a
+	// trace's synthesised prompts).
+	extra map[string]json.RawMessage
 }
 
 // newBodies encodes every prompt for model in apiName's request shape
@@ -39,7 +42,7 @@ func newBodies(apiName, model string, prompts []Prompt, extra string) (*bodies, 
 	if apiName == "" {
 		apiName = APIChat
 	}
-	b := &bodies{prefix: make([][]byte, len(prompts)), limit: limitField(apiName), full: make(map[[2]int][]byte)}
+	b := &bodies{prefix: make([][]byte, len(prompts)), limit: limitField(apiName), full: make(map[[2]int][]byte), extra: extraFields}
 	if apiName == APIMessages {
 		b.fixed = defaultMessagesMaxTokens
 	}

@@ -30,6 +30,9 @@ type Request struct {
 	Intended  time.Duration `json:"-"` // open loop: intended send offset
 	Sent      time.Duration `json:"-"` // actual send offset
 	SlotWait  time.Duration `json:"-"` // open loop with a cap: wait for a free slot
+	// Entry is the trace entry a replayed request stands for (nil
+	// otherwise): its recorded token counts.
+	Entry *TraceEntry `json:"-"`
 
 	Status      int    `json:"status"`
 	Kind        string `json:"error_kind,omitempty"` // "" on success

@@ -38,7 +38,7 @@ const Definitions = `Metrics (per request, then pooled over successful requests)
                responses: its terminal event) and without finish_reason, or an
                error event (responses: response.failed) mid-stream, or an idle
                timeout
-  schedule lag (open loop) actual send time - intended send time
+  schedule lag (open loop, trace) actual send time - intended send time
   achieved     (open loop) rate of sending: (sent - 1) / (last send - first send)
   req/s        (closed loop) successful requests / the run's duration
 Percentiles are p50 p90 p95 p99 max plus mean, with linear interpolation (numpy's default).
@@ -85,6 +85,13 @@ func runName(r *RunResult) string {
 }
 
 func loadName(r *RunResult) string {
+	if r.Trace != nil {
+		s := "trace ×" + strconv.FormatFloat(r.Trace.Speed, 'g', 4, 64)
+		if r.Concurrency > 0 {
+			s += " c≤" + strconv.Itoa(r.Concurrency)
+		}
+		return s
+	}
 	if r.RequestedRate > 0 {
 		s := "r=" + strconv.FormatFloat(r.RequestedRate, 'g', 4, 64)
 		if r.Concurrency > 0 {
@@ -122,6 +129,9 @@ func WriteTable(w io.Writer, runs ...RunResult) error {
 				runName(r), loadName(r), r.RequestedRate, r.AchievedRate, fms(r.ScheduleLag.P50), fms(r.ScheduleLag.P99), fms(r.ScheduleLag.Max))
 		} else {
 			fmt.Fprintf(w, "%s %s: %s over the run\n", runName(r), loadName(r), rateText(r))
+		}
+		if r.Trace != nil {
+			writeTraceLine(w, r)
 		}
 		if r.CostUSD > 0 || r.MonthlyCost > 0 {
 			fmt.Fprintf(w, "%s %s: cost %s (%d input, %d output tokens)", runName(r), loadName(r), money(r.CostUSD), r.InTok, r.OutTok)
@@ -220,7 +230,9 @@ func WriteCSV(w io.Writer, runs ...RunResult) error {
 	head = append(head, "output_tokens", "input_tokens", "token_source", "throughput_tokens_per_s", "requests_per_s",
 		"cost_usd", "goodput_fraction", "goodput_per_s", "schedule_lag_p50_ms", "schedule_lag_p99_ms",
 		"client_gc_pause_max_ms", "client_sched_lag_p99_ms", "client_cpu_us_per_chunk", "measurement_delay_p99_ms", "errors",
-		"monthly_cost_usd", "server_gc_pause_max_ms", "server_gc_cycles", "server_overhead_request_ms", "server_overhead_chunk_ms")
+		"monthly_cost_usd", "server_gc_pause_max_ms", "server_gc_cycles", "server_overhead_request_ms", "server_overhead_chunk_ms",
+		"schedule_lag_max_ms", "cache_read_share", "trace_recorded_input_tokens", "trace_input_mismatch",
+		"trace_recorded_output_tokens", "trace_output_mismatch")
 	if err := cw.Write(head); err != nil {
 		return err
 	}
@@ -268,6 +280,17 @@ func WriteCSV(w io.Writer, runs ...RunResult) error {
 			}
 		}
 		row = append(row, opt(pause), opt(cycles), opt(ovReq), opt(ovChunk))
+		var lagMax *float64
+		if r.ScheduleLag != nil {
+			lagMax = &r.ScheduleLag.Max
+		}
+		row = append(row, opt(lagMax), opt(r.CacheReadShare))
+		if t := r.Trace; t != nil {
+			row = append(row, strconv.Itoa(t.RecordedInputTokens), strconv.Itoa(t.InputMismatch),
+				strconv.Itoa(t.RecordedOutputTokens), strconv.Itoa(t.OutputMismatch))
+		} else {
+			row = append(row, "", "", "", "")
+		}
 		if err := cw.Write(row); err != nil {
 			return err
 		}
@@ -278,32 +301,37 @@ func WriteCSV(w io.Writer, runs ...RunResult) error {
 
 // requestLine is one line of --requests-out.
 type requestLine struct {
-	Run         int       `json:"run"`
-	Label       string    `json:"label,omitempty"`
-	Model       string    `json:"model"`
-	Index       int       `json:"index"`
-	Prompt      int       `json:"prompt"`
-	MaxTokens   int       `json:"max_tokens,omitempty"`
-	IntendedMs  *float64  `json:"intended_ms,omitempty"`
-	SentMs      float64   `json:"sent_ms"`
-	SlotWaitMs  *float64  `json:"slot_wait_ms,omitempty"`
-	Status      int       `json:"status"`
-	OK          bool      `json:"ok"`
-	ErrorKind   string    `json:"error_kind,omitempty"`
-	Error       string    `json:"error,omitempty"`
-	Interrupted bool      `json:"interrupted,omitempty"`
-	Incomplete  bool      `json:"incomplete,omitempty"`
-	TTFTMs      *float64  `json:"ttft_ms"`
-	E2EMs       *float64  `json:"e2e_ms"`
-	EndMs       float64   `json:"end_ms"`
-	Output      int       `json:"output_tokens"`
-	Input       int       `json:"input_tokens"`
-	CacheRead   int       `json:"cache_read_tokens,omitempty"`
-	CacheWrite  int       `json:"cache_write_tokens,omitempty"`
-	TokenSource string    `json:"token_source,omitempty"`
-	Events      int       `json:"events"`
-	Done        bool      `json:"done"`
-	ChunksMs    []float64 `json:"chunk_ms"`
+	Run         int      `json:"run"`
+	Label       string   `json:"label,omitempty"`
+	Model       string   `json:"model"`
+	Index       int      `json:"index"`
+	Prompt      int      `json:"prompt"`
+	MaxTokens   int      `json:"max_tokens,omitempty"`
+	IntendedMs  *float64 `json:"intended_ms,omitempty"`
+	SentMs      float64  `json:"sent_ms"`
+	SlotWaitMs  *float64 `json:"slot_wait_ms,omitempty"`
+	Status      int      `json:"status"`
+	OK          bool     `json:"ok"`
+	ErrorKind   string   `json:"error_kind,omitempty"`
+	Error       string   `json:"error,omitempty"`
+	Interrupted bool     `json:"interrupted,omitempty"`
+	Incomplete  bool     `json:"incomplete,omitempty"`
+	TTFTMs      *float64 `json:"ttft_ms"`
+	E2EMs       *float64 `json:"e2e_ms"`
+	EndMs       float64  `json:"end_ms"`
+	Output      int      `json:"output_tokens"`
+	Input       int      `json:"input_tokens"`
+	CacheRead   int      `json:"cache_read_tokens,omitempty"`
+	CacheWrite  int      `json:"cache_write_tokens,omitempty"`
+	// A replayed request's entry: its line in the trace file and its
+	// recorded token counts (input 0: not recorded).
+	TraceLine      int       `json:"trace_line,omitempty"`
+	RecordedInput  *int      `json:"recorded_input_tokens,omitempty"`
+	RecordedOutput *int      `json:"recorded_output_tokens,omitempty"`
+	TokenSource    string    `json:"token_source,omitempty"`
+	Events         int       `json:"events"`
+	Done           bool      `json:"done"`
+	ChunksMs       []float64 `json:"chunk_ms"`
 }
 
 // WriteRequests writes one JSON line per request of runs (those kept with
@@ -318,9 +346,15 @@ func WriteRequests(w io.Writer, runs ...RunResult) error {
 				SentMs: round(q.Sent), Status: q.Status, OK: q.OK(), ErrorKind: q.Kind, Error: q.Err, Interrupted: q.Interrupted,
 				Incomplete: q.Incomplete, EndMs: round(q.End), Output: q.OutputTokens, Input: q.InputTokens,
 				CacheRead: q.CacheReadTokens, CacheWrite: q.CacheWriteTokens, TokenSource: q.TokenSource, Events: q.Events, Done: q.Done, ChunksMs: make([]float64, len(q.Arrivals))}
-			if r.RequestedRate > 0 {
+			if r.RequestedRate > 0 || r.Trace != nil {
 				iv, sw := round(q.Intended), round(q.SlotWait)
 				l.IntendedMs, l.SlotWaitMs = &iv, &sw
+			}
+			if e := q.Entry; e != nil {
+				l.TraceLine, l.RecordedOutput = e.Line, &e.OutputTokens
+				if e.InputTokens > 0 {
+					l.RecordedInput = &e.InputTokens
+				}
 			}
 			for i, a := range q.Arrivals {
 				l.ChunksMs[i] = round(a)
@@ -544,4 +578,21 @@ func SummarizeWarnings(ws []string) []string {
 		return append([]string{worst}, out...)
 	}
 	return append([]string{fmt.Sprintf("%s in %d runs (scheduling lag above 1 ms; e.g. %s): latencies include the client's own delays", loadWarning, n, worst)}, out...)
+}
+
+// writeTraceLine writes a trace replay's line of the table's notes: the
+// schedule, the recorded-vs-achieved tokens, the cache reads.
+func writeTraceLine(w io.Writer, r *RunResult) {
+	t := r.Trace
+	fmt.Fprintf(w, "%s %s: trace %s (%s) %d entries", runName(r), loadName(r), t.File, t.Format, t.Entries)
+	if t.Window != "" {
+		fmt.Fprintf(w, " in %s", t.Window)
+	}
+	fmt.Fprintf(w, ", %.1f s at ×%g, peak %.0f/s; tokens recorded/achieved: input %d/%d (%d differ), output %d/%d (%d differ)",
+		t.SpanS, t.Speed, t.PeakRate, t.RecordedInputTokens, t.AchievedInputTokens, t.InputMismatch,
+		t.RecordedOutputTokens, t.AchievedOutputTokens, t.OutputMismatch)
+	if r.CacheReadShare != nil {
+		fmt.Fprintf(w, "; cache reads %.1f%% of input", 100**r.CacheReadShare)
+	}
+	fmt.Fprintln(w)
 }

@@ -131,6 +131,10 @@ func Echo(cfgs []Config) ConfigEcho {
 	if c.OutputTokens.Mean > 0 {
 		e.OutputTokens = fmt.Sprintf("%g:%g", c.OutputTokens.Mean, c.OutputTokens.StdDev)
 	}
+	if t := c.Trace; t != nil {
+		e.Trace, e.TraceFormat, e.TraceSpeed, e.TraceWindow = t.File, t.Format, traceSpeed(c.TraceSpeed), t.Window.String()
+		e.Prompts, e.Warmup = "trace", 0
+	}
 	for k, v := range c.Headers {
 		if e.Headers == nil {
 			e.Headers = map[string]string{}
@@ -205,17 +209,22 @@ func prepare(cfg Config, cache map[string][]Prompt) (*runner, error) {
 	if cfg.Rate < 0 || cfg.Concurrency < 0 || cfg.Requests < 0 || cfg.Warmup < 0 {
 		return nil, errors.New("bench: negative rate, concurrency or request count")
 	}
+	if cfg.Trace != nil {
+		if err := checkTrace(&cfg); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.Requests == 0 && cfg.Duration == 0 {
 		cfg.Requests = 100
 	}
-	if cfg.Concurrency == 0 && cfg.Rate == 0 {
+	if cfg.Concurrency == 0 && cfg.Rate == 0 && cfg.Trace == nil {
 		cfg.Concurrency = 1
 	}
 	cfg.IdleTimeout = orDur(cfg.IdleTimeout, 60*time.Second)
 	cfg.ConnectTimeout = orDur(cfg.ConnectTimeout, 10*time.Second)
 	cfg.Grace = orDur(cfg.Grace, 30*time.Second)
 	prompts := cfg.Dataset
-	if prompts == nil {
+	if prompts == nil && cfg.Trace == nil {
 		p, ok := cache[cfg.Prompts]
 		if !ok {
 			var err error
@@ -226,7 +235,7 @@ func prepare(cfg Config, cache map[string][]Prompt) (*runner, error) {
 		}
 		prompts = p
 	}
-	if len(prompts) == 0 {
+	if len(prompts) == 0 && cfg.Trace == nil {
 		return nil, errors.New("bench: empty dataset")
 	}
 	if cfg.API == "" {
@@ -304,10 +313,15 @@ type timeDur = time.Duration
 
 // send runs one request on a pooled stream and records it.
 func (r *runner) send(ctx context.Context, req *Request, body []byte, measured bool) {
+	r.sendWith(ctx, req, body, r.header, measured)
+}
+
+// sendWith is send with the request's own headers.
+func (r *runner) sendWith(ctx context.Context, req *Request, body []byte, hdr http.Header, measured bool) {
 	st := r.pool.Get().(*stream)
 	st.t0, st.base = r.t0, r.base
 	st.setAPI(r.cfg.API)
-	st.do(ctx, r.client, r.url, r.header, body, req, func(cancel context.CancelCauseFunc) {
+	st.do(ctx, r.client, r.url, hdr, body, req, func(cancel context.CancelCauseFunc) {
 		r.mu.Lock()
 		r.inflight[req] = cancel
 		r.mu.Unlock()
@@ -490,7 +504,7 @@ func (r *runner) run(ctx context.Context) RunResult {
 	go func() { r.watchIdle(stopWatch); close(watchDone) }()
 	defer func() { close(stopWatch); <-watchDone }()
 
-	if cfg.Warmup > 0 {
+	if cfg.Warmup > 0 && cfg.Trace == nil {
 		seq := r.newSequence(cfg.Seed ^ 0x3a3a)
 		r.closedLoop(ctx, ctx, seq, max(1, min(max(cfg.Concurrency, 1), cfg.Warmup)), cfg.Warmup, 0, 0, false)
 	}
@@ -512,7 +526,9 @@ func (r *runner) run(ctx context.Context) RunResult {
 		defer t.Stop()
 	}
 	seq := r.newSequence(cfg.Seed)
-	if cfg.Rate > 0 {
+	if cfg.Trace != nil {
+		r.traceLoop(ctx, runCtx)
+	} else if cfg.Rate > 0 {
 		r.openLoop(ctx, runCtx, seq)
 	} else {
 		r.closedLoop(ctx, runCtx, seq, cfg.Concurrency, cfg.Requests, cfg.Duration, cfg.RampUp, true)

@@ -25,6 +25,8 @@ func (r *runner) summarize(elapsed time.Duration, self selfStats) RunResult {
 	good := 0
 	var firstSent, lastSent, firstIntended, lastIntended time.Duration
 	n := 0
+	// An open loop: at a rate, or a trace's arrivals.
+	open := cfg.Rate > 0 || cfg.Trace != nil
 	for _, q := range recs {
 		rr.Chunks += q.Events
 		for _, d := range q.Delays {
@@ -44,7 +46,7 @@ func (r *runner) summarize(elapsed time.Duration, self selfStats) RunResult {
 		lastIntended = max(lastIntended, q.Intended)
 		n++
 		rr.Requests++
-		if cfg.Rate > 0 {
+		if open {
 			lag = append(lag, ms(q.Sent-q.Intended))
 			wait = append(wait, ms(q.SlotWait))
 		}
@@ -101,7 +103,7 @@ func (r *runner) summarize(elapsed time.Duration, self selfStats) RunResult {
 		rr.Throughput = float64(rr.OutTok) / s
 		rr.RequestsPerS = float64(rr.Succeeded) / s
 	}
-	if cfg.Rate > 0 && n > 1 && lastSent > firstSent {
+	if open && n > 1 && lastSent > firstSent {
 		rr.AchievedRate = float64(n-1) / (lastSent - firstSent).Seconds()
 	}
 	rr.CostUSD = cfg.Price.Cost(config.Tokens{Input: int64(rr.InTok), CacheRead: int64(rr.CacheReadTok), CacheWrite: int64(rr.CacheWriteTok), Output: int64(rr.OutTok)})
@@ -111,7 +113,7 @@ func (r *runner) summarize(elapsed time.Duration, self selfStats) RunResult {
 			rr.Goodput.PerS = float64(good) / s
 		}
 	}
-	if cfg.Rate > 0 {
+	if open {
 		l, w := Summarize(lag), Summarize(wait)
 		rr.ScheduleLag, rr.SlotWait = &l, &w
 		// The intended schedule's own rate, so a seeded Poisson draw that
@@ -120,7 +122,17 @@ func (r *runner) summarize(elapsed time.Duration, self selfStats) RunResult {
 		if n > 1 && lastIntended > firstIntended {
 			intended = float64(n-1) / (lastIntended - firstIntended).Seconds()
 		}
-		tol := max(10.0, 100/cfg.Rate) // ms: 10 ms, or a tenth of the mean gap
+		rate := cfg.Rate
+		if cfg.Trace != nil {
+			// A trace's requested rate is its schedule's own.
+			rate = intended
+			rr.RequestedRate = intended
+			r.traceStats(&rr, recs)
+		}
+		tol := 10.0 // ms: 10 ms, or a tenth of the mean gap
+		if rate > 0 {
+			tol = max(tol, 100/rate)
+		}
 		if l.P99 > tol {
 			rr.Warnings = append(rr.Warnings, fmt.Sprintf("the client could not keep the schedule: schedule lag p99 %.1f ms (latencies measured from the actual send understate what users would see)", l.P99))
 		}
