@@ -146,10 +146,15 @@ func (r *runner) traceLoop(stopCtx, reqCtx context.Context) {
 	}
 }
 
+// minResponsesOutput is the smallest max_output_tokens OpenAI's Responses
+// API accepts.
+const minResponsesOutput = 16
+
 // traceRequest builds the request of entry e (index i): its prompt (the
 // recorded one, else synthesised into *text, reused), max_tokens its
-// recorded output length (at least 1) and, unless the run's headers set
-// it, X-Sim-Tokens the same.
+// recorded output length (at least 1; Responses: at least 16, the API's
+// minimum) and, unless the run's headers set it, X-Sim-Tokens the
+// recorded length, which the simulator then answers exactly.
 func (r *runner) traceRequest(e *TraceEntry, i int, text *[]byte) (*Request, []byte, http.Header) {
 	out := max(1, e.OutputTokens)
 	prompt := e.Prompt
@@ -165,7 +170,11 @@ func (r *runner) traceRequest(e *TraceEntry, i int, text *[]byte) (*Request, []b
 	body := make([]byte, 0, len(enc)+32)
 	body = append(body, enc...)
 	body = append(body, r.bodies.limit...)
-	body = strconv.AppendInt(body, int64(out), 10)
+	limit := out
+	if r.cfg.API == APIResponses {
+		limit = max(limit, minResponsesOutput)
+	}
+	body = strconv.AppendInt(body, int64(limit), 10)
 	body = append(body, '}')
 	hdr := r.header
 	if r.header.Get(HeaderSimTokens) == "" {
