@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -92,9 +93,12 @@ func (r *runner) traceLoop(stopCtx, reqCtx context.Context) {
 	defer wg.Wait()
 	builder.Go(func() {
 		defer close(jobs)
-		var text []byte
+		// The body of a synthesised prompt around its text: the text (ASCII
+		// words, nothing to escape) is written in place of the marker.
+		tmpl, _ := dialectBody(cfg.API, cfg.Model, Prompt{Messages: []api.Message{api.TextMessage("user", "\x00\x01\x02")}}, r.bodies.extra)
+		head, tail, _ := bytes.Cut(tmpl, []byte(`\u0000\u0001\u0002`))
 		for i := range entries {
-			req, body, hdr := r.traceRequest(&entries[i], i, &text)
+			req, body, hdr := r.traceRequest(&entries[i], i, head, tail)
 			req.Intended = time.Duration(float64(entries[i].At) / speed)
 			select {
 			case jobs <- job{req, body, hdr}:
@@ -151,24 +155,28 @@ func (r *runner) traceLoop(stopCtx, reqCtx context.Context) {
 const minResponsesOutput = 16
 
 // traceRequest builds the request of entry e (index i): its prompt (the
-// recorded one, else synthesised into *text, reused), max_tokens its
+// recorded one, else synthesised between head and tail), max_tokens its
 // recorded output length (at least 1; Responses: at least 16, the API's
 // minimum) and, unless the run's headers set it, X-Sim-Tokens the
 // recorded length, which the simulator then answers exactly.
-func (r *runner) traceRequest(e *TraceEntry, i int, text *[]byte) (*Request, []byte, http.Header) {
+func (r *runner) traceRequest(e *TraceEntry, i int, head, tail []byte) (*Request, []byte, http.Header) {
 	out := max(1, e.OutputTokens)
-	prompt := e.Prompt
-	if prompt == "" {
-		*text = appendTraceText((*text)[:0], e, i, traceTextTokens(e))
-		prompt = string(*text)
-	}
 	req := &Request{Index: i, Prompt: i, MaxTokens: out, Entry: e, Arrivals: make([]time.Duration, 0, min(out+2, 4096))}
-	enc, err := dialectBody(r.cfg.API, r.cfg.Model, Prompt{Messages: []api.Message{api.TextMessage("user", prompt)}}, r.bodies.extra)
-	if err != nil { // not for a valid API: prepare checked it
-		enc = []byte("{")
+	var body []byte
+	if e.Prompt == "" {
+		tokens := traceTextTokens(e)
+		body = make([]byte, 0, len(head)+4*tokens+len(tail)+32)
+		body = append(body, head...)
+		body = appendTraceText(body, e, i, tokens)
+		body = append(body, tail...)
+	} else {
+		enc, err := dialectBody(r.cfg.API, r.cfg.Model, Prompt{Messages: []api.Message{api.TextMessage("user", e.Prompt)}}, r.bodies.extra)
+		if err != nil { // not for a valid API: prepare checked it
+			enc = []byte("{")
+		}
+		body = make([]byte, 0, len(enc)+32)
+		body = append(body, enc...)
 	}
-	body := make([]byte, 0, len(enc)+32)
-	body = append(body, enc...)
 	body = append(body, r.bodies.limit...)
 	limit := out
 	if r.cfg.API == APIResponses {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamgate/streamgate/internal/api"
 	"github.com/streamgate/streamgate/internal/sim"
 )
 
@@ -312,5 +313,22 @@ func TestTraceReplaySim(t *testing.T) {
 				t.Errorf("table: got\n%s\nwant a line with %q", buf.String(), want)
 			}
 		})
+	}
+}
+
+// BenchmarkTraceRequest is the cost of building one replayed request of a
+// Mooncake-sized prompt (about 8k tokens, 16 blocks), which the builder
+// goroutine pays ahead of the send time.
+func BenchmarkTraceRequest(b *testing.B) {
+	r, err := prepare(Config{BaseURL: "http://127.0.0.1:1/v1", Model: "m", Trace: &Trace{Entries: []TraceEntry{{}}}}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tmpl, _ := dialectBody(APIChat, "m", Prompt{Messages: []api.Message{api.TextMessage("user", "\x00\x01\x02")}}, nil)
+	head, tail, _ := bytes.Cut(tmpl, []byte(`\u0000\u0001\u0002`))
+	e := &TraceEntry{InputTokens: 8000, OutputTokens: 200, Blocks: []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}}
+	b.ReportAllocs()
+	for i := range b.N {
+		r.traceRequest(e, i, head, tail)
 	}
 }
