@@ -481,13 +481,13 @@ func runSimExport(ctx context.Context, e *env, f *simExportFlags, now time.Time)
 		"Simulated upstreams replaying what the gateway observed per route; serve with: streamgate sim --profiles FILE",
 	}
 	if f.usage.config != "" || f.usage.database != "" {
-		dsn, err := ledgerDSN(e, &f.usage)
+		db, err := chooseDatabase(e, f.usage.database, f.usage.config, false)
 		if err != nil {
 			return err
 		}
 		octx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		store, err := usage.Open(octx, dsn)
+		store, err := usage.Open(octx, db.dsn)
 		if err != nil {
 			return err
 		}
