@@ -12,8 +12,14 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version, commit and date may be set at build time with -ldflags
+// "-X main.version=v1.2.3 -X main.commit=... -X main.date=..." (GoReleaser,
+// deploy/Dockerfile); unset, they come from the binary's build info.
+var (
+	version = ""
+	commit  = ""
+	date    = ""
+)
 
 // env is how commands read the environment, so tests can pass their own.
 type env struct {
@@ -131,18 +137,85 @@ func newVersionCmd(e *env) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print version and build info",
-		Args:  cobra.NoArgs,
+		Long: `Print the release, the commit and its time, and the Go toolchain.
+
+The release and commit are those set at link time (-ldflags -X main.version,
+main.commit, main.date: release builds and deploy/Dockerfile), else the
+module version of "go install ...@version" and the VCS stamp "go build" writes
+in a git checkout (vcs.revision, vcs.time, vcs.modified). "go run" and
+-buildvcs=false record no commit.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			rev := "unknown"
-			if bi, ok := debug.ReadBuildInfo(); ok {
-				for _, s := range bi.Settings {
-					if s.Key == "vcs.revision" {
-						rev = s.Value
-					}
-				}
-			}
-			fmt.Fprintf(e.stdout, "streamgate %s (commit %s, %s, %s/%s)\n", version, rev, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			bi, _ := debug.ReadBuildInfo()
+			fmt.Fprintln(e.stdout, versionLine(bi, version, commit, date))
 			return nil
 		},
 	}
+}
+
+// releaseVersion is the release this binary reports (service.version of its
+// traces): the link-time version, else the module version, else "dev".
+func releaseVersion() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
+
+// versionLine is what "streamgate version" prints: the link-time values
+// when set, else what bi (nil: none) recorded.
+func versionLine(bi *debug.BuildInfo, ldVersion, ldCommit, ldDate string) string {
+	v, rev, at, dirty := ldVersion, ldCommit, ldDate, false
+	if bi != nil {
+		if v == "" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			v = bi.Main.Version // go install module@version
+		}
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				if rev == "" {
+					rev = s.Value
+				}
+			case "vcs.time":
+				if at == "" {
+					at = s.Value
+				}
+			case "vcs.modified":
+				dirty = s.Value == "true" && ldCommit == ""
+			}
+		}
+	}
+	if v == "" {
+		v = "dev"
+	}
+	var b strings.Builder
+	b.WriteString("streamgate " + v + " (")
+	switch {
+	case rev != "":
+		if len(rev) > 12 {
+			rev = rev[:12]
+		}
+		b.WriteString("commit " + rev)
+		if at != "" {
+			b.WriteString(" of " + at)
+		}
+		if dirty {
+			b.WriteString(", with uncommitted changes")
+		}
+	case strings.Count(v, "-") >= 2 && strings.HasPrefix(v, "v"):
+		// A pseudo-version (v0.0.0-20260102150405-abcdef123456) names its commit.
+		b.WriteString("commit " + v[strings.LastIndexByte(v, '-')+1:])
+	case v != "dev":
+		// A tagged module version is its own commit reference.
+	default:
+		b.WriteString("no commit recorded: built with go run or -buildvcs=false; go build in a git checkout records it")
+	}
+	if b.String()[b.Len()-1] != '(' {
+		b.WriteString(", ")
+	}
+	b.WriteString(runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH + ")")
+	return b.String()
 }

@@ -38,10 +38,23 @@ func newServeCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the gateway",
-		Long: `serve runs the OpenAI-compatible gateway: POST /v1/chat/completions (streaming and not),
-GET /v1/models, /healthz, /readyz, /metrics and the live dashboard at /dashboard
-(after a login with admin_key, wherever the gateway listens; the config's
-dashboard: {open: true} asks for no credential).
+		Long: `serve runs the gateway. Endpoints (a key as Authorization: Bearer or x-api-key):
+  POST /v1/chat/completions        OpenAI Chat Completions, streaming and not
+  POST /v1/responses               OpenAI Responses API, streaming and not; stored ones:
+                                   GET and DELETE /v1/responses/{id},
+                                   GET /v1/responses/{id}/input_items
+  POST /v1/messages                Anthropic Messages API, streaming and not;
+                                   POST /v1/messages/count_tokens
+  POST /v1/embeddings              OpenAI embeddings
+  GET  /v1/models, /v1/models/{id} the models the key may use
+  GET  /healthz                    liveness: the process answers
+  GET  /readyz                     readiness: 503 when this replica cannot serve, 200
+                                   otherwise ("degraded" when the ledger is unreachable)
+  GET  /metrics                    Prometheus metrics
+  /admin/keys, /admin/usage, /admin/routes
+                                   the admin API (Authorization: Bearer admin_key)
+  /dashboard                       the live dashboard, after a login with admin_key
+                                   (the config's dashboard: {open: true} asks for none)
 
 Without --config it starts on the embedded default: an in-process simulated upstream
 serving the demo models (sim-fast, sim-gpt-4.1, sim-claude-sonnet-4.5,
@@ -206,7 +219,7 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 		defer func() { stopPurge(); <-purged }()
 	}
 	// Spans end with their requests: the flush (deferred) comes after Serve returned.
-	tracer, stopTracing, err := tracing.Start(ctx, cfg.OTel, version, o.logger)
+	tracer, stopTracing, err := tracing.Start(ctx, cfg.OTel, releaseVersion(), o.logger)
 	if err != nil {
 		return err
 	}
