@@ -51,8 +51,8 @@ func TestMessagesOfficialClient(t *testing.T) {
 		t.Fatalf("stream: %v", err)
 	}
 	if len(msg.Content) != 1 || msg.Content[0].Type != "text" || msg.Content[0].Text == "" ||
-		msg.StopReason != anthropic.StopReasonMaxTokens || msg.Usage.OutputTokens != 6 || msg.Usage.InputTokens <= 0 || msg.Model != "m-sim" {
-		t.Errorf("stream: got content %+v, stop %q, usage %+v, model %q; want one text block, max_tokens, 6 output tokens, m-sim",
+		msg.StopReason != anthropic.StopReasonMaxTokens || msg.Usage.OutputTokens != 6 || msg.Usage.InputTokens <= 0 || msg.Model != "sim-fast" {
+		t.Errorf("stream: got content %+v, stop %q, usage %+v, model %q; want one text block, max_tokens, 6 output tokens, model sim-fast (the upstream's name)",
 			msg.Content, msg.StopReason, msg.Usage, msg.Model)
 	}
 	for _, typ := range []string{"message_start", "content_block_start", "content_block_delta", "content_block_stop", "message_delta", "message_stop"} {

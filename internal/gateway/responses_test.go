@@ -109,7 +109,7 @@ func TestResponsesAcrossKinds(t *testing.T) {
 			res := s.final
 			if s.terminal != "response.completed" || res.Status != "completed" || res.OutputText() == "" || s.text != res.OutputText() ||
 				res.Usage.OutputTokens != 8 || res.Usage.InputTokens <= 0 || res.Usage.TotalTokens != res.Usage.InputTokens+8 ||
-				res.Model != model || !strings.HasPrefix(res.ID, "resp_") || res.Object != "response" {
+				res.Model != "sim-fast" || !strings.HasPrefix(res.ID, "resp_") || res.Object != "response" {
 				t.Errorf("stream: got %s %s (deltas %q); want completed, the deltas' text, 8 output tokens", s.terminal, res.RawJSON(), s.text)
 			}
 			want := []string{"response.created", "response.in_progress", "response.output_item.added", "response.content_part.added", "response.output_text.delta"}

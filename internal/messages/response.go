@@ -30,10 +30,11 @@ type Usage struct {
 }
 
 // FromCompletion turns an OpenAI chat.completion body into a Message for a
-// request for model.
+// request for model (the name it is given when the answer names none).
 func FromCompletion(body []byte, model string) ([]byte, error) {
 	var c struct {
 		ID      string `json:"id"`
+		Model   string `json:"model"`
 		Choices []struct {
 			Message struct {
 				api.RespMsg
@@ -49,6 +50,9 @@ func FromCompletion(body []byte, model string) ([]byte, error) {
 	}
 	if err := json.Unmarshal(body, &c); err != nil {
 		return nil, fmt.Errorf("messages: the upstream's answer is not a chat completion: %w", err)
+	}
+	if c.Model != "" {
+		model = c.Model // the model that answered, as chat and passthrough name it
 	}
 	r := Response{ID: messageID(c.ID), Type: "message", Role: "assistant", Model: model, Content: []Block{}, StopReason: "end_turn"}
 	if len(c.Choices) > 0 {

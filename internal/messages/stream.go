@@ -32,7 +32,7 @@ import (
 // every call is written as far as it got and closed, and later pieces of a
 // closed call are dropped.
 type Encoder struct {
-	model string // the model the client asked for
+	model string // the model the client asked for, until the upstream's first chunk names the one that answers
 
 	started bool   // message_start written
 	pinged  bool   // the ping after the first content_block_start written
@@ -134,6 +134,7 @@ type usage struct {
 // chunk is the part of an OpenAI chunk the encoder reads.
 type chunk struct {
 	ID      string          `json:"id"`
+	Model   string          `json:"model"` // the upstream's name of the model that answers
 	Choices []choice        `json:"choices"`
 	Usage   json.RawMessage `json:"usage"`
 }
@@ -169,7 +170,7 @@ func (e *Encoder) Event(w *sse.Writer, ev *sse.Event, info *api.ChunkInfo) error
 	}
 	c := &e.chunk
 	// Reset but keep the choices' array: the decoder fills it again.
-	c.ID, c.Usage = "", c.Usage[:0]
+	c.ID, c.Model, c.Usage = "", "", c.Usage[:0]
 	for i := range c.Choices {
 		c.Choices[i] = choice{}
 	}
@@ -178,6 +179,9 @@ func (e *Encoder) Event(w *sse.Writer, ev *sse.Event, info *api.ChunkInfo) error
 		return nil // the relay scanned it as valid JSON; a shape it does not know carries nothing here
 	}
 	if !e.started {
+		if c.Model != "" {
+			e.model = c.Model // the model that answers, as chat and passthrough name it
+		}
 		if err := e.start(w, c.ID); err != nil {
 			return err
 		}

@@ -305,6 +305,7 @@ func itemStatus(finish string) string {
 // and usage.
 func FromCompletion(body []byte, m *Meta) ([]byte, error) {
 	var c struct {
+		Model   string `json:"model"`
 		Choices []struct {
 			Message struct {
 				api.RespMsg
@@ -316,6 +317,9 @@ func FromCompletion(body []byte, m *Meta) ([]byte, error) {
 	}
 	if err := json.Unmarshal(body, &c); err != nil {
 		return nil, fmt.Errorf("responses: the upstream's answer is not a chat completion: %w", err)
+	}
+	if c.Model != "" {
+		m.Model = c.Model // the model that answered, as chat and passthrough name it
 	}
 	var items []item
 	add := func(kind byte) *item {

@@ -81,6 +81,7 @@ func NewEncoder(m *Meta) *Encoder { return &Encoder{m: m, cur: -1, run: -1} }
 
 // chunk is the part of an OpenAI chunk the encoder reads.
 type chunk struct {
+	Model   string          `json:"model"` // the upstream's name of the model that answers
 	Choices []choice        `json:"choices"`
 	Usage   json.RawMessage `json:"usage"`
 }
@@ -142,7 +143,7 @@ func (e *Encoder) Event(w *sse.Writer, ev *sse.Event, info *api.ChunkInfo) error
 	}
 	c := &e.chunk
 	// Reset but keep the choices' array: the decoder fills it again.
-	c.Usage = c.Usage[:0]
+	c.Model, c.Usage = "", c.Usage[:0]
 	for i := range c.Choices {
 		c.Choices[i] = choice{}
 	}
@@ -151,6 +152,9 @@ func (e *Encoder) Event(w *sse.Writer, ev *sse.Event, info *api.ChunkInfo) error
 		return nil // the relay scanned it as valid JSON; a shape it does not know carries nothing here
 	}
 	if !e.started {
+		if c.Model != "" {
+			e.m.Model = c.Model // the model that answers, as chat and passthrough name it
+		}
 		if err := e.start(w); err != nil {
 			return err
 		}
