@@ -5,6 +5,9 @@ package config
 
 import (
 	"cmp"
+	"fmt"
+	"net/netip"
+	"strings"
 	"time"
 )
 
@@ -29,6 +32,15 @@ type Config struct {
 	// keys' rate limits and budgets are then shared by every replica using
 	// it. Empty: limits per replica.
 	Redis string `yaml:"redis"`
+	// TrustedProxies are the CIDRs (or single addresses) of the reverse
+	// proxies in front of the gateway: from a peer among them the client's
+	// address is read from X-Forwarded-For (its right-most address not
+	// among them), for logs and the wrong-admin-key throttle. Empty: the
+	// peer's address, whatever the headers say.
+	TrustedProxies []string `yaml:"trusted_proxies,omitempty"`
+	// Replica names this replica in /readyz, /healthz, the admin API and
+	// the dashboard. Empty: the host name.
+	Replica string `yaml:"replica,omitempty"`
 	// AdminKey guards /admin/*; empty means the admin API is off. It is
 	// also the login of the dashboard.
 	AdminKey  string     `yaml:"admin_key"`
@@ -252,4 +264,22 @@ func (p Price) CacheUnpriced() bool {
 type Hedge struct {
 	After  string  `yaml:"after"` // a duration or "p95"
 	Budget float64 `yaml:"budget"`
+}
+
+// ParsePrefix reads one trusted_proxies entry: a CIDR (10.0.0.0/8,
+// fd00::/8) or a single address (a /32 or /128).
+func ParsePrefix(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("%q is not a CIDR (e.g. 10.0.0.0/8) or an IP address", s)
+		}
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%q is not a CIDR (e.g. 10.0.0.0/8) or an IP address", s)
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
 }

@@ -74,6 +74,11 @@ func (c *Config) Validate() error {
 		v.add("responses.store_retention", "must be at least 1s (0s: the default, 720h), got %s", r)
 	}
 	v.otel(c.OTel)
+	for i, tp := range c.TrustedProxies {
+		if _, err := ParsePrefix(tp); err != nil {
+			v.add(fmt.Sprintf("trusted_proxies[%d]", i), "%v", err)
+		}
+	}
 	if c.Redis != "" {
 		if u, err := url.Parse(c.Redis); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != redisguard.ClusterScheme && u.Scheme != redisguard.ClusterSchemeTLS) || u.Host == "" {
 			v.add("redis", "%s is not a redis://, rediss:// or redis+cluster:// URL (e.g. redis://127.0.0.1:6379/0, redis+cluster://10.0.0.1:7000,10.0.0.2:7000)", redactURL(c.Redis))

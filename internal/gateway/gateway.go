@@ -12,8 +12,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -127,6 +129,16 @@ type Gateway struct {
 	m    *metrics.Metrics
 	log  *slog.Logger
 	ping func(context.Context) error
+	// replica names this replica (config replica, else the host name);
+	// replicaHdr is it as a header value, shared by every response.
+	replica    string
+	replicaHdr []string
+	// trusted are the config's trusted_proxies; nil: the peer is the client.
+	trusted trustedProxies
+	// readyDegraded is streamgate_ready_degraded; ledgerBad whether the
+	// last /readyz found the ledger unreachable (a change is logged once).
+	readyDegraded prometheus.Gauge
+	ledgerBad     atomic.Bool
 	// throttle counts wrong admin keys per client, for the admin API and
 	// the dashboard's login alike.
 	throttle  *auth.Throttle
@@ -255,6 +267,25 @@ func New(opts Options) (*Gateway, error) {
 		g.idle = DefaultIdleTimeout
 	}
 	g.m = metrics.New(g.reg)
+	g.replica = cfg.Replica
+	if g.replica == "" {
+		g.replica, _ = os.Hostname()
+	}
+	g.replicaHdr = []string{g.replica}
+	for _, s := range cfg.TrustedProxies {
+		p, err := config.ParsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: trusted_proxies: %w", err)
+		}
+		g.trusted = append(g.trusted, p)
+	}
+	g.readyDegraded = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "streamgate_ready_degraded",
+		Help: "1 while /readyz last found this replica degraded: serving, but its usage store unreachable (records buffered in memory).",
+	})
+	if err := g.reg.Register(g.readyDegraded); err != nil {
+		return nil, fmt.Errorf("gateway: register streamgate_ready_degraded: %w", err)
+	}
 	g.tracing = newTracing(opts.Tracer, cfg)
 	if l := cfg.Limits; l.MaxStreams > 0 || l.MaxStreamsPerKey > 0 || hasKeyLimit(cfg.Keys) {
 		g.limiter = admit.New(admit.Options{Global: l.MaxStreams, PerKey: l.MaxStreamsPerKey, Wait: l.QueueWait.D()})

@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"log/slog"
+	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -59,11 +61,19 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer g.handlers.Done()
 	info := &reqInfo{id: requestID(r), start: time.Now()}
 	w.Header().Set(HeaderRequestID, info.id)
+	w.Header()[HeaderReplica] = g.replicaHdr // read-only, shared
 	// An HTTP/1 request's body is unread until readBody reads it (HTTP/2
 	// resets a stream whose body is left unread, and a "Connection: close"
 	// there would end every stream of the connection).
 	sw := &statusWriter{ResponseWriter: w, unread: r.ProtoMajor == 1 && r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody}
 	r = r.WithContext(context.WithValue(r.Context(), infoKey{}, info))
+	if g.trusted != nil {
+		// The copy's RemoteAddr becomes the client's address, for the
+		// access line, the admin-key throttle and the dashboard's logs.
+		if a, ok := g.trusted.client(r); ok {
+			r.RemoteAddr = a
+		}
+	}
 	if r.URL.Path == "/v1/chat/completions" {
 		// What the mux would choose, without its frames under every stream.
 		g.chat(sw, r)
@@ -101,11 +111,16 @@ func (g *Gateway) access(r *http.Request, info *reqInfo, written int) {
 	if !g.log.Enabled(r.Context(), level) {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 14)
+	attrs := make([]slog.Attr, 0, 15)
+	client := r.RemoteAddr // the client's address (trusted_proxies), else the peer's host:port
+	if h, _, err := net.SplitHostPort(client); err == nil {
+		client = h
+	}
 	attrs = append(attrs,
 		slog.String("request_id", info.id),
 		slog.String("method", r.Method),
 		slog.String("path", r.URL.Path),
+		slog.String("client", client),
 		slog.Int("status", status),
 		slog.Duration("duration", time.Since(info.start)),
 	)
@@ -241,19 +256,23 @@ func (g *Gateway) readyz(w http.ResponseWriter, r *http.Request) {
 		g.writeError(w, r, &methodError{allow: "GET"})
 		return
 	}
-	if g.ping != nil {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		err := g.ping(ctx)
-		cancel()
-		if err != nil {
-			writeJSON(w, http.StatusServiceUnavailable, api.NewError("server_error", "store_unreachable", "", "usage store unreachable: "+err.Error()))
-			return
-		}
+	// The ledger: unreachable is degraded (records wait in memory and the
+	// replica serves), unreachable with a full buffer cannot serve.
+	ledger, why := g.ledgerState(r.Context())
+	g.noteLedger(r.Context(), ledger, why)
+	if ledger == "down" {
+		g.notReady(w, why)
+		return
 	}
 	// Routes are detail, not readiness: every replica shares the upstreams,
 	// so taking this one out of a load balancer would not help. A model
 	// whose routes all have their circuit open makes the status "degraded".
 	status := "ready"
+	reasons := []string{}
+	if ledger != "ok" {
+		status = "degraded"
+		reasons = append(reasons, why)
+	}
 	routes := map[string]map[string]string{}
 	for _, m := range g.cfg.Models {
 		rs := g.routes[m.Name]
@@ -279,7 +298,11 @@ func (g *Gateway) readyz(w http.ResponseWriter, r *http.Request) {
 			limits = "local (redis unreachable: " + why + ")"
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": status, "routes": routes, "rate_limits": limits})
+	body := map[string]any{"status": status, "replica": g.replica, "ledger": ledger, "routes": routes, "rate_limits": limits}
+	if len(reasons) > 0 {
+		body["reason"] = strings.Join(reasons, "; ")
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 // adminRoutes serves GET /admin/routes: each model's strategy and each

@@ -465,3 +465,7 @@ func (w *Writer) unwritten(ctx context.Context) error {
 	}
 	return err
 }
+
+// MaxPending is how many entries may wait before Record drops new ones
+// (Options.MaxPending): readiness compares Stats().Pending with it.
+func (w *Writer) MaxPending() int { return w.opts.MaxPending }
