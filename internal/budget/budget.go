@@ -2,8 +2,8 @@
 // month, per day or in total. The gateway calls Reserve once per request,
 // after auth and before any upstream, with the request's estimated cost, and
 // Settle once its actual cost is known. Local keeps the spend in process for
-// one replica; Redis shares it between replicas and falls back to a Local
-// while Redis is unreachable. Neither needs a database: the spend already
+// one replica; package quota shares it between replicas through Redis and
+// counts with a Local while Redis is unreachable. Neither needs a database: the spend already
 // recorded in a window comes from a SpentFunc (the gateway's SUM over the
 // usage ledger), read once per key and window.
 //
@@ -42,9 +42,9 @@
 // flight at the last admission (Σ over F and L of actual, as held ≥ 0), and
 // with exact estimates that fit the budget by less than one request's cost.
 // Sequential requests (F empty) overspend by less than the last request's
-// cost. Across replicas sharing Redis the same bound holds (one atomic
-// check-and-reserve per request); while Redis is unreachable each replica
-// decides alone (see Redis).
+// cost. Across replicas sharing Redis, package quota keeps the same rule in
+// one atomic check-and-reserve per request and states its bound while Redis
+// is unreachable.
 package budget
 
 import (
@@ -125,13 +125,9 @@ type Reservation struct {
 	done atomic.Bool
 	held int64 // micro-dollars held: the estimate, at most what was left
 
-	// Local: the entry and its load generation when reserved.
+	// The entry and its load generation when reserved.
 	e   *entry
 	gen uint64
-
-	// Redis: the ledger and the window's counter.
-	r       *Redis
-	counter string
 }
 
 // Settle replaces the reservation by the request's actual cost in USD
@@ -143,19 +139,13 @@ func (r *Reservation) Settle(ctx context.Context, actual float64) {
 	if r == nil || !r.done.CompareAndSwap(false, true) {
 		return
 	}
-	a := usd.Micro(actual)
-	if r.r != nil {
-		r.r.settle(ctx, r, a)
-		return
-	}
-	r.e.settle(r.gen, r.held, a)
+	r.e.settle(r.gen, r.held, usd.Micro(actual))
 }
 
 // SpentFunc returns what key already spent since a window's start (the zero
 // time for Total), in USD, from the usage ledger: the gateway passes a SUM
 // over usage_entries, so this package needs no database. It is called once
-// per key and window per replica (Local), or once per key and window for all
-// replicas (Redis, bar a race of first uses). Spend still queued in an
+// per key and window per replica. Spend still queued in an
 // asynchronous ledger writer is not in it.
 type SpentFunc func(ctx context.Context, key string, since time.Time) (float64, error)
 
@@ -174,5 +164,4 @@ type Ledger interface {
 
 var (
 	_ Ledger = (*Local)(nil)
-	_ Ledger = (*Redis)(nil)
 )
