@@ -172,3 +172,39 @@ func (r *recorder) Write(b []byte) (int, error) {
 	}
 	return r.body.WriteString(string(b))
 }
+
+// The error ratio is over the requests the gateway tried to serve, as in
+// streamgate usage: its own refusals are counted apart, not in the base.
+func TestErrorRatioOverServed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		m := metrics.New(reg)
+		m.Known("m1", []string{"p/a"}, false, false)
+		d := New(Options{Gatherer: reg, Open: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Models: []string{"m1"}})
+		defer d.Close()
+		d.Start()
+		p, err := d.open(time.Minute, "open")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.close(p)
+		for range 3 {
+			m.Request("m1", "p/a", 200, metrics.OutcomeOK)
+		}
+		m.Request("m1", "p/a", 502, metrics.OutcomeUpstreamError)
+		for range 4 {
+			m.Request("m1", "", 429, metrics.OutcomeRejected)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		var v view
+		for len(p.ch) > 0 {
+			if err := json.Unmarshal(<-p.ch, &v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(v.Models) != 1 || float64(v.Models[0].ErrorRatio) != 0.25 || float64(v.ErrorRatio) != 0.25 {
+			t.Errorf("got model rows %+v, overall %v; want an error ratio of 1/4 (4 served, 4 refused apart)", v.Models, v.ErrorRatio)
+		}
+	})
+}

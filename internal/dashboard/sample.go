@@ -52,6 +52,7 @@ type routeSample struct {
 // modelSample is one model's cumulative counters at a sampling.
 type modelSample struct {
 	requests, errors                 float64 // every route of the model, and none ("" route)
+	rejected                         float64 // of requests, refused by the gateway's own checks
 	inTokens, outTokens              float64
 	fallbacks, continuations, hedges float64
 }
@@ -128,6 +129,9 @@ func parse(at time.Time, mfs []*dto.MetricFamily, bounds map[string][]float64) *
 				}
 				ms := model(m)
 				ms.requests += v
+				if outcome == "rejected" {
+					ms.rejected += v
+				}
 				if bad {
 					ms.errors += v
 				}

@@ -288,7 +288,7 @@ func compute(samples []*sample, window time.Duration) view {
 	}
 	v.ChunkOverP50S, v.ChunkOverP99S = num(chunks.quantile(.5)), num(chunks.quantile(.99))
 
-	var reqs, errs, out float64
+	var reqs, errs, out, servedAll float64
 	names := map[string]bool{}
 	for name := range now.models {
 		names[name] = true
@@ -306,20 +306,21 @@ func compute(samples []*sample, window time.Duration) view {
 		}
 		n := increase(m.requests, o.requests)
 		e := increase(m.errors, o.errors)
+		served := n - increase(m.rejected, o.rejected) // the error ratio's base, as in streamgate usage
 		tok := increase(m.outTokens, o.outTokens)
-		reqs, errs, out = reqs+n, errs+e, out+tok
+		reqs, errs, out, servedAll = reqs+n, errs+e, out+tok, servedAll+served
 		v.Models = append(v.Models, modelView{
 			Model:             name,
 			RequestsPerS:      num(n / span),
 			InputTokensPerS:   num(rate(m.inTokens, o.inTokens, span)),
 			OutputTokensPerS:  num(tok / span),
-			ErrorRatio:        num(ratio(e, n)),
+			ErrorRatio:        num(ratio(e, served)),
 			FallbackRatio:     num(ratio(increase(m.fallbacks, o.fallbacks), n)),
 			ContinuationRatio: num(ratio(increase(m.continuations, o.continuations), n)),
 			HedgeRatio:        num(ratio(increase(m.hedges, o.hedges), n)),
 		})
 	}
-	v.RequestsPerS, v.OutputTokensPerS, v.ErrorRatio = num(reqs/span), num(out/span), num(ratio(errs, reqs))
+	v.RequestsPerS, v.OutputTokensPerS, v.ErrorRatio = num(reqs/span), num(out/span), num(ratio(errs, servedAll))
 	v.RejectedPerS = num(increase(now.outcomes["rejected"], old.outcomes["rejected"]) / span)
 	for _, o := range outcomeLabels {
 		if n := increase(now.outcomes[o.kind], old.outcomes[o.kind]); n > 0 {
