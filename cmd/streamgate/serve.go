@@ -51,8 +51,9 @@ func newServeCmd(e *env) *cobra.Command {
   GET  /readyz                     readiness: 503 when this replica cannot serve, 200
                                    otherwise ("degraded" when the ledger is unreachable)
   GET  /metrics                    Prometheus metrics
-  /admin/keys, /admin/usage, /admin/routes
-                                   the admin API (Authorization: Bearer admin_key)
+  /admin/keys, /admin/usage, /admin/routes, POST /admin/routes/{id}/reset,
+  GET /admin/requests              the admin API (Authorization: Bearer admin_key);
+                                   /admin/requests is the request log (?q=, paged)
   /dashboard                       the live dashboard, after a login with admin_key
                                    (the config's dashboard: {open: true} asks for none)
 
@@ -66,8 +67,9 @@ only way in; each start prints a new one).
 
 Start-up checks everything before it does anything: every problem of the config is
 listed at once, one per line as FILE:LINE: FIELD: PROBLEM, and the address is taken
-before the development key is printed or a database file created. Then it prints
-"streamgate: listening on http://HOST:PORT".
+before the development key is printed or a database file created. Then it names its
+database on stderr ("streamgate: database: PATH (sqlite)", a PostgreSQL URL without
+its password) and prints "streamgate: listening on http://HOST:PORT".
 
 On SIGINT or SIGTERM it logs the signal, the drain deadline and the open streams
 (at WARN, so --log-level warn shows it), stops accepting, lets open streams finish
@@ -238,6 +240,10 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 		// The embedded default has no admin_key: this link is its login.
 		fmt.Fprintf(e.stdout, "streamgate: dashboard (login link, works once): http://%s/dashboard?token=%s\n",
 			browsable(ln.Addr()), gw.DashboardLoginToken())
+	}
+	if cfg.Database != "" { // named as keys and usage name theirs (the password left out)
+		name, kind, _ := describeDSN(cfg.Database)
+		fmt.Fprintf(e.stderr, "streamgate: database: %s (%s)\n", name, kind)
 	}
 	fmt.Fprintf(e.stdout, "streamgate: listening on http://%s\n", ln.Addr())
 	if pprofLn != nil {

@@ -131,6 +131,9 @@ func TestServeDefault(t *testing.T) {
 	if len(entries) != 1 || entries[0].KeyID != "dev" || entries[0].Outcome != usage.OutcomeOK || entries[0].OutputTokens != 3 {
 		t.Errorf("got ledger %+v, want one ok entry of key dev with 3 output tokens", entries)
 	}
+	if want := "streamgate: database: " + strings.TrimPrefix(p.db, "sqlite://") + " (sqlite)\n"; !strings.Contains(p.stderr.String(), want) {
+		t.Errorf("stderr %q: want the database named, %q", p.stderr.String(), want)
+	}
 	if strings.Contains(p.stderr.String(), "no cache prices") {
 		t.Errorf("stderr: got %q, want no cache price warning (the default prices its caches)", p.stderr.String())
 	}
