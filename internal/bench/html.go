@@ -515,7 +515,7 @@ func summaryTables(runs []RunResult, monthlyTokens float64) []Table {
 		"TTFT p50", "TTFT p99", "ITL p50", "ITL p99", "max gap p99", "TPOT p50", "E2E p50", "E2E p99", "TPS p50", "tok/s", "goodput"}}
 	monthly := "projected monthly"
 	if monthlyTokens > 0 {
-		monthly += " (" + countText(monthlyTokens) + " output tokens at the run's input:output mix)"
+		monthly += " (" + countText(monthlyTokens) + " output tokens at the input:output mix of the run)"
 	}
 	rate := Table{Caption: "Rate, cost and errors", Head: []string{"run", "load", "rate", "schedule lag p99 ms", "cost", monthly, "errors by kind"},
 		Text: []int{2, 6}}

@@ -101,7 +101,7 @@ func TestWriteHTMLCostServerErrors(t *testing.T) {
 	h := b.String()
 	r := res.Runs[0]
 	for _, want := range []string{
-		money(r.CostUSD), money(projectedMonthly(&r, 10e6)), "10M output tokens at the run's input:output mix", // cost, projected monthly at the run's mix
+		money(r.CostUSD), money(projectedMonthly(&r, 10e6)), "10M output tokens at the input:output mix of the run", // cost, projected monthly at the run's mix
 		"GC pause max", "2.000", "GC cycles", "overhead per chunk", "0.012", // the gateway's figures of the run window
 		"not measured",                // the summary's max quantile covers another window
 		"interrupted=4", "http_5xx=3", // errors by kind

@@ -577,7 +577,8 @@ func SummarizeWarnings(ws []string) []string {
 	case 1:
 		return append([]string{worst}, out...)
 	}
-	return append([]string{fmt.Sprintf("%s in %d runs (scheduling lag above 1 ms; e.g. %s): latencies include the client's own delays", loadWarning, n, worst)}, out...)
+	example := strings.TrimSuffix(strings.TrimSuffix(worst, loadWarning), ": ") // without the phrase the line already says
+	return append([]string{fmt.Sprintf("%s in %d runs (scheduling lag above 1 ms; e.g. %s): latencies include the client's own delays", loadWarning, n, example)}, out...)
 }
 
 // writeTraceLine writes a trace replay's line of the table's notes: the
