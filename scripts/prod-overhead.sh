@@ -13,6 +13,7 @@
 # one per request).
 # Usage: scripts/prod-overhead.sh [CONCURRENCY]   (default 100)
 # Env: TOKENS (100), ITL (20ms), REQ_WAVES (3), ROUNDS (2 pairs), PROBES (100),
+#      RAMP (bench --ramp-up, e.g. 2s: streams start spread out, not in one burst),
 #      REDIS (default: a redis-server of its own on a free port, so that INFO
 #      commandstats counts this gateway's commands only), PG (postgres://postgres@127.0.0.1:5432/test?sslmode=disable)
 set -euo pipefail
@@ -101,7 +102,7 @@ chunks() { curl -fsS "http://127.0.0.1:$simport/metrics" | awk '$1 == "streamgat
 rcalls() { redis-cli -h "$rhost" -p "$rport" info commandstats | tr -d '\r' | awk -F'[=,:]' '/^cmdstat_(evalsha|eval):/ { s += $3 } END { printf "%d", s }'; }
 bench() { # label url key
   "$sg" bench --base-url "$2" ${3:+--api-key "$3"} --model sim-model --concurrency "$c" --requests $((c * waves)) \
-    --warmup "$c" --max-tokens "$tokens" --no-progress --json "$work/$1.json" >/dev/null
+    --warmup "$c" --max-tokens "$tokens" ${RAMP:+--ramp-up "$RAMP"} --no-progress --json "$work/$1.json" >/dev/null
 }
 bench direct "http://127.0.0.1:$simport/v1" ""
 dttft=$(jq '.runs[0].ttft_ms.p99' "$work/direct.json")
