@@ -124,5 +124,9 @@ for r in $(seq "$rounds"); do
       awk -F'\t' '{printf "%-5s %-10s %12s %14s %14s %12s %8s\n", $1, $2, $3, $4, $5, $6, $7}'
   done
 done
+for cfg in default prod; do # what the gateways logged at WARN (a Redis outage, a slow ledger) explains a figure
+  w=$(grep -c 'level=WARN' "$work/$cfg.log" || true)
+  [ "$w" = 0 ] || { echo "$cfg gateway: $w WARN lines, first ones:"; grep 'level=WARN' "$work/$cfg.log" | cut -c1-240 | head -5; }
+done
 echo "C=$c; redis_rt/req: script calls (EVALSHA/EVAL: admissions, write-back batches, reconciliations; the commands inside a script are not round trips) over requests;"
 [ -n "$own_redis" ] || echo "REDIS is shared with anything else using it during the run."
