@@ -618,26 +618,9 @@ func (r *runner) openLoop(stopCtx, reqCtx context.Context, seq *sequence) {
 		}
 		req, body := seq.next()
 		req.Intended = off
-		if wait := off - time.Since(r.t0); wait > 0 {
-			timer.Reset(wait)
-			select {
-			case <-timer.C:
-			case <-stopCtx.Done():
-				timer.Stop()
-				return
-			}
-		}
-		if stopCtx.Err() != nil {
+		var ok bool
+		if req.SlotWait, ok = r.awaitSend(stopCtx, timer, off, sem); !ok {
 			return
-		}
-		if sem != nil {
-			reached := time.Now()
-			select {
-			case sem <- struct{}{}:
-			case <-stopCtx.Done():
-				return
-			}
-			req.SlotWait = time.Since(reached)
 		}
 		wg.Go(func() {
 			r.send(reqCtx, req, body, true)
@@ -689,4 +672,32 @@ func (r *runner) drawProgress() {
 	fill := int(frac * width)
 	bar := strings.Repeat("#", fill) + strings.Repeat(".", width-fill)
 	fmt.Fprintf(r.progress, "\r%-20.20s [%s] %6d done %5d failed %6.1fs", cfg.Model, bar, done, failed, el.Seconds())
+}
+
+// awaitSend waits for an open-loop request's send time (intended, from
+// r.t0) and then for a slot of sem (nil: no concurrency cap). It returns how
+// long the slot took, and false when stopCtx ended first.
+func (r *runner) awaitSend(stopCtx context.Context, timer *time.Timer, intended time.Duration, sem chan struct{}) (time.Duration, bool) {
+	if wait := intended - time.Since(r.t0); wait > 0 {
+		timer.Reset(wait)
+		select {
+		case <-timer.C:
+		case <-stopCtx.Done():
+			timer.Stop()
+			return 0, false
+		}
+	}
+	if stopCtx.Err() != nil {
+		return 0, false
+	}
+	if sem == nil {
+		return 0, true
+	}
+	reached := time.Now()
+	select {
+	case sem <- struct{}{}:
+		return time.Since(reached), true
+	case <-stopCtx.Done():
+		return 0, false
+	}
 }

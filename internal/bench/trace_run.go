@@ -120,26 +120,9 @@ func (r *runner) traceLoop(stopCtx, reqCtx context.Context) {
 		if cfg.Duration > 0 && req.Intended >= cfg.Duration {
 			return
 		}
-		if wait := req.Intended - time.Since(r.t0); wait > 0 {
-			timer.Reset(wait)
-			select {
-			case <-timer.C:
-			case <-stopCtx.Done():
-				timer.Stop()
-				return
-			}
-		}
-		if stopCtx.Err() != nil {
+		var ok bool
+		if req.SlotWait, ok = r.awaitSend(stopCtx, timer, req.Intended, sem); !ok {
 			return
-		}
-		if sem != nil {
-			reached := time.Now()
-			select {
-			case sem <- struct{}{}:
-			case <-stopCtx.Done():
-				return
-			}
-			req.SlotWait = time.Since(reached)
 		}
 		wg.Go(func() {
 			r.sendWith(reqCtx, req, j.body, j.hdr, true)
