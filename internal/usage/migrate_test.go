@@ -16,7 +16,7 @@ import (
 
 // latestVersion is the schema version this binary writes. A change to it
 // needs a migration test from the version before.
-const latestVersion = 4
+const latestVersion = 5
 
 func TestSchemaLatestVersion(t *testing.T) {
 	for _, d := range []*dialect{sqliteDialect, postgresDialect} {
@@ -59,7 +59,7 @@ var migrationCases = []migrationCase{
 	}},
 }
 
-// oldLedger creates the schema of version (1, 2 or 3) as a binary of that
+// oldLedger creates the schema of version (1 to 4) as a binary of that
 // version left it, migrations[:version], and stores entries through the
 // columns it had.
 func oldLedger(ctx context.Context, t *testing.T, db *sql.DB, d *dialect, version int, entries []Entry) {
@@ -89,8 +89,11 @@ func insertV2SQL() string { return oldInsertSQL(2) }
 // oldInsertSQL is the single-row INSERT of schema version (1, 2 or 3).
 func oldInsertSQL(version int) string {
 	cols, n := columnsV2, 17
-	if version == 3 {
+	switch version {
+	case 3:
 		cols, n = columnsV2+", hedged, continuations", 19
+	case 4:
+		cols, n = columns, numColumns
 	}
 	var b strings.Builder
 	b.WriteString("INSERT INTO usage_entries (" + cols + ") VALUES (")
@@ -115,8 +118,11 @@ func oldArgs(d *dialect, version int, e Entry) []any {
 	args := []any{e.ID, e.RequestID, d.timeArg(e.Time), e.KeyID, e.Model, e.Route, int64(e.Attempts), e.Stream,
 		int64(e.Status), e.Outcome, int64(e.InputTokens), int64(e.OutputTokens), e.TokenSource, e.CostUSD,
 		ttft, int64(e.Duration), e.Error}
-	if version == 3 {
+	if version >= 3 {
 		args = append(args, e.Hedged, int64(e.Continuations))
+	}
+	if version >= 4 {
+		args = append(args, int64(e.CacheReadTokens), int64(e.CacheWriteTokens))
 	}
 	return args
 }
@@ -235,7 +241,7 @@ func TestMigrateHedgedContinuations(t *testing.T) {
 }
 
 // TestMigrateCacheTokens: a ledger of every earlier version, with rows,
-// opened by this version becomes version 4: every row kept as it was,
+// opened by this version becomes the latest: every row kept as it was,
 // with no cache reads or writes; a new entry keeps its cache tokens, which
 // List and Report give back; and a binary of the version before still
 // running during a rolling upgrade (its INSERT names its own columns only)
@@ -291,5 +297,43 @@ func TestMigrateCacheTokens(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestMigrateRequestIDIndex: a version-4 ledger opened by this version gets
+// the index on request_id (version 5), which a lookup by id then uses.
+func TestMigrateRequestIDIndex(t *testing.T) {
+	for _, tt := range migrationCases {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			dsn, db := tt.open(t)
+			at := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+			oldLedger(ctx, t, db, tt.d, 4, []Entry{fullEntry("v4-row", at)})
+			s, err := Open(ctx, dsn)
+			if err != nil {
+				t.Fatalf("Open of a version-4 ledger: %v", err)
+			}
+			defer s.Close()
+			if v := schemaVersion(ctx, t, db); v != latestVersion {
+				t.Errorf("version: got %d, want %d", v, latestVersion)
+			}
+			q := `SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'usage_entries_request_id'`
+			plan := `EXPLAIN QUERY PLAN SELECT id FROM usage_entries WHERE request_id = 'x'`
+			if tt.name == "postgres" {
+				q = `SELECT count(*) FROM pg_indexes WHERE schemaname = current_schema() AND indexname = 'usage_entries_request_id'`
+				plan = ""
+			}
+			var n int
+			if err := db.QueryRowContext(ctx, q).Scan(&n); err != nil || n != 1 {
+				t.Fatalf("index usage_entries_request_id: got %d, %v; want it created", n, err)
+			}
+			if plan != "" {
+				var id, parent, unused int
+				var detail string
+				if err := db.QueryRowContext(ctx, plan).Scan(&id, &parent, &unused, &detail); err != nil || !strings.Contains(detail, "usage_entries_request_id") {
+					t.Errorf("a lookup by request id: plan %q, %v; want it to use the index", detail, err)
+				}
+			}
+		})
 	}
 }

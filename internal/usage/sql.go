@@ -115,6 +115,10 @@ var sqliteDialect = &dialect{
 		// Rows written before counted none.
 		`ALTER TABLE usage_entries ADD COLUMN cache_read_tokens INTEGER NOT NULL DEFAULT 0`,
 		`ALTER TABLE usage_entries ADD COLUMN cache_write_tokens INTEGER NOT NULL DEFAULT 0`,
+	}, {
+		// Version 5: the request log finds a request by its id
+		// (X-Request-Id) without reading the whole ledger.
+		`CREATE INDEX IF NOT EXISTS usage_entries_request_id ON usage_entries (request_id)`,
 	}},
 	maxRows:    1,
 	timeArg:    func(t time.Time) any { return t.UnixMicro() },
@@ -160,6 +164,9 @@ var postgresDialect = &dialect{
 		`ALTER TABLE usage_entries
 			ADD COLUMN cache_read_tokens BIGINT NOT NULL DEFAULT 0,
 			ADD COLUMN cache_write_tokens BIGINT NOT NULL DEFAULT 0`,
+	}, {
+		// Version 5: the request log finds a request by its id.
+		`CREATE INDEX IF NOT EXISTS usage_entries_request_id ON usage_entries (request_id)`,
 	}},
 	maxRows: 500,
 	timeArg: func(t time.Time) any { return t.UTC() },
