@@ -56,11 +56,11 @@ type Config struct {
 	Provider string // the provider's name, in errors and logs
 	Keys     []Key
 	// Shared, when set, also counts each key's RPM and TPM for every
-	// replica (ratelimit.Redis; a ratelimit.Local shared by pools in one
-	// process in tests), under "keypool:<provider>/<key name>". It is
-	// consulted only for keys with an RPM or TPM, after the local counts
-	// allow; an error from it allows (ratelimit.Redis already falls back to
-	// local counts when Redis is away). Nil: this process counts alone.
+	// replica (to be backed by package quota's Redis counts when pools are
+	// wired in; a ratelimit.Local shared by pools in one process in tests),
+	// under "keypool:<provider>/<key name>". It is consulted only for keys
+	// with an RPM or TPM, after the local counts allow; an error from it
+	// allows. Nil: this process counts alone.
 	Shared ratelimit.Limiter
 	// Logger gets the one WARN of a disabled key; nil means slog.Default().
 	Logger *slog.Logger

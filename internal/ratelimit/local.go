@@ -65,8 +65,8 @@ func (l *Local) allowAt(key string, lim Limits, now time.Time) Decision {
 	return d
 }
 
-// countAt counts one request without deciding: Redis calls it for the
-// requests that it allowed, so that this fallback already holds the
+// countAt counts one request without deciding: package quota calls it
+// (Count) for the requests that Redis allowed, so that this fallback already holds the
 // replica's own share when Redis goes away.
 func (l *Local) countAt(key string, now time.Time) {
 	sh := l.shard(key)
@@ -138,6 +138,6 @@ func (sh *localShard) sweep(minute int64) {
 }
 
 // Count counts one request of key without deciding: package quota calls it
-// for the requests that Redis allowed, so that this replica's own share is
-// already counted when Redis goes away.
+// for the requests that Redis allowed (package quota), so that this
+// replica's own share is already counted when Redis goes away.
 func (l *Local) Count(key string) { l.countAt(key, time.Now()) }

@@ -1,8 +1,9 @@
 // Package ratelimit enforces each key's requests per minute (RPM) and tokens
 // per minute (TPM). It is called once per request, after auth and before any
 // upstream (Allow), and once when the request's usage is known (Record). Local
-// counts in process for one replica; Redis shares the counts between replicas
-// and falls back to a Local while Redis is unreachable.
+// counts in process for one replica; package quota shares the counts between
+// replicas through Redis (the same arithmetic in its script, Decide) and
+// counts with a Local while Redis is unreachable.
 //
 // # Algorithm: sliding window counter
 //
@@ -26,8 +27,8 @@
 // end of a minute is under-counted (up to 2·RPM − 1 in some 60 s), a burst at
 // the start of a minute still weighs on the next one after it left the
 // window, which then admits only the elapsed share RPM·e/60 s. A key idle in
-// the previous minute always gets its full RPM. The estimate uses milliseconds and integers, the same in Go and in the
-// Redis script, so both decide alike.
+// the previous minute always gets its full RPM. The estimate uses milliseconds and integers, the same in Go and in
+// package quota's Redis script, so both decide alike.
 package ratelimit
 
 import (
@@ -63,10 +64,7 @@ type Limiter interface {
 	Record(ctx context.Context, key string, tokens int)
 }
 
-var (
-	_ Limiter = (*Local)(nil)
-	_ Limiter = (*Redis)(nil)
-)
+var _ Limiter = (*Local)(nil)
 
 const (
 	windowMS = 60_000 // one bucket and the sliding window, in ms
