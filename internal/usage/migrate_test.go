@@ -16,7 +16,7 @@ import (
 
 // latestVersion is the schema version this binary writes. A change to it
 // needs a migration test from the version before.
-const latestVersion = 5
+const latestVersion = 6
 
 func TestSchemaLatestVersion(t *testing.T) {
 	for _, d := range []*dialect{sqliteDialect, postgresDialect} {
@@ -92,8 +92,8 @@ func oldInsertSQL(version int) string {
 	switch version {
 	case 3:
 		cols, n = columnsV2+", hedged, continuations", 19
-	case 4:
-		cols, n = columns, numColumns
+	case 4, 5:
+		cols, n = columnsV2+", hedged, continuations, cache_read_tokens, cache_write_tokens", 21
 	}
 	var b strings.Builder
 	b.WriteString("INSERT INTO usage_entries (" + cols + ") VALUES (")
@@ -332,6 +332,42 @@ func TestMigrateRequestIDIndex(t *testing.T) {
 				var detail string
 				if err := db.QueryRowContext(ctx, plan).Scan(&id, &parent, &unused, &detail); err != nil || !strings.Contains(detail, "usage_entries_request_id") {
 					t.Errorf("a lookup by request id: plan %q, %v; want it to use the index", detail, err)
+				}
+			}
+		})
+	}
+}
+
+// TestMigrateTeamProviderKey: a version-5 ledger opened by this version
+// keeps its rows (team and provider key empty) and stores both for new ones.
+func TestMigrateTeamProviderKey(t *testing.T) {
+	for _, tt := range migrationCases {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			dsn, db := tt.open(t)
+			at := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+			old := fullEntry("v5-row", at)
+			oldLedger(ctx, t, db, tt.d, 5, []Entry{old})
+			s, err := Open(ctx, dsn)
+			if err != nil {
+				t.Fatalf("Open of a version-5 ledger: %v", err)
+			}
+			defer s.Close()
+			if v := schemaVersion(ctx, t, db); v != latestVersion {
+				t.Errorf("version: got %d, want %d", v, latestVersion)
+			}
+			fresh := fullEntry("v6-row", at.Add(time.Second))
+			if err := s.Insert(ctx, []Entry{fresh}); err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.List(ctx, Filter{})
+			if err != nil || len(got) != 2 {
+				t.Fatalf("List: %d entries, %v; want 2", len(got), err)
+			}
+			old.Team, old.ProviderKey = "", ""
+			for i, want := range []Entry{old, fresh} {
+				if got[i].ID != want.ID || got[i].Team != want.Team || got[i].ProviderKey != want.ProviderKey {
+					t.Errorf("row %s: team %q provider key %q; want %q %q", want.ID, got[i].Team, got[i].ProviderKey, want.Team, want.ProviderKey)
 				}
 			}
 		})

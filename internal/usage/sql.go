@@ -21,9 +21,9 @@ const schemaComponent = "usage"
 const maxErrorLen = 4096
 
 // columns of usage_entries in the order insert and scan use them.
-const columns = columnsV2 + ", hedged, continuations, cache_read_tokens, cache_write_tokens"
+const columns = columnsV2 + ", hedged, continuations, cache_read_tokens, cache_write_tokens, team, provider_key"
 
-const numColumns = 21
+const numColumns = 23
 
 // columnsV2 are the columns of schema versions 1 and 2. A migration names its
 // columns itself: it must keep doing what it did when columns grows.
@@ -119,6 +119,11 @@ var sqliteDialect = &dialect{
 		// Version 5: the request log finds a request by its id
 		// (X-Request-Id) without reading the whole ledger.
 		`CREATE INDEX IF NOT EXISTS usage_entries_request_id ON usage_entries (request_id)`,
+	}, {
+		// Version 6: the key's team and the provider key (its name) that
+		// served the request. Rows written before had neither.
+		`ALTER TABLE usage_entries ADD COLUMN team TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE usage_entries ADD COLUMN provider_key TEXT NOT NULL DEFAULT ''`,
 	}},
 	maxRows:    1,
 	timeArg:    func(t time.Time) any { return t.UnixMicro() },
@@ -167,6 +172,11 @@ var postgresDialect = &dialect{
 	}, {
 		// Version 5: the request log finds a request by its id.
 		`CREATE INDEX IF NOT EXISTS usage_entries_request_id ON usage_entries (request_id)`,
+	}, {
+		// Version 6: the key's team and the provider key that served it.
+		`ALTER TABLE usage_entries
+			ADD COLUMN team TEXT NOT NULL DEFAULT '',
+			ADD COLUMN provider_key TEXT NOT NULL DEFAULT ''`,
 	}},
 	maxRows: 500,
 	timeArg: func(t time.Time) any { return t.UTC() },
@@ -261,6 +271,8 @@ func (s *sqlStore) appendArgs(args []any, e *Entry) []any {
 		int64(e.Continuations),
 		int64(e.CacheReadTokens),
 		int64(e.CacheWriteTokens),
+		clean(e.Team, 0),
+		clean(e.ProviderKey, 0),
 	)
 }
 
@@ -387,7 +399,7 @@ func (s *sqlStore) scanEntries(rows *sql.Rows) ([]Entry, error) {
 		if err := rows.Scan(&e.ID, &e.RequestID, &arrived, &e.KeyID, &e.Model, &e.Route,
 			&e.Attempts, &e.Stream, &e.Status, &e.Outcome, &e.InputTokens, &e.OutputTokens,
 			&e.TokenSource, &e.CostUSD, &ttft, &dur, &e.Error, &e.Hedged, &e.Continuations,
-			&e.CacheReadTokens, &e.CacheWriteTokens); err != nil {
+			&e.CacheReadTokens, &e.CacheWriteTokens, &e.Team, &e.ProviderKey); err != nil {
 			return nil, fmt.Errorf("usage: list entries from %s: %w", s.d.name, err)
 		}
 		switch v := arrived.(type) {

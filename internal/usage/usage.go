@@ -50,11 +50,16 @@ type Entry struct {
 	// written before the ledger kept them).
 	CacheReadTokens  int
 	CacheWriteTokens int
-	TokenSource      string        // one of the TokenSource constants
-	CostUSD          float64       // from the model's configured prices; stored in [0, $1e9] (usd.Clamp)
-	TTFT             time.Duration // 0: no first token (a non-stream, a stream that failed before content), stored as NULL
-	Duration         time.Duration
-	Error            string // the error message when Outcome is not ok
+	// Team is the key's team ("" when it has none); ProviderKey the name
+	// (never the secret) of the provider API key of the attempt that
+	// served the request, "" for a provider with a single api_key.
+	Team        string
+	ProviderKey string
+	TokenSource string        // one of the TokenSource constants
+	CostUSD     float64       // from the model's configured prices; stored in [0, $1e9] (usd.Clamp)
+	TTFT        time.Duration // 0: no first token (a non-stream, a stream that failed before content), stored as NULL
+	Duration    time.Duration
+	Error       string // the error message when Outcome is not ok
 }
 
 // Recorder accepts ledger entries. Record must not block the request path.
