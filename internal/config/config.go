@@ -116,6 +116,11 @@ type Provider struct {
 	Kind    string `yaml:"kind"` // openai | anthropic | gemini | sim
 	BaseURL string `yaml:"base_url"`
 	APIKey  string `yaml:"api_key"`
+	// APIKeys is a pool of the provider's API keys, instead of APIKey:
+	// each attempt takes the least-loaded key its limits allow, a 429
+	// benches only that key until its Retry-After, a 401/403 disables
+	// only that key (see ProviderKey).
+	APIKeys []ProviderKey `yaml:"api_keys,omitempty"`
 	// Dialect is the API a "kind: sim" provider is spoken to in: openai
 	// (the default), anthropic or gemini; the in-process simulator serves
 	// all three. Only for kind sim.
@@ -155,6 +160,23 @@ type Provider struct {
 	// HealthCheck is the active check of this provider's upstream while it
 	// is ejected (see HealthCheck); on by default.
 	HealthCheck HealthCheck `yaml:"health_check"`
+}
+
+// ProviderKey is one key of a provider's pool (providers[].api_keys).
+type ProviderKey struct {
+	// Name is the key's name in /admin/routes, metrics, logs and the
+	// ledger; never the secret.
+	Name string `yaml:"name"`
+	Key  string `yaml:"key"`
+	// RPM and TPM are the provider's limits on this key, counted by the
+	// gateway (shared by every replica through redis); 0: none.
+	RPM int `yaml:"rpm"`
+	TPM int `yaml:"tpm"`
+	// MaxStreams bounds the key's requests in flight on this replica; 0:
+	// none.
+	MaxStreams int `yaml:"max_streams"`
+	// Weight is the key's share of the load against the others; 0 means 1.
+	Weight int `yaml:"weight"`
 }
 
 // Active health check defaults, used where HealthCheck leaves a field zero.
@@ -214,14 +236,23 @@ type Key struct {
 
 // Model is a name clients ask for and the routes that serve it.
 type Model struct {
-	Name          string  `yaml:"name"`
-	Routes        []Route `yaml:"routes"`
-	Price         Price   `yaml:"price"`
-	Strategy      string  `yaml:"strategy"` // fallback (default) | weighted | least-inflight | lowest-latency
-	Retries       int     `yaml:"retries"`
-	Hedge         *Hedge  `yaml:"hedge"`
-	ContinueOnCut bool    `yaml:"continue_on_cut"`
-	ContextWindow int     `yaml:"context_window"`
+	Name     string  `yaml:"name"`
+	Routes   []Route `yaml:"routes"`
+	Price    Price   `yaml:"price"`
+	Strategy string  `yaml:"strategy"` // fallback (default) | weighted | least-inflight | lowest-latency
+	// Affinity keeps a conversation on one (route, provider key) target
+	// while it is available, so the provider's prompt cache stays warm:
+	// "session" (an explicit session id, else the prompt's prefix),
+	// "prefix" (the prompt's prefix only) or "off" (the default; the
+	// strategy places every request).
+	Affinity string `yaml:"affinity"`
+	// AffinityEpsilon bounds the load of an affinity target: none above
+	// (1 + ε) × its share of the requests in flight; 0 means 0.25.
+	AffinityEpsilon float64 `yaml:"affinity_epsilon"`
+	Retries         int     `yaml:"retries"`
+	Hedge           *Hedge  `yaml:"hedge"`
+	ContinueOnCut   bool    `yaml:"continue_on_cut"`
+	ContextWindow   int     `yaml:"context_window"`
 	// MaxOutputTokens is the most output tokens the model gives per answer:
 	// a larger max_tokens is lowered to it. 0 means unknown.
 	MaxOutputTokens int    `yaml:"max_output_tokens"`

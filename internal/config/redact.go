@@ -53,6 +53,9 @@ func redactURL(s string) string {
 func (c *Config) Clone() *Config {
 	out := *c
 	out.Providers = append([]Provider(nil), c.Providers...)
+	for i := range out.Providers {
+		out.Providers[i].APIKeys = append([]ProviderKey(nil), out.Providers[i].APIKeys...)
+	}
 	out.Keys = append([]Key(nil), c.Keys...)
 	for i := range out.Keys {
 		out.Keys[i].Models = append([]string(nil), out.Keys[i].Models...)
@@ -81,6 +84,9 @@ func (c Config) Redacted() Config {
 	out := c.Clone()
 	for i := range out.Providers {
 		out.Providers[i].APIKey = Redact(out.Providers[i].APIKey)
+		for j := range out.Providers[i].APIKeys {
+			out.Providers[i].APIKeys[j].Key = Redact(out.Providers[i].APIKeys[j].Key)
+		}
 		if out.Providers[i].BaseURL != "" {
 			out.Providers[i].BaseURL = redactURL(out.Providers[i].BaseURL)
 		}
@@ -112,9 +118,23 @@ func (c Config) String() string {
 
 // String shows p with its api key redacted.
 func (p Provider) String() string {
+	if len(p.APIKeys) > 0 {
+		names := make([]string, len(p.APIKeys))
+		for i, k := range p.APIKeys {
+			names[i] = k.Name
+		}
+		return fmt.Sprintf("{name: %s, kind: %s, base_url: %s, api_keys: %v}",
+			p.Name, p.Kind, redactURL(p.BaseURL), names)
+	}
 	return fmt.Sprintf("{name: %s, kind: %s, base_url: %s, api_key: %s}",
 		p.Name, p.Kind, redactURL(p.BaseURL), Redact(p.APIKey))
 }
+
+// String shows k by its name only.
+func (k ProviderKey) String() string { return k.Name }
+
+// GoString is String, so %#v does not print the secret either.
+func (k ProviderKey) GoString() string { return k.Name }
 
 // GoString is String, so %#v does not print the api key either.
 func (p Provider) GoString() string { return p.String() }

@@ -231,6 +231,7 @@ func (v *problems) provider(path string, p Provider) {
 	}
 	v.nonNegative(path+".health_check.interval", p.HealthCheck.Interval)
 	v.nonNegative(path+".health_check.timeout", p.HealthCheck.Timeout)
+	v.providerKeys(path, p)
 	if p.Continuation != "" && !oneOf(p.Continuation, continuations) {
 		v.add(path+".continuation", "unknown continuation %q (want one of %s)", p.Continuation, strings.Join(continuations, ", "))
 	}
@@ -253,6 +254,51 @@ func (v *problems) provider(path string, p Provider) {
 			v.add(path+".ca_file", "only for https:// base URLs; %s is not verified by certificates", u.Scheme)
 		} else if _, err := LoadCAs(p.CAFile); err != nil {
 			v.add(path+".ca_file", "%v", err)
+		}
+	}
+}
+
+// maxProviderKeys bounds a provider's api_keys (keypool.MaxKeys).
+const maxProviderKeys = 64
+
+func (v *problems) providerKeys(path string, p Provider) {
+	if p.APIKeys == nil {
+		return
+	}
+	if p.APIKey != "" {
+		v.add(path+".api_keys", "give api_key or api_keys, not both")
+	}
+	switch n := len(p.APIKeys); {
+	case n == 0:
+		v.add(path+".api_keys", "empty (give at least one key, or api_key)")
+	case n > maxProviderKeys:
+		v.add(path+".api_keys", "%d keys, more than %d", n, maxProviderKeys)
+	}
+	names := map[string]int{}
+	secrets := map[string]int{}
+	for i, k := range p.APIKeys {
+		kp := fmt.Sprintf("%s.api_keys[%d]", path, i)
+		if k.Name == "" {
+			v.add(kp+".name", "required (it names the key in metrics, logs and the ledger)")
+		} else if first, dup := names[k.Name]; dup {
+			v.add(kp+".name", "duplicate key name %q (first at api_keys[%d])", k.Name, first)
+		} else {
+			names[k.Name] = i
+		}
+		if k.Key == "" {
+			v.add(kp+".key", "required")
+		} else if first, dup := secrets[k.Key]; dup {
+			v.add(kp+".key", "same secret as api_keys[%d]", first)
+		} else {
+			secrets[k.Key] = i
+		}
+		for _, n := range []struct {
+			field string
+			v     int
+		}{{"rpm", k.RPM}, {"tpm", k.TPM}, {"max_streams", k.MaxStreams}, {"weight", k.Weight}} {
+			if n.v < 0 {
+				v.add(kp+"."+n.field, "must not be negative, got %d", n.v)
+			}
 		}
 	}
 }
@@ -313,7 +359,18 @@ func (v *problems) model(path string, m Model, providers map[string]int, list []
 		v.add(path+".context_policy", "unknown policy %q (want one of %s)", m.ContextPolicy, strings.Join(contextPolicys, ", "))
 	}
 	v.smoothing(path+".smoothing", m.Smoothing)
+	if m.Affinity != "" && !oneOf(m.Affinity, affinities) {
+		v.add(path+".affinity", "unknown affinity %q (want one of %s)", m.Affinity, strings.Join(affinities, ", "))
+	}
+	if e := m.AffinityEpsilon; math.IsNaN(e) || math.IsInf(e, 0) || e < 0 {
+		v.add(path+".affinity_epsilon", "must be a non-negative number, got %v", e)
+	} else if e > 0 && (m.Affinity == "" || m.Affinity == "off") {
+		v.add(path+".affinity_epsilon", "only with affinity session or prefix (affinity is off)")
+	}
 }
+
+// affinities are the values of models[].affinity.
+var affinities = []string{"session", "prefix", "off"}
 
 func (v *problems) price(path string, p float64) {
 	if math.IsNaN(p) || math.IsInf(p, 0) || p < 0 {

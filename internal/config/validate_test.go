@@ -60,6 +60,21 @@ func TestValidConfigs(t *testing.T) {
 		{"trim policy", func(c *Config) { c.Models[0].ContextPolicy = "trim" }},
 		{"hedge percentile", func(c *Config) { c.Models[0].Hedge = &Hedge{After: "p99.9", Budget: 1} }},
 		{"zero timeouts", func(c *Config) { c.Timeouts = Timeouts{} }},
+		{"api key pool", func(c *Config) {
+			c.Providers[0].APIKey = ""
+			c.Providers[0].APIKeys = []ProviderKey{{Name: "o1", Key: "sk-1", RPM: 500, TPM: 90000, MaxStreams: 10, Weight: 2}, {Name: "o2", Key: "sk-2"}}
+		}},
+		{"api key pool on sim", func(c *Config) {
+			c.Providers[1].APIKeys = []ProviderKey{{Name: "s1", Key: "k1"}, {Name: "s2", Key: "k2"}}
+		}},
+		{"each affinity", func(c *Config) {
+			for _, a := range affinities {
+				m := c.Models[0]
+				m.Name, m.Affinity = "m-"+a, a
+				c.Models = append(c.Models, m)
+			}
+			c.Models[1].AffinityEpsilon = 0.5
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -116,6 +131,19 @@ func TestValidateEachProblem(t *testing.T) {
 		{"base_url of sim checked when set", func(c *Config) { c.Providers[1].BaseURL = "localhost:8081" }, "providers[1].base_url: localhost:8081 is not an absolute http(s) URL"},
 		{"http2 on https base_url", func(c *Config) { c.Providers[0].HTTP2 = true }, "providers[0].http2: only for http:// base URLs (h2c); https negotiates HTTP/2 by ALPN already"},
 		{"http2 on bad base_url reports the url only", func(c *Config) { c.Providers[0].BaseURL, c.Providers[0].HTTP2 = "/v1", true }, "providers[0].base_url: /v1 is not an absolute http(s) URL"},
+		{"api_key and api_keys", func(c *Config) { c.Providers[0].APIKeys = []ProviderKey{{Name: "o1", Key: "sk-1"}} }, "providers[0].api_keys: give api_key or api_keys, not both"},
+		{"api_keys empty", func(c *Config) { c.Providers[1].APIKeys = []ProviderKey{} }, "providers[1].api_keys: empty (give at least one key, or api_key)"},
+		{"api_keys name missing", func(c *Config) { c.Providers[1].APIKeys = []ProviderKey{{Key: "k"}} }, "providers[1].api_keys[0].name: required (it names the key in metrics, logs and the ledger)"},
+		{"api_keys name twice", func(c *Config) {
+			c.Providers[1].APIKeys = []ProviderKey{{Name: "a", Key: "k1"}, {Name: "a", Key: "k2"}}
+		}, `providers[1].api_keys[1].name: duplicate key name "a" (first at api_keys[0])`},
+		{"api_keys secret missing", func(c *Config) { c.Providers[1].APIKeys = []ProviderKey{{Name: "a"}} }, "providers[1].api_keys[0].key: required"},
+		{"api_keys secret twice", func(c *Config) { c.Providers[1].APIKeys = []ProviderKey{{Name: "a", Key: "k"}, {Name: "b", Key: "k"}} }, "providers[1].api_keys[1].key: same secret as api_keys[0]"},
+		{"api_keys rpm negative", func(c *Config) { c.Providers[1].APIKeys = []ProviderKey{{Name: "a", Key: "k", RPM: -1}} }, "providers[1].api_keys[0].rpm: must not be negative, got -1"},
+		{"api_keys weight negative", func(c *Config) { c.Providers[1].APIKeys = []ProviderKey{{Name: "a", Key: "k", Weight: -2}} }, "providers[1].api_keys[0].weight: must not be negative, got -2"},
+		{"affinity unknown", func(c *Config) { c.Models[0].Affinity = "sticky" }, `models[0].affinity: unknown affinity "sticky" (want one of session, prefix, off)`},
+		{"affinity epsilon negative", func(c *Config) { c.Models[0].Affinity, c.Models[0].AffinityEpsilon = "session", -1 }, "models[0].affinity_epsilon: must be a non-negative number, got -1"},
+		{"affinity epsilon without affinity", func(c *Config) { c.Models[0].AffinityEpsilon = 0.5 }, "models[0].affinity_epsilon: only with affinity session or prefix (affinity is off)"},
 		{"health check interval negative", func(c *Config) { c.Providers[0].HealthCheck.Interval = Duration(-time.Second) }, "providers[0].health_check.interval: must not be negative, got -1s"},
 		{"health check timeout negative", func(c *Config) { c.Providers[1].HealthCheck.Timeout = -1 }, "providers[1].health_check.timeout: must not be negative, got -1ns"},
 		{"model name missing", func(c *Config) { c.Models[0].Name = "" }, "models[0].name: required\n" +
