@@ -45,6 +45,10 @@ type ChatRequest struct {
 	// ReasoningEffort is "minimal", "low", "medium" or "high".
 	ReasoningEffort string `json:"reasoning_effort,omitempty"`
 	User            string `json:"user,omitempty"`
+	// PromptCacheKey is OpenAI's "prompt_cache_key": the caller's name for
+	// a conversation, which OpenAI routes cache hits by (and the gateway's
+	// affinity keeps on one route and provider key).
+	PromptCacheKey string `json:"prompt_cache_key,omitempty"`
 	// Thinking is Anthropic's extended-thinking object, kept raw
 	// ({"type":"enabled","budget_tokens":N}, {"type":"adaptive"},
 	// {"type":"disabled"}; see ReadThinking). It is not an OpenAI member and

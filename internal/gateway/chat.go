@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/streamgate/streamgate/internal/affinity"
+	"github.com/streamgate/streamgate/internal/keypool"
 	"log/slog"
 	"net/http"
 	"reflect"
@@ -56,6 +58,9 @@ type call struct {
 	tr     *reqTrace // the request's spans; nil: tracing off
 	// smoothing is a stream's smoothing max delay (see smoothingOf); 0 is off.
 	smoothing time.Duration
+	// session is the request's session identity for its model's affinity
+	// (Key 0: none, or affinity off).
+	session affinity.Identity
 }
 
 // decoded gives back the call's room in the decoding budget, once.
@@ -225,6 +230,12 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, c *call, parse p
 		return nil, nil
 	}
 	req.RequestID, req.Header = c.info.id, simHeaders(r)
+	if routes.aff != nil {
+		c.session = sessionOf(r, req, routes.aff.mode)
+		if c.session.Key != 0 && c.session.Source != affinity.PromptCacheKey {
+			req.CacheKey = "sg-" + strconv.FormatUint(c.session.Key, 36)
+		}
+	}
 	return req, routes
 }
 
@@ -358,6 +369,10 @@ type streamTry struct {
 	backup *target
 	bq     provider.Request
 	bpos   int
+	// The backup's provider key (a pool's) and its target with the key's
+	// adapter; zero when its provider has one key.
+	blease keypool.Lease
+	bt     target
 }
 
 func (a *streamTry) open(ctx context.Context) (provider.Stream, error) {
@@ -376,12 +391,25 @@ func (a *streamTry) openBackup(ctx context.Context) (provider.Stream, error) {
 	if untranslated(a.backup.provider, &a.bq) != nil || !h.allow() {
 		return nil, relay.ErrNoHedge
 	}
-	if !a.backup.rt.Begin() {
+	b := a.backup
+	if k := b.keys; k != nil {
+		l, err := k.pool.Acquire(ctx)
+		if err != nil {
+			h.undo()
+			return nil, relay.ErrNoHedge
+		}
+		a.blease, a.bt = l, *b
+		a.bt.provider = k.provs[l.Index()]
+		b = &a.bt
+	}
+	if !b.rt.Begin() {
 		h.undo()
+		a.blease.Release(0)
+		a.blease = keypool.Lease{}
 		return nil, relay.ErrNoHedge
 	}
-	a.p.c.tr.hedge(a.backup, a.p.c.entry.Attempts+1, &a.bq)
-	return a.backup.provider.Open(ctx, &a.bq)
+	a.p.c.tr.hedge(b, a.p.c.entry.Attempts+1, &a.bq)
+	return b.provider.Open(ctx, &a.bq)
 }
 
 // prepareStream builds the attempt: its request (a continuation's with
@@ -452,8 +480,22 @@ func (g *Gateway) streamDone(a *streamTry, sess *relay.Session, req *provider.Re
 		a.race.Wait()
 	}
 	if a.race.Hedged {
-		return g.hedged(p, sess, t, a.backup, a.bpos, &a.race, req, err, a.chunks)
+		backup := a.backup
+		if a.blease != (keypool.Lease{}) {
+			backup = &a.bt
+			if a.race.Winner == 1 {
+				c.entry.ProviderKey = a.blease.Name()
+			}
+		}
+		err = g.hedged(p, sess, t, backup, a.bpos, &a.race, req, err, a.chunks)
+		if a.blease != (keypool.Lease{}) {
+			var res route.Result
+			keyOutcome(backup, a.blease, a.race.Err[1], &res)
+			a.blease.Release(0) // its tokens count on the request's own key
+		}
+		return err
 	}
+	a.blease.Release(0) // a backup that was no hedge, if any
 	c.bill.attempt(req, a.opened, err, streamed(&c.stats))
 	p.res = route.Result{Outcome: outcomeFor(err)}
 	if c.stats.ContentChunks > a.chunks {

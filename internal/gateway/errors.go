@@ -120,6 +120,7 @@ func statusOf(err error) httpError {
 		busy     *decodeBusyError
 		slow     *bodyTimeoutError
 		nf       *notFoundError
+		keysOut  *exhaustedError
 	)
 	switch {
 	case errors.As(err, &long):
@@ -170,6 +171,13 @@ func statusOf(err error) httpError {
 		return upstream(http.StatusServiceUnavailable, "server_error", "usage_ledger_unreachable", "the usage ledger cannot be read right now")
 	case errors.Is(err, errUnknownPath):
 		return e(http.StatusNotFound, "invalid_request_error", "unknown_url", "")
+	case errors.As(err, &keysOut):
+		if keysOut.last.RetryAt.IsZero() {
+			return e(http.StatusServiceUnavailable, "server_error", "provider_keys_disabled", "")
+		}
+		h := e(http.StatusTooManyRequests, "rate_limit_error", "provider_keys_exhausted", "")
+		h.retryAfter = keysOut.last.RetryAfter(time.Now())
+		return h
 	case errors.Is(err, errNoRoute):
 		h := e(http.StatusServiceUnavailable, "server_error", "no_healthy_route", "")
 		var un *unavailableError

@@ -22,6 +22,8 @@ var (
 		{Name: "max_completion_tokens"},
 		{Name: "messages", Each: true, Fields: []api.Field{{Name: "role"}, {Name: "content"}}},
 		{Name: "tools"},
+		{Name: "prompt_cache_key"}, // affinity's session
+		{Name: "user"},
 	}
 	messagesFields = []api.Field{
 		{Name: "model"},
@@ -30,6 +32,7 @@ var (
 		{Name: "messages", Each: true, Fields: []api.Field{{Name: "role"}, {Name: "content"}}},
 		{Name: "system"},
 		{Name: "thinking", Fields: []api.Field{{Name: "type"}, {Name: "budget_tokens"}}},
+		{Name: "metadata", Fields: []api.Field{{Name: "user_id"}}}, // affinity's session
 	}
 	embeddingsFields = []api.Field{
 		{Name: "model"},

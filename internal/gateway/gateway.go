@@ -143,7 +143,11 @@ type Gateway struct {
 	// the dashboard's login alike.
 	throttle  *auth.Throttle
 	providers map[string]provider.Provider
-	routes    map[string]*routeSet // model name → its routes under its strategy
+	// keyed are the key pools of the providers with api_keys, by provider
+	// name; keyedOrder their names in config order.
+	keyed      map[string]*keyed
+	keyedOrder []string
+	routes     map[string]*routeSet // model name → its routes under its strategy
 	// health is the upstream endpoints the routes share their health on,
 	// and their active checks.
 	health *health
@@ -204,6 +208,7 @@ func New(opts Options) (*Gateway, error) {
 		log:         opts.Logger,
 		ping:        opts.Ping,
 		providers:   map[string]provider.Provider{},
+		keyed:       map[string]*keyed{},
 		routes:      map[string]*routeSet{},
 		embedRoutes: map[string]*routeSet{},
 		keepAlive:   opts.KeepAlive,
@@ -330,13 +335,28 @@ func New(opts Options) (*Gateway, error) {
 			pc.Kind, pc.APIKey = cmp.Or(p.Dialect, "openai"), ""
 			pc.BaseURL = simBase + simPaths[pc.Kind]
 		}
-		pv, err := provider.New(pc)
-		if err != nil {
-			g.Close()
-			return nil, fmt.Errorf("gateway: provider %s: %w", p.Name, err)
+		var pv provider.Provider
+		epKey := pc.APIKey
+		if len(p.APIKeys) > 0 {
+			// A pool: an adapter per key (the sim's too: its prompt cache
+			// is per key); the first checks the upstream's health.
+			k, err := newKeyed(p, pc, g.quota, g)
+			if err != nil {
+				g.Close()
+				return nil, fmt.Errorf("gateway: provider %s: %w", p.Name, err)
+			}
+			g.keyed[p.Name] = k
+			g.keyedOrder = append(g.keyedOrder, p.Name)
+			pv, epKey = k.provs[0], "pool\x00"+p.Name
+		} else {
+			var err error
+			if pv, err = provider.New(pc); err != nil {
+				g.Close()
+				return nil, fmt.Errorf("gateway: provider %s: %w", p.Name, err)
+			}
 		}
 		g.providers[p.Name] = pv
-		endpoints[p.Name] = g.health.add(endpointKey(pc.Kind, pc.BaseURL, pc.APIKey), p.Name, pv, p.HealthCheck)
+		endpoints[p.Name] = g.health.add(endpointKey(pc.Kind, pc.BaseURL, epKey), p.Name, pv, p.HealthCheck)
 	}
 	for i := range cfg.Models {
 		m := &cfg.Models[i]
@@ -357,7 +377,7 @@ func New(opts Options) (*Gateway, error) {
 				ep.routes = append(ep.routes, name)
 			}
 			t := target{name: name, model: r.Model, provider: p, obs: g.m.Stream(m.Name, name),
-				rt: route.OnEndpoint(name, r.Weight, ep.ep), cont: continuationOf(cfg, r.Provider)}
+				rt: route.OnEndpoint(name, r.Weight, ep.ep), cont: continuationOf(cfg, r.Provider), keys: g.keyed[r.Provider]}
 			all = append(all, t)
 			if _, ok := p.(provider.Embedder); ok {
 				embed = append(embed, t)
@@ -372,12 +392,16 @@ func New(opts Options) (*Gateway, error) {
 		if g.routes[m.Name], err = newRouteSet(m, all); err == nil && len(embed) > 0 {
 			g.embedRoutes[m.Name], err = newRouteSet(m, embed)
 		}
+		if err == nil {
+			g.routes[m.Name].aff, err = newAffinityPlan(m, all)
+		}
 		if err != nil {
 			g.Close()
 			return nil, fmt.Errorf("gateway: model %s: %w", m.Name, err)
 		}
 	}
 	metrics.RegisterRouteState(g.reg, g.routeStates)
+	metrics.RegisterProviderKeys(g.reg, g.providerKeyStates)
 	g.throttle = opts.Throttle
 	if g.throttle == nil {
 		g.throttle = auth.NewThrottle()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/streamgate/streamgate/internal/config"
+	"github.com/streamgate/streamgate/internal/keypool"
 	"github.com/streamgate/streamgate/internal/metrics"
 	"github.com/streamgate/streamgate/internal/provider"
 	"github.com/streamgate/streamgate/internal/relay"
@@ -32,6 +33,7 @@ type target struct {
 	obs      *metrics.Stream // the route's latency observers, resolved once
 	rt       *route.Target   // live state: in flight, health, latency
 	cont     string          // how this provider continues a cut stream (config.Provider.Continuation)
+	keys     *keyed          // the provider's key pool; nil: its one api_key (provider sends it)
 }
 
 // routeSet is a model's routes for one endpoint under the model's
@@ -40,8 +42,19 @@ type target struct {
 type routeSet struct {
 	model   *config.Model
 	set     *route.Set
-	targets []target // in config order
-	hedge   *hedger  // nil: no hedging
+	targets []target      // in config order
+	hedge   *hedger       // nil: no hedging
+	aff     *affinityPlan // nil: affinity off
+}
+
+// index returns the index in rs.targets of rt's target, −1 when none.
+func (rs *routeSet) index(rt *route.Target) int {
+	for i := range rs.targets {
+		if rs.targets[i].rt == rt {
+			return i
+		}
+	}
+	return -1
 }
 
 // target returns the target of rt.
@@ -145,6 +158,15 @@ type plan struct {
 	used  uint64       // first-pass positions a hedge already tried
 	res   route.Result // how the current attempt went, for its target's health
 	retry bool         // the current attempt is a retry (a later pass over the routes)
+
+	// Affinity and key pools: the route and key the session was placed on
+	// (pinKey −1: none, or already used), the current attempt's key lease
+	// and its target with the key's adapter.
+	pinRoute *route.Target
+	pinKey   int
+	affinity bool
+	held     keypool.Lease
+	cur      target
 }
 
 // peek returns the next target of the first pass after the current one
@@ -176,8 +198,11 @@ type tryFunc func(ctx context.Context, p *plan, t *target) error
 // hide an earlier route's failure. Each attempt's outcome goes to its
 // target's health and latency.
 func (g *Gateway) run(ctx context.Context, c *call, rs *routeSet, try tryFunc, goOn func(error) bool) error {
-	p := &plan{c: c, rs: rs}
+	p := &plan{c: c, rs: rs, pinKey: -1}
 	p.order = rs.set.Order(p.buf[:0])
+	if rs.aff != nil && c.session.Key != 0 {
+		rs.aff.place(p, c.session.Key)
+	}
 	if rs.hedge != nil {
 		rs.hedge.request()
 	}
@@ -188,14 +213,16 @@ func (g *Gateway) run(ctx context.Context, c *call, rs *routeSet, try tryFunc, g
 		deadline = c.info.start.Add(total)
 	}
 	var err error
+	var noKey *keypool.ExhaustedError // the last route passed over for want of a key
 	made, retry := 0, 0
+	again := false // the attempt is made again on the same route with another key
 	for pos := 0; made < limit && pos < n+limit; pos++ {
 		i := pos % n
-		if pos < n && p.used&(1<<i) != 0 {
+		if pos < n && p.used&(1<<i) != 0 && !again {
 			continue // a hedge tried it already
 		}
 		rt := p.order[i]
-		if pos >= n { // a retry: back off first
+		if pos >= n && !again { // a retry: back off first
 			retry++
 			if werr := g.backoff.Wait(ctx, retry, retryAfterOf(err), deadline); werr != nil {
 				if errors.Is(werr, route.ErrBudget) {
@@ -206,6 +233,7 @@ func (g *Gateway) run(ctx context.Context, c *call, rs *routeSet, try tryFunc, g
 			}
 			g.m.Retry(c.model.Name)
 		}
+		again = false
 		if !rt.Begin() {
 			if pos != n-1 || made != 0 {
 				continue // circuit open, or its one probe is out
@@ -219,9 +247,37 @@ func (g *Gateway) run(ctx context.Context, c *call, rs *routeSet, try tryFunc, g
 			i = slices.Index(p.order, rt)
 			g.m.Panic(c.model.Name)
 		}
+		t := rs.target(rt)
+		at, kerr := p.lease(ctx, t)
+		if kerr != nil {
+			rt.End(route.Result{Outcome: route.Neutral})
+			var ex *keypool.ExhaustedError
+			if !errors.As(kerr, &ex) {
+				err = kerr
+			} else if noKey == nil || noKey.RetryAt.IsZero() || !ex.RetryAt.IsZero() && ex.RetryAt.Before(noKey.RetryAt) {
+				noKey = ex // the earliest a key of any route is back
+			}
+			continue // no key of its provider can take it now: as rate-limited
+		}
+		slot := -1
+		if rs.aff != nil {
+			key := -1
+			if t.keys != nil {
+				key = p.held.Index()
+			}
+			slot = rs.aff.slot(rs.index(rt), key)
+			rs.aff.set.Begin(slot)
+		}
 		made++
 		p.pos, p.res, p.retry = i, route.Result{}, pos >= n
-		aerr := try(ctx, p, rs.target(rt))
+		tokens := c.bill.in + c.bill.out
+		aerr := try(ctx, p, at)
+		if slot >= 0 {
+			rs.aff.set.End(slot)
+		}
+		lease := p.held
+		lease.Release(c.bill.in + c.bill.out - tokens)
+		keyLevel := keyOutcome(t, lease, aerr, &p.res)
 		rt.End(p.res)
 		if aerr == nil || !goOn(aerr) {
 			return aerr
@@ -237,10 +293,27 @@ func (g *Gateway) run(ctx context.Context, c *call, rs *routeSet, try tryFunc, g
 			err = aerr
 		}
 		if made < limit {
-			g.fallback(ctx, c, rs.target(rt).name, reason, aerr)
+			g.fallback(ctx, c, at.name, reason, aerr)
+		}
+		if keyLevel && t.keys.pool.Available() != 0 {
+			// The key was refused, not the route: its next key, at once,
+			// an attempt more (each such refusal benches or disables a
+			// key: at most one per key).
+			again = true
+			pos--
+			limit++
+			if p.affinity {
+				rs.aff.repin(p, rt, c.session.Key)
+			}
 		}
 	}
 	if made == 0 {
+		if noKey != nil {
+			return &exhaustedError{model: c.model.Name, last: noKey}
+		}
+		if err != nil {
+			return err
+		}
 		return unavailable(c.model.Name, rs)
 	}
 	return err

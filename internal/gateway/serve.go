@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"github.com/streamgate/streamgate/internal/keypool"
 	"log/slog"
 	"net"
 	"net/http"
@@ -305,13 +306,22 @@ func (g *Gateway) readyz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, body)
 }
 
-// adminRoutes serves GET /admin/routes: each model's strategy and each
-// route's live state (circuit, in flight, failures, first-token latency).
+// adminRoutes serves GET /admin/routes: each model's strategy and affinity
+// and each route's live state (circuit, in flight, failures, first-token
+// latency), with its provider's keys when the provider has a pool
+// (api_keys: in flight, limits and this replica's use, benched, disabled;
+// never a secret).
 func (g *Gateway) adminRoutes(w http.ResponseWriter, r *http.Request) {
+	type routeState struct {
+		route.Snapshot
+		Keys []keypool.KeyState `json:"keys,omitempty"`
+	}
 	type model struct {
-		Name     string           `json:"name"`
-		Strategy string           `json:"strategy"`
-		Routes   []route.Snapshot `json:"routes"`
+		Name     string       `json:"name"`
+		Strategy string       `json:"strategy"`
+		Affinity string       `json:"affinity"`
+		Epsilon  float64      `json:"affinity_epsilon,omitempty"`
+		Routes   []routeState `json:"routes"`
 	}
 	out := struct {
 		Models []model `json:"models"`
@@ -321,9 +331,16 @@ func (g *Gateway) adminRoutes(w http.ResponseWriter, r *http.Request) {
 		if rs == nil {
 			continue
 		}
-		mm := model{Name: m.Name, Strategy: rs.set.Strategy()}
+		mm := model{Name: m.Name, Strategy: rs.set.Strategy(), Affinity: "off"}
+		if rs.aff != nil {
+			mm.Affinity, mm.Epsilon = rs.aff.mode.String(), rs.aff.set.Epsilon()
+		}
 		for _, t := range rs.targets {
-			mm.Routes = append(mm.Routes, t.rt.Snapshot())
+			st := routeState{Snapshot: t.rt.Snapshot()}
+			if t.keys != nil {
+				st.Keys = t.keys.pool.Snapshot(nil)
+			}
+			mm.Routes = append(mm.Routes, st)
 		}
 		out.Models = append(out.Models, mm)
 	}

@@ -140,6 +140,11 @@ type Request struct {
 	// Header holds other request headers to forward (X-Sim-* faults). Nil
 	// means none.
 	Header http.Header
+	// CacheKey, when not "", is sent as OpenAI's "prompt_cache_key" by the
+	// adapters that pass an OpenAI body on (kind openai) when the body has
+	// none: the session identity affinity placed the request by, so the
+	// upstream's cache routing agrees with the gateway's.
+	CacheKey string
 	// Built, when not nil, is called by Caller.Post (and PostNative) once the upstream body
 	// is built, as it is sent, for each upstream call (it may be called
 	// more than once, and from several goroutines for a hedge): the

@@ -23,6 +23,7 @@ func appendBody(b []byte, req *provider.Request, stream bool) ([]byte, error) {
 	b = append(b, `{"model":`...)
 	b = api.AppendString(b, req.Model)
 	var opts []byte // the client's last stream_options value
+	cacheKey := req.CacheKey != ""
 	if len(req.Body) > 0 {
 		err := api.EachMember(req.Body, func(key, member, value []byte) error {
 			switch string(key) {
@@ -31,6 +32,8 @@ func appendBody(b []byte, req *provider.Request, stream bool) ([]byte, error) {
 			case "stream_options":
 				opts = value
 				return nil
+			case "prompt_cache_key":
+				cacheKey = false // the client's own
 			}
 			b = append(b, ',')
 			b = append(b, member...)
@@ -39,6 +42,10 @@ func appendBody(b []byte, req *provider.Request, stream bool) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("openai: body: %w", err)
 		}
+	}
+	if cacheKey {
+		b = append(b, `,"prompt_cache_key":`...)
+		b = api.AppendString(b, req.CacheKey)
 	}
 	if !stream {
 		return append(b, `,"stream":false}`...), nil
