@@ -2,6 +2,8 @@ package gateway_test
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/streamgate/streamgate/internal/config"
 	"github.com/streamgate/streamgate/internal/gateway"
+	"github.com/streamgate/streamgate/internal/redisguard/redistest"
 	"github.com/streamgate/streamgate/internal/sim"
 )
 
@@ -261,4 +264,120 @@ func getJSON(t *testing.T, url string) string {
 		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, b)
 	}
 	return string(b)
+}
+
+// TestAffinityKeepsCacheWarm: 8 conversations of 5 turns whose history
+// grows, each turn on the in-process simulator, whose prompt cache is per
+// API key. Over one key every turn after the first reads the history
+// cached by the turn before; over a pool of three keys with affinity
+// session the share of prompt tokens read from the cache is at least 90 %
+// of that; with affinity off (the least loaded key, in turn) it falls. The
+// ledger's cost is the sum of what each row's tokens cost at the model's
+// prices, to the micro-dollar.
+func TestAffinityKeepsCacheWarm(t *testing.T) {
+	cfg := baseConfig()
+	cfg.MaxBody = 1 << 20
+	cfg.Timeouts.NonStream = config.Duration(10e9)
+	pool := []config.ProviderKey{{Name: "s1", Key: "sim-key-1"}, {Name: "s2", Key: "sim-key-2"}, {Name: "s3", Key: "sim-key-3"}}
+	cfg.Providers = []config.Provider{{Name: "one", Kind: "sim"}, {Name: "pool", Kind: "sim", APIKeys: pool}}
+	cached := 0.5
+	price := config.Price{Input: 2, Output: 8, CachedInput: &cached}
+	cfg.Models = []config.Model{
+		{Name: "single", Routes: []config.Route{{Provider: "one", Model: "sim-fast"}}, Price: price},
+		{Name: "affinity", Affinity: "session", Routes: []config.Route{{Provider: "pool", Model: "sim-fast"}}, Price: price},
+		{Name: "spread", Routes: []config.Route{{Provider: "pool", Model: "sim-fast"}}, Price: price},
+	}
+	e := start(t, cfg)
+	// A system prompt every session shares, and a long first question of
+	// each session's own: the history is what the cache must keep.
+	system := strings.Repeat("You are a careful coding agent. Read the files before you edit them. ", 40)
+	share := map[string]float64{}
+	for _, model := range []string{"single", "affinity", "spread"} {
+		for s := range 8 {
+			msgs := []map[string]string{{"role": "system", "content": system},
+				{"role": "user", "content": fmt.Sprintf("Session %d of %s. ", s, model) + strings.Repeat(fmt.Sprintf("Here is file %d of the repository, line by line. ", s), 60)}}
+			for turn := range 5 {
+				body, _ := json.Marshal(map[string]any{"model": model, "max_tokens": 40, "messages": msgs})
+				resp := do(t, "POST", e.url+"/v1/chat/completions", devKey, string(body))
+				var out struct {
+					Choices []struct {
+						Message struct{ Content string } `json:"message"`
+					} `json:"choices"`
+				}
+				b, _ := io.ReadAll(resp.Body)
+				if resp.StatusCode != 200 || json.Unmarshal(b, &out) != nil || len(out.Choices) == 0 {
+					t.Fatalf("%s session %d turn %d: got %d %s", model, s, turn, resp.StatusCode, b)
+				}
+				msgs = append(msgs, map[string]string{"role": "assistant", "content": out.Choices[0].Message.Content},
+					map[string]string{"role": "user", "content": fmt.Sprintf("Now change line %d.", turn)})
+			}
+		}
+	}
+	entries := e.waitEntries(t, 3*8*5)
+	in, read := map[string]int{}, map[string]int{}
+	for _, en := range entries {
+		in[en.Model] += en.InputTokens
+		read[en.Model] += en.CacheReadTokens
+		want := (float64(en.InputTokens-en.CacheReadTokens)*2 + float64(en.CacheReadTokens)*0.5 + float64(en.OutputTokens)*8) / 1e6
+		if d := en.CostUSD - want; d > 1e-9 || d < -1e-9 {
+			t.Errorf("%s: ledger cost $%.9f, want $%.9f from its tokens", en.Model, en.CostUSD, want)
+		}
+		if en.Model != "single" && en.ProviderKey == "" {
+			t.Errorf("%s: entry without its provider key", en.Model)
+		}
+	}
+	for m := range in {
+		share[m] = float64(read[m]) / float64(in[m])
+	}
+	t.Logf("cache-read share of prompt tokens: single key %.3f, affinity %.3f, spread %.3f", share["single"], share["affinity"], share["spread"])
+	if share["single"] < 0.5 {
+		t.Fatalf("single key: cache-read share %.3f, want the history cached (> 0.5)", share["single"])
+	}
+	if share["affinity"] < 0.9*share["single"] {
+		t.Errorf("affinity session: cache-read share %.3f, want at least 90%% of a single key's %.3f", share["affinity"], share["single"])
+	}
+	if share["spread"] >= share["affinity"]*0.9 {
+		t.Errorf("affinity off: cache-read share %.3f, want it well below affinity's %.3f", share["spread"], share["affinity"])
+	}
+}
+
+// TestKeyPoolLimitsAcrossReplicas: a provider key's rpm is one limit for
+// every replica sharing a Redis, as the gateway's own keys' are: with rpm
+// 4, two replicas serve 4 requests between them, then answer 429
+// provider_keys_exhausted with a Retry-After, without calling the
+// upstream.
+func TestKeyPoolLimitsAcrossReplicas(t *testing.T) {
+	url := redistest.URL(t)
+	var b [6]byte
+	rand.Read(b[:])
+	provider := "pk-" + hex.EncodeToString(b[:]) // a counter of its own in Redis
+	u := newKeyedUpstream(t)
+	cfg := baseConfig()
+	cfg.Redis = url
+	cfg.Providers = append(cfg.Providers, config.Provider{Name: provider, Kind: "openai", BaseURL: u.url + "/v1",
+		APIKeys: []config.ProviderKey{{Name: "only", Key: "sk-only", RPM: 4}}})
+	cfg.Models = append(cfg.Models, config.Model{Name: "pooled", Routes: []config.Route{{Provider: provider, Model: "sim-fast"}}})
+	a := startWith(t, gateway.Options{Config: cfg, KeepAlive: -1})
+	bb := startWith(t, gateway.Options{Config: cfg, KeepAlive: -1})
+	served := 0
+	for i := range 8 {
+		e := a
+		if i%2 == 1 {
+			e = bb
+		}
+		resp := do(t, "POST", e.url+"/v1/chat/completions", devKey, chatBody("pooled", false, ""))
+		switch b, _ := io.ReadAll(resp.Body); resp.StatusCode {
+		case 200:
+			served++
+		case 429:
+			if !strings.Contains(string(b), "provider_keys_exhausted") || resp.Header.Get("Retry-After") == "" {
+				t.Errorf("request %d: got 429 %s (Retry-After %q), want provider_keys_exhausted with Retry-After", i, b, resp.Header.Get("Retry-After"))
+			}
+		default:
+			t.Errorf("request %d: got %d %s", i, resp.StatusCode, b)
+		}
+	}
+	if served != 4 || u.hitsOf("sk-only") != 4 {
+		t.Errorf("rpm 4 over two replicas: served %d, upstream got %d; want 4 and 4", served, u.hitsOf("sk-only"))
+	}
 }
