@@ -190,7 +190,7 @@ var readmeConfig = filepath.Join("..", "..", "internal", "bench", "testdata", "r
 // not need, may be unset.
 func TestBenchPricesAcceptsServeConfig(t *testing.T) {
 	url := benchSim(t)
-	set := map[string]string{"OPENAI_API_KEY": "sk-test-0123456789", "ANTHROPIC_API_KEY": "sk-ant-test", "GEMINI_API_KEY": "gm-test", "STREAMGATE_DEV_KEY": "sg-dev-0123456789abcdef", "APP_KEY": "sg-app-0123456789abcdef"}
+	set := map[string]string{"OPENAI_API_KEY": "sk-test-0123456789", "ANTHROPIC_KEY_1": "sk-ant-test-1", "ANTHROPIC_KEY_2": "sk-ant-test-2", "GEMINI_API_KEY": "gm-test", "STREAMGATE_DEV_KEY": "sg-dev-0123456789abcdef", "APP_KEY": "sg-app-0123456789abcdef"}
 	if _, err := config.Load(readmeConfig, func(k string) string { return set[k] }); err != nil {
 		t.Fatalf("serve --config would reject the README's example: %v", err)
 	}

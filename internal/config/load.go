@@ -260,6 +260,13 @@ func parse(name string, data []byte, getenv func(string) string, secrets bool) (
 				k.Key = fmt.Sprintf("unset-secret-%d", i)
 			}
 		}
+		for i := range cfg.Providers {
+			for j := range cfg.Providers[i].APIKeys {
+				if k := &cfg.Providers[i].APIKeys[j]; k.Key == "" && len(p.unset[fmt.Sprintf("providers[%d].api_keys[%d].key", i, j)]) > 0 {
+					k.Key = fmt.Sprintf("unset-provider-secret-%d-%d", i, j)
+				}
+			}
+		}
 	}
 	if err := cfg.Validate(); err != nil {
 		p.errs = append(p.errs, p.locate(err)...)
