@@ -120,6 +120,26 @@ func (p Price) Cost(t Tokens) float64 {
 	return usd.Clamp((usd.At(fresh, p.Input) + usd.At(t.CacheRead, read) + usd.At(t.CacheWrite, write) + usd.At(t.Output, p.Output)) / 1e6)
 }
 
+// CacheSavings returns what the prompt cache saved on read cache-read
+// and write cache-write tokens at p, in USD: the reads at p.Input less
+// p.CachedInput, less the writes at p.CacheWrite less p.Input (net: below
+// 0 when the writes' premium outweighs the reads' discount; 0 for a price
+// without cache prices). Bounded to ±usd.Max.
+func (p Price) CacheSavings(read, write int64) float64 {
+	cached, written := p.Input, p.Input
+	if p.CachedInput != nil {
+		cached = *p.CachedInput
+	}
+	if p.CacheWrite != nil {
+		written = *p.CacheWrite
+	}
+	s := (float64(max(read, 0))*(p.Input-cached) - float64(max(write, 0))*(written-p.Input)) / 1e6
+	if s != s { // NaN: prices are validated finite, never so in practice
+		return 0
+	}
+	return min(max(s, -usd.Max), usd.Max)
+}
+
 // Allows reports whether k may use the model called model: a key with no
 // Models may use every model.
 func (k *Key) Allows(model string) bool {

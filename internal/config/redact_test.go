@@ -333,3 +333,37 @@ func BenchmarkModelLookup(b *testing.B) {
 		}
 	}
 }
+
+// CacheSavings is the cost without the cache (every prompt token at the
+// input price) less the cost with it.
+func TestPriceCacheSavings(t *testing.T) {
+	sonnet := Price{Input: 3, Output: 15, CachedInput: ptr(0.3), CacheWrite: ptr(3.75)}
+	tests := []struct {
+		name        string
+		price       Price
+		read, write int64
+		want        float64 // USD, compared to the micro-dollar
+	}{
+		// The agent turn of TestPriceCost: 45k read save 45k × 2.70, 4k
+		// written cost 4k × 0.75 more.
+		{"agent turn", sonnet, 45_000, 4_000, 0.1215 - 0.003},
+		{"writes only: negative", sonnet, 0, 10_000, -0.0075},
+		{"no cache prices: nothing saved", Price{Input: 3}, 45_000, 4_000, 0},
+		{"free cache reads", Price{Input: 2, CachedInput: ptr(0)}, 10_000, 0, 0.02},
+		{"negative counts are none", sonnet, -5, -5, 0},
+		{"saturates", sonnet, math.MaxInt64, 0, 1e9},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := tt.price.CacheSavings(tt.read, tt.write)
+			if math.Round(got*1e6) != math.Round(tt.want*1e6) {
+				t.Errorf("CacheSavings(%d, %d): got %.9f, want %.9f", tt.read, tt.write, got, tt.want)
+			}
+			without := tt.price.Cost(Tokens{Input: max(tt.read, 0) + max(tt.write, 0)})
+			with := tt.price.Cost(Tokens{Input: max(tt.read, 0) + max(tt.write, 0), CacheRead: max(tt.read, 0), CacheWrite: max(tt.write, 0)})
+			if tt.want != 1e9 && math.Round((without-with)*1e6) != math.Round(got*1e6) {
+				t.Errorf("CacheSavings(%d, %d) = %.9f, want Cost without the cache less Cost with it, %.9f", tt.read, tt.write, got, without-with)
+			}
+		})
+	}
+}

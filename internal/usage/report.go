@@ -13,7 +13,7 @@ const ProjectionDays = 30
 
 // reportDimensions are the values of ReportQuery.By, in the order messages
 // list them.
-var reportDimensions = []string{"key", "model", "day", "route"}
+var reportDimensions = []string{"key", "model", "day", "route", "team", "provider_key"}
 
 // ReportQuery selects the entries of a report and how they are grouped.
 type ReportQuery struct {
@@ -21,9 +21,16 @@ type ReportQuery struct {
 	Until time.Time // entries with Time < Until; zero means no upper bound
 	// By is the dimension of the groups: "key" (the key's name), "model"
 	// (the model the client asked for), "route" (the provider/model that
-	// served it, "" when none did) or "day" (the UTC date of arrival,
-	// YYYY-MM-DD). "" means "model".
+	// served it, "" when none did), "day" (the UTC date of arrival,
+	// YYYY-MM-DD), "team" (the key's team, "" for none) or "provider_key"
+	// (the name of the provider API key that served it, "" for a provider
+	// with a single key or none served). "" means "model".
 	By string
+	// Savings prices what the prompt cache saved model's entries of a
+	// group, from their cache-read and cache-write token sums (as
+	// config.Price.CacheSavings does at the model's price); nil: no
+	// savings (ReportRow.SavingsUSD 0).
+	Savings func(model string, cacheRead, cacheWrite int64) float64
 }
 
 // Validate reports a By that is not one of the dimensions, naming them.
@@ -68,6 +75,10 @@ type ReportRow struct {
 	CacheReadTokens  int64
 	CacheWriteTokens int64
 	CostUSD          float64 // sum of CostUSD
+	// SavingsUSD is what the prompt cache saved the group's entries, the
+	// sum of ReportQuery.Savings over the models of the group (0 without
+	// it); below 0 when the cache writes cost more than the reads saved.
+	SavingsUSD float64
 }
 
 // reporter is the optional capability of a Store that Report needs.
@@ -103,6 +114,10 @@ func (d *dialect) groupExpr(by string) string {
 		return "key_id"
 	case "route":
 		return "route"
+	case "team":
+		return "team"
+	case "provider_key":
+		return "provider_key"
 	case "day":
 		if d == postgresDialect {
 			return "to_char(arrived_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
@@ -114,15 +129,16 @@ func (d *dialect) groupExpr(by string) string {
 	}
 }
 
-// report implements reporter: one GROUP BY over the window. hedged is an
-// INTEGER on SQLite and a BOOLEAN on PostgreSQL; both read it as a truth
-// value in CASE.
+// report implements reporter: one GROUP BY over the window, per group and
+// model (a model's price prices its savings), the models of a group then
+// summed. hedged is an INTEGER on SQLite and a BOOLEAN on PostgreSQL; both
+// read it as a truth value in CASE.
 func (s *sqlStore) report(ctx context.Context, q ReportQuery) ([]ReportRow, error) {
 	var b query
 	ok, rejected, cancelled := b.arg(OutcomeOK), b.arg(OutcomeRejected), b.arg(OutcomeClientCancelled)
 	g := s.d.groupExpr(q.By)
 	// CAST: PostgreSQL's SUM(bigint) is numeric.
-	b.b.WriteString("SELECT " + g + ", COUNT(*), " +
+	b.b.WriteString("SELECT " + g + ", model, COUNT(*), " +
 		"CAST(SUM(CASE WHEN outcome = " + rejected + " THEN 1 ELSE 0 END) AS BIGINT), " +
 		"CAST(SUM(CASE WHEN outcome = " + cancelled + " THEN 1 ELSE 0 END) AS BIGINT), " +
 		"CAST(SUM(CASE WHEN outcome NOT IN (" + ok + ", " + rejected + ", " + cancelled + ") THEN 1 ELSE 0 END) AS BIGINT), " +
@@ -133,7 +149,7 @@ func (s *sqlStore) report(ctx context.Context, q ReportQuery) ([]ReportRow, erro
 		"CAST(SUM(cache_read_tokens) AS BIGINT), CAST(SUM(cache_write_tokens) AS BIGINT), SUM(cost_usd) " +
 		"FROM usage_entries")
 	b.where(s.d, Filter{Since: q.Since, Until: q.Until})
-	b.b.WriteString(" GROUP BY 1 ORDER BY 1")
+	b.b.WriteString(" GROUP BY 1, 2 ORDER BY 1, 2")
 	rows, err := s.db.QueryContext(ctx, b.b.String(), b.args...)
 	if err != nil {
 		return nil, fmt.Errorf("usage: report by %s from %s: %w", q.By, s.d.name, err)
@@ -142,9 +158,17 @@ func (s *sqlStore) report(ctx context.Context, q ReportQuery) ([]ReportRow, erro
 	out := []ReportRow{}
 	for rows.Next() {
 		var r ReportRow
-		if err := rows.Scan(&r.Group, &r.Requests, &r.Refused, &r.Cancelled, &r.Failed, &r.Fallbacks, &r.Hedged, &r.Continued,
+		var model string
+		if err := rows.Scan(&r.Group, &model, &r.Requests, &r.Refused, &r.Cancelled, &r.Failed, &r.Fallbacks, &r.Hedged, &r.Continued,
 			&r.InputTokens, &r.OutputTokens, &r.CacheReadTokens, &r.CacheWriteTokens, &r.CostUSD); err != nil {
 			return nil, fmt.Errorf("usage: report by %s from %s: %w", q.By, s.d.name, err)
+		}
+		if q.Savings != nil && (r.CacheReadTokens > 0 || r.CacheWriteTokens > 0) {
+			r.SavingsUSD = q.Savings(model, r.CacheReadTokens, r.CacheWriteTokens)
+		}
+		if n := len(out); n > 0 && out[n-1].Group == r.Group {
+			out[n-1].merge(r)
+			continue
 		}
 		out = append(out, r)
 	}
@@ -162,6 +186,23 @@ func (s *sqlStore) report(ctx context.Context, q ReportQuery) ([]ReportRow, erro
 		out[i].LedgerStart = start
 	}
 	return out, nil
+}
+
+// merge adds the sums of o, another model of r's group, to r.
+func (r *ReportRow) merge(o ReportRow) {
+	r.Requests += o.Requests
+	r.Refused += o.Refused
+	r.Cancelled += o.Cancelled
+	r.Failed += o.Failed
+	r.Fallbacks += o.Fallbacks
+	r.Hedged += o.Hedged
+	r.Continued += o.Continued
+	r.InputTokens += o.InputTokens
+	r.OutputTokens += o.OutputTokens
+	r.CacheReadTokens += o.CacheReadTokens
+	r.CacheWriteTokens += o.CacheWriteTokens
+	r.CostUSD += o.CostUSD
+	r.SavingsUSD += o.SavingsUSD
 }
 
 // ledgerStart returns the arrival of the earliest entry before until (zero:
@@ -232,9 +273,18 @@ type Totals struct {
 	OutputTokens int64   `json:"output_tokens"`
 	// CacheReadTokens and CacheWriteTokens are the parts of InputTokens
 	// read from and written to the upstreams' prompt caches.
-	CacheReadTokens  int64   `json:"cache_read_tokens"`
-	CacheWriteTokens int64   `json:"cache_write_tokens"`
-	CostUSD          float64 `json:"cost_usd"`
+	CacheReadTokens  int64 `json:"cache_read_tokens"`
+	CacheWriteTokens int64 `json:"cache_write_tokens"`
+	// CacheReadShare is CacheReadTokens / InputTokens: the share of the
+	// prompt tokens read from a cache; 0 without prompt tokens.
+	CacheReadShare float64 `json:"cache_read_share"`
+	CostUSD        float64 `json:"cost_usd"`
+	// SavingsUSD is what the prompt caches saved (ReportRow.SavingsUSD):
+	// the cache reads at the input price less the cached_input price,
+	// less the cache writes at the cache_write price less the input price,
+	// at each model's price in the config the report was made with (the
+	// current prices, not those at the time of the requests).
+	SavingsUSD float64 `json:"savings_usd"`
 }
 
 func (t *Totals) add(r ReportRow) {
@@ -250,6 +300,11 @@ func (t *Totals) add(r ReportRow) {
 	t.CacheReadTokens += r.CacheReadTokens
 	t.CacheWriteTokens += r.CacheWriteTokens
 	t.CostUSD += r.CostUSD
+	t.SavingsUSD += r.SavingsUSD
+	t.CacheReadShare = 0
+	if t.InputTokens > 0 {
+		t.CacheReadShare = float64(t.CacheReadTokens) / float64(t.InputTokens)
+	}
 	t.ErrorRate = 0
 	if served := t.Requests - t.Refused; served > 0 {
 		t.ErrorRate = float64(t.Failed) / float64(served)

@@ -3,6 +3,7 @@ package usage
 import (
 	"math"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -180,4 +181,105 @@ func TestBreakdownProjection(t *testing.T) {
 			t.Errorf("%s: got $%v over %v days, want $%v over %v", tt.name, rep.ProjectedMonthlyUSD, rep.ProjectionDays, tt.monthly, tt.days)
 		}
 	}
+}
+
+// By team and by provider key, each group's totals and savings are the
+// ledger's rows summed by hand, a group's models priced apart.
+func TestReportTeamsAndProviderKeys(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s Store) {
+		ctx := testCtx(t)
+		t0 := time.Date(2026, 11, 3, 8, 0, 0, 0, time.UTC)
+		teams := []string{"", "red", "blue", "red"}
+		pkeys := []string{"", "org-a", "org-b"}
+		models := []string{"m1", "m2", "gone"} // "gone": no longer priced
+		outcomes := []string{OutcomeOK, OutcomeOK, OutcomeUpstreamError, OutcomeRejected, OutcomeClientCancelled}
+		var entries []Entry
+		for i := range 60 {
+			in := 100 + 7*i
+			entries = append(entries, Entry{Time: t0.Add(time.Duration(i) * time.Minute), KeyID: "k" + strconv.Itoa(i%5),
+				Team: teams[i%len(teams)], ProviderKey: pkeys[i%len(pkeys)], Model: models[i%len(models)], Route: "p/x",
+				Outcome: outcomes[i%len(outcomes)], Attempts: 1 + i%3, Hedged: i%7 == 0, Continuations: i % 11 / 10,
+				InputTokens: in, CacheReadTokens: (in / 2) * (i % 2), CacheWriteTokens: (in / 4) * (i % 3 / 2), OutputTokens: 3 * i,
+				CostUSD: float64(i%8) / 8})
+		}
+		if err := s.Insert(ctx, entries); err != nil {
+			t.Fatalf("Insert: %v", err)
+		}
+		// Savings per token chosen to sum exactly in binary.
+		savings := func(model string, read, write int64) float64 {
+			switch model {
+			case "m1":
+				return float64(read)*0.5 - float64(write)*0.25
+			case "m2":
+				return float64(read) * 0.125
+			}
+			return 0
+		}
+		for _, by := range []string{"team", "provider_key"} {
+			want := map[string]*ReportRow{}
+			for _, e := range entries {
+				g := e.Team
+				if by == "provider_key" {
+					g = e.ProviderKey
+				}
+				r := want[g]
+				if r == nil {
+					r = &ReportRow{Group: g, LedgerStart: t0}
+					want[g] = r
+				}
+				r.Requests++
+				switch e.Outcome {
+				case OutcomeRejected:
+					r.Refused++
+				case OutcomeClientCancelled:
+					r.Cancelled++
+				case OutcomeUpstreamError:
+					r.Failed++
+				}
+				if e.Attempts > 1 && !e.Hedged {
+					r.Fallbacks++
+				}
+				if e.Hedged {
+					r.Hedged++
+				}
+				if e.Continuations > 0 {
+					r.Continued++
+				}
+				r.InputTokens += int64(e.InputTokens)
+				r.OutputTokens += int64(e.OutputTokens)
+				r.CacheReadTokens += int64(e.CacheReadTokens)
+				r.CacheWriteTokens += int64(e.CacheWriteTokens)
+				r.CostUSD += e.CostUSD
+				r.SavingsUSD += savings(e.Model, int64(e.CacheReadTokens), int64(e.CacheWriteTokens))
+			}
+			got, err := Report(ctx, s, ReportQuery{By: by, Savings: savings})
+			if err != nil {
+				t.Fatalf("by %s: Report: %v", by, err)
+			}
+			if len(got) != len(want) {
+				t.Fatalf("by %s: got %d groups %+v, want %d", by, len(got), got, len(want))
+			}
+			for i, r := range got {
+				if i > 0 && got[i-1].Group >= r.Group {
+					t.Errorf("by %s: group %q after %q, want ascending", by, r.Group, got[i-1].Group)
+				}
+				if w := want[r.Group]; w == nil || !reflect.DeepEqual(r, *w) {
+					t.Errorf("by %s, group %q:\ngot  %+v\nwant %+v", by, r.Group, r, w)
+				}
+			}
+			// The total of the groups is every entry's, whatever the grouping.
+			rep := NewBreakdown(ReportQuery{By: by}, got, t0.Add(2*time.Hour))
+			var in, read int64
+			var saved float64
+			for _, e := range entries {
+				in += int64(e.InputTokens)
+				read += int64(e.CacheReadTokens)
+				saved += savings(e.Model, int64(e.CacheReadTokens), int64(e.CacheWriteTokens))
+			}
+			if rep.Total.Requests != int64(len(entries)) || rep.Total.InputTokens != in || rep.Total.SavingsUSD != saved ||
+				rep.Total.CacheReadShare != float64(read)/float64(in) {
+				t.Errorf("by %s: total %+v; want %d requests, %d input tokens, share %v, savings %v", by, rep.Total, len(entries), in, float64(read)/float64(in), saved)
+			}
+		}
+	})
 }
