@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamgate/streamgate/internal/sqldb/sqldbtest"
 	"github.com/streamgate/streamgate/internal/usage"
 )
 
@@ -65,13 +66,13 @@ func TestUsageCLIJSON(t *testing.T) {
 		t.Fatalf("decode %q: %v", out, err)
 	}
 	wantGroups := []usage.Group{
-		{Group: "m1", Totals: usage.Totals{Requests: 2, Fallbacks: 1, InputTokens: 200, CacheReadTokens: 60, CacheWriteTokens: 10, OutputTokens: 1500, CostUSD: 2}},
-		{Group: "m2", Totals: usage.Totals{Requests: 2, Failed: 1, ErrorRate: 0.5, Hedged: 1, Continued: 1, InputTokens: 10, CacheReadTokens: 4, OutputTokens: 20, CostUSD: 1}},
+		{Group: "m1", Totals: usage.Totals{Requests: 2, Fallbacks: 1, InputTokens: 200, CacheReadTokens: 60, CacheWriteTokens: 10, CacheReadShare: 0.3, OutputTokens: 1500, CostUSD: 2}},
+		{Group: "m2", Totals: usage.Totals{Requests: 2, Failed: 1, ErrorRate: 0.5, Hedged: 1, Continued: 1, InputTokens: 10, CacheReadTokens: 4, CacheReadShare: 0.4, OutputTokens: 20, CostUSD: 1}},
 	}
 	if got.By != "model" || !reflect.DeepEqual(got.Groups, wantGroups) {
 		t.Errorf("by %q, groups %+v; want model, %+v", got.By, got.Groups, wantGroups)
 	}
-	wantTotal := usage.Totals{Requests: 4, Failed: 1, ErrorRate: 0.25, Fallbacks: 1, Hedged: 1, Continued: 1, InputTokens: 210, CacheReadTokens: 64, CacheWriteTokens: 10, OutputTokens: 1520, CostUSD: 3}
+	wantTotal := usage.Totals{Requests: 4, Failed: 1, ErrorRate: 0.25, Fallbacks: 1, Hedged: 1, Continued: 1, InputTokens: 210, CacheReadTokens: 64, CacheWriteTokens: 10, CacheReadShare: 64.0 / 210, OutputTokens: 1520, CostUSD: 3}
 	if got.Total != wantTotal {
 		t.Errorf("total: got %+v, want %+v", got.Total, wantTotal)
 	}
@@ -113,11 +114,11 @@ func TestUsageCLITable(t *testing.T) {
 		t.Fatalf("got %d lines, want header, (none), p/a, p/b, total and the projection:\n%s", len(lines), out)
 	}
 	for i, want := range [][]string{
-		{"route", "requests", "refused", "failed", "error", "rate", "cancelled", "fallbacks", "hedged", "continued", "input", "tok", "cache", "read", "cache", "write", "output", "tok", "cost", "USD"},
-		{"(none)", "1", "0", "1", "100.00%", "0", "0", "0", "0", "0", "0", "0", "0", "0.00"},
-		{"p/a", "2", "0", "0", "0.00%", "0", "0", "1", "1", "110", "64", "10", "1020", "2.50"},
-		{"p/b", "1", "0", "0", "0.00%", "0", "1", "0", "0", "100", "0", "0", "500", "0.50"},
-		{"total", "4", "0", "1", "25.00%", "0", "1", "1", "1", "210", "64", "10", "1520", "3.00"},
+		{"route", "requests", "refused", "failed", "error", "rate", "cancelled", "fallbacks", "hedged", "continued", "input", "tok", "cache", "read", "cache", "write", "read", "share", "output", "tok", "cost", "USD", "saved", "USD"},
+		{"(none)", "1", "0", "1", "100.00%", "0", "0", "0", "0", "0", "0", "0", "0.00%", "0", "0.00", "0.00"},
+		{"p/a", "2", "0", "0", "0.00%", "0", "0", "1", "1", "110", "64", "10", "58.18%", "1020", "2.50", "0.00"},
+		{"p/b", "1", "0", "0", "0.00%", "0", "1", "0", "0", "100", "0", "0", "0.00%", "500", "0.50", "0.00"},
+		{"total", "4", "0", "1", "25.00%", "0", "1", "1", "1", "210", "64", "10", "30.48%", "1520", "3.00", "0.00"},
 	} {
 		if got := strings.Fields(lines[i]); !reflect.DeepEqual(got, want) {
 			t.Errorf("line %d: got %q, want fields %q", i, lines[i], want)
@@ -143,7 +144,7 @@ func TestUsageCLICSV(t *testing.T) {
 		t.Fatalf("parse %q: %v", out, err)
 	}
 	wantHeader := []string{"day", "requests", "failed", "error_rate", "fallbacks", "hedged", "continued", "input_tokens", "output_tokens", "cost_usd",
-		"cache_read_tokens", "cache_write_tokens", "refused", "cancelled"}
+		"cache_read_tokens", "cache_write_tokens", "refused", "cancelled", "cache_read_share", "savings_usd"}
 	if len(records) < 2 || !reflect.DeepEqual(records[0], wantHeader) {
 		t.Fatalf("got %q, want header %q and rows", records, wantHeader)
 	}
@@ -306,7 +307,7 @@ models: [{name: m1, routes: [{provider: sim, model: sim-fast}]}]
 		t.Fatal(err)
 	}
 	code, out, errs := runCLI(t, nil, "usage", "--csv")
-	if code != 0 || !strings.Contains(out, "m1,2,") || errs != "streamgate: database: "+path+" (sqlite; from ./streamgate.yaml)\n" {
+	if code != 0 || !strings.Contains(out, "m1,2,") || errs != "streamgate: database: "+path+" (sqlite; from ./streamgate.yaml)\nstreamgate: prices: from ./streamgate.yaml (savings at its current prices)\n" {
 		t.Errorf("./streamgate.yaml: exit %d, out %q, stderr %q; want m1's row and the database named", code, out, errs)
 	}
 	// STREAMGATE_DATABASE wins over it, --database over both.
@@ -337,5 +338,123 @@ func TestDescribeDSN(t *testing.T) {
 		if name, kind, _ := describeDSN(tt.dsn); name != tt.name || kind != tt.kind {
 			t.Errorf("describeDSN(%q): got %q, %q; want %q, %q", tt.dsn, name, kind, tt.name, tt.kind)
 		}
+	}
+}
+
+// --by team and --by provider_key: each group's totals are the ledger's
+// entries summed by hand, the savings at the prices of --config, on SQLite
+// and on PostgreSQL.
+func TestUsageCLITeamsAndSavings(t *testing.T) {
+	for _, kind := range []string{"sqlite", "postgres"} {
+		t.Run(kind, func(t *testing.T) {
+			dsn := "sqlite://" + filepath.Join(t.TempDir(), "ledger.db")
+			if kind == "postgres" {
+				dsn = sqldbtest.PostgresDSN(t)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			s, err := usage.Open(ctx, dsn)
+			if err != nil {
+				t.Fatalf("usage.Open: %v", err)
+			}
+			now := time.Now()
+			teams, pkeys, models := []string{"red", "", "blue"}, []string{"org-a", "org-b", ""}, []string{"m1", "m2", "gone"}
+			var entries []usage.Entry
+			for i := range 24 {
+				in := 1000 * (i + 1)
+				entries = append(entries, usage.Entry{Time: now.Add(-time.Duration(i+1) * time.Minute), KeyID: "k", Team: teams[i%3],
+					ProviderKey: pkeys[i/3%3], Model: models[i%2+i/12], Route: "p/a", Attempts: 1, Outcome: usage.OutcomeOK,
+					InputTokens: in, CacheReadTokens: in / 2 * (i % 2), CacheWriteTokens: in / 4 * (1 - i%2), OutputTokens: 10, CostUSD: 0.25})
+			}
+			if err := s.Insert(ctx, entries); err != nil {
+				t.Fatalf("Insert: %v", err)
+			}
+			s.Close()
+			cfg := filepath.Join(t.TempDir(), "gateway.yaml")
+			yaml := `providers: [{name: sim, kind: sim}]
+models:
+  - {name: m1, routes: [{provider: sim, model: sim-fast}], price: {input: 2, output: 8, cached_input: 0.5, cache_write: 2.5}}
+  - {name: m2, routes: [{provider: sim, model: sim-fast}], price: {input: 3, output: 15, cached_input: 0.3}}
+`
+			if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			// By hand: m1 saves 1.5 per 1M read, costs 0.5 more per 1M
+			// written; m2 saves 2.7 per 1M read, writes at the input price;
+			// "gone" is not in the config: nothing.
+			saved := func(e usage.Entry) float64 {
+				switch e.Model {
+				case "m1":
+					return (1.5*float64(e.CacheReadTokens) - 0.5*float64(e.CacheWriteTokens)) / 1e6
+				case "m2":
+					return 2.7 * float64(e.CacheReadTokens) / 1e6
+				}
+				return 0
+			}
+			for _, by := range []string{"team", "provider_key"} {
+				code, out, errs := runCLI(t, nil, "usage", "--database", dsn, "--config", cfg, "--by", by, "--json")
+				if code != 0 {
+					t.Fatalf("--by %s: exit %d, stderr %s", by, code, errs)
+				}
+				if !strings.Contains(errs, "prices: from --config "+cfg) {
+					t.Errorf("--by %s: stderr %q, want the prices' config named", by, errs)
+				}
+				var got usage.Breakdown
+				if err := json.Unmarshal([]byte(out), &got); err != nil {
+					t.Fatalf("decode %q: %v", out, err)
+				}
+				want := map[string]*usage.Totals{}
+				var total usage.Totals
+				for _, e := range entries {
+					g := e.Team
+					if by == "provider_key" {
+						g = e.ProviderKey
+					}
+					if want[g] == nil {
+						want[g] = &usage.Totals{}
+					}
+					for _, w := range []*usage.Totals{want[g], &total} {
+						w.Requests++
+						w.InputTokens += int64(e.InputTokens)
+						w.OutputTokens += int64(e.OutputTokens)
+						w.CacheReadTokens += int64(e.CacheReadTokens)
+						w.CacheWriteTokens += int64(e.CacheWriteTokens)
+						w.CostUSD += e.CostUSD
+						w.SavingsUSD += saved(e)
+						w.CacheReadShare = float64(w.CacheReadTokens) / float64(w.InputTokens)
+					}
+				}
+				if len(got.Groups) != len(want) || got.By != by {
+					t.Fatalf("--by %s: got by %q, %d groups %+v; want %d", by, got.By, len(got.Groups), got.Groups, len(want))
+				}
+				near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+				check := func(name string, g, w usage.Totals) {
+					gs, ws := g.SavingsUSD, w.SavingsUSD
+					g.SavingsUSD, w.SavingsUSD = 0, 0
+					gr, wr := g.CacheReadShare, w.CacheReadShare
+					g.CacheReadShare, w.CacheReadShare = 0, 0
+					if g != w || !near(gs, ws) || !near(gr, wr) {
+						t.Errorf("--by %s, %s: got %+v (savings %v, share %v), want %+v (savings %v, share %v)", by, name, g, gs, gr, w, ws, wr)
+					}
+				}
+				for _, g := range got.Groups {
+					if w := want[g.Group]; w == nil {
+						t.Errorf("--by %s: unexpected group %q", by, g.Group)
+					} else {
+						check("group "+strconv.Quote(g.Group), g.Totals, *w)
+					}
+				}
+				check("total", got.Total, total)
+				if !(got.Total.SavingsUSD > 0) {
+					t.Errorf("--by %s: total savings %v, want above 0", by, got.Total.SavingsUSD)
+				}
+				// The table names the entries without one "(none)", as --by key does.
+				code, out, errs = runCLI(t, nil, "usage", "--database", dsn, "--config", cfg, "--by", by)
+				lines := strings.Split(out, "\n")
+				if code != 0 || len(lines) < 2 || strings.Fields(lines[0])[0] != by || strings.Fields(lines[1])[0] != "(none)" {
+					t.Errorf("--by %s table: exit %d, stderr %s, got:\n%s\nwant the first group (none)", by, code, errs, out)
+				}
+			}
+		})
 	}
 }
