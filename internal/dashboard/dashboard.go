@@ -91,7 +91,18 @@ type Options struct {
 	// GrafanaURL is the board that sums every replica, linked from the
 	// page; "": DefaultGrafanaURL.
 	GrafanaURL string
+	// Savings prices what the prompt cache saved a model (the gateway
+	// passes config.Price.CacheSavings at the model's current price): the
+	// live figures from streamgate_tokens_total's cache_read and
+	// cache_write, the ledger's through usage.ReportQuery. Nil: no savings
+	// shown (null), the cache-read share still is.
+	Savings SavingsFunc
 }
+
+// SavingsFunc returns what the prompt cache saved model on cacheRead and
+// cacheWrite tokens, in USD; below 0 when the writes cost more than the
+// reads saved.
+type SavingsFunc func(model string, cacheRead, cacheWrite int64) float64
 
 // DefaultGrafanaURL is the board of deploy/grafana as deploy/compose.yaml serves it.
 const DefaultGrafanaURL = "http://127.0.0.1:3000/d/streamgate"
@@ -146,6 +157,7 @@ type Dashboard struct {
 	search   SearchFunc
 	series   SeriesFunc
 	budgets  func(context.Context) ([]Budget, error)
+	savings  SavingsFunc
 	replica  string
 	grafana  string
 	auth     authenticator
@@ -196,6 +208,7 @@ func New(opts Options) *Dashboard {
 		search:   opts.Search,
 		series:   opts.Series,
 		budgets:  opts.Budgets,
+		savings:  opts.Savings,
 		replica:  replicaName(opts.Replica),
 		grafana:  cmp.Or(opts.GrafanaURL, DefaultGrafanaURL),
 		auth:     newAuthenticator(opts.Open, opts.AdminKey, opts.Throttle),
@@ -407,7 +420,7 @@ func (d *Dashboard) tick() {
 	for _, p := range pages {
 		b, ok := events[kind{p.window, p.auth}]
 		if !ok {
-			v := compute(d.samples, p.window)
+			v := compute(d.samples, p.window, d.savings)
 			d.groupUnknown(&v)
 			v.Auth = p.auth
 			v.History = historyOf(d.points, d.interval)
@@ -471,10 +484,10 @@ func (d *Dashboard) queryCost(ctx context.Context, now time.Time) *costView {
 	}
 	since := now.UTC().Truncate(24 * time.Hour)
 	c := &costView{Since: since.Format(time.RFC3339), AsOf: now.UnixMilli()}
-	byKey, err := d.report(ctx, usage.ReportQuery{Since: since, By: "key"})
+	byKey, err := d.report(ctx, usage.ReportQuery{Since: since, By: "key", Savings: d.savings})
 	var byModel []usage.ReportRow
 	if err == nil {
-		byModel, err = d.report(ctx, usage.ReportQuery{Since: since, By: "model"})
+		byModel, err = d.report(ctx, usage.ReportQuery{Since: since, By: "model", Savings: d.savings})
 	}
 	d.costMu.Lock()
 	last := d.cost
@@ -489,7 +502,7 @@ func (d *Dashboard) queryCost(ctx context.Context, now time.Time) *costView {
 		c.Error = "the ledger did not answer: " + err.Error()
 		return c
 	}
-	c.ByKey, c.ByModel = costRows(byKey, nil), costRows(byModel, d.models)
+	c.ByKey, c.ByModel = costRows(byKey, nil, d.savings != nil), costRows(byModel, d.models, d.savings != nil)
 	return c
 }
 
@@ -529,20 +542,32 @@ func (d *Dashboard) costView() (*costView, *budgetView) {
 }
 
 // costRows are the ledger's rows for the page; with known model names, the
-// rows of every other name are summed into one unknownModel row.
-func costRows(rows []usage.ReportRow, known map[string]bool) []costRow {
+// rows of every other name are summed into one unknownModel row. priced:
+// the rows' savings were priced (else shown as null).
+func costRows(rows []usage.ReportRow, known map[string]bool, priced bool) []costRow {
 	out := make([]costRow, 0, len(rows))
-	unknown := costRow{Group: unknownModel}
+	var unknown usage.ReportRow
+	row := func(group string, r usage.ReportRow) costRow {
+		c := costRow{Group: group, Requests: r.Requests, CostUSD: num(r.CostUSD),
+			CacheReadShare: num(ratio(float64(r.CacheReadTokens), float64(r.InputTokens))), SavingsUSD: num(math.NaN())}
+		if priced {
+			c.SavingsUSD = num(r.SavingsUSD)
+		}
+		return c
+	}
 	for _, r := range rows {
 		if known != nil && !known[r.Group] {
 			unknown.Requests += r.Requests
-			unknown.CostUSD += num(r.CostUSD)
+			unknown.CostUSD += r.CostUSD
+			unknown.InputTokens += r.InputTokens
+			unknown.CacheReadTokens += r.CacheReadTokens
+			unknown.SavingsUSD += r.SavingsUSD
 			continue
 		}
-		out = append(out, costRow{Group: r.Group, Requests: r.Requests, CostUSD: num(r.CostUSD)})
+		out = append(out, row(r.Group, r))
 	}
 	if unknown.Requests > 0 {
-		out = append(out, unknown)
+		out = append(out, row(unknownModel, unknown))
 	}
 	return out
 }

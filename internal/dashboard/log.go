@@ -16,11 +16,14 @@ import (
 
 // requestRow is one line of the request log.
 type requestRow struct {
-	Time         string `json:"time"` // RFC 3339, ms
-	RequestID    string `json:"request_id"`
-	Key          string `json:"key"`
-	Model        string `json:"model"`
-	Route        string `json:"route"`
+	Time      string `json:"time"` // RFC 3339, ms
+	RequestID string `json:"request_id"`
+	Key       string `json:"key"`
+	Model     string `json:"model"`
+	Route     string `json:"route"`
+	// ProviderKey names the provider API key that served the request ("":
+	// a provider with a single key, or none served it).
+	ProviderKey  string `json:"provider_key"`
 	Status       int    `json:"status"`
 	Outcome      string `json:"outcome"`
 	Stream       bool   `json:"stream"`
@@ -29,8 +32,12 @@ type requestRow struct {
 	DurationMs   num    `json:"duration_ms"`
 	InputTokens  int    `json:"input_tokens"`
 	OutputTokens int    `json:"output_tokens"`
-	CostUSD      num    `json:"cost_usd"`
-	Error        string `json:"error"`
+	// CacheReadTokens are the prompt tokens read from the upstream's prompt
+	// cache; CacheHit is whether there were any.
+	CacheReadTokens int    `json:"cache_read_tokens"`
+	CacheHit        bool   `json:"cache_hit"`
+	CostUSD         num    `json:"cost_usd"`
+	Error           string `json:"error"`
 }
 
 // requestPage is the answer of the request log.
@@ -75,9 +82,9 @@ func (d *Dashboard) ServeRequests(w http.ResponseWriter, r *http.Request) {
 	out := requestPage{Requests: make([]requestRow, 0, len(entries)), Page: page, Limit: q.Limit, More: more}
 	for _, e := range entries {
 		row := requestRow{Time: e.Time.UTC().Format("2006-01-02T15:04:05.000Z07:00"), RequestID: e.RequestID, Key: e.KeyID,
-			Model: e.Model, Route: e.Route, Status: e.Status, Outcome: e.Outcome, Stream: e.Stream, Attempts: e.Attempts,
+			Model: e.Model, Route: e.Route, ProviderKey: e.ProviderKey, Status: e.Status, Outcome: e.Outcome, Stream: e.Stream, Attempts: e.Attempts,
 			TTFTMs: num(math.NaN()), DurationMs: num(ms(e.Duration)), InputTokens: e.InputTokens, OutputTokens: e.OutputTokens,
-			CostUSD: num(e.CostUSD), Error: e.Error}
+			CacheReadTokens: e.CacheReadTokens, CacheHit: e.CacheReadTokens > 0, CostUSD: num(e.CostUSD), Error: e.Error}
 		if e.TTFT > 0 {
 			row.TTFTMs = num(ms(e.TTFT))
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -150,10 +151,19 @@ func TestMemoryWithoutPage(t *testing.T) {
 
 // The ledger's rows of names that are no configured model join one row.
 func TestCostRowsGroupUnknown(t *testing.T) {
-	rows := costRows([]usage.ReportRow{{Group: "m1", Requests: 3, CostUSD: 0.5}, {Group: "gpt-4o-typo", Requests: 2}, {Group: "m1x", Requests: 1}},
-		map[string]bool{"m1": true})
+	rows := costRows([]usage.ReportRow{{Group: "m1", Requests: 3, CostUSD: 0.5, InputTokens: 100, CacheReadTokens: 25, SavingsUSD: 0.25},
+		{Group: "gpt-4o-typo", Requests: 2, InputTokens: 10, CacheReadTokens: 10}, {Group: "m1x", Requests: 1, InputTokens: 30}},
+		map[string]bool{"m1": true}, true)
 	if len(rows) != 2 || rows[0].Group != "m1" || rows[1].Group != unknownModel || rows[1].Requests != 3 {
 		t.Errorf("got %+v, want m1 and one %s row of 3 requests", rows, unknownModel)
+	}
+	if len(rows) == 2 && (rows[0].CacheReadShare != .25 || rows[0].SavingsUSD != .25 || rows[1].CacheReadShare != .25 || rows[1].SavingsUSD != 0) {
+		t.Errorf("got %+v, want m1's read share .25 and $0.25 saved, the unknown's .25 (10 of 40) and $0", rows)
+	}
+	// Without prices, no savings (null); the share still is.
+	rows = costRows([]usage.ReportRow{{Group: "m1", Requests: 1, InputTokens: 4, CacheReadTokens: 1}}, nil, false)
+	if len(rows) != 1 || rows[0].CacheReadShare != .25 || !math.IsNaN(float64(rows[0].SavingsUSD)) {
+		t.Errorf("unpriced: got %+v, want share .25 and savings null", rows)
 	}
 }
 

@@ -54,6 +54,7 @@ type modelSample struct {
 	requests, errors                 float64 // every route of the model, and none ("" route)
 	rejected                         float64 // of requests, refused by the gateway's own checks
 	inTokens, outTokens              float64
+	cacheRead, cacheWrite            float64 // parts of inTokens
 	fallbacks, continuations, hedges float64
 }
 
@@ -149,6 +150,10 @@ func parse(at time.Time, mfs []*dto.MetricFamily, bounds map[string][]float64) *
 					model(m).inTokens += m.GetCounter().GetValue()
 				case "output":
 					model(m).outTokens += m.GetCounter().GetValue()
+				case "cache_read":
+					model(m).cacheRead += m.GetCounter().GetValue()
+				case "cache_write":
+					model(m).cacheWrite += m.GetCounter().GetValue()
 				}
 			case mFallbacks:
 				model(m).fallbacks += m.GetCounter().GetValue()

@@ -126,6 +126,13 @@ type modelView struct {
 	FallbackRatio     num    `json:"fallback_ratio"`     // routes abandoned per request
 	ContinuationRatio num    `json:"continuation_ratio"` // continuations tried per request
 	HedgeRatio        num    `json:"hedge_ratio"`        // hedged races per request
+	// CacheReadShare is the share of the prompt tokens read from the
+	// upstreams' prompt caches over the window; null without prompt tokens.
+	CacheReadShare num `json:"cache_read_share"`
+	// SavingsUSDPerH is what the prompt caches saved over the window, per
+	// hour, at the model's current price (Options.Savings): null without
+	// prices; below 0 when the cache writes cost more than the reads saved.
+	SavingsUSDPerH num `json:"savings_usd_per_h"`
 }
 
 type routeView struct {
@@ -163,6 +170,11 @@ type costRow struct {
 	Group    string `json:"group"`
 	Requests int64  `json:"requests"`
 	CostUSD  num    `json:"cost_usd"`
+	// CacheReadShare is the share of the prompt tokens read from a cache
+	// (null without prompt tokens), SavingsUSD what the caches saved at the
+	// current prices (null without prices), as streamgate usage has them.
+	CacheReadShare num `json:"cache_read_share"`
+	SavingsUSD     num `json:"savings_usd"`
 }
 
 // historyView is one point per sampling, oldest first, for the sparklines.
@@ -205,8 +217,9 @@ func at(samples []*sample, window time.Duration) *sample {
 
 // compute is the view of samples (oldest first) over window: rates from
 // counter increases and quantiles from histogram bucket increases between
-// the newest sample and the one a window before it.
-func compute(samples []*sample, window time.Duration) view {
+// the newest sample and the one a window before it; savings prices the
+// cache's tokens (nil: no savings).
+func compute(samples []*sample, window time.Duration, savings SavingsFunc) view {
 	v := view{WindowS: int(window / time.Second), SpanS: num(math.NaN()), OpenStreams: num(math.NaN()),
 		RequestsPerS: num(math.NaN()), OutputTokensPerS: num(math.NaN()), ErrorRatio: num(math.NaN()),
 		GCPausesPerS: num(math.NaN()), GCPauseP99S: num(math.NaN()), GCPauseMaxS: num(math.NaN()),
@@ -282,7 +295,7 @@ func compute(samples []*sample, window time.Duration) view {
 		for _, name := range slices.Sorted(maps.Keys(now.models)) {
 			v.Models = append(v.Models, modelView{Model: name, RequestsPerS: num(math.NaN()), InputTokensPerS: num(math.NaN()),
 				OutputTokensPerS: num(math.NaN()), ErrorRatio: num(math.NaN()), FallbackRatio: num(math.NaN()),
-				ContinuationRatio: num(math.NaN()), HedgeRatio: num(math.NaN())})
+				ContinuationRatio: num(math.NaN()), HedgeRatio: num(math.NaN()), CacheReadShare: num(math.NaN()), SavingsUSDPerH: num(math.NaN())})
 		}
 		return v
 	}
@@ -309,6 +322,11 @@ func compute(samples []*sample, window time.Duration) view {
 		served := n - increase(m.rejected, o.rejected) // the error ratio's base, as in streamgate usage
 		tok := increase(m.outTokens, o.outTokens)
 		reqs, errs, out, servedAll = reqs+n, errs+e, out+tok, servedAll+served
+		read, write := increase(m.cacheRead, o.cacheRead), increase(m.cacheWrite, o.cacheWrite)
+		saved := math.NaN()
+		if savings != nil {
+			saved = savings(name, int64(math.Round(read)), int64(math.Round(write))) / span * 3600
+		}
 		v.Models = append(v.Models, modelView{
 			Model:             name,
 			RequestsPerS:      num(n / span),
@@ -318,6 +336,8 @@ func compute(samples []*sample, window time.Duration) view {
 			FallbackRatio:     num(ratio(increase(m.fallbacks, o.fallbacks), n)),
 			ContinuationRatio: num(ratio(increase(m.continuations, o.continuations), n)),
 			HedgeRatio:        num(ratio(increase(m.hedges, o.hedges), n)),
+			CacheReadShare:    num(ratio(read, increase(m.inTokens, o.inTokens))),
+			SavingsUSDPerH:    num(saved),
 		})
 	}
 	v.RequestsPerS, v.OutputTokensPerS, v.ErrorRatio = num(reqs/span), num(out/span), num(ratio(errs, servedAll))

@@ -218,7 +218,7 @@ func TestComputeFromGatewayMetrics(t *testing.T) {
 	m.Continuation("m1", "failed")
 	take(60)
 
-	v := compute(samples, time.Minute)
+	v := compute(samples, time.Minute, nil)
 	if float64(v.SpanS) != 60 {
 		t.Fatalf("got span %v, want 60", v.SpanS)
 	}

@@ -151,9 +151,10 @@ var errUsageOff = errors.New("no usage ledger: the gateway was started without a
 // errLedger wraps a failed read of the usage ledger (logged, not shown).
 var errLedger = errors.New("usage ledger unreachable")
 
-// adminUsage serves GET /admin/usage?since=30d&until=&by=key|model|day|route:
+// adminUsage serves GET /admin/usage?since=30d&until=&by=key|model|day|route|team|provider_key:
 // the ledger's totals per group, in the shape of `streamgate usage --json`
-// (usage.Breakdown). since defaults to 30d, until to now, by to model.
+// (usage.Breakdown), the cache savings at the config's prices. since
+// defaults to 30d, until to now, by to model.
 func (g *Gateway) adminUsage(w http.ResponseWriter, r *http.Request) {
 	if g.report == nil {
 		g.writeError(w, r, errUsageOff)
@@ -161,7 +162,7 @@ func (g *Gateway) adminUsage(w http.ResponseWriter, r *http.Request) {
 	}
 	now := time.Now()
 	qv := r.URL.Query()
-	q := usage.ReportQuery{By: cmp.Or(qv.Get("by"), "model"), Until: now}
+	q := usage.ReportQuery{By: cmp.Or(qv.Get("by"), "model"), Until: now, Savings: g.cacheSavings}
 	if err := q.Validate(); err != nil {
 		g.writeError(w, r, invalid("by", "by: %v", err))
 		return

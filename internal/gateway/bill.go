@@ -171,6 +171,17 @@ func abandonedInFlight(err error) bool {
 		errors.Is(err, relay.ErrClientGone) || errors.Is(err, errShutdown) || errors.Is(err, relay.ErrHedgeLost)
 }
 
+// cacheSavings is what the prompt cache saved model on read and write
+// tokens at its configured price (0 for a model the config does not know):
+// the savings of /admin/usage and of the dashboard.
+func (g *Gateway) cacheSavings(model string, read, write int64) float64 {
+	p, ok := g.cfg.Price(model)
+	if !ok {
+		return 0
+	}
+	return p.CacheSavings(read, write)
+}
+
 // promptBody is the body a request's prompt is estimated from: its chat
 // form, or the client's own body when it has none (provider.Native.Err).
 func promptBody(req *provider.Request) []byte {

@@ -412,7 +412,7 @@ func New(opts Options) (*Gateway, error) {
 	}
 	g.dash = dashboard.New(dashboard.Options{Gatherer: g.reg, Open: cfg.Dashboard.Open, AdminKey: cfg.AdminKey,
 		Throttle: g.throttle, Report: opts.Report, Logger: g.log, Models: models, Routes: g.routeHealth,
-		Search: opts.Search, Series: opts.Series, Budgets: g.budgets, Replica: g.replica})
+		Search: opts.Search, Series: opts.Series, Budgets: g.budgets, Replica: g.replica, Savings: g.cacheSavings})
 	g.mux = g.routesTable()
 	return g, nil
 }

@@ -199,16 +199,39 @@ func TestAdminUsage(t *testing.T) {
 		{Time: now.Add(-2 * time.Hour), KeyID: "app", Model: "m1", Route: "p/b", Attempts: 2, Outcome: usage.OutcomeOK, InputTokens: 100, OutputTokens: 500, CostUSD: 0.5},
 		{Time: now.Add(-3 * time.Hour), KeyID: "dev", Model: "m2", Attempts: 1, Outcome: usage.OutcomeUpstreamError},
 		{Time: now.Add(-40 * 24 * time.Hour), KeyID: "old", Model: "m1", Attempts: 1, Outcome: usage.OutcomeOK, CostUSD: 100},
+		{Time: now.Add(-4 * time.Hour), KeyID: "t1", Team: "red", Model: "m-sim", Attempts: 1, Outcome: usage.OutcomeOK,
+			InputTokens: 1_000_000, CacheReadTokens: 500_000, CacheWriteTokens: 100_000, CostUSD: 1},
+		{Time: now.Add(-5 * time.Hour), KeyID: "t2", Team: "red", Model: "m-cached", Attempts: 1, Outcome: usage.OutcomeOK,
+			InputTokens: 1_000_000, CacheReadTokens: 500_000, CacheWriteTokens: 100_000, CostUSD: 1},
 	}); err != nil {
 		t.Fatal(err)
 	}
 	cfg := baseConfig()
 	cfg.AdminKey = "admin-secret"
+	cached, written := 0.25, 1.5
+	cfg.Models = append(cfg.Models, config.Model{Name: "m-cached", Routes: []config.Route{{Provider: "sim", Model: "sim-fast"}},
+		Price: config.Price{Input: 1, Output: 2, CachedInput: &cached, CacheWrite: &written}})
 	e := startWith(t, gateway.Options{Config: cfg, KeepAlive: -1,
 		Report: func(ctx context.Context, q usage.ReportQuery) ([]usage.ReportRow, error) {
 			return usage.Report(ctx, store, q)
 		}})
-	status, body := adminDo(t, e, "GET", "/admin/usage?by=key&since=7d", "")
+	// By team, the savings at the config's prices: m-sim has no cache
+	// prices (nothing saved), m-cached saves 0.5M × $0.75 − 0.1M × $0.50.
+	status, body := adminDo(t, e, "GET", "/admin/usage?by=team&since=7d", "")
+	var byTeam usage.Breakdown
+	if err := json.Unmarshal(body, &byTeam); status != 200 || err != nil {
+		t.Fatalf("usage by team: got %d %s (%v), want 200 and a report", status, body, err)
+	}
+	wantTeams := []usage.Group{
+		{Group: "", Totals: usage.Totals{Requests: 3, Failed: 1, ErrorRate: 1.0 / 3, Fallbacks: 1, InputTokens: 200, OutputTokens: 1500, CostUSD: 2}},
+		{Group: "red", Totals: usage.Totals{Requests: 2, InputTokens: 2_000_000, CacheReadTokens: 1_000_000, CacheWriteTokens: 200_000,
+			CacheReadShare: 0.5, CostUSD: 2, SavingsUSD: 0.375 - 0.05}},
+	}
+	if byTeam.By != "team" || !reflect.DeepEqual(byTeam.Groups, wantTeams) || !strings.Contains(string(body), `"cache_read_share":0.5,`) ||
+		!strings.Contains(string(body), `"savings_usd":0.325`) {
+		t.Errorf("usage by team: got %s, want groups %+v", body, wantTeams)
+	}
+	status, body = adminDo(t, e, "GET", "/admin/usage?by=key&since=7d", "")
 	var rep usage.Breakdown
 	if err := json.Unmarshal(body, &rep); status != 200 || err != nil {
 		t.Fatalf("usage by key: got %d %s (%v), want 200 and a report", status, body, err)
@@ -216,9 +239,11 @@ func TestAdminUsage(t *testing.T) {
 	want := []usage.Group{
 		{Group: "app", Totals: usage.Totals{Requests: 2, Fallbacks: 1, InputTokens: 200, OutputTokens: 1500, CostUSD: 2}},
 		{Group: "dev", Totals: usage.Totals{Requests: 1, Failed: 1, ErrorRate: 1}},
+		{Group: "t1", Totals: usage.Totals{Requests: 1, InputTokens: 1_000_000, CacheReadTokens: 500_000, CacheWriteTokens: 100_000, CacheReadShare: 0.5, CostUSD: 1}},
+		{Group: "t2", Totals: usage.Totals{Requests: 1, InputTokens: 1_000_000, CacheReadTokens: 500_000, CacheWriteTokens: 100_000, CacheReadShare: 0.5, CostUSD: 1, SavingsUSD: 0.325}},
 	}
-	if rep.By != "key" || !reflect.DeepEqual(rep.Groups, want) || rep.Total.CostUSD != 2 || rep.ProjectedMonthlyUSD <= 0 {
-		t.Errorf("usage by key: got %+v, want groups %+v, total $2 and a projection", rep, want)
+	if rep.By != "key" || !reflect.DeepEqual(rep.Groups, want) || rep.Total.CostUSD != 4 || rep.ProjectedMonthlyUSD <= 0 {
+		t.Errorf("usage by key: got %+v, want groups %+v, total $4 and a projection", rep, want)
 	}
 	for _, tt := range []struct{ query, param string }{
 		{"?by=colour", "by"},

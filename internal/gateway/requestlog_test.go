@@ -24,7 +24,8 @@ func TestAdminRequests(t *testing.T) {
 	defer store.Close()
 	now := time.Now()
 	if err := store.Insert(ctx, []usage.Entry{
-		{RequestID: "req-1", Time: now.Add(-time.Hour), KeyID: "app", Model: "m1", Route: "p/a", Status: 200, Outcome: usage.OutcomeOK, OutputTokens: 10, CostUSD: 0.001, TTFT: 40 * time.Millisecond},
+		{RequestID: "req-1", Time: now.Add(-time.Hour), KeyID: "app", Model: "m1", Route: "p/a", ProviderKey: "org-a", Status: 200, Outcome: usage.OutcomeOK,
+			InputTokens: 100, CacheReadTokens: 64, OutputTokens: 10, CostUSD: 0.001, TTFT: 40 * time.Millisecond},
 		{RequestID: "req-2", Time: now.Add(-time.Minute), KeyID: "dev", Model: "m2", Status: 502, Outcome: usage.OutcomeUpstreamError, Error: "connect: connection refused"},
 		{RequestID: "req-3", Time: now, KeyID: "app", Model: "typo", Status: 404, Outcome: usage.OutcomeRejected},
 	}); err != nil {
@@ -43,6 +44,11 @@ func TestAdminRequests(t *testing.T) {
 			Status    int
 			Error     string
 			TTFTMs    *float64 `json:"ttft_ms"`
+			// The provider key that served it and whether the prompt hit
+			// the cache.
+			ProviderKey     string `json:"provider_key"`
+			CacheHit        bool   `json:"cache_hit"`
+			CacheReadTokens int    `json:"cache_read_tokens"`
 		}
 		More bool
 	}
@@ -62,6 +68,11 @@ func TestAdminRequests(t *testing.T) {
 	}
 	if _, p := get("?q=req-1"); len(p.Requests) != 1 || p.Requests[0].Key != "app" || p.Requests[0].TTFTMs == nil || *p.Requests[0].TTFTMs != 40 {
 		t.Errorf("req-1: got %+v, want key app with TTFT 40 ms", p.Requests)
+	} else if r := p.Requests[0]; r.ProviderKey != "org-a" || !r.CacheHit || r.CacheReadTokens != 64 {
+		t.Errorf("req-1: got %+v, want provider key org-a and a cache hit of 64 tokens", r)
+	}
+	if _, p := get("?q=req-2"); len(p.Requests) != 1 || p.Requests[0].ProviderKey != "" || p.Requests[0].CacheHit {
+		t.Errorf("req-2: got %+v, want no provider key and no cache hit", p.Requests)
 	}
 	if _, p := get("?key=dev&status=502"); len(p.Requests) != 1 || !strings.Contains(p.Requests[0].Error, "refused") {
 		t.Errorf("dev 502: got %+v, want req-2 with its error", p.Requests)
