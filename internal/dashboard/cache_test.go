@@ -56,8 +56,12 @@ func TestCacheFigures(t *testing.T) {
 	m.Known("m1", []string{"p/a"}, false, false)
 	d := New(Options{Gatherer: reg, Open: true, Interval: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Models: []string{"m1"}, Savings: m1Savings,
-		Report: func(ctx context.Context, q usage.ReportQuery) ([]usage.ReportRow, error) { return usage.Report(ctx, store, q) },
-		Search: func(ctx context.Context, q usage.SearchQuery) ([]usage.Entry, bool, error) { return usage.Search(ctx, store, q) }})
+		Report: func(ctx context.Context, q usage.ReportQuery) ([]usage.ReportRow, error) {
+			return usage.Report(ctx, store, q)
+		},
+		Search: func(ctx context.Context, q usage.SearchQuery) ([]usage.Entry, bool, error) {
+			return usage.Search(ctx, store, q)
+		}})
 	srv := httptest.NewServer(d)
 	defer func() {
 		d.Shutdown()
