@@ -100,7 +100,9 @@ func cacheUpstream(t *testing.T) string {
 // reads and writes in their own columns, and costs fresh input at the
 // input price, cache reads at cached_input, writes at cache_write, output
 // (reasoning included) at the output price, to the micro-dollar; /metrics
-// counts the kinds cache_read and cache_write and the same cost.
+// counts the kinds cache_read and cache_write and the same cost, and what
+// the cache saved (streamgate_cache_savings_usd_total) or, its writes
+// costing more than its reads saved, lost (streamgate_cache_loss_usd_total).
 func TestCacheTokensBilled(t *testing.T) {
 	url := cacheUpstream(t)
 	cfg := baseConfig()
@@ -120,7 +122,10 @@ func TestCacheTokensBilled(t *testing.T) {
 		config.Model{Name: "claude-delta", Routes: []config.Route{{Provider: "ant", Model: "claude-delta"}}, Price: sonnet},
 		config.Model{Name: "gemini", Routes: []config.Route{{Provider: "gem", Model: "gemini-2.5-flash"}}, Price: flash},
 		// No cache prices: cache reads and writes cost the input price.
-		config.Model{Name: "claude-unpriced", Routes: []config.Route{{Provider: "ant", Model: "claude-delta"}}, Price: config.Price{Input: 3, Output: 15}})
+		config.Model{Name: "claude-unpriced", Routes: []config.Route{{Provider: "ant", Model: "claude-delta"}}, Price: config.Price{Input: 3, Output: 15}},
+		// Cache reads at the input price, writes dearer: the cache loses.
+		config.Model{Name: "claude-writes", Routes: []config.Route{{Provider: "ant", Model: "claude-delta"}},
+			Price: config.Price{Input: 3, Output: 15, CachedInput: usd(3), CacheWrite: usd(3.75)}})
 	e := start(t, cfg)
 
 	type tokens struct{ in, read, write, out int }
@@ -128,16 +133,22 @@ func TestCacheTokensBilled(t *testing.T) {
 		model string
 		want  tokens
 		micro int64 // the cost in millionths of a USD
+		saved int64 // what the cache saved, in millionths of a USD
 	}{
-		// 86 fresh × $2 + 1,920 read × $0.5 + 300 out × $8, per 1M.
-		{"gpt", tokens{2006, 1920, 0, 300}, 172 + 960 + 2400},
-		// 6 fresh × $3 + 45,000 read × $0.3 + 1,000 written × $3.75 + 500 out × $15.
-		{"claude-start", tokens{46006, 45000, 1000, 500}, 18 + 13500 + 3750 + 7500},
-		{"claude-delta", tokens{46006, 45000, 1000, 500}, 18 + 13500 + 3750 + 7500},
-		// 2,000 fresh × $0.3 + 10,000 read × $0.03 + (200 + 50 thoughts) out × $2.5.
-		{"gemini", tokens{12000, 10000, 0, 250}, 600 + 300 + 625},
-		// Every prompt token at $3: 46,006 × 3 + 500 × 15.
-		{"claude-unpriced", tokens{46006, 45000, 1000, 500}, 138018 + 7500},
+		// 86 fresh × $2 + 1,920 read × $0.5 + 300 out × $8, per 1M; the
+		// reads saved 1,920 × $1.5.
+		{"gpt", tokens{2006, 1920, 0, 300}, 172 + 960 + 2400, 2880},
+		// 6 fresh × $3 + 45,000 read × $0.3 + 1,000 written × $3.75 + 500 out × $15;
+		// saved 45,000 × $2.7 − 1,000 × $0.75.
+		{"claude-start", tokens{46006, 45000, 1000, 500}, 18 + 13500 + 3750 + 7500, 121500 - 750},
+		{"claude-delta", tokens{46006, 45000, 1000, 500}, 18 + 13500 + 3750 + 7500, 121500 - 750},
+		// 2,000 fresh × $0.3 + 10,000 read × $0.03 + (200 + 50 thoughts) out × $2.5;
+		// saved 10,000 × $0.27.
+		{"gemini", tokens{12000, 10000, 0, 250}, 600 + 300 + 625, 2700},
+		// Every prompt token at $3: 46,006 × 3 + 500 × 15; nothing saved.
+		{"claude-unpriced", tokens{46006, 45000, 1000, 500}, 138018 + 7500, 0},
+		// 6 × 3 + 45,000 × 3 + 1,000 × 3.75 + 500 × 15; lost 1,000 × $0.75.
+		{"claude-writes", tokens{46006, 45000, 1000, 500}, 18 + 135000 + 3750 + 7500, -750},
 	}
 	n := 0
 	for _, tt := range tests {
@@ -192,6 +203,14 @@ func TestCacheTokensBilled(t *testing.T) {
 		got, _ := seriesSum(fams, "streamgate_cost_usd_total", map[string]string{"model": tt.model})
 		if want := runs * float64(tt.micro) / 1e6; math.Abs(got-want) > 1e-9 {
 			t.Errorf("streamgate_cost_usd_total{model=%q}: got %v, want %v", tt.model, got, want)
+		}
+		saved, _ := seriesSum(fams, "streamgate_cache_savings_usd_total", map[string]string{"model": tt.model})
+		lost, _ := seriesSum(fams, "streamgate_cache_loss_usd_total", map[string]string{"model": tt.model})
+		if want := runs * float64(max(tt.saved, 0)) / 1e6; math.Abs(saved-want) > 1e-9 {
+			t.Errorf("streamgate_cache_savings_usd_total{model=%q}: got %v, want %v", tt.model, saved, want)
+		}
+		if want := runs * float64(max(-tt.saved, 0)) / 1e6; math.Abs(lost-want) > 1e-9 {
+			t.Errorf("streamgate_cache_loss_usd_total{model=%q}: got %v, want %v", tt.model, lost, want)
 		}
 	}
 }

@@ -901,6 +901,7 @@ func (g *Gateway) finish(c *call) {
 	g.m.Request(label, e.Route, c.status, requestOutcome(c.err, c.status))
 	if label != "" {
 		g.m.Usage(label, in, out, c.bill.cacheRead, c.bill.cacheWrite, cost)
+		g.m.CacheSaved(label, c.model.Price.CacheSavings(int64(c.bill.cacheRead), int64(c.bill.cacheWrite)))
 	}
 	c.ticket.Settle(cost, in+out) // queued: never waits on Redis
 	g.rec.Record(*e)

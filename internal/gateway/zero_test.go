@@ -30,6 +30,8 @@ func TestZeroSeriesAtStart(t *testing.T) {
 		}
 		want = append(want,
 			`streamgate_cost_usd_total{model="`+m+`"} 0`,
+			`streamgate_cache_savings_usd_total{model="`+m+`"} 0`,
+			`streamgate_cache_loss_usd_total{model="`+m+`"} 0`,
 			`streamgate_retries_total{model="`+m+`"} 0`,
 			`streamgate_requests_total{code="200",model="`+m+`",outcome="ok",route="sim/sim-fast"} 0`,
 			`streamgate_requests_total{code="200",model="`+m+`",outcome="error_event",route="sim/sim-fast"} 0`,

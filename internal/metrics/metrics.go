@@ -6,6 +6,8 @@ package metrics
 
 import (
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -114,16 +116,23 @@ var knownRequests = [][2]string{
 // Metrics is every collector of the gateway. Labels carry model and route
 // names, never a key.
 type Metrics struct {
-	TTFT      *prometheus.HistogramVec // model, route
-	ITL       *prometheus.HistogramVec // model, route
-	MaxGap    *prometheus.HistogramVec // model, route
-	TPS       *prometheus.HistogramVec // model, route
-	Overhead  *prometheus.HistogramVec // model, route, stage
-	Requests  *prometheus.CounterVec   // model, route, code, outcome
-	Tokens    *prometheus.CounterVec   // model, kind (input|output|cache_read|cache_write)
-	Cost      *prometheus.CounterVec   // model
-	Fallbacks *prometheus.CounterVec   // model, reason
-	Inflight  prometheus.Gauge
+	TTFT     *prometheus.HistogramVec // model, route
+	ITL      *prometheus.HistogramVec // model, route
+	MaxGap   *prometheus.HistogramVec // model, route
+	TPS      *prometheus.HistogramVec // model, route
+	Overhead *prometheus.HistogramVec // model, route, stage
+	Requests *prometheus.CounterVec   // model, route, code, outcome
+	Tokens   *prometheus.CounterVec   // model, kind (input|output|cache_read|cache_write)
+	Cost     *prometheus.CounterVec   // model
+	// CacheSavings and CacheLoss count what the prompt caches saved, at
+	// the model's price, on the requests where they saved money and where
+	// their writes cost more than their reads saved: the net savings are
+	// CacheSavings − CacheLoss (a counter cannot go down, so the net one
+	// request may lower is counted apart).
+	CacheSavings *prometheus.CounterVec // model
+	CacheLoss    *prometheus.CounterVec // model
+	Fallbacks    *prometheus.CounterVec // model, reason
+	Inflight     prometheus.Gauge
 	// Hedges counts hedged first-token races by outcome: won (the hedge
 	// served), lost (the first attempt served), none (neither served).
 	Hedges *prometheus.CounterVec // model, outcome
@@ -139,7 +148,16 @@ type Metrics struct {
 	// Admission counts requests refused by admission control or a rate
 	// limit, by scope (gateway, key, rpm, tpm).
 	Admission *prometheus.CounterVec // scope
+
+	// cache maps a model to its cache counters, resolved once (Known):
+	// read without a lock or an allocation, replaced by a copy under
+	// cacheMu when a model is added.
+	cache   atomic.Pointer[map[string]*cacheCounters]
+	cacheMu sync.Mutex
 }
+
+// cacheCounters are one model's children of CacheSavings and CacheLoss.
+type cacheCounters struct{ savings, loss prometheus.Counter }
 
 // New creates the collectors and registers them, with
 // streamgate_build_info (ReadBuild), the Go runtime collector (GC and
@@ -178,6 +196,12 @@ func New(reg prometheus.Registerer) *Metrics {
 		Cost: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "streamgate_cost_usd_total", Help: "Cost in USD from the model's configured prices.",
 		}, []string{"model"}),
+		CacheSavings: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "streamgate_cache_savings_usd_total", Help: "What the prompt caches saved in USD at the model's configured prices, on the requests where they saved: cache reads at the input price less the cached_input price, less cache writes at the cache_write price less the input price. Net savings: this less streamgate_cache_loss_usd_total.",
+		}, []string{"model"}),
+		CacheLoss: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "streamgate_cache_loss_usd_total", Help: "What the prompt caches cost more than no cache in USD at the model's configured prices, on the requests whose cache writes cost more than their cache reads saved.",
+		}, []string{"model"}),
 		Fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "streamgate_fallbacks_total", Help: "Attempts abandoned for the next route, by reason.",
 		}, []string{"model", "reason"}),
@@ -204,7 +228,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.Admission.WithLabelValues(scope) // 0 until the first refusal
 	}
 	if reg != nil {
-		reg.MustRegister(m.TTFT, m.ITL, m.MaxGap, m.TPS, m.Overhead, m.Requests, m.Tokens, m.Cost, m.Fallbacks, m.Inflight,
+		reg.MustRegister(m.TTFT, m.ITL, m.MaxGap, m.TPS, m.Overhead, m.Requests, m.Tokens, m.Cost, m.CacheSavings, m.CacheLoss, m.Fallbacks, m.Inflight,
 			m.Hedges, m.Continuations, m.Retries, m.Panics, m.Admission,
 			newBuildInfo(ReadBuild()),
 			collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsGC, collectors.MetricsScheduler)),
@@ -283,7 +307,8 @@ func (s *Stream) RequestOverhead(d time.Duration) {
 // increase() read 0 rather than nothing until the first event:
 // streamgate_requests_total for each of its routes with the pairs of
 // knownRequests, streamgate_tokens_total of every kind,
-// streamgate_cost_usd_total, streamgate_fallbacks_total of every reason,
+// streamgate_cost_usd_total, streamgate_cache_savings_usd_total and
+// streamgate_cache_loss_usd_total, streamgate_fallbacks_total of every reason,
 // streamgate_retries_total, streamgate_hedges_total of every outcome when
 // the model hedges, streamgate_continuations_total of every outcome when
 // it continues cut streams. The scopes of
@@ -302,6 +327,7 @@ func (m *Metrics) Known(model string, routes []string, hedges, continues bool) {
 		m.Tokens.WithLabelValues(model, k)
 	}
 	m.Cost.WithLabelValues(model)
+	m.cacheCounters(model)
 	for _, reason := range FallbackReasons {
 		m.Fallbacks.WithLabelValues(model, reason)
 	}
@@ -345,6 +371,48 @@ func (m *Metrics) Usage(model string, input, output, cacheRead, cacheWrite int, 
 	if costUSD > 0 {
 		m.Cost.WithLabelValues(model).Add(costUSD)
 	}
+}
+
+// CacheSaved adds what the prompt cache saved one request of model, in USD
+// (config.Price.CacheSavings): to streamgate_cache_savings_usd_total when
+// above 0, to streamgate_cache_loss_usd_total when below. It does not
+// allocate for a model Known created.
+func (m *Metrics) CacheSaved(model string, usd float64) {
+	if m == nil || usd == 0 || usd != usd {
+		return
+	}
+	c := m.cacheCounters(model)
+	if usd > 0 {
+		c.savings.Add(usd)
+	} else {
+		c.loss.Add(-usd)
+	}
+}
+
+// cacheCounters returns model's cache counters, resolved on first use.
+func (m *Metrics) cacheCounters(model string) *cacheCounters {
+	if p := m.cache.Load(); p != nil {
+		if c, ok := (*p)[model]; ok {
+			return c
+		}
+	}
+	m.cacheMu.Lock()
+	defer m.cacheMu.Unlock()
+	old := map[string]*cacheCounters{}
+	if p := m.cache.Load(); p != nil {
+		if c, ok := (*p)[model]; ok {
+			return c
+		}
+		old = *p
+	}
+	next := make(map[string]*cacheCounters, len(old)+1)
+	for k, v := range old {
+		next[k] = v
+	}
+	c := &cacheCounters{savings: m.CacheSavings.WithLabelValues(model), loss: m.CacheLoss.WithLabelValues(model)}
+	next[model] = c
+	m.cache.Store(&next)
+	return c
 }
 
 // Fallback counts one attempt given up for the next route.

@@ -138,3 +138,49 @@ func TestLedgerCollector(t *testing.T) {
 		t.Errorf("got\n%swant\n%s", b.String(), want)
 	}
 }
+
+// streamgate_cache_savings_usd_total and streamgate_cache_loss_usd_total
+// exist at 0 for a known model; a request's savings go to the first, a
+// loss (writes that cost more than the reads saved) to the second, and
+// recording one allocates nothing.
+func TestCacheSaved(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg)
+	m.Known("m1", []string{"p/a"}, false, false)
+	value := func(name string) (float64, bool) {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == name {
+				for _, mt := range mf.GetMetric() {
+					if mt.GetLabel()[0].GetValue() == "m1" {
+						return mt.GetCounter().GetValue(), true
+					}
+				}
+			}
+		}
+		return 0, false
+	}
+	for _, name := range []string{"streamgate_cache_savings_usd_total", "streamgate_cache_loss_usd_total"} {
+		if v, ok := value(name); !ok || v != 0 {
+			t.Errorf("%s{model=m1} before any request: got %v (present %v), want 0", name, v, ok)
+		}
+	}
+	m.CacheSaved("m1", 0.5)
+	m.CacheSaved("m1", 0.25)
+	m.CacheSaved("m1", -0.125)
+	m.CacheSaved("m1", 0)
+	if s, _ := value("streamgate_cache_savings_usd_total"); s != 0.75 {
+		t.Errorf("savings: got %v, want 0.75", s)
+	}
+	if l, _ := value("streamgate_cache_loss_usd_total"); l != 0.125 {
+		t.Errorf("loss: got %v, want 0.125", l)
+	}
+	if n := testing.AllocsPerRun(1000, func() { m.CacheSaved("m1", 0.001) }); n != 0 {
+		t.Errorf("got %v allocs per request, want 0", n)
+	}
+	var none *Metrics
+	none.CacheSaved("m1", 1) // nil Metrics ignore calls
+}
