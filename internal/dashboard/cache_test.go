@@ -31,7 +31,8 @@ func m1Savings(model string, read, write int64) float64 {
 
 // The cache figures per model: live from streamgate_tokens_total (the
 // share of the prompt read from the cache, the savings per hour at the
-// prices given), today's from the ledger; the request log names the
+// prices given), today's from the ledger; the history of the hour in
+// memory and of longer ranges from the ledger; the request log names the
 // provider key and the cache hit; the page shows them all.
 func TestCacheFigures(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -61,6 +62,9 @@ func TestCacheFigures(t *testing.T) {
 		},
 		Search: func(ctx context.Context, q usage.SearchQuery) ([]usage.Entry, bool, error) {
 			return usage.Search(ctx, store, q)
+		},
+		Series: func(ctx context.Context, q usage.SeriesQuery) ([]usage.Bucket, error) {
+			return usage.Series(ctx, store, q)
 		}})
 	srv := httptest.NewServer(d)
 	defer func() {
@@ -114,6 +118,35 @@ func TestCacheFigures(t *testing.T) {
 	}
 	if len(cost.ByKey) != 1 || cost.ByKey[0].CacheReadShare != 0.4 || math.Abs(float64(cost.ByKey[0].SavingsUSD)-0.007) > 1e-9 {
 		t.Errorf("today's keys: got %+v, want app with share 0.4 and $0.007 saved", cost.ByKey)
+	}
+
+	// The history: the hour from memory holds the live request, the 6 h
+	// from the ledger its two entries.
+	for _, tt := range []struct {
+		rng, source  string
+		share, saved float64
+	}{{"1h", "memory", 0.6, 0.00085}, {"6h", "ledger", 0.4, 0.007}} {
+		var h struct {
+			Source  string
+			Share   []*float64 `json:"cache_read_share"`
+			Savings []*float64 `json:"savings_usd"`
+		}
+		if err := json.Unmarshal([]byte(body(t, get(t, srv.URL+"/dashboard/history?range="+tt.rng))), &h); err != nil || h.Source != tt.source {
+			t.Fatalf("history %s: %v, source %q; want %s", tt.rng, err, h.Source, tt.source)
+		}
+		var shares []float64
+		saved := 0.0
+		for i := range h.Share {
+			if h.Share[i] != nil {
+				shares = append(shares, *h.Share[i])
+			}
+			if h.Savings[i] != nil {
+				saved += *h.Savings[i]
+			}
+		}
+		if len(shares) != 1 && tt.source == "ledger" || len(shares) == 0 || shares[len(shares)-1] != tt.share || math.Abs(saved-tt.saved) > tt.saved*1e-3 {
+			t.Errorf("history %s: got shares %v, $%v saved; want a step of %v, $%v", tt.rng, shares, saved, tt.share, tt.saved)
+		}
 	}
 
 	var log struct {

@@ -183,6 +183,9 @@ type Dashboard struct {
 	bounds   map[string][]float64 // bucket bounds shared by the samples
 	gatherOK bool                 // the last gathering worked (log a failure once)
 	hour     ring                 // the last hour, one slot a sampling
+	// cacheHour is the last hour of the prompt caches' tokens and savings,
+	// in 10 s slots.
+	cacheHour cacheRing
 
 	costMu   sync.Mutex
 	cost     *costView // nil until the first query
@@ -400,6 +403,10 @@ func (d *Dashboard) tick() {
 	d.samples = append(d.samples, s)
 	d.points = append(d.points, pointOf(d.samples))
 	d.hour.push(slotOf(d.samples))
+	if n := len(d.samples); n > 1 {
+		in, read, saved := cacheOf(d.samples[n-2], d.samples[n-1], d.savings)
+		d.cacheHour.add(now.Unix(), in, read, saved)
+	}
 	if drop := len(d.samples) - int(maxWindow/d.interval) - 1; drop > 0 {
 		d.samples = append(d.samples[:0], d.samples[drop:]...)
 		d.points = append(d.points[:0], d.points[drop:]...)

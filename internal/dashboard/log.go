@@ -161,7 +161,12 @@ type historyPage struct {
 	Open      series `json:"open_streams,omitempty"` // memory only
 	TTFTP99   series `json:"ttft_p99_s,omitempty"`   // memory only
 	Cost      series `json:"cost_usd,omitempty"`     // ledger only: per step
-	Error     string `json:"error,omitempty"`
+	// CacheReadShare is the share of each step's prompt tokens read from
+	// the prompt caches; Savings what the caches saved in each step, at
+	// the current prices (absent without them).
+	CacheReadShare series `json:"cache_read_share"`
+	Savings        series `json:"savings_usd,omitempty"`
+	Error          string `json:"error,omitempty"`
 }
 
 // ServeHistory serves GET ?range=1h|6h|24h|7d: the last hour from the ring
@@ -194,19 +199,23 @@ func (d *Dashboard) ServeHistory(w http.ResponseWriter, r *http.Request) {
 	start := end.Add(-rg.span)
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
-	buckets, err := d.series(ctx, usage.SeriesQuery{Since: start, Until: end, Step: rg.step})
+	buckets, err := d.series(ctx, usage.SeriesQuery{Since: start, Until: end, Step: rg.step, Savings: d.savings})
 	if err != nil {
 		d.log.Warn("dashboard: history from the ledger", "error", err.Error())
 		writeError(w, http.StatusServiceUnavailable, "server_error", "usage_ledger_unreachable", "the usage ledger did not answer")
 		return
 	}
-	writeJSON(w, ledgerHistory(name, start, rg.step, int(rg.span/rg.step), buckets))
+	writeJSON(w, ledgerHistory(name, start, rg.step, int(rg.span/rg.step), buckets, d.savings != nil))
 }
 
-// ledgerHistory lays the ledger's buckets out on n steps from start.
-func ledgerHistory(name string, start time.Time, step time.Duration, n int, buckets []usage.Bucket) historyPage {
+// ledgerHistory lays the ledger's buckets out on n steps from start;
+// priced: the buckets' savings were priced.
+func ledgerHistory(name string, start time.Time, step time.Duration, n int, buckets []usage.Bucket, priced bool) historyPage {
 	h := historyPage{Range: name, Source: "ledger", StartMs: start.UnixMilli(), StepS: int(step / time.Second),
-		Requests: nans(n), Errors: nans(n), Rejected: nans(n), OutTokens: nans(n), Cost: nans(n)}
+		Requests: nans(n), Errors: nans(n), Rejected: nans(n), OutTokens: nans(n), Cost: nans(n), CacheReadShare: nans(n)}
+	if priced {
+		h.Savings = nans(n)
+	}
 	sec := step.Seconds()
 	for _, b := range buckets {
 		i := int(b.Start.Sub(start) / step)
@@ -215,6 +224,10 @@ func ledgerHistory(name string, start time.Time, step time.Duration, n int, buck
 		}
 		h.Requests[i], h.Errors[i], h.Rejected[i] = num(float64(b.Requests)/sec), num(float64(b.Failed)/sec), num(float64(b.Rejected)/sec)
 		h.OutTokens[i], h.Cost[i] = num(float64(b.OutputTokens)/sec), num(b.CostUSD)
+		h.CacheReadShare[i] = num(ratio(float64(b.CacheReadTokens), float64(b.InputTokens)))
+		if priced {
+			h.Savings[i] = num(b.SavingsUSD)
+		}
 	}
 	return h
 }
@@ -227,10 +240,23 @@ func (d *Dashboard) hourHistory(now time.Time, step time.Duration) historyPage {
 	end := now.Truncate(step).Add(step)
 	start := end.Add(-time.Hour)
 	h := historyPage{Range: "1h", Source: "memory", StartMs: start.UnixMilli(), StepS: int(step / time.Second),
-		Requests: nans(n), Errors: nans(n), Rejected: nans(n), OutTokens: nans(n), Open: nans(n), TTFTP99: nans(n)}
+		Requests: nans(n), Errors: nans(n), Rejected: nans(n), OutTokens: nans(n), Open: nans(n), TTFTP99: nans(n), CacheReadShare: nans(n)}
+	if d.savings != nil {
+		h.Savings = nans(n)
+	}
 	type acc struct{ reqs, errs, rej, out, open, ttft, count float64 }
 	accs := make([]acc, n)
+	type cacheAcc struct{ in, read, saved float64 }
+	caches := make([]cacheAcc, n)
 	d.sampleMu.Lock()
+	for _, s := range d.cacheHour.slots {
+		i := int((s.at - start.Unix()) / int64(step/time.Second))
+		if s.at == 0 || i < 0 || i >= n {
+			continue
+		}
+		c := &caches[i]
+		c.in, c.read, c.saved = c.in+float64(s.in), c.read+float64(s.read), c.saved+float64(s.saved)
+	}
 	d.hour.each(func(s slot) {
 		i := int((s.at - start.Unix()) / int64(step/time.Second))
 		if s.at == 0 || i < 0 || i >= n {
@@ -259,6 +285,10 @@ func (d *Dashboard) hourHistory(now time.Time, step time.Duration) historyPage {
 		span := step.Seconds()
 		h.Requests[i], h.Errors[i], h.Rejected[i], h.OutTokens[i] = num(a.reqs/span), num(a.errs/span), num(a.rej/span), num(a.out/span)
 		h.Open[i] = num(a.open)
+		h.CacheReadShare[i] = num(ratio(caches[i].read, caches[i].in))
+		if h.Savings != nil {
+			h.Savings[i] = num(caches[i].saved)
+		}
 		if a.ttft > 0 {
 			h.TTFTP99[i] = num(a.ttft)
 		}

@@ -402,6 +402,25 @@ func slotOf(samples []*sample) slot {
 	return s
 }
 
+// cacheOf is what the prompt caches did from sample old to now, every
+// model summed: prompt and cache-read tokens, and the USD they saved at
+// the prices of savings (0 without it).
+func cacheOf(old, now *sample, savings SavingsFunc) (in, read, saved float64) {
+	for name, m := range now.models {
+		o := old.models[name]
+		if o == nil {
+			o = &modelSample{}
+		}
+		r := increase(m.cacheRead, o.cacheRead)
+		in += increase(m.inTokens, o.inTokens)
+		read += r
+		if w := increase(m.cacheWrite, o.cacheWrite); savings != nil && (r > 0 || w > 0) {
+			saved += savings(name, int64(math.Round(r)), int64(math.Round(w)))
+		}
+	}
+	return in, read, saved
+}
+
 // pointOf is the history's point for the newest of samples.
 func pointOf(samples []*sample) point {
 	now := samples[len(samples)-1]

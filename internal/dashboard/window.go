@@ -148,6 +148,34 @@ type slot struct {
 	ttftP99                               float32 // seconds, over the last ttftWindow; NaN: no first token then
 }
 
+// cacheStep is the width of a cacheRing slot: the hour history's step.
+const cacheStep = 10 // seconds
+
+// cacheSlot is what the prompt caches did in one cacheStep of the hour.
+type cacheSlot struct {
+	at              int64   // Unix seconds of the step's start; 0: none
+	in, read, saved float32 // prompt and cache-read tokens, USD saved (Options.Savings)
+}
+
+// cacheRing is the last hour of cacheSlots, each slot the step of its
+// time modulo the hour (a slot of an older hour is overwritten): 360 slots
+// of 24 bytes instead of 12 more bytes in each of the hour ring's slots.
+type cacheRing struct {
+	slots [3600 / cacheStep]cacheSlot
+}
+
+// add counts tokens and savings at Unix second at.
+func (r *cacheRing) add(at int64, in, read, saved float64) {
+	start := at - at%cacheStep
+	s := &r.slots[(start/cacheStep)%int64(len(r.slots))]
+	if s.at != start {
+		*s = cacheSlot{at: start}
+	}
+	s.in += float32(in)
+	s.read += float32(read)
+	s.saved += float32(saved)
+}
+
 // ring is the last hourSlots samplings, the newest at head-1.
 type ring struct {
 	slots [hourSlots]slot

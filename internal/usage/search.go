@@ -98,6 +98,9 @@ func (s *sqlStore) search(ctx context.Context, sq SearchQuery) ([]Entry, error) 
 type SeriesQuery struct {
 	Since, Until time.Time     // both required
 	Step         time.Duration // bucket width, a whole number of seconds ≥ 1 s
+	// Savings prices what the prompt cache saved a model's entries of a
+	// bucket, as ReportQuery.Savings does; nil: Bucket.SavingsUSD is 0.
+	Savings func(model string, cacheRead, cacheWrite int64) float64
 }
 
 // Bucket is the total of the entries that arrived in [Start, Start+Step).
@@ -110,10 +113,16 @@ type Bucket struct {
 	InputTokens  int64
 	OutputTokens int64
 	CostUSD      float64
+	// CacheReadTokens are the part of InputTokens read from a prompt
+	// cache; SavingsUSD what the caches saved (SeriesQuery.Savings).
+	CacheReadTokens int64
+	SavingsUSD      float64
 }
 
 // Series totals the entries of [q.Since, q.Until) per bucket of q.Step,
-// oldest first; buckets without entries are absent.
+// oldest first; buckets without entries are absent. The query groups by
+// bucket and model (a model's price prices its savings), the models of a
+// bucket then summed.
 func Series(ctx context.Context, s Store, q SeriesQuery) ([]Bucket, error) {
 	r, ok := s.(searcher)
 	if !ok {
@@ -139,9 +148,10 @@ func (s *sqlStore) series(ctx context.Context, sq SeriesQuery) ([]Bucket, error)
 		"CAST(SUM(CASE WHEN outcome = " + up + " OR outcome = " + to + " THEN 1 ELSE 0 END) AS BIGINT), " +
 		"CAST(SUM(CASE WHEN outcome = " + rej + " THEN 1 ELSE 0 END) AS BIGINT), " +
 		"CAST(SUM(CASE WHEN outcome = " + cc + " THEN 1 ELSE 0 END) AS BIGINT), " +
-		"CAST(SUM(input_tokens) AS BIGINT), CAST(SUM(output_tokens) AS BIGINT), SUM(cost_usd) FROM usage_entries")
+		"CAST(SUM(input_tokens) AS BIGINT), CAST(SUM(output_tokens) AS BIGINT), SUM(cost_usd), " +
+		"CAST(SUM(cache_read_tokens) AS BIGINT), CAST(SUM(cache_write_tokens) AS BIGINT), model FROM usage_entries")
 	q.where(s.d, Filter{Since: sq.Since, Until: sq.Until})
-	q.b.WriteString(" GROUP BY 1 ORDER BY 1")
+	q.b.WriteString(" GROUP BY 1, model ORDER BY 1, model")
 	rows, err := s.db.QueryContext(ctx, q.b.String(), q.args...)
 	if err != nil {
 		return nil, fmt.Errorf("usage: series from %s: %w", s.d.name, err)
@@ -150,11 +160,29 @@ func (s *sqlStore) series(ctx context.Context, sq SeriesQuery) ([]Bucket, error)
 	out := []Bucket{}
 	for rows.Next() {
 		var b Bucket
-		var start int64
-		if err := rows.Scan(&start, &b.Requests, &b.Failed, &b.Rejected, &b.Cancelled, &b.InputTokens, &b.OutputTokens, &b.CostUSD); err != nil {
+		var start, write int64
+		var model string
+		if err := rows.Scan(&start, &b.Requests, &b.Failed, &b.Rejected, &b.Cancelled, &b.InputTokens, &b.OutputTokens, &b.CostUSD,
+			&b.CacheReadTokens, &write, &model); err != nil {
 			return nil, fmt.Errorf("usage: series from %s: %w", s.d.name, err)
 		}
 		b.Start = time.Unix(start, 0).UTC()
+		if sq.Savings != nil && (b.CacheReadTokens > 0 || write > 0) {
+			b.SavingsUSD = sq.Savings(model, b.CacheReadTokens, write)
+		}
+		if n := len(out); n > 0 && out[n-1].Start.Equal(b.Start) {
+			o := &out[n-1]
+			o.Requests += b.Requests
+			o.Failed += b.Failed
+			o.Rejected += b.Rejected
+			o.Cancelled += b.Cancelled
+			o.InputTokens += b.InputTokens
+			o.OutputTokens += b.OutputTokens
+			o.CostUSD += b.CostUSD
+			o.CacheReadTokens += b.CacheReadTokens
+			o.SavingsUSD += b.SavingsUSD
+			continue
+		}
 		out = append(out, b)
 	}
 	if err := rows.Err(); err != nil {

@@ -87,3 +87,51 @@ func TestSearchAndSeries(t *testing.T) {
 		}
 	})
 }
+
+// A bucket's models are priced apart and summed: its cache reads and
+// savings are its entries' summed by hand.
+func TestSeriesCacheSavings(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s Store) {
+		ctx := testCtx(t)
+		base := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+		models := []string{"m1", "m2", "gone"}
+		var entries []Entry
+		for i := range 12 {
+			entries = append(entries, Entry{Time: base.Add(time.Duration(i) * 15 * time.Second), Model: models[i%3], Outcome: OutcomeOK,
+				InputTokens: 1000 + i, CacheReadTokens: 100 * i, CacheWriteTokens: 10 * (i % 2), CostUSD: 0.125})
+		}
+		if err := s.Insert(ctx, entries); err != nil {
+			t.Fatal(err)
+		}
+		savings := func(model string, read, write int64) float64 {
+			switch model {
+			case "m1":
+				return float64(read)*0.5 - float64(write)*0.25
+			case "m2":
+				return float64(read) * 0.125
+			}
+			return 0
+		}
+		buckets, err := Series(ctx, s, SeriesQuery{Since: base, Until: base.Add(time.Hour), Step: time.Minute, Savings: savings})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(buckets) != 3 {
+			t.Fatalf("got %d buckets %+v, want 3 (4 entries a minute)", len(buckets), buckets)
+		}
+		for i, b := range buckets {
+			var want Bucket
+			want.Start = base.Add(time.Duration(i) * time.Minute)
+			for _, e := range entries[4*i : 4*i+4] {
+				want.Requests++
+				want.InputTokens += int64(e.InputTokens)
+				want.CacheReadTokens += int64(e.CacheReadTokens)
+				want.CostUSD += e.CostUSD
+				want.SavingsUSD += savings(e.Model, int64(e.CacheReadTokens), int64(e.CacheWriteTokens))
+			}
+			if b != want {
+				t.Errorf("bucket %d:\ngot  %+v\nwant %+v", i, b, want)
+			}
+		}
+	})
+}
