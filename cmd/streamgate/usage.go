@@ -64,7 +64,9 @@ none); entries without one show as "(none)".
 Savings are priced at the current prices of the config read for them (named
 on stderr): --config, else ./streamgate.yaml when present, else the embedded
 default; not at the prices of the time of the requests (the ledger keeps
-their cost, not their prices). A model the config does not know saves 0.
+their cost, not their prices). A model the config does not know saves 0; a
+./streamgate.yaml that does not load, the ledger named by --database or
+STREAMGATE_DATABASE, prices nothing and says so.
 
 --since and --until take a duration back from now (30d, 720h, 90m), a date
 (2026-11-01: midnight UTC at its start) or an RFC 3339 time; --until is
@@ -154,7 +156,9 @@ func runUsage(ctx context.Context, e *env, f *usageFlags, now time.Time) error {
 
 // usagePrices returns the savings at the prices of the config --config
 // names, else ./streamgate.yaml when present, else the embedded default's,
-// and names it on stderr.
+// and names it on stderr. A ./streamgate.yaml that does not load when the
+// database came from elsewhere is said on stderr and prices nothing (nil):
+// the report does not need it.
 func usagePrices(e *env, cfgPath string) (func(model string, read, write int64) float64, error) {
 	path, from := cfgPath, "--config "+cfgPath
 	if path == "" {
@@ -166,6 +170,10 @@ func usagePrices(e *env, cfgPath string) (func(model string, read, write int64) 
 	var err error
 	if path != "" {
 		cfg, err = config.LoadWithoutSecrets(path, e.getenv)
+		if err != nil && cfgPath == "" {
+			fmt.Fprintf(e.stderr, "streamgate: prices: ./%s does not load, savings not priced (0): %s\n", workingConfig, strings.ReplaceAll(err.Error(), "\n", "; "))
+			return nil, nil
+		}
 	} else {
 		from = "the embedded default"
 		cfg, _, err = config.Default(e.getenv)

@@ -458,3 +458,26 @@ models:
 		})
 	}
 }
+
+// A ./streamgate.yaml that does not load does not stop a report whose
+// database came from --database: its savings are not priced, and stderr
+// says so in one line.
+func TestUsageCLIBrokenWorkingConfig(t *testing.T) {
+	db := usageLedger(t)
+	t.Chdir(t.TempDir())
+	if err := os.WriteFile("streamgate.yaml", []byte("models: [{name: m1, price: {input: -1}}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCLI(t, nil, "usage", "--database", db, "--csv")
+	if code != 0 || !strings.Contains(out, "m1,2,") {
+		t.Fatalf("exit %d, out %q, stderr %q; want m1's row", code, out, errs)
+	}
+	lines := strings.Split(strings.TrimSpace(errs), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[1], "./streamgate.yaml does not load, savings not priced") {
+		t.Errorf("stderr %q: want the database line, then one line saying the savings are not priced", errs)
+	}
+	// Named with --config, the same file is an error.
+	if code, _, errs := runCLI(t, nil, "usage", "--database", db, "--config", "streamgate.yaml"); code == 0 {
+		t.Errorf("--config of a broken file: exit 0, stderr %q; want an error", errs)
+	}
+}
