@@ -48,7 +48,7 @@ const (
 // goversion are streamgate_build_info's and go_info's, one value per binary.
 var allowedLabels = map[string]bool{
 	"model": true, "route": true, "code": true, "outcome": true, "kind": true, "reason": true,
-	"stage": true, "scope": true, "le": true, "quantile": true,
+	"stage": true, "scope": true, "le": true, "quantile": true, "provider": true, "key": true,
 	"version": true, "revision": true, "goversion": true,
 }
 
@@ -104,7 +104,8 @@ func metricsConfig(retryURL string) (*config.Config, sim.Options) {
 	cfg.Timeouts.FirstToken = config.Duration(10 * time.Second) // the hedge, not this timeout, ends the stall
 	cfg.Timeouts.Idle = config.Duration(time.Second)
 	cfg.Timeouts.NonStream = config.Duration(10 * time.Second)
-	cfg.Providers = append(cfg.Providers, config.Provider{Name: "flaky", Kind: "openai", BaseURL: retryURL})
+	cfg.Providers = append(cfg.Providers, config.Provider{Name: "flaky", Kind: "openai", BaseURL: retryURL},
+		config.Provider{Name: "pool", Kind: "sim", APIKeys: []config.ProviderKey{{Name: "p1", Key: "sim-pool-1"}, {Name: "p2", Key: "sim-pool-2"}}})
 	cfg.Keys = []config.Key{{Name: metricsAppName, Key: metricsAppKey}, {Name: metricsRPMName, Key: metricsRPMKey, RPM: 1}}
 	hedged := model("m-hedge", "sim/stall", "sim/healthy")
 	hedged.Hedge = &config.Hedge{After: "20ms", Budget: 1}
@@ -112,7 +113,9 @@ func metricsConfig(retryURL string) (*config.Config, sim.Options) {
 	continued.ContinueOnCut = true
 	retried := model("m-retry", "flaky/x")
 	retried.Retries = 1
-	cfg.Models = []config.Model{model("m-ok", "sim/healthy"), model("m-fallback", "sim/down", "sim/healthy"), continued, hedged, retried}
+	pooled := model("m-pool", "pool/healthy")
+	pooled.Affinity = "session"
+	cfg.Models = []config.Model{model("m-ok", "sim/healthy"), model("m-fallback", "sim/down", "sim/healthy"), continued, hedged, retried, pooled}
 	return cfg, sim.Options{Profiles: []sim.Profile{healthy, down, cut, stall}, Seed: 7}
 }
 
@@ -166,6 +169,7 @@ func TestMetricsExported(t *testing.T) {
 		{"continuation", metricsAppKey, "m-cut", true, 200},
 		{"hedge", metricsAppKey, "m-hedge", true, 200},
 		{"retry", metricsAppKey, "m-retry", true, 200},
+		{"provider key pool", metricsAppKey, "m-pool", true, 200},
 		// A model name holding a key: it must not become a label value.
 		{"unknown model", metricsAppKey, "gpt-" + metricsAppKey, true, 404},
 		{"wrong key", metricsWrongKey, "m-ok", true, 401},
@@ -204,6 +208,8 @@ func TestMetricsExported(t *testing.T) {
 			{"streamgate_continuations_total", map[string]string{"model": "m-cut", "outcome": "ok"}, 1},
 			{"streamgate_hedges_total", map[string]string{"model": "m-hedge", "outcome": "won"}, 1},
 			{"streamgate_retries_total", map[string]string{"model": "m-retry"}, 1},
+			{"streamgate_provider_key_requests_total", map[string]string{"provider": "pool"}, 1},
+			{"streamgate_provider_key_disabled", map[string]string{"provider": "pool", "key": "p2"}, 0},
 			{"streamgate_admission_rejected_total", map[string]string{"scope": "rpm"}, 1},
 			{"streamgate_usage_written_total", nil, -1}, // present; its value races the writer's flush
 			{"streamgate_build_info", nil, 1},
@@ -269,14 +275,22 @@ func TestMetricsExported(t *testing.T) {
 	})
 
 	t.Run("labels bounded, no key", func(t *testing.T) {
+		secrets := []string{metricsAppKey, metricsRPMKey, metricsWrongKey, metricsAppName, metricsRPMName}
 		models, routes := map[string]bool{"": true}, map[string]bool{"": true}
+		providers, providerKeys := map[string]bool{}, map[string]bool{}
+		for _, p := range cfg.Providers {
+			providers[p.Name] = true
+			for _, k := range p.APIKeys {
+				providerKeys[k.Name] = true
+				secrets = append(secrets, k.Key)
+			}
+		}
 		for _, m := range cfg.Models {
 			models[m.Name] = true
 			for _, r := range m.Routes {
 				routes[r.Provider+"/"+r.Model] = true
 			}
 		}
-		secrets := []string{metricsAppKey, metricsRPMKey, metricsWrongKey, metricsAppName, metricsRPMName}
 		code := regexp.MustCompile(`^[1-5][0-9][0-9]$`)
 		reason := regexp.MustCompile(`^[a-z0-9_]{1,32}$`)
 		for name, mf := range fams {
@@ -297,6 +311,10 @@ func TestMetricsExported(t *testing.T) {
 						ok = models[v]
 					case n == "route":
 						ok = routes[v]
+					case n == "provider":
+						ok = providers[v]
+					case n == "key": // a provider key's name (its secret is checked above)
+						ok = providerKeys[v]
 					case n == "code":
 						ok = code.MatchString(v)
 					case n == "reason":
