@@ -96,7 +96,12 @@ func Window(period string, now time.Time) (start, end time.Time) {
 // Exceeded is Reserve's refusal: the key's budget of the current window is
 // spent. It holds the key's name (never its secret: callers pass a name).
 type Exceeded struct {
+	// Scope is whose budget it is: "" or "key" the key's own, "team" its
+	// team's (Key is then the team's name), "model" the key's budget for
+	// Model (package quota sets them).
+	Scope string
 	Key   string
+	Model string
 	Limit Limit
 	// Spent is the key's committed spend: settled plus held by its
 	// requests in flight, at least Limit.USD (at least $1e9 for a larger
@@ -110,7 +115,29 @@ type Exceeded struct {
 // Error reads "budget of $50.00 per month spent ($50.13 used); it resets at
 // 2026-12-01T00:00:00Z", or "budget of $0.002 in total spent ($0.00213
 // used)": amounts in usd.Format, digits enough to be true below a cent.
+//
+// A team's reads `team "search" budget of $500.00 per month is spent
+// ($500.12 used); it resets at 2026-12-01T00:00:00Z`, a key's budget for
+// a model `key "dev" budget for model "gpt-4.1" of $5.00 per day is spent
+// (…)`.
 func (e *Exceeded) Error() string {
+	who := ""
+	switch e.Scope {
+	case "team":
+		who = fmt.Sprintf("team %q ", e.Key)
+	case "model":
+		who = fmt.Sprintf("key %q budget for model %q", e.Key, e.Model)
+	}
+	if who != "" {
+		if e.Scope == "team" {
+			who += "budget"
+		}
+		if e.Limit.Period == Total || e.Reset.IsZero() {
+			return fmt.Sprintf("%s of %s in total is spent (%s used)", who, usd.Format(e.Limit.USD), usd.Format(e.Spent))
+		}
+		return fmt.Sprintf("%s of %s per %s is spent (%s used); it resets at %s",
+			who, usd.Format(e.Limit.USD), e.Limit.Period, usd.Format(e.Spent), e.Reset.UTC().Format(time.RFC3339))
+	}
 	if e.Limit.Period == Total || e.Reset.IsZero() {
 		return fmt.Sprintf("budget of %s in total spent (%s used)", usd.Format(e.Limit.USD), usd.Format(e.Spent))
 	}

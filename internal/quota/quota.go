@@ -1,5 +1,7 @@
 // Package quota admits a request against its key's rate limits (rpm, tpm)
-// and budget in one step before the upstream call, and settles it (actual
+// and budget, and those of its key's team and its key's budget for the
+// model asked for (its subjects, AdmitAll), in one step before the upstream
+// call: counted against all of them or, when one refuses, against none, and settles it (actual
 // cost, tokens) after the response has ended without waiting on anything.
 // Without Redis it counts in process (ratelimit.Local, budget.Local); with
 // Redis the admission is one script call (one round trip) and the settles
@@ -17,6 +19,10 @@
 // id and a sequence number, and the script that applies it first sets a
 // marker (SET NX, kept markerTTL), so a batch resent after a timeout whose
 // first copy did reach Redis is not counted twice.
+//
+// Every subject is counted alike: what follows of a key holds of a team
+// (its spend is its keys' spend, R the replicas serving any of them) and
+// of a key×model budget.
 //
 // Worst case with Redis down for T: each replica sees its own spend and what
 // the ledger held when the outage started (L0), not the other replicas'. So
@@ -60,6 +66,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -102,7 +109,8 @@ const (
 	totalTTL = 24 * time.Hour
 )
 
-// Limits of one key; zero values mean none.
+// Limits of one subject (a key, its team, or the key's use of one model);
+// zero values mean none.
 type Limits struct {
 	RPM, TPM int
 	Budget   budget.Limit
@@ -110,9 +118,54 @@ type Limits struct {
 
 func (l Limits) rate() ratelimit.Limits { return ratelimit.Limits{RPM: l.RPM, TPM: l.TPM} }
 
+func (l Limits) none() bool { return !(l.Budget.USD > 0) && l.RPM <= 0 && l.TPM <= 0 }
+
+// Scopes of a Subject.
+const (
+	ScopeKey   = "key"   // a key's own limits
+	ScopeTeam  = "team"  // the limits of the key's team, shared by its keys
+	ScopeModel = "model" // a key's budget for one model
+)
+
+// Subject is one set of limits a request is admitted against: its key's,
+// its team's, its key's budget for the model asked for. Admit counts a
+// request against all of its subjects or none.
+type Subject struct {
+	Scope string // ScopeKey, ScopeTeam or ScopeModel
+	// Name is the key's name (ScopeKey, ScopeModel) or the team's.
+	Name string
+	// Model is the model of a ScopeModel subject.
+	Model string
+	Limits
+}
+
+// id names s in the local counters and in the SpentFunc dispatch: a key's
+// own name (as before teams), a team or a key×model behind a NUL, which
+// no key name holds.
+func (s Subject) id() string {
+	switch s.Scope {
+	case ScopeTeam:
+		return "\x00team\x00" + s.Name
+	case ScopeModel:
+		return "\x00model\x00" + s.Name + "\x00" + s.Model
+	}
+	return s.Name
+}
+
+// Refusal is Admit's answer on its rate limits: Allowed, or the subject
+// (an index into the subjects passed) whose rpm or tpm refused.
+type Refusal struct {
+	ratelimit.Decision
+	Subject int
+}
+
 // clamp mirrors ratelimit's cap on limits (2^32: count·window stays exact
 // in Lua's float64).
 func clampLimit(n int) int64 { return int64(min(max(n, 0), 1<<32)) }
+
+// ModelSpentFunc returns what key spent on model since a window's start,
+// from the usage ledger.
+type ModelSpentFunc func(ctx context.Context, key, model string, since time.Time) (float64, error)
 
 // Options of New.
 type Options struct {
@@ -122,6 +175,11 @@ type Options struct {
 	// Spent reads a key's spend in a window from the usage ledger; nil:
 	// nothing spent before.
 	Spent budget.SpentFunc
+	// SpentTeam reads a team's spend (its keys' entries, by the ledger's
+	// team column); nil: nothing spent before.
+	SpentTeam budget.SpentFunc
+	// SpentModel reads a key's spend on one model; nil: nothing spent before.
+	SpentModel ModelSpentFunc
 	// Logger gets the outage's two lines; nil discards them.
 	Logger *slog.Logger
 	// Replica names this process in its write-back batches; empty: random.
@@ -158,10 +216,7 @@ type Quota struct {
 
 // New returns a Quota; with opts.Client its flusher goroutine runs until Close.
 func New(opts Options) *Quota {
-	spent := opts.Spent
-	if spent == nil {
-		spent = func(context.Context, string, time.Time) (float64, error) { return 0, nil }
-	}
+	spent := spentBySubject(opts)
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -206,14 +261,48 @@ func (q *Quota) Degraded() (bool, string) { return q.guard.Degraded() }
 // Shared reports whether the counts are shared through Redis.
 func (q *Quota) Shared() bool { return q.client != nil }
 
+// spentBySubject is the SpentFunc of the local ledger and of the
+// reconciliations: it reads a subject id's spend (Subject.id) from the
+// Options' SpentFunc of its scope.
+func spentBySubject(opts Options) budget.SpentFunc {
+	return func(ctx context.Context, id string, since time.Time) (float64, error) {
+		rest, ok := strings.CutPrefix(id, "\x00team\x00")
+		if ok {
+			if opts.SpentTeam == nil {
+				return 0, nil
+			}
+			return opts.SpentTeam(ctx, rest, since)
+		}
+		if rest, ok = strings.CutPrefix(id, "\x00model\x00"); ok {
+			key, model, _ := strings.Cut(rest, "\x00")
+			if opts.SpentModel == nil {
+				return 0, nil
+			}
+			return opts.SpentModel(ctx, key, model, since)
+		}
+		if opts.Spent == nil {
+			return 0, nil
+		}
+		return opts.Spent(ctx, id, since)
+	}
+}
+
 // Ticket is an admitted request's hold until Settle. A nil *Ticket is valid
 // (nothing to settle).
 type Ticket struct {
 	q    *Quota
 	done atomic.Bool
-	key  string
+	tag  string // the hash tag of every Redis key of the admission, "{…}"
+	subs []held
+}
+
+// held is what one subject of a Ticket counted.
+type held struct {
+	id   string // Subject.id
+	name string // for errors
 	tpm  bool
-	base string // the key's Redis prefix, with its hash tag
+	rpm  bool
+	base string // the subject's Redis prefix, within the ticket's hash tag
 	// budget: the local reservation (no Redis, or Redis down), the Redis
 	// counter ("" without a budget) and what the admission held in it
 	// (0 when admitted locally: the whole cost is then written back).
@@ -225,58 +314,138 @@ type Ticket struct {
 
 // Admit checks and counts one request of key: its rpm, its tpm (tokens
 // counted by earlier Settles) and est USD reserved against its budget. It
-// returns the ticket to settle, or a refusal: a ratelimit.Decision that is
-// not Allowed, or an *budget.Exceeded error. Other errors: an unknown budget
-// period, a failed SpentFunc, ctx ended; the request was then not counted.
-// With Redis it is one round trip (a first request per key and window adds
+// is AdmitAll with the key as the only subject.
+func (q *Quota) Admit(ctx context.Context, key string, l Limits, est float64) (*Ticket, ratelimit.Decision, error) {
+	t, r, err := q.AdmitAll(ctx, []Subject{{Scope: ScopeKey, Name: key, Limits: l}}, est)
+	return t, r.Decision, err
+}
+
+// AdmitAll checks and counts one request against every subject (the key,
+// its team, the key's budget for the model): the rpm of each, its tpm
+// (tokens counted by earlier Settles) and est USD reserved against each
+// budget. The request is counted against all of them or, refused by one,
+// against none. It returns the ticket to settle, or a refusal: a Refusal
+// that is not Allowed (naming the subject whose rate refused), or a
+// *budget.Exceeded error (its Scope, Key and Model name the subject).
+// Rates are checked before budgets, subjects in the order given. Other
+// errors: an unknown budget period, a failed SpentFunc, ctx ended; the
+// request was then not counted. With Redis it is one round trip, one
+// script over every subject (a first request per subject and window adds
 // one for the ledger reconciliation); Redis failing is no error (see the
 // package comment).
-func (q *Quota) Admit(ctx context.Context, key string, l Limits, est float64) (*Ticket, ratelimit.Decision, error) {
-	rate := l.rate()
-	hasBudget := l.Budget.USD > 0
-	if !hasBudget && rate.RPM <= 0 && rate.TPM <= 0 {
-		return nil, ratelimit.Decision{Allowed: true}, nil
+//
+// With Redis, every key of one admission shares one hash tag (one cluster
+// slot): the team's when a subject is a team, else the key's. A key that
+// joins or leaves a team thus starts its rate minute afresh and reloads its
+// budget counter from the ledger.
+func (q *Quota) AdmitAll(ctx context.Context, subs []Subject, est float64) (*Ticket, Refusal, error) {
+	allowed := Refusal{Decision: ratelimit.Decision{Allowed: true}}
+	live := make([]Subject, 0, len(subs))
+	pos := make([]int, 0, len(subs)) // live[i] is subs[pos[i]]
+	for i, s := range subs {
+		if s.none() {
+			continue
+		}
+		if s.Budget.USD > 0 && s.Budget.Period != budget.Month && s.Budget.Period != budget.Day && s.Budget.Period != budget.Total {
+			return nil, Refusal{}, fmt.Errorf("budget: %s %q: unknown period %q (want %q, %q or %q)", s.Scope, s.Name, s.Budget.Period, budget.Month, budget.Day, budget.Total)
+		}
+		live = append(live, s)
+		pos = append(pos, i)
 	}
-	if hasBudget && l.Budget.Period != budget.Month && l.Budget.Period != budget.Day && l.Budget.Period != budget.Total {
-		return nil, ratelimit.Decision{}, fmt.Errorf("budget: key %q: unknown period %q (want %q, %q or %q)", key, l.Budget.Period, budget.Month, budget.Day, budget.Total)
+	if len(live) == 0 {
+		return nil, allowed, nil
 	}
-	t := &Ticket{q: q, key: key, tpm: rate.TPM > 0}
+	index := func(i int) int { return pos[i] }
+	t := &Ticket{q: q, subs: make([]held, len(live))}
+	for i, s := range live {
+		t.subs[i] = held{id: s.id(), name: s.Name, tpm: s.TPM > 0, rpm: s.RPM > 0}
+	}
 	if q.client == nil {
-		return q.admitLocal(ctx, t, l, est)
+		t, r, err := q.admitLocal(ctx, t, live, est)
+		r.Subject = index(r.Subject)
+		return t, r, err
 	}
-	t.base = q.prefix + "{k:" + redisguard.Tag(key)[1:17] + "}:"
+	q.bases(t, live)
 	now := q.now()
-	if hasBudget {
-		start, _ := budget.Window(l.Budget.Period, now)
-		t.counter = t.base + "b:" + l.Budget.Period + ":" + window(l.Budget.Period, start)
-		t.hold = t.base + "h:" + q.replica + ":" + strconv.FormatUint(q.holds.Add(1), 10)
+	for i, s := range live {
+		if s.Budget.USD > 0 {
+			start, _ := budget.Window(s.Budget.Period, now)
+			t.subs[i].counter = t.subs[i].base + "b:" + s.Budget.Period + ":" + window(s.Budget.Period, start)
+			t.subs[i].hold = t.subs[i].base + "h:" + q.replica + ":" + strconv.FormatUint(q.holds.Add(1), 10)
+		}
 	}
 	if q.guard.IsDown() {
-		return q.admitDown(ctx, t, l, est, now)
+		t, r, err := q.admitDown(ctx, t, live, est, now)
+		r.Subject = index(r.Subject)
+		return t, r, err
 	}
-	d, err := q.admitRedis(ctx, t, l, est, now)
+	r, err := q.admitRedis(ctx, t, live, est, now)
 	var ex *budget.Exceeded
 	var le errLoad
 	switch {
 	case err == nil, errors.As(err, &ex):
-		if d.Allowed && err == nil && rate.RPM > 0 {
-			q.rl.Count(key) // this replica's share, for an outage
+		if r.Allowed && err == nil {
+			for _, h := range t.subs {
+				if h.rpm {
+					q.rl.Count(h.id) // this replica's share, for an outage
+				}
+			}
 		}
-		return ticketIf(t, d, err), d, err
+		r.Subject = index(r.Subject)
+		return ticketIf(t, r, err), r, err
 	case errors.As(err, &le):
-		return nil, ratelimit.Decision{}, le.err
+		return nil, Refusal{}, le.err
 	case ctx.Err() != nil:
-		return nil, ratelimit.Decision{}, fmt.Errorf("quota: admit key %q: %w", key, context.Cause(ctx))
+		return nil, Refusal{}, fmt.Errorf("quota: admit %s %q: %w", live[0].Scope, live[0].Name, context.Cause(ctx))
 	}
 	q.fail(err)
-	if t.hold != "" { // the call may still run in Redis: void it
-		q.enqueue(delta{key: t.hold, aux: t.counter, tag: tagOf(t.base), kind: kindVoid})
+	for _, h := range t.subs {
+		if h.hold != "" { // the call may still run in Redis: void it
+			q.enqueue(delta{key: h.hold, aux: h.counter, tag: t.tag, kind: kindVoid})
+		}
 	}
-	return q.admitDown(ctx, t, l, est, now)
+	t, r, err = q.admitDown(ctx, t, live, est, now)
+	r.Subject = index(r.Subject)
+	return t, r, err
 }
 
-func ticketIf(t *Ticket, d ratelimit.Decision, err error) *Ticket {
-	if err != nil || !d.Allowed {
+// bases sets the ticket's hash tag and each subject's Redis prefix. A key
+// alone keeps the prefix it had before teams, "{k:<hash>}:"; with a team
+// every subject lives under the team's tag, "{t:<hash>}:", the key's
+// under "k:<hash>:" there, a key×model's under the key's "m:<hash>:".
+func (q *Quota) bases(t *Ticket, subs []Subject) {
+	h := func(s string) string { return redisguard.Tag(s)[1:17] }
+	team := ""
+	for _, s := range subs {
+		if s.Scope == ScopeTeam {
+			team = s.Name
+		}
+	}
+	var root, keyRoot string
+	if team != "" {
+		t.tag = "{t:" + h(team) + "}"
+		root = q.prefix + t.tag + ":"
+	}
+	for i, s := range subs {
+		if s.Scope == ScopeTeam {
+			t.subs[i].base = root
+			continue
+		}
+		if team == "" {
+			t.tag = "{k:" + h(s.Name) + "}"
+			keyRoot = q.prefix + t.tag + ":"
+		} else {
+			keyRoot = root + "k:" + h(s.Name) + ":"
+		}
+		t.subs[i].base = keyRoot
+		if s.Scope == ScopeModel {
+			t.subs[i].base = keyRoot + "m:" + h(s.Model) + ":"
+		}
+	}
+}
+
+func ticketIf(t *Ticket, r Refusal, err error) *Ticket {
+	if err != nil || !r.Allowed {
 		return nil
 	}
 	return t
@@ -294,61 +463,97 @@ func (q *Quota) fail(err error) {
 	}
 }
 
-// admitLocal decides in process: the rate first, then the budget.
-func (q *Quota) admitLocal(ctx context.Context, t *Ticket, l Limits, est float64) (*Ticket, ratelimit.Decision, error) {
-	d, _ := q.rl.Allow(ctx, t.key, l.rate())
-	if !d.Allowed {
-		return nil, d, nil
-	}
-	if l.Budget.USD > 0 {
-		res, err := q.lb.Reserve(ctx, t.key, l.Budget, est)
-		if err != nil {
-			return nil, d, err
+// admitLocal decides in process: the rates first, then the budgets. A
+// subject that refuses takes back what the earlier ones counted (their rpm
+// count, their reservation): in process this is not one atomic step, so a
+// concurrent request may see that count for a moment and be refused early,
+// never late.
+func (q *Quota) admitLocal(ctx context.Context, t *Ticket, subs []Subject, est float64) (*Ticket, Refusal, error) {
+	undo := func(counted, reserved int) {
+		for i := range counted {
+			if subs[i].RPM > 0 || subs[i].TPM > 0 {
+				q.rl.Uncount(t.subs[i].id)
+			}
 		}
-		t.res = res
+		for i := range reserved {
+			t.subs[i].res.Settle(ctx, 0)
+		}
 	}
-	return t, d, nil
+	for i, s := range subs {
+		if d, _ := q.rl.Allow(ctx, t.subs[i].id, s.rate()); !d.Allowed {
+			undo(i, 0)
+			return nil, Refusal{Decision: d, Subject: i}, nil
+		}
+	}
+	for i, s := range subs {
+		if !(s.Budget.USD > 0) {
+			continue
+		}
+		res, err := q.lb.Reserve(ctx, t.subs[i].id, s.Budget, est)
+		if err != nil {
+			undo(len(subs), i)
+			var ex *budget.Exceeded
+			if errors.As(err, &ex) {
+				ex.Scope, ex.Key, ex.Model = s.Scope, s.Name, s.Model
+			}
+			return nil, Refusal{Decision: ratelimit.Decision{Allowed: true}, Subject: i}, err
+		}
+		t.subs[i].res = res
+	}
+	return t, Refusal{Decision: ratelimit.Decision{Allowed: true}}, nil
 }
 
 // admitDown decides locally while Redis is down and keeps the request for
 // write-back (its rpm now, its cost and tokens at Settle).
-func (q *Quota) admitDown(ctx context.Context, t *Ticket, l Limits, est float64, now time.Time) (*Ticket, ratelimit.Decision, error) {
-	t, d, err := q.admitLocal(ctx, t, l, est)
-	if t != nil && l.RPM > 0 {
+func (q *Quota) admitDown(ctx context.Context, t *Ticket, subs []Subject, est float64, now time.Time) (*Ticket, Refusal, error) {
+	t, r, err := q.admitLocal(ctx, t, subs, est)
+	if t != nil {
 		minute := now.UnixMilli() / windowMS
-		q.enqueue(delta{key: t.base + "rpm:" + strconv.FormatInt(minute, 10), tag: tagOf(t.base), kind: kindBucket, n: 1})
+		for _, h := range t.subs {
+			if h.rpm {
+				q.enqueue(delta{key: h.base + "rpm:" + strconv.FormatInt(minute, 10), tag: t.tag, kind: kindBucket, n: 1})
+			}
+		}
 	}
-	return t, d, err
+	return t, r, err
 }
 
-// Settle charges the request's actual cost in USD and counts its tokens
-// (input + output) against tpm. It never waits on Redis: the deltas are
-// queued for the flusher. Only the first call counts; nil does nothing.
+// Settle charges the request's actual cost in USD to every budget it was
+// admitted against and counts its tokens (input + output) against every
+// tpm. It never waits on Redis: the deltas are queued for the flusher.
+// Only the first call counts; nil does nothing.
 func (t *Ticket) Settle(actual float64, tokens int) {
 	if t == nil || !t.done.CompareAndSwap(false, true) {
 		return
 	}
 	q := t.q
 	tokens = min(max(tokens, 0), 1<<32)
-	if t.tpm && tokens > 0 {
-		q.rl.Record(context.Background(), t.key, tokens)
+	var minute int64
+	if q.client != nil {
+		minute = q.now().UnixMilli() / windowMS
 	}
-	if t.res != nil {
-		t.res.Settle(context.Background(), actual)
-	}
-	if q.client == nil {
-		return
-	}
-	if t.counter != "" {
-		if d := usd.Micro(actual) - t.held; d != 0 {
-			q.enqueue(delta{key: t.counter, tag: tagOf(t.base), kind: kindBudget, n: d})
+	for i := range t.subs {
+		h := &t.subs[i]
+		if h.tpm && tokens > 0 {
+			q.rl.Record(context.Background(), h.id, tokens)
+		}
+		if h.res != nil {
+			h.res.Settle(context.Background(), actual)
+		}
+		if q.client == nil {
+			continue
+		}
+		if h.counter != "" {
+			if d := usd.Micro(actual) - h.held; d != 0 {
+				q.enqueue(delta{key: h.counter, tag: t.tag, kind: kindBudget, n: d})
+			}
+		}
+		if h.tpm && tokens > 0 {
+			q.enqueue(delta{key: h.base + "tpm:" + strconv.FormatInt(minute, 10), tag: t.tag, kind: kindBucket, n: int64(tokens)})
 		}
 	}
-	if t.tpm && tokens > 0 {
-		minute := q.now().UnixMilli() / windowMS
-		q.enqueue(delta{key: t.base + "tpm:" + strconv.FormatInt(minute, 10), tag: tagOf(t.base), kind: kindBucket, n: int64(tokens)})
-	}
 }
+
 
 // window names a budget window in its counter: its start in Unix seconds,
 // or "total".

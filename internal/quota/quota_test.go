@@ -405,11 +405,12 @@ func TestVoid(t *testing.T) {
 		q := newQuota(Options{Client: c, Prefix: prefix, Replica: "r"})
 		lim := Limits{Budget: budget.Limit{USD: 1, Period: budget.Total}}
 		tk, _, err := q.Admit(ctx, "k7", lim, 0.3)
-		if err != nil || tk.hold == "" {
-			t.Fatalf("admit: %v, hold %q", err, tk.hold)
+		if err != nil || tk.subs[0].hold == "" {
+			t.Fatalf("admit: %v, ticket %+v", err, tk)
 		}
+		h := tk.subs[0]
 		// The call ran but the replica gave up on it: voided, released.
-		q.enqueue(delta{key: tk.hold, aux: tk.counter, tag: tagOf(tk.base), kind: kindVoid})
+		q.enqueue(delta{key: h.hold, aux: h.counter, tag: tk.tag, kind: kindVoid})
 		q.Close()
 		if got := counterOf(t, c, prefix, "k7", budget.Total, "total"); got != 0 {
 			t.Errorf("counter after voiding a hold of $0.30: got %d µ$, want 0", got)
@@ -417,11 +418,11 @@ func TestVoid(t *testing.T) {
 		// Voided first, the call runs later: nothing counted.
 		q = newQuota(Options{Client: c, Prefix: prefix, Replica: "r2"})
 		defer q.Close()
-		hold := tk.base + "h:r2:1"
-		q.enqueue(delta{key: hold, aux: tk.counter, tag: tagOf(tk.base), kind: kindVoid})
+		hold := h.base + "h:r2:1"
+		q.enqueue(delta{key: hold, aux: h.counter, tag: tk.tag, kind: kindVoid})
 		q.Close()
-		t2 := &Ticket{q: q, key: "k7", base: tk.base, counter: tk.counter, hold: hold}
-		if _, err := q.admitRedis(ctx, t2, lim, 0.3, time.Now()); err != nil {
+		t2 := &Ticket{q: q, tag: tk.tag, subs: []held{{id: "k7", name: "k7", base: h.base, counter: h.counter, hold: hold}}}
+		if _, err := q.admitRedis(ctx, t2, []Subject{{Scope: ScopeKey, Name: "k7", Limits: lim}}, 0.3, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		if got := counterOf(t, c, prefix, "k7", budget.Total, "total"); got != 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -13,61 +14,88 @@ import (
 	"github.com/streamgate/streamgate/internal/usd"
 )
 
-// admitScript checks and counts rpm, tpm and the budget reservation in one
-// call. Every key shares the key's hash tag, so one cluster slot holds them.
-// The rate inequality is ratelimit's below(); the budget rule is budget's
-// (hold the estimate, at most what is left). All values are integers below
-// 2^53, exact in Lua; numbers written come from ARGV, never formatted by Lua.
+// admitScript checks and counts the rpm, tpm and budget reservation of
+// every subject of a request (its key, its team, the key's budget for the
+// model) in one call: all of them or, if one refuses, none. Every key
+// shares one hash tag, so one cluster slot holds them. The rate inequality
+// is ratelimit's below(); the budget rule is budget's (hold the estimate,
+// at most what is left), for each budget. All values are integers below
+// 2^53, exact in Lua; numbers written come from ARGV, never formatted by
+// Lua.
 //
 // With a budget, the hold is also kept under the admission's own hold key
-// (replica id and number, holdTTL) unless that key exists: an admission
-// the replica gave up on (timed out: it then decided locally) is voided by
-// the flusher, which releases the hold if the call ran, or leaves a
-// tombstone that makes the call count nothing if it runs later, as a
-// paused or slow Redis does with a command already sent.
+// (replica id and number, holdTTL), one per budget, unless one of them
+// exists: an admission the replica gave up on (timed out: it then decided
+// locally) is voided by the flusher, which releases each hold if the call
+// ran, or leaves tombstones that make the call count nothing if it runs
+// later, as a paused or slow Redis does with a command already sent.
 //
-//	KEYS: rpm current, rpm previous, tpm current, tpm previous minute,
-//	      [budget counter of the window, hold key]
-//	ARGV: rpm, tpm, elapsed ms, window ms, bucket ttl s,
-//	      budget µ$, estimate µ$, ttl s to renew the counter (0: none),
-//	      hold ttl s
-//	returns {code, rpm prev, rpm cur, tpm prev, tpm cur, committed, held}:
-//	code 1 allowed (counted), 0 refused by a rate, 2 refused by the budget,
-//	-1 budget counter missing (nothing counted: reconcile, then again),
-//	3 voided (nothing counted)
+//	KEYS: per subject: rpm current, rpm previous, tpm current, tpm
+//	      previous minute, [budget counter of the window, hold key]
+//	ARGV: elapsed ms, window ms, bucket ttl s, estimate µ$, hold ttl s,
+//	      number of subjects; then per subject: rpm, tpm, budget µ$ (0:
+//	      none, and no counter and hold keys), ttl s to renew the counter
+//	      (0: none)
+//	returns {code, subject, rpm prev, rpm cur, tpm prev, tpm cur,
+//	      committed, held per subject…}: code 1 allowed (counted), 0
+//	      refused by the subject's rate, 2 refused by its budget, -1 its
+//	      budget counter missing (nothing counted: reconcile, then again),
+//	      3 voided (nothing counted); subject 1-based
 var admitScript = redis.NewScript(`
-if KEYS[6] and redis.call('EXISTS', KEYS[6]) == 1 then return {3, 0, 0, 0, 0, 0, 0} end
-local rpm, tpm = tonumber(ARGV[1]), tonumber(ARGV[2])
-local e, w = tonumber(ARGV[3]), tonumber(ARGV[4])
-local v = redis.call('MGET', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
-local rc, rp = tonumber(v[1]) or 0, tonumber(v[2]) or 0
-local tc, tp = tonumber(v[3]) or 0, tonumber(v[4]) or 0
-if (rpm > 0 and rp * (w - e) + rc * w >= rpm * w) or (tpm > 0 and tp * (w - e) + tc * w >= tpm * w) then
-  return {0, rp, rc, tp, tc, 0, 0}
+local e, w, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[6])
+local subs, k = {}, 1
+for i = 1, n do
+  local a = 6 + (i - 1) * 4
+  local s = {k = k, a = a, rpm = tonumber(ARGV[a + 1]), tpm = tonumber(ARGV[a + 2]), b = tonumber(ARGV[a + 3])}
+  if s.b > 0 then s.c, s.h, k = k + 4, k + 5, k + 6 else k = k + 4 end
+  subs[i] = s
 end
-local spent, held = 0, 0
-if KEYS[5] then
-  local s = redis.call('GET', KEYS[5])
-  if not s then return {-1, rp, rc, tp, tc, 0, 0} end
-  spent = tonumber(s)
-  local b = tonumber(ARGV[6])
-  if spent >= b then return {2, rp, rc, tp, tc, spent, 0} end
-  held = tonumber(ARGV[7])
-  if held < b - spent then
-    spent = redis.call('INCRBY', KEYS[5], ARGV[7])
-  else
-    held = b - spent
-    spent = b
-    redis.call('SET', KEYS[5], ARGV[6], 'KEEPTTL')
+for i = 1, n do
+  local s = subs[i]
+  if s.h and redis.call('EXISTS', KEYS[s.h]) == 1 then return {3, i, 0, 0, 0, 0, 0} end
+end
+for i = 1, n do
+  local s = subs[i]
+  if s.rpm > 0 or s.tpm > 0 then
+    local v = redis.call('MGET', KEYS[s.k], KEYS[s.k + 1], KEYS[s.k + 2], KEYS[s.k + 3])
+    local rc, rp = tonumber(v[1]) or 0, tonumber(v[2]) or 0
+    local tc, tp = tonumber(v[3]) or 0, tonumber(v[4]) or 0
+    if (s.rpm > 0 and rp * (w - e) + rc * w >= s.rpm * w) or (s.tpm > 0 and tp * (w - e) + tc * w >= s.tpm * w) then
+      return {0, i, rp, rc, tp, tc, 0}
+    end
   end
-  if ARGV[8] ~= '0' then redis.call('EXPIRE', KEYS[5], ARGV[8]) end
-  if held > 0 then redis.call('SET', KEYS[6], held, 'EX', ARGV[9]) end
 end
-if rpm > 0 then
-  redis.call('INCR', KEYS[1])
-  redis.call('EXPIRE', KEYS[1], ARGV[5])
+for i = 1, n do
+  local s = subs[i]
+  if s.c then
+    local v = redis.call('GET', KEYS[s.c])
+    if not v then return {-1, i, 0, 0, 0, 0, 0} end
+    s.spent = tonumber(v)
+    if s.spent >= s.b then return {2, i, 0, 0, 0, 0, s.spent} end
+  end
 end
-return {1, rp, rc, tp, tc, spent, held}
+local out = {1, 0, 0, 0, 0, 0, 0}
+for i = 1, n do
+  local s = subs[i]
+  local held = 0
+  if s.c then
+    held = tonumber(ARGV[4])
+    if held < s.b - s.spent then
+      redis.call('INCRBY', KEYS[s.c], ARGV[4])
+    else
+      held = s.b - s.spent
+      redis.call('SET', KEYS[s.c], ARGV[s.a + 3], 'KEEPTTL')
+    end
+    if ARGV[s.a + 4] ~= '0' then redis.call('EXPIRE', KEYS[s.c], ARGV[s.a + 4]) end
+    if held > 0 then redis.call('SET', KEYS[s.h], held, 'EX', ARGV[5]) end
+  end
+  if s.rpm > 0 then
+    redis.call('INCR', KEYS[s.k])
+    redis.call('EXPIRE', KEYS[s.k], ARGV[3])
+  end
+  out[7 + i] = held
+end
+return out
 `)
 
 // reconcileScript sets a budget counter to max(counter, ledger), creating
@@ -140,62 +168,79 @@ type errLoad struct{ err error }
 func (e errLoad) Error() string { return e.err.Error() }
 func (e errLoad) Unwrap() error { return e.err }
 
-// admitRedis runs admitScript, reconciling the budget counter first when
+// admitRedis runs admitScript, reconciling each budget counter first when
 // this replica has not yet in its window, and again when the script finds
-// it missing.
-func (q *Quota) admitRedis(ctx context.Context, t *Ticket, l Limits, est float64, now time.Time) (ratelimit.Decision, error) {
+// one missing.
+func (q *Quota) admitRedis(ctx context.Context, t *Ticket, subs []Subject, est float64, now time.Time) (Refusal, error) {
 	minute, e := now.UnixMilli()/windowMS, now.UnixMilli()%windowMS
-	keys := make([]string, 4, 6)
-	keys[0] = t.base + "rpm:" + itoa(minute)
-	keys[1] = t.base + "rpm:" + itoa(minute-1)
-	keys[2] = t.base + "tpm:" + itoa(minute)
-	keys[3] = t.base + "tpm:" + itoa(minute-1)
-	var bud, micro int64
-	renew := 0
-	var start, end time.Time
-	if t.counter != "" {
-		keys = append(keys, t.counter, t.hold)
-		bud, micro = usd.Micro(l.Budget.USD), usd.Micro(est)
-		start, end = budget.Window(l.Budget.Period, now)
-		if l.Budget.Period == budget.Total {
-			renew = int(totalTTL / time.Second)
+	keys := make([]string, 0, 6*len(subs))
+	args := make([]any, 0, 6+4*len(subs))
+	args = append(args, e, windowMS, bucketTTL, usd.Micro(est), holdTTL, len(subs))
+	type win struct{ start, end time.Time }
+	wins := make([]win, len(subs))
+	for i, s := range subs {
+		h := &t.subs[i]
+		keys = append(keys, h.base+"rpm:"+itoa(minute), h.base+"rpm:"+itoa(minute-1), h.base+"tpm:"+itoa(minute), h.base+"tpm:"+itoa(minute-1))
+		var bud int64
+		renew := 0
+		if h.counter != "" {
+			keys = append(keys, h.counter, h.hold)
+			bud = usd.Micro(s.Budget.USD)
+			wins[i].start, wins[i].end = budget.Window(s.Budget.Period, now)
+			if s.Budget.Period == budget.Total {
+				renew = int(totalTTL / time.Second)
+			}
+			if err := q.reconcileOnce(ctx, h.counter, h.id, wins[i].start, wins[i].end, now, false); err != nil {
+				return Refusal{}, err
+			}
 		}
-		if err := q.reconcileOnce(ctx, t.counter, t.key, start, end, now, false); err != nil {
-			return ratelimit.Decision{}, err
-		}
+		args = append(args, clampLimit(s.RPM), clampLimit(s.TPM), bud, renew)
 	}
-	rpm, tpm := clampLimit(l.RPM), clampLimit(l.TPM)
 	for range 3 {
-		v, err := q.run(ctx, keys, rpm, tpm, e, bud, micro, renew)
+		v, err := q.run(ctx, keys, args, 7+len(subs))
 		if err != nil {
-			return ratelimit.Decision{}, err
+			return Refusal{}, err
+		}
+		i := int(v[1]) - 1
+		if v[0] != 1 && v[0] != 3 && (i < 0 || i >= len(subs)) {
+			return Refusal{}, fmt.Errorf("quota: script named subject %d of %d", v[1], len(subs))
 		}
 		switch v[0] {
 		case 1, 3: // 3: voided, not expected on the call that is waited for
-			t.held = v[6]
-			return ratelimit.Decision{Allowed: true}, nil
+			for j := range t.subs {
+				t.subs[j].held = v[7+j]
+			}
+			return Refusal{Decision: ratelimit.Decision{Allowed: true}}, nil
 		case 0:
-			d := ratelimit.Decide([2]int64{v[1], v[2]}, [2]int64{v[3], v[4]}, ratelimit.Limits{RPM: int(rpm), TPM: int(tpm)}, e)
+			s := subs[i]
+			lim := ratelimit.Limits{RPM: int(clampLimit(s.RPM)), TPM: int(clampLimit(s.TPM))}
+			d := ratelimit.Decide([2]int64{v[2], v[3]}, [2]int64{v[4], v[5]}, lim, e)
 			if d.Allowed { // cannot happen: the script and Decide share one inequality
 				d = ratelimit.Decision{Limit: "rpm", RetryAfter: time.Second}
 			}
-			return d, nil
+			return Refusal{Decision: d, Subject: i}, nil
 		case 2:
-			return ratelimit.Decision{Allowed: true}, &budget.Exceeded{Key: t.key, Limit: l.Budget, Spent: usd.FromMicro(v[5]), Reset: end}
+			s := subs[i]
+			return Refusal{Decision: ratelimit.Decision{Allowed: true}, Subject: i},
+				&budget.Exceeded{Scope: s.Scope, Key: s.Name, Model: s.Model, Limit: s.Budget, Spent: usd.FromMicro(v[6]), Reset: wins[i].end}
 		}
-		if err := q.reconcileOnce(ctx, t.counter, t.key, start, end, now, true); err != nil {
-			return ratelimit.Decision{}, err
+		h := &t.subs[i]
+		if err := q.reconcileOnce(ctx, h.counter, h.id, wins[i].start, wins[i].end, now, true); err != nil {
+			return Refusal{}, err
 		}
 	}
-	return ratelimit.Decision{}, fmt.Errorf("quota: budget counter of key %q missing right after its load", t.key)
+	return Refusal{}, fmt.Errorf("quota: a budget counter of %s %q missing right after its load", subs[0].Scope, subs[0].Name)
 }
 
-func (q *Quota) run(ctx context.Context, keys []string, rpm, tpm, e, bud, est int64, renew int) ([]int64, error) {
+func (q *Quota) run(ctx context.Context, keys []string, args []any, want int) ([]int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, q.timeout)
 	defer cancel()
-	v, err := admitScript.Run(ctx, q.client, keys, rpm, tpm, e, windowMS, bucketTTL, bud, est, renew, holdTTL).Int64Slice()
-	if err == nil && len(v) != 7 {
-		err = fmt.Errorf("quota: script answered %d values, want 7", len(v))
+	v, err := admitScript.Run(ctx, q.client, keys, args...).Int64Slice()
+	if err == nil && len(v) != want && !(len(v) == 7 && v[0] != 1) {
+		err = fmt.Errorf("quota: script answered %d values, want %d", len(v), want)
+	}
+	if err == nil && len(v) < want {
+		v = append(v, make([]int64, want-len(v))...)
 	}
 	return v, err
 }
@@ -254,7 +299,7 @@ func (q *Quota) reconcileOnce(ctx context.Context, counter, key string, start, e
 func (q *Quota) reconcile(ctx context.Context, counter, key string, start, end, now time.Time) error {
 	spent, err := q.spent(ctx, key, start)
 	if err != nil {
-		return errLoad{fmt.Errorf("budget: load spend of key %q since %s: %w", key, start.Format(time.RFC3339), err)}
+		return errLoad{fmt.Errorf("budget: load spend of %s since %s: %w", describeID(key), start.Format(time.RFC3339), err)}
 	}
 	ttl := totalTTL
 	if !end.IsZero() {
@@ -266,3 +311,16 @@ func (q *Quota) reconcile(ctx context.Context, counter, key string, start, end, 
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// describeID names a subject's id (Subject.id) in an error: key "a",
+// team "b", key "a" on model "m".
+func describeID(id string) string {
+	if rest, ok := strings.CutPrefix(id, "\x00team\x00"); ok {
+		return fmt.Sprintf("team %q", rest)
+	}
+	if rest, ok := strings.CutPrefix(id, "\x00model\x00"); ok {
+		key, model, _ := strings.Cut(rest, "\x00")
+		return fmt.Sprintf("key %q on model %q", key, model)
+	}
+	return fmt.Sprintf("key %q", id)
+}

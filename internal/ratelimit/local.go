@@ -141,3 +141,17 @@ func (sh *localShard) sweep(minute int64) {
 // for the requests that Redis allowed (package quota), so that this
 // replica's own share is already counted when Redis goes away.
 func (l *Local) Count(key string) { l.countAt(key, time.Now()) }
+
+// Uncount takes back one request that Allow counted for key in the current
+// minute: package quota calls it when another limit of the same request
+// (its team's, say) refused it. Past a minute's end it takes from the new
+// minute, which then under-counts by that one request.
+func (l *Local) Uncount(key string) {
+	sh := l.shard(key)
+	sh.mu.Lock()
+	w, _ := sh.window(key, time.Now())
+	if w.req[1] > 0 {
+		w.req[1]--
+	}
+	sh.mu.Unlock()
+}
