@@ -554,7 +554,6 @@ func (t *Ticket) Settle(actual float64, tokens int) {
 	}
 }
 
-
 // window names a budget window in its counter: its start in Unix seconds,
 // or "total".
 func window(period string, start time.Time) string {
