@@ -47,7 +47,9 @@ type Config struct {
 	Dashboard Dashboard  `yaml:"dashboard"`
 	Limits    Limits     `yaml:"limits"`
 	Providers []Provider `yaml:"providers"`
-	Keys      []Key      `yaml:"keys"`
+	// Teams are budgets and limits shared by several keys (a key's team).
+	Teams  []Team `yaml:"teams,omitempty"`
+	Keys   []Key  `yaml:"keys"`
 	Models    []Model    `yaml:"models"`
 	OTel      *OTel      `yaml:"otel"` // traces over OTLP/HTTP; nil: off (see otel.go)
 	Responses Responses  `yaml:"responses"`
@@ -232,6 +234,34 @@ type Key struct {
 	// default, day or total), from the models' prices; 0: no budget.
 	BudgetUSD    float64 `yaml:"budget_usd"`
 	BudgetPeriod string  `yaml:"budget_period"`
+	// Team is the name of the key's team (teams:, or a team of the
+	// database, `streamgate teams`): its requests count against the
+	// team's limits and budget too. Empty: none.
+	Team string `yaml:"team,omitempty"`
+	// ModelBudgets are the key's budgets for single models, beside its
+	// own: a request for such a model is admitted only while both allow.
+	ModelBudgets []ModelBudget `yaml:"model_budgets,omitempty"`
+}
+
+// ModelBudget is a key's budget for one model.
+type ModelBudget struct {
+	Model        string  `yaml:"model"`
+	BudgetUSD    float64 `yaml:"budget_usd"`
+	BudgetPeriod string  `yaml:"budget_period"` // month (default), day or total
+}
+
+// Team is a set of limits shared by every key that names it: a request of
+// any of them is admitted only while its key's limits and its team's
+// allow it. RPM, TPM and the budget are shared across replicas through
+// redis, as a key's are; MaxStreams is per replica, as a key's is. Zero
+// values mean no limit.
+type Team struct {
+	Name         string  `yaml:"name"`
+	BudgetUSD    float64 `yaml:"budget_usd"`
+	BudgetPeriod string  `yaml:"budget_period"` // month (default), day or total
+	RPM          int     `yaml:"rpm"`
+	TPM          int     `yaml:"tpm"`
+	MaxStreams   int     `yaml:"max_streams"`
 }
 
 // Model is a name clients ask for and the routes that serve it.

@@ -153,3 +153,9 @@ func (k *Key) Allows(model string) bool {
 	}
 	return false
 }
+
+// Team returns the team of the config called name, pointing into c.Teams
+// (a linear search: teams are few).
+func (c *Config) Team(name string) (*Team, bool) {
+	return lookup(nil, c.Teams, name, func(t *Team) string { return t.Name })
+}

@@ -42,7 +42,11 @@ var (
 // whose provider exists and whose model is set, weights ≥ 0, prices finite
 // and ≥ 0, a known strategy and context_policy, retries ≥ 0,
 // context_window ≥ 0, and hedge.after a positive duration or pNN with
-// hedge.budget in [0, 1]; the otel block (see OTel).
+// hedge.budget in [0, 1]; the otel block (see OTel); teams have a unique
+// name, limits ≥ 0 and a known budget_period; a key's model_budgets name
+// models it may use, once each, with a positive budget. A key's team is
+// not checked here: it may be a team of the database (gateway.New checks
+// it).
 func (c *Config) Validate() error {
 	var v problems
 	v.listen(c.Listen)
@@ -107,6 +111,21 @@ func (c *Config) Validate() error {
 		v.model(path, m, providers, c.Providers)
 	}
 
+	teams := make(map[string]int, len(c.Teams))
+	for i, t := range c.Teams {
+		path := fmt.Sprintf("teams[%d]", i)
+		v.name(path, t.Name, "team", teams, i)
+		for _, n := range []struct {
+			field string
+			v     int
+		}{{"max_streams", t.MaxStreams}, {"rpm", t.RPM}, {"tpm", t.TPM}} {
+			if n.v < 0 {
+				v.add(path+"."+n.field, "must not be negative, got %d", n.v)
+			}
+		}
+		v.budget(path, t.BudgetUSD, t.BudgetPeriod)
+	}
+
 	keyNames := make(map[string]int, len(c.Keys))
 	secrets := make(map[string]int, len(c.Keys))
 	for i, k := range c.Keys {
@@ -127,19 +146,51 @@ func (c *Config) Validate() error {
 				v.add(path+"."+n.field, "must not be negative, got %d", n.v)
 			}
 		}
-		if b := k.BudgetUSD; math.IsNaN(b) || math.IsInf(b, 0) || b < 0 {
-			v.add(path+".budget_usd", "must be a non-negative number of USD, got %v", b)
-		}
-		if k.BudgetPeriod != "" && !oneOf(k.BudgetPeriod, budgetPeriods) {
-			v.add(path+".budget_period", "unknown period %q (want one of %s)", k.BudgetPeriod, strings.Join(budgetPeriods, ", "))
-		}
+		v.budget(path, k.BudgetUSD, k.BudgetPeriod)
 		for j, name := range k.Models {
 			if _, ok := models[name]; !ok {
 				v.addRef("models", fmt.Sprintf("%s.models[%d]", path, j), "unknown model %q", name)
 			}
 		}
+		if k.Team != "" && strings.TrimSpace(k.Team) != k.Team {
+			v.add(path+".team", "%q has leading or trailing space", k.Team)
+		}
+		// A team that is not in teams: may be one of the database's: the
+		// gateway checks it there when it starts (gateway.New).
+		budgeted := make(map[string]int, len(k.ModelBudgets))
+		for j, mb := range k.ModelBudgets {
+			mp := fmt.Sprintf("%s.model_budgets[%d]", path, j)
+			switch _, known := models[mb.Model]; {
+			case mb.Model == "":
+				v.add(mp+".model", "required")
+			case !known:
+				v.addRef("models", mp+".model", "unknown model %q", mb.Model)
+			case !k.Allows(mb.Model):
+				v.add(mp+".model", "the key may not use model %q (not in its models): the budget would never apply", mb.Model)
+			default:
+				if first, dup := budgeted[mb.Model]; dup {
+					v.add(mp+".model", "model %q has a budget already (model_budgets[%d])", mb.Model, first)
+				} else {
+					budgeted[mb.Model] = j
+				}
+			}
+			if mb.BudgetUSD == 0 {
+				v.add(mp+".budget_usd", "required (a positive number of USD)")
+			}
+			v.budget(mp, mb.BudgetUSD, mb.BudgetPeriod)
+		}
 	}
 	return errors.Join(v...)
+}
+
+// budget checks a budget_usd and its budget_period at path.
+func (v *problems) budget(path string, usd float64, period string) {
+	if math.IsNaN(usd) || math.IsInf(usd, 0) || usd < 0 {
+		v.add(path+".budget_usd", "must be a non-negative number of USD, got %v", usd)
+	}
+	if period != "" && !oneOf(period, budgetPeriods) {
+		v.add(path+".budget_period", "unknown period %q (want one of %s)", period, strings.Join(budgetPeriods, ", "))
+	}
 }
 
 // problems collects the problems Validate finds.
