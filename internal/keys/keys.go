@@ -53,11 +53,15 @@ type Key struct {
 	TPM        int      `json:"tpm"`         // tokens per minute; 0 = no limit
 	// BudgetUSD is what the key may spend per BudgetPeriod ("month", "day"
 	// or "total"; "" means month); 0 = no budget.
-	BudgetUSD    float64   `json:"budget_usd"`
-	BudgetPeriod string    `json:"budget_period"`
-	CreatedAt    time.Time `json:"created_at"`
-	ExpiresAt    time.Time `json:"expires_at,omitzero"` // zero: never
-	RevokedAt    time.Time `json:"revoked_at,omitzero"` // zero: active
+	BudgetUSD    float64 `json:"budget_usd"`
+	BudgetPeriod string  `json:"budget_period"`
+	// Team is the key's team ("" none): a team of the database (Teams),
+	// or one of the gateway's config that the Store was told of
+	// (AllowTeams).
+	Team      string    `json:"team"`
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at,omitzero"` // zero: never
+	RevokedAt time.Time `json:"revoked_at,omitzero"` // zero: active
 }
 
 // Revoked reports whether the key was revoked.
@@ -105,7 +109,7 @@ var migrations = map[string][][]string{
 			revoked_at    INTEGER
 		)`,
 		`CREATE UNIQUE INDEX api_keys_active_name ON api_keys (name) WHERE revoked_at IS NULL`,
-	}},
+	}, teamsMigration(`REAL`, `INTEGER`)},
 	sqldb.Postgres: {{
 		`CREATE TABLE api_keys (
 			id            TEXT PRIMARY KEY,
@@ -123,7 +127,7 @@ var migrations = map[string][][]string{
 			revoked_at    TIMESTAMPTZ
 		)`,
 		`CREATE UNIQUE INDEX api_keys_active_name ON api_keys (name) WHERE revoked_at IS NULL`,
-	}},
+	}, teamsMigration(`DOUBLE PRECISION`, `TIMESTAMPTZ`)},
 }
 
 // Store is the keys' table in the gateway's database. It is safe for
@@ -131,6 +135,8 @@ var migrations = map[string][][]string{
 type Store struct {
 	db  *sqldb.DB
 	now func() time.Time // the clock; tests move it
+
+	allowed map[string]bool // teams of the config (AllowTeams); read-only once set
 }
 
 // Open opens the database named by dsn (see sqldb.Open: sqlite://PATH or
@@ -176,6 +182,9 @@ func (s *Store) Create(ctx context.Context, k Key) (Key, string, error) {
 	if err := validate(k, now); err != nil {
 		return Key{}, "", err
 	}
+	if err := s.checkTeam(ctx, k.Team); err != nil {
+		return Key{}, "", err
+	}
 	secret, err := newSecret()
 	if err != nil {
 		return Key{}, "", fmt.Errorf("keys: create %q: %w", k.Name, err)
@@ -198,10 +207,10 @@ func (s *Store) Create(ctx context.Context, k Key) (Key, string, error) {
 		return Key{}, "", fmt.Errorf("keys: create %q: models: %w", k.Name, err)
 	}
 	_, err = s.db.ExecContext(ctx, `INSERT INTO api_keys
-		(id, name, prefix, secret_sha256, models, max_streams, rpm, tpm, budget_usd, budget_period, created_at, expires_at, revoked_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, NULL)`,
+		(id, name, prefix, secret_sha256, models, max_streams, rpm, tpm, budget_usd, budget_period, created_at, expires_at, revoked_at, team)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, NULL, $13)`,
 		k.ID, k.Name, k.Prefix, hash(secret), string(models), int64(k.MaxStreams), int64(k.RPM), int64(k.TPM), k.BudgetUSD, k.BudgetPeriod,
-		s.timeArg(k.CreatedAt), s.timeArg(k.ExpiresAt))
+		s.timeArg(k.CreatedAt), s.timeArg(k.ExpiresAt), k.Team)
 	if err != nil {
 		if sqldb.IsUniqueViolation(err) {
 			// The ID and the hash are random: a violation is the name's,
@@ -269,7 +278,7 @@ func validate(k Key, now time.Time) error {
 }
 
 // columns of api_keys in the order scan reads them.
-const columns = "id, name, prefix, models, max_streams, rpm, tpm, budget_usd, budget_period, created_at, expires_at, revoked_at"
+const columns = "id, name, prefix, models, max_streams, rpm, tpm, budget_usd, budget_period, created_at, expires_at, revoked_at, team"
 
 // List returns every key, revoked and expired ones included, oldest first
 // (ties by ID). No key gives an empty slice.
@@ -439,7 +448,7 @@ func scan(row interface{ Scan(...any) error }) (Key, error) {
 		maxStreams, rpm, tpm      int64
 		created, expires, revoked any
 	)
-	if err := row.Scan(&k.ID, &k.Name, &k.Prefix, &models, &maxStreams, &rpm, &tpm, &k.BudgetUSD, &k.BudgetPeriod, &created, &expires, &revoked); err != nil {
+	if err := row.Scan(&k.ID, &k.Name, &k.Prefix, &models, &maxStreams, &rpm, &tpm, &k.BudgetUSD, &k.BudgetPeriod, &created, &expires, &revoked, &k.Team); err != nil {
 		return Key{}, err
 	}
 	k.MaxStreams, k.RPM, k.TPM = int(maxStreams), int(rpm), int(tpm)
