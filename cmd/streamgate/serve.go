@@ -226,7 +226,7 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 		return err
 	}
 	defer stopTracing()
-	gw, err := gateway.New(gateway.Options{Config: cfg, Recorder: led.rec, Ping: led.ping, Logger: o.logger, KeepAlive: o.keepAlive, KeyStore: keyStore, Spent: led.spent,
+	gw, err := gateway.New(gateway.Options{Config: cfg, Recorder: led.rec, Ping: led.ping, Logger: o.logger, KeepAlive: o.keepAlive, KeyStore: keyStore, Spent: led.spent, SpentTeam: led.spentTeam, SpentModel: led.spentModel,
 		Report: led.report, Search: led.search, Series: led.series, Tracer: tracer, ConnState: ln.state, Responses: respStore})
 	if err != nil {
 		return err
@@ -500,6 +500,10 @@ type ledger struct {
 	// spent is what a key spent since a time, from the stored records;
 	// nil without a ledger.
 	spent func(ctx context.Context, key string, since time.Time) (float64, error)
+	// spentTeam and spentModel are what a team, and a key on one model,
+	// spent since a time; nil without a ledger.
+	spentTeam  func(ctx context.Context, team string, since time.Time) (float64, error)
+	spentModel func(ctx context.Context, key, model string, since time.Time) (float64, error)
 	// report totals the stored records (the dashboard's cost of the day);
 	// nil without a ledger.
 	report func(context.Context, usage.ReportQuery) ([]usage.ReportRow, error)
@@ -544,7 +548,14 @@ func openLedger(ctx context.Context, dsn string, logger *slog.Logger) (*ledger, 
 	series := func(ctx context.Context, q usage.SeriesQuery) ([]usage.Bucket, error) {
 		return usage.Series(ctx, store, q)
 	}
+	spentTeam := func(ctx context.Context, team string, since time.Time) (float64, error) {
+		return usage.SpentTeam(ctx, store, team, since)
+	}
+	spentModel := func(ctx context.Context, key, model string, since time.Time) (float64, error) {
+		return usage.SpentKeyModel(ctx, store, key, model, since)
+	}
 	return &ledger{rec: w, ping: store.Ping, run: w.Run, flush: w.Close, close: store.Close, spent: spent, report: report,
+		spentTeam: spentTeam, spentModel: spentModel,
 		search: search, series: series}, nil
 }
 

@@ -42,6 +42,11 @@ type Principal struct {
 	// ExpiresAt is when the key stops working; zero: never. Checked at each
 	// use, so a cached key expires on time.
 	ExpiresAt time.Time
+	// Team is the key's team ("" none): its limits apply too, and the
+	// ledger records it on each of the key's requests.
+	Team string
+	// ModelBudgets are the key's budgets for single models.
+	ModelBudgets []config.ModelBudget
 }
 
 // Allowed reports whether the principal may use model, by the key's rule
@@ -74,7 +79,7 @@ func NewKeys(keys []config.Key) *Keys {
 			continue
 		}
 		k.entries = append(k.entries, entry{sum: sha256.Sum256([]byte(c.Key)), p: &Principal{KeyID: c.Name, Models: c.Models, MaxStreams: c.MaxStreams, RPM: c.RPM, TPM: c.TPM,
-			BudgetUSD: c.BudgetUSD, BudgetPeriod: cmp.Or(c.BudgetPeriod, "month")}})
+			BudgetUSD: c.BudgetUSD, BudgetPeriod: cmp.Or(c.BudgetPeriod, "month"), Team: c.Team, ModelBudgets: c.ModelBudgets}})
 	}
 	return k
 }

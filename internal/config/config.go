@@ -48,11 +48,11 @@ type Config struct {
 	Limits    Limits     `yaml:"limits"`
 	Providers []Provider `yaml:"providers"`
 	// Teams are budgets and limits shared by several keys (a key's team).
-	Teams  []Team `yaml:"teams,omitempty"`
-	Keys   []Key  `yaml:"keys"`
-	Models    []Model    `yaml:"models"`
-	OTel      *OTel      `yaml:"otel"` // traces over OTLP/HTTP; nil: off (see otel.go)
-	Responses Responses  `yaml:"responses"`
+	Teams     []Team    `yaml:"teams,omitempty"`
+	Keys      []Key     `yaml:"keys"`
+	Models    []Model   `yaml:"models"`
+	OTel      *OTel     `yaml:"otel"` // traces over OTLP/HTTP; nil: off (see otel.go)
+	Responses Responses `yaml:"responses"`
 
 	idx *index // name lookups; built by prepare, nil for a Config built in code
 }

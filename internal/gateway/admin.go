@@ -204,5 +204,5 @@ func (k keySource) Lookup(ctx context.Context, secret string) (*auth.Principal, 
 		return nil, auth.ErrRevokedKey
 	}
 	return &auth.Principal{KeyID: key.Name, Models: key.Models, MaxStreams: key.MaxStreams, RPM: key.RPM, TPM: key.TPM,
-		BudgetUSD: key.BudgetUSD, BudgetPeriod: cmp.Or(key.BudgetPeriod, "month"), ExpiresAt: key.ExpiresAt}, nil
+		BudgetUSD: key.BudgetUSD, BudgetPeriod: cmp.Or(key.BudgetPeriod, "month"), ExpiresAt: key.ExpiresAt, Team: key.Team}, nil
 }

@@ -45,8 +45,9 @@ type call struct {
 	// own dialect, from a route that passed the request through
 	// (provider.Passes); nil for an OpenAI client.
 	passUsage func([]byte) (*api.Usage, error)
-	passed    bool   // the answer came passed through: it is not reshaped
-	release   func() // gives back the admission slot; nil when none was taken
+	passed    bool        // the answer came passed through: it is not reshaped
+	release   func()      // gives back the admission slot; nil when none was taken
+	team      config.Team // the key's team, read by admitQuota; zero: none
 	// decoding gives back the request's room in the decoding budget once
 	// its first upstream body is built (provider.Request.Built), or at
 	// finish; nil when it took none.
@@ -148,6 +149,7 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, c *call, parse p
 		return nil, nil
 	}
 	c.entry.KeyID = principal.KeyID
+	c.entry.Team = principal.Team
 
 	// Parse and validate, within the decoding budget.
 	release, err := g.decodeSlot(r)
@@ -197,7 +199,7 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, c *call, parse p
 	// Rate limits and budget of the key: requests and tokens per minute,
 	// the request's estimated cost reserved, in one step (shared by every
 	// replica through Redis when configured); settled in finish.
-	if principal.RPM > 0 || principal.TPM > 0 || principal.BudgetUSD > 0 {
+	if needsQuota(principal) {
 		if err := g.admitQuota(r, c, principal, model, req); err != nil {
 			g.reject(w, r, c, err)
 			return nil, nil
@@ -217,6 +219,10 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, c *call, parse p
 			return nil, nil
 		}
 		c.release = release
+	}
+	if err := g.admitTeamSlot(r, c); err != nil { // the team's max_streams
+		g.reject(w, r, c, err)
+		return nil, nil
 	}
 
 	// The model's routes for this endpoint; run orders them per request.

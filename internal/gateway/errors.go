@@ -190,6 +190,14 @@ func statusOf(err error) httpError {
 		// when), and an SDK that honours it would hang until then; a 429
 		// is retried by default, so x-should-retry: false.
 		return final(http.StatusTooManyRequests, "insufficient_quota", "insufficient_quota", "")
+	case errors.Is(err, errUnknownTeam):
+		return final(http.StatusForbidden, "permission_error", "team_not_found", "")
+	case errors.As(err, new(*teamFullError)):
+		h := e(http.StatusTooManyRequests, "rate_limit_error", "too_many_concurrent_requests", "")
+		var tf *teamFullError
+		errors.As(err, &tf)
+		h.retryAfter = tf.full.RetryAfter
+		return h
 	case errors.As(err, &rle):
 		h := e(http.StatusTooManyRequests, "rate_limit_error", "rate_limit_exceeded", "")
 		h.retryAfter = rle.retryAfter
@@ -424,5 +432,5 @@ func isAdmission(err error) bool {
 	var rle *rateLimitError
 	var ex *budget.Exceeded
 	var busy *decodeBusyError
-	return errors.As(err, &full) || errors.As(err, &rle) || errors.As(err, &ex) || errors.As(err, &busy)
+	return errors.As(err, &full) || errors.As(err, new(*teamFullError)) || errors.As(err, &rle) || errors.As(err, &ex) || errors.As(err, &busy)
 }

@@ -86,6 +86,10 @@ type Options struct {
 	// Spent is what a key spent since a time, from the usage ledger: a
 	// key's budget starts each period from it. Nil: from zero.
 	Spent budget.SpentFunc
+	// SpentTeam is what a team's keys spent since a time (the ledger's
+	// team column); SpentModel what a key spent on one model. Nil: from zero.
+	SpentTeam  budget.SpentFunc
+	SpentModel quota.ModelSpentFunc
 	// KeyStore holds the API keys kept in the database (`streamgate keys`,
 	// /admin/keys): looked up, through a one-second cache, for a secret that
 	// is none of the config's keys. Nil: the config's keys only, and
@@ -160,7 +164,9 @@ type Gateway struct {
 	respStore   *respstore.Store // nil: none
 	tracing     *tracing         // nil: off
 	dash        *dashboard.Dashboard
-	quota       *quota.Quota // rate limits and budgets
+	quota       *quota.Quota   // rate limits and budgets
+	teams       *teams         // the keys' teams: the config's, then the database's
+	teamSlots   *admit.Limiter // the teams' concurrent requests (max_streams), per replica
 	// rl is the quota's health (Degraded) when shared through Redis; nil
 	// when counted by this replica alone.
 	rl          interface{ Degraded() (bool, string) }
@@ -240,7 +246,15 @@ func New(opts Options) (*Gateway, error) {
 		spent = func(context.Context, string, time.Time) (float64, error) { return 0, nil }
 	}
 	g.spent = opts.Spent
-	qo := quota.Options{Spent: spent, Logger: g.log}
+	cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
+	err := checkTeams(cctx, cfg, opts.KeyStore, g.log)
+	ccancel()
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	g.teams = newTeams(cfg, opts.KeyStore)
+	g.teamSlots = admit.New(admit.Options{Wait: cfg.Limits.QueueWait.D()})
+	qo := quota.Options{Spent: spent, SpentTeam: opts.SpentTeam, SpentModel: opts.SpentModel, Logger: g.log}
 	if cfg.Redis != "" {
 		// The 50 ms bound of a call reaches the socket, and a refused
 		// connection fails at once (limits are then counted locally).
@@ -650,7 +664,7 @@ func (g *Gateway) watchKeys(ctx context.Context) <-chan struct{} {
 	}
 	go func() {
 		defer close(done)
-		err := g.keyStore.Watch(ctx, g.keyCache.Purge, func(err error) {
+		err := g.keyStore.Watch(ctx, func() { g.keyCache.Purge(); g.teams.purge() }, func(err error) {
 			g.log.LogAttrs(ctx, slog.LevelWarn, "key change notifications interrupted; reconnecting (changes apply within the key cache's 1 s meanwhile)",
 				slog.String("error", err.Error()))
 		})

@@ -97,13 +97,22 @@ const (
 	ScopeRPM     = "rpm"     // a key's requests per minute
 	ScopeTPM     = "tpm"     // a key's tokens per minute
 	ScopeBudget  = "budget"  // a key's budget spent
+	// A key's team: its concurrent requests (per replica), its requests
+	// and tokens per minute, its budget spent.
+	ScopeTeam       = "team"
+	ScopeTeamRPM    = "team_rpm"
+	ScopeTeamTPM    = "team_tpm"
+	ScopeTeamBudget = "team_budget"
+	// ScopeModelBudget: a key's budget for the model asked for (its
+	// model_budgets) spent.
+	ScopeModelBudget = "model_budget"
 	// ScopeDecoding: max_decoding_bytes of large request bodies were being
 	// read and decoded already.
 	ScopeDecoding = "decoding"
 )
 
 // AdmissionScopes is every scope of streamgate_admission_rejected_total.
-var AdmissionScopes = []string{ScopeGateway, ScopeKey, ScopeRPM, ScopeTPM, ScopeBudget, ScopeDecoding}
+var AdmissionScopes = []string{ScopeGateway, ScopeKey, ScopeRPM, ScopeTPM, ScopeBudget, ScopeTeam, ScopeTeamRPM, ScopeTeamTPM, ScopeTeamBudget, ScopeModelBudget, ScopeDecoding}
 
 // knownRequests are the code and outcome pairs of streamgate_requests_total
 // a route has whatever happens to it, created at 0 by Known; other codes (a

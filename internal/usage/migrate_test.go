@@ -16,7 +16,7 @@ import (
 
 // latestVersion is the schema version this binary writes. A change to it
 // needs a migration test from the version before.
-const latestVersion = 6
+const latestVersion = 7
 
 func TestSchemaLatestVersion(t *testing.T) {
 	for _, d := range []*dialect{sqliteDialect, postgresDialect} {
@@ -94,6 +94,8 @@ func oldInsertSQL(version int) string {
 		cols, n = columnsV2+", hedged, continuations", 19
 	case 4, 5:
 		cols, n = columnsV2+", hedged, continuations, cache_read_tokens, cache_write_tokens", 21
+	case 6:
+		cols, n = columnsV2+", hedged, continuations, cache_read_tokens, cache_write_tokens, team, provider_key", 23
 	}
 	var b strings.Builder
 	b.WriteString("INSERT INTO usage_entries (" + cols + ") VALUES (")
@@ -123,6 +125,9 @@ func oldArgs(d *dialect, version int, e Entry) []any {
 	}
 	if version >= 4 {
 		args = append(args, int64(e.CacheReadTokens), int64(e.CacheWriteTokens))
+	}
+	if version >= 6 {
+		args = append(args, e.Team, e.ProviderKey)
 	}
 	return args
 }

@@ -124,6 +124,10 @@ var sqliteDialect = &dialect{
 		// served the request. Rows written before had neither.
 		`ALTER TABLE usage_entries ADD COLUMN team TEXT NOT NULL DEFAULT ''`,
 		`ALTER TABLE usage_entries ADD COLUMN provider_key TEXT NOT NULL DEFAULT ''`,
+	}, {
+		// Version 7: a team's budget reads its spend in a window (SpentTeam)
+		// without reading the other teams' rows.
+		`CREATE INDEX IF NOT EXISTS usage_entries_team_arrived_at ON usage_entries (team, arrived_at)`,
 	}},
 	maxRows:    1,
 	timeArg:    func(t time.Time) any { return t.UnixMicro() },
@@ -177,6 +181,9 @@ var postgresDialect = &dialect{
 		`ALTER TABLE usage_entries
 			ADD COLUMN team TEXT NOT NULL DEFAULT '',
 			ADD COLUMN provider_key TEXT NOT NULL DEFAULT ''`,
+	}, {
+		// Version 7: a team's spend in a window read by its index.
+		`CREATE INDEX IF NOT EXISTS usage_entries_team_arrived_at ON usage_entries (team, arrived_at)`,
 	}},
 	maxRows: 500,
 	timeArg: func(t time.Time) any { return t.UTC() },
@@ -359,6 +366,9 @@ func (q *query) where(d *dialect, f Filter) {
 	}
 	if f.Model != "" {
 		conds = append(conds, "model = "+q.arg(f.Model))
+	}
+	if f.Team != "" {
+		conds = append(conds, "team = "+q.arg(f.Team))
 	}
 	if f.Outcome != "" {
 		conds = append(conds, "outcome = "+q.arg(f.Outcome))

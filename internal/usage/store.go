@@ -43,6 +43,7 @@ type Filter struct {
 	Until   time.Time // entries with Time < Until; zero means no upper bound
 	KeyID   string    // "" matches any key
 	Model   string    // "" matches any model
+	Team    string    // "" matches any team (and none)
 	Outcome string    // "" matches any outcome
 	Limit   int       // List returns at most Limit entries; 0 or less means no limit
 }
@@ -123,7 +124,28 @@ func assignIDs(entries []Entry) {
 // (zero: all ever): what a budget's period has spent, as the gateway's
 // budget ledger reads it at the start of a period.
 func Spent(ctx context.Context, s Store, key string, since time.Time) (float64, error) {
-	rows, err := s.Summarize(ctx, Filter{KeyID: key, Since: since})
+	return spent(ctx, s, Filter{KeyID: key, Since: since})
+}
+
+// SpentTeam returns the cost s recorded for the keys of team (entries
+// whose team is team) since since: a team budget's spend. The SQL stores
+// read it by the index on (team, arrived_at), schema version 7.
+func SpentTeam(ctx context.Context, s Store, team string, since time.Time) (float64, error) {
+	if team == "" {
+		return 0, nil
+	}
+	return spent(ctx, s, Filter{Team: team, Since: since})
+}
+
+// SpentKeyModel returns the cost s recorded for key on model since since:
+// a key's budget for one model. The SQL stores read it by the index on
+// (key_id, arrived_at): the key's rows of the window, of every model.
+func SpentKeyModel(ctx context.Context, s Store, key, model string, since time.Time) (float64, error) {
+	return spent(ctx, s, Filter{KeyID: key, Model: model, Since: since})
+}
+
+func spent(ctx context.Context, s Store, f Filter) (float64, error) {
+	rows, err := s.Summarize(ctx, f)
 	sum := 0.0
 	for _, r := range rows {
 		sum += r.CostUSD
