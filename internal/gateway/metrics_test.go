@@ -59,7 +59,7 @@ var allowedValues = map[string][]string{
 		"failed"}, // continuations (and ok)
 	"kind":  {"input", "output", "cache_read", "cache_write"},
 	"stage": {"request", "chunk"},
-	"scope": {"gateway", "key", "rpm", "tpm", "budget", "decoding"},
+	"scope": {"gateway", "key", "rpm", "tpm", "budget", "team", "team_rpm", "team_tpm", "team_budget", "model_budget", "decoding"},
 }
 
 // Labels that Prometheus adds to every scraped series (the target's), which
