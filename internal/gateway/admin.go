@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/streamgate/streamgate/internal/auth"
+	"github.com/streamgate/streamgate/internal/budget"
+	"github.com/streamgate/streamgate/internal/config"
 	"github.com/streamgate/streamgate/internal/keys"
 	"github.com/streamgate/streamgate/internal/usage"
 )
@@ -27,6 +29,8 @@ type createKeyRequest struct {
 	// BudgetUSD per BudgetPeriod (month, day, total; "" month); 0 none.
 	BudgetUSD    float64 `json:"budget_usd"`
 	BudgetPeriod string  `json:"budget_period"`
+	// Team is the key's team: one of the database's or of the config's.
+	Team string `json:"team"`
 	// Expires is a duration from now ("30d", "12h") or an RFC 3339 time; "" never.
 	Expires string `json:"expires"`
 }
@@ -68,7 +72,7 @@ func (g *Gateway) adminKeys(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		k := keys.Key{Name: req.Name, Models: req.Models, MaxStreams: req.MaxStreams, RPM: req.RPM, TPM: req.TPM,
-			BudgetUSD: req.BudgetUSD, BudgetPeriod: req.BudgetPeriod}
+			BudgetUSD: req.BudgetUSD, BudgetPeriod: req.BudgetPeriod, Team: req.Team}
 		if req.Expires != "" {
 			if k.ExpiresAt, err = ParseExpires(req.Expires, time.Now()); err != nil {
 				g.writeError(w, r, invalid("expires", "%v", err))
@@ -127,6 +131,159 @@ func keyError(err error) error {
 }
 
 var errKeyNotFound = errors.New("key not found")
+
+// errTeamNotFound: /admin/teams/{name} names no team of the database.
+var errTeamNotFound = errors.New("team not found")
+
+// errTeamConflict: a change the database's teams refuse as it stands (a
+// name taken, a team its keys still name, a team the config defines).
+var errTeamConflict = errors.New("team conflict")
+
+// teamView is a team as /admin/teams shows it: where it is defined, and
+// what the ledger recorded of its spend in its current period.
+type teamView struct {
+	keys.Team
+	// Source is "database" or "config" (a config team is read-only here;
+	// it wins over a database team of the same name).
+	Source     string    `json:"source"`
+	SpentUSD   *float64  `json:"spent_usd,omitempty"` // nil: no ledger
+	SpentSince time.Time `json:"spent_since,omitzero"`
+}
+
+// adminTeams serves /admin/teams (GET list, POST create) and
+// /admin/teams/{name} (GET, PATCH changes the fields sent, DELETE). The
+// list holds the config's teams too (source "config"); they cannot be
+// created, changed or deleted here: the config wins over the database, so
+// a database team of the same name would have no effect.
+func (g *Gateway) adminTeams(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	name := strings.Trim(strings.TrimPrefix(r.URL.Path, "/admin/teams"), "/")
+	if name == "" && r.Method == http.MethodGet {
+		list := []teamView{}
+		for _, t := range g.cfg.Teams {
+			list = append(list, g.teamView(ctx, configTeam(t), "config"))
+		}
+		if g.keyStore != nil {
+			db, err := g.keyStore.ListTeams(ctx)
+			if err != nil {
+				g.writeError(w, r, err)
+				return
+			}
+			for _, t := range db {
+				if _, ok := g.cfg.Team(t.Name); !ok {
+					list = append(list, g.teamView(ctx, t, "database"))
+				}
+			}
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"teams": list})
+		return
+	}
+	if name != "" && r.Method == http.MethodGet {
+		if t, ok := g.cfg.Team(name); ok {
+			writeJSON(w, http.StatusOK, g.teamView(ctx, configTeam(*t), "config"))
+			return
+		}
+	}
+	if g.keyStore == nil {
+		g.writeError(w, r, errKeysOff)
+		return
+	}
+	if _, ok := g.cfg.Team(name); ok && name != "" {
+		g.writeError(w, r, fmt.Errorf("%w: team %q is defined in the config, which wins over the database: change it there", errTeamConflict, name))
+		return
+	}
+	switch {
+	case name == "" && r.Method == http.MethodPost:
+		var t keys.Team
+		body, err := g.readBody(w, r)
+		if err == nil {
+			err = decodeObject(body, &t)
+		}
+		if err != nil {
+			g.writeError(w, r, err)
+			return
+		}
+		if _, ok := g.cfg.Team(t.Name); ok {
+			g.writeError(w, r, fmt.Errorf("%w: team %q is defined in the config, which wins over the database", errTeamConflict, t.Name))
+			return
+		}
+		created, err := g.keyStore.CreateTeam(ctx, t)
+		if err != nil {
+			g.writeError(w, r, teamError(err))
+			return
+		}
+		g.teams.purge()
+		writeJSON(w, http.StatusCreated, g.teamView(ctx, created, "database"))
+	case name == "":
+		g.writeError(w, r, &methodError{allow: "GET, POST"})
+	case r.Method == http.MethodGet:
+		t, err := g.keyStore.GetTeam(ctx, name)
+		if err != nil {
+			g.writeError(w, r, teamError(err))
+			return
+		}
+		writeJSON(w, http.StatusOK, g.teamView(ctx, t, "database"))
+	case r.Method == http.MethodPatch:
+		var p keys.TeamPatch
+		body, err := g.readBody(w, r)
+		if err == nil {
+			err = decodeObject(body, &p)
+		}
+		if err != nil {
+			g.writeError(w, r, err)
+			return
+		}
+		t, err := g.keyStore.UpdateTeam(ctx, name, p)
+		if err != nil {
+			g.writeError(w, r, teamError(err))
+			return
+		}
+		g.teams.purge()
+		writeJSON(w, http.StatusOK, g.teamView(ctx, t, "database"))
+	case r.Method == http.MethodDelete:
+		t, err := g.keyStore.DeleteTeam(ctx, name)
+		if err != nil {
+			g.writeError(w, r, teamError(err))
+			return
+		}
+		g.teams.purge()
+		writeJSON(w, http.StatusOK, g.teamView(ctx, t, "database"))
+	default:
+		g.writeError(w, r, &methodError{allow: "GET, PATCH, DELETE"})
+	}
+}
+
+func configTeam(t config.Team) keys.Team {
+	return keys.Team{Name: t.Name, BudgetUSD: t.BudgetUSD, BudgetPeriod: cmp.Or(t.BudgetPeriod, "month"), RPM: t.RPM, TPM: t.TPM, MaxStreams: t.MaxStreams}
+}
+
+// teamView adds the ledger's spend of the team's current period, when the
+// gateway has a ledger and it answers.
+func (g *Gateway) teamView(ctx context.Context, t keys.Team, source string) teamView {
+	v := teamView{Team: t, Source: source}
+	if g.spentTeam == nil {
+		return v
+	}
+	since, _ := budget.Window(cmp.Or(t.BudgetPeriod, budget.Month), time.Now())
+	if spent, err := g.spentTeam(ctx, t.Name, since); err == nil {
+		v.SpentUSD, v.SpentSince = &spent, since
+	}
+	return v
+}
+
+// teamError maps the store's team errors: not found 404, a name taken or
+// a team in use 409, invalid input 400.
+func teamError(err error) error {
+	switch {
+	case errors.Is(err, keys.ErrTeamNotFound):
+		return fmt.Errorf("%w: %v", errTeamNotFound, err)
+	case errors.Is(err, keys.ErrTeamTaken), errors.Is(err, keys.ErrTeamInUse):
+		return fmt.Errorf("%w: %v", errTeamConflict, err)
+	case errors.Is(err, keys.ErrInvalid):
+		return invalid("", "%v", err)
+	}
+	return err
+}
 
 // ParseExpires reads an expiry: a duration from now ("30d", "12h", "90m")
 // or an RFC 3339 time; it must be in the future.

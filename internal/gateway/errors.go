@@ -163,6 +163,10 @@ func statusOf(err error) httpError {
 		return final(http.StatusNotFound, "invalid_request_error", "model_not_found", "model")
 	case errors.Is(err, errKeyNotFound):
 		return e(http.StatusNotFound, "invalid_request_error", "key_not_found", "")
+	case errors.Is(err, errTeamNotFound):
+		return e(http.StatusNotFound, "invalid_request_error", "team_not_found", "")
+	case errors.Is(err, errTeamConflict):
+		return e(http.StatusConflict, "invalid_request_error", "team_conflict", "")
 	case errors.Is(err, errKeysOff):
 		return e(http.StatusNotFound, "invalid_request_error", "key_store_off", "")
 	case errors.Is(err, errUsageOff):

@@ -183,6 +183,7 @@ type Gateway struct {
 	// report totals the ledger for /admin/usage; nil: no ledger
 	report    func(context.Context, usage.ReportQuery) ([]usage.ReportRow, error)
 	spent     budget.SpentFunc               // nil: no ledger
+	spentTeam budget.SpentFunc               // nil: no ledger
 	connState func(net.Conn, http.ConnState) // Options.ConnState
 
 	handlers sync.WaitGroup // requests being served
@@ -246,6 +247,7 @@ func New(opts Options) (*Gateway, error) {
 		spent = func(context.Context, string, time.Time) (float64, error) { return 0, nil }
 	}
 	g.spent = opts.Spent
+	g.spentTeam = opts.SpentTeam
 	cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
 	err := checkTeams(cctx, cfg, opts.KeyStore, g.log)
 	ccancel()
@@ -514,6 +516,8 @@ func (g *Gateway) routesTable() *http.ServeMux {
 	mux.Handle("/admin/routes/", auth.Admin(g.cfg.AdminKey, g.throttle, g.writeError)(http.HandlerFunc(g.adminRouteReset)))
 	mux.Handle("/admin/keys", auth.Admin(g.cfg.AdminKey, g.throttle, g.writeError)(http.HandlerFunc(g.adminKeys)))
 	mux.Handle("/admin/keys/", auth.Admin(g.cfg.AdminKey, g.throttle, g.writeError)(http.HandlerFunc(g.adminKeys)))
+	mux.Handle("/admin/teams", auth.Admin(g.cfg.AdminKey, g.throttle, g.writeError)(http.HandlerFunc(g.adminTeams)))
+	mux.Handle("/admin/teams/", auth.Admin(g.cfg.AdminKey, g.throttle, g.writeError)(http.HandlerFunc(g.adminTeams)))
 	mux.Handle("/admin/usage", auth.Admin(g.cfg.AdminKey, g.throttle, g.writeError)(onlyGet(g, http.HandlerFunc(g.adminUsage))))
 	mux.Handle("/admin/requests", auth.Admin(g.cfg.AdminKey, g.throttle, g.writeError)(http.HandlerFunc(g.dash.ServeRequests)))
 	mux.Handle("/metrics", onlyGet(g, promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{})))
