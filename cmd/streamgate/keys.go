@@ -47,6 +47,7 @@ sqlite://streamgate.db; each command names it on stderr. Only create may
 create a SQLite file: the others fail when it does not exist.`,
 		Example: `  streamgate keys create --name app --models sim-gpt-4.1,sim-fast --max-streams 8 --expires 30d
   streamgate keys list
+  streamgate keys create --name search-app --team search
   streamgate keys revoke app`,
 	}
 	pf := cmd.PersistentFlags()
@@ -90,7 +91,7 @@ create a SQLite file: the others fail when it does not exist.`,
 		return nil
 	}
 
-	var name, models, expires, period string
+	var name, models, expires, period, team string
 	var budgetUSD float64
 	var maxStreams, rpm, tpm int
 	create := &cobra.Command{
@@ -98,7 +99,14 @@ create a SQLite file: the others fail when it does not exist.`,
 		Short: "Create a key and print its secret once",
 		Args:  cobra.NoArgs,
 		RunE: withStore(true, func(ctx context.Context, s *keys.Store, db database) error {
-			k := keys.Key{Name: name, MaxStreams: maxStreams, RPM: rpm, TPM: tpm, BudgetUSD: budgetUSD, BudgetPeriod: period}
+			k := keys.Key{Name: name, MaxStreams: maxStreams, RPM: rpm, TPM: tpm, BudgetUSD: budgetUSD, BudgetPeriod: period, Team: team}
+			if team != "" { // a team of the config is a team too
+				names, err := configTeams(e, cfgPath)
+				if err != nil {
+					return err
+				}
+				s.AllowTeams(names...)
+			}
 			if models != "" {
 				for m := range strings.SplitSeq(models, ",") {
 					k.Models = append(k.Models, strings.TrimSpace(m))
@@ -125,6 +133,7 @@ create a SQLite file: the others fail when it does not exist.`,
 	create.Flags().IntVar(&tpm, "tpm", 0, "tokens (input + output) per minute (0: no limit)")
 	create.Flags().Float64Var(&budgetUSD, "budget-usd", 0, "what the key may spend per --budget-period, in USD from the models' prices (0: no budget)")
 	create.Flags().StringVar(&period, "budget-period", "month", "the budget's period: month, day (calendar UTC) or total")
+	create.Flags().StringVar(&team, "team", "", "the key's team: its limits and budget apply too (a team of the database, streamgate teams, or of the config's teams:)")
 	create.Flags().StringVar(&expires, "expires", "", "expiry: a duration such as 30d or 12h, or an RFC 3339 time (default: never)")
 	create.MarkFlagRequired("name")
 
@@ -181,7 +190,7 @@ create a SQLite file: the others fail when it does not exist.`,
 
 // cliKeyError makes the store's input errors bad usage (exit 2).
 func cliKeyError(err error) error {
-	if errors.Is(err, keys.ErrInvalid) || errors.Is(err, keys.ErrNameTaken) || errors.Is(err, keys.ErrNotFound) {
+	if errors.Is(err, keys.ErrInvalid) || errors.Is(err, keys.ErrNameTaken) || errors.Is(err, keys.ErrNotFound) || isTeamInput(err) {
 		return usageError{err}
 	}
 	return err
@@ -239,7 +248,7 @@ func withSpend(ctx context.Context, db database, list []keys.Key, now time.Time)
 // printKeys prints keys as a table, amounts in usd.Format.
 func printKeys(w io.Writer, list []keyView) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tPREFIX\tMODELS\tMAX STREAMS\tRPM\tTPM\tBUDGET\tPERIOD\tSPENT\tREMAINING\tCREATED\tEXPIRES\tSTATUS")
+	fmt.Fprintln(tw, "ID\tNAME\tPREFIX\tMODELS\tTEAM\tMAX STREAMS\tRPM\tTPM\tBUDGET\tPERIOD\tSPENT\tREMAINING\tCREATED\tEXPIRES\tSTATUS")
 	for _, k := range list {
 		models := strings.Join(k.Models, ",")
 		if models == "" {
@@ -259,7 +268,7 @@ func printKeys(w io.Writer, list []keyView) {
 		if k.RemainingUSD != nil {
 			budgetUSD, remaining = usd.Format(k.BudgetUSD), usd.Format(*k.RemainingUSD)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s…\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.Prefix, models, k.MaxStreams, k.RPM, k.TPM,
+		fmt.Fprintf(tw, "%s\t%s\t%s…\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.Prefix, models, cmp.Or(k.Team, "-"), k.MaxStreams, k.RPM, k.TPM,
 			budgetUSD, k.BudgetPeriod, usd.Format(k.SpentUSD), remaining, k.CreatedAt.UTC().Format(time.RFC3339), expiresAt, status)
 	}
 	tw.Flush()
