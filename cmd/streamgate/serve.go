@@ -51,7 +51,7 @@ func newServeCmd(e *env) *cobra.Command {
   GET  /readyz                     readiness: 503 when this replica cannot serve, 200
                                    otherwise ("degraded" when the ledger is unreachable)
   GET  /metrics                    Prometheus metrics
-  /admin/keys, /admin/usage, /admin/routes, POST /admin/routes/{id}/reset,
+  /admin/keys, /admin/teams, /admin/usage, /admin/routes, POST /admin/routes/{id}/reset,
   GET /admin/requests              the admin API (Authorization: Bearer admin_key);
                                    /admin/requests is the request log (?q=, paged)
   /dashboard                       the live dashboard, after a login with admin_key
