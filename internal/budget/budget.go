@@ -7,6 +7,11 @@
 // recorded in a window comes from a SpentFunc (the gateway's SUM over the
 // usage ledger), read once per key and window.
 //
+// The "key" of a Ledger is any subject with a budget: package quota also
+// counts a team's budget (the spend of all its keys) and a key's budget for
+// one model here, under names of their own, each with its SpentFunc; the
+// rule and bound below hold for each of them alike.
+//
 // # Admission rule and overspend bound
 //
 // A key's committed spend in a window is settled (actual costs) plus reserved

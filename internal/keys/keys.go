@@ -3,6 +3,11 @@
 // from the CLI or the admin API, and look a request's bearer secret up on the
 // request path. The database holds a secret's SHA-256 and a display prefix,
 // never the secret, which Create and Rotate return once.
+//
+// It also keeps the database's teams (teams.go): limits and a budget shared
+// by the keys that name one. A key's team must be a team of the database or
+// one the caller declared with AllowTeams (the gateway's config teams); a
+// team cannot be deleted while an active key names it.
 package keys
 
 import (
