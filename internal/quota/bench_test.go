@@ -37,6 +37,35 @@ func BenchmarkAdmitRedis(b *testing.B) {
 	}
 }
 
+// BenchmarkAdmitRedisTeam is BenchmarkAdmitRedis with the three subjects
+// of a key in a team with a budget for the model: still one script call.
+func BenchmarkAdmitRedisTeam(b *testing.B) {
+	c, err := redisguard.NewClient(redistest.URL(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	prefix := fmt.Sprintf("sgbench:quota:%d:", time.Now().UnixNano())
+	q := New(Options{Client: c, Prefix: prefix})
+	q.timeout = time.Second
+	defer q.Close()
+	lim := Limits{RPM: 1 << 30, TPM: 1 << 30, Budget: budget.Limit{USD: 1e6, Period: budget.Month}}
+	subs := []Subject{
+		{Scope: ScopeKey, Name: "bench", Limits: lim},
+		{Scope: ScopeTeam, Name: "team", Limits: lim},
+		{Scope: ScopeModel, Name: "bench", Model: "m", Limits: Limits{Budget: lim.Budget}},
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		t, r, err := q.AdmitAll(ctx, subs, 0.001)
+		if err != nil || !r.Allowed {
+			b.Fatalf("admit: %+v %v", r, err)
+		}
+		t.Settle(0.0005, 100)
+	}
+}
+
 // BenchmarkPingRedis is one PING: the floor of any round trip.
 func BenchmarkPingRedis(b *testing.B) {
 	c, err := redisguard.NewClient(redistest.URL(b))
