@@ -151,6 +151,12 @@ func responsesRequest(body *responsesBody) (*request, error) {
 			req.tools = append(req.tools, tool{name: t.Name, schema: t.Parameters})
 		}
 	}
+	req.cache = func(min int) *cacheQuery {
+		if req.promptTokens < min {
+			return nil
+		}
+		return responsesCacheQuery(body, min)
+	}
 	if r := body.Reasoning; r != nil && r.Effort != "" {
 		switch q, ok := reasoningQuarters[r.Effort]; {
 		case r.Effort == "none":
@@ -162,6 +168,45 @@ func responsesRequest(body *responsesBody) (*request, error) {
 		}
 	}
 	return req, nil
+}
+
+// responsesCacheQuery reads a Responses request as OpenAI's automatic
+// prompt caching does, the way openAICacheQuery reads a chat request: the
+// tools, the instructions, then each input item (its other members, then
+// its text, in which a cached prefix may end), a checkpoint every
+// cacheStep tokens from min.
+func responsesCacheQuery(body *responsesBody, min int) *cacheQuery {
+	ph := newPrefixHasher()
+	ph.automatic(min, cacheStep)
+	for _, t := range body.Tools {
+		ph.fixed(canonicalJSON(t), 0)
+	}
+	if body.Instructions != nil {
+		ph.fixed([]byte(`"instructions"`), 3)
+		ph.text(*body.Instructions)
+	}
+	var str string
+	if json.Unmarshal(body.Input, &str) == nil {
+		ph.fixed([]byte(`"input"`), 3)
+		ph.text(str)
+		return &cacheQuery{points: ph.points}
+	}
+	var raws []json.RawMessage
+	json.Unmarshal(body.Input, &raws) // responsesRequest read it as items
+	for i, raw := range raws {
+		var it responsesItem
+		json.Unmarshal(raw, &it)
+		ph.fixed(canonicalJSON(raw, "content", "arguments", "output"), 3)
+		switch it.Type {
+		case "", "message":
+			responsesContent(it.Content, i, ph.text)
+		case "function_call":
+			ph.text(it.Arguments)
+		case "function_call_output":
+			ph.text(string(it.Output))
+		}
+	}
+	return &cacheQuery{points: ph.points}
 }
 
 // responsesContent calls add with the text of a message's content: a

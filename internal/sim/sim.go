@@ -130,7 +130,9 @@
 // but not tools and system, as at Anthropic. OpenAI:
 // automatic, from CacheMinTokens tokens in steps of 128: the longest
 // prefix an earlier request had within 5 minutes is
-// prompt_tokens_details.cached_tokens (within prompt_tokens). Gemini:
+// prompt_tokens_details.cached_tokens (within prompt_tokens); the Responses
+// API the same (tools, instructions, then the input items), as
+// input_tokens_details.cached_tokens. Gemini:
 // implicit, the same rule, reported as cachedContentTokenCount (within
 // promptTokenCount). Cached tokens take no prefill time.
 //
