@@ -51,6 +51,10 @@ type benchFlags struct {
 	trace, traceFormat          string
 	traceSpeed                  float64
 	traceWindow                 string
+	sessions, turns             int
+	thinkTime                   time.Duration
+	sessionID                   string
+	systemTokens                int
 }
 
 func newBenchCmd(e *env) *cobra.Command {
@@ -73,6 +77,21 @@ same 512 tokens of text, so shared prefixes are shared), max_tokens and the
 simulator's X-Sim-Tokens its recorded output length. The report adds the
 schedule lag and the recorded-vs-achieved token counts.
 
+--sessions N --turns K runs N conversations at once, each a closed loop of K
+turns: turn k sends a shared system prompt (--system-tokens), every earlier
+user message with the answer as streamed back, then a new user message from
+--prompts (the first names the session, so sessions differ after the system
+prompt). --think-time D waits D ±25% between a turn's end and the next send.
+A failed turn ends its session. Sessions replace --requests (N×K are sent),
+--concurrency, --rate, --duration and --warmup (the first turns are reported
+apart). Each session has an identity "<run-id>-<n>", sent per --session-id:
+header (X-Session-Id), body (prompt_cache_key; messages: metadata.user_id)
+or none. --api messages marks the last message with cache_control. The
+report adds the cache-read share (cache-read tokens / prompt tokens, from
+usage: cached_tokens, Anthropic's cache_read_input_tokens with prompt tokens
+= input + cache reads + cache writes), the cost (with --prices; cache reads
+at cached_input, writes at cache_write) and the TTFT of first and later turns.
+
 Every result carries a self-check of the client: its GC pause max, scheduling
 lag p99, CPU per chunk, and against "streamgate sim --stamp" its measurement
 delay (arrival - server stamp), so you know whether the client skewed figures.
@@ -80,7 +99,8 @@ delay (arrival - server stamp), so you know whether the client skewed figures.
 ` + bench.Definitions,
 		Example: `  streamgate bench --base-url http://127.0.0.1:8081/v1 --model sim-fast --requests 200 --concurrency 1,8,64
   streamgate bench --base-url http://127.0.0.1:8080/v1 --model gpt-4.1 --rate 5 --duration 60s --json out.json
-  streamgate bench --base-url http://127.0.0.1:8080/v1 --model sim-fast --trace mooncake.jsonl --trace-window 10m --trace-speed 2`,
+  streamgate bench --base-url http://127.0.0.1:8080/v1 --model sim-fast --trace mooncake.jsonl --trace-window 10m --trace-speed 2
+  streamgate bench --base-url http://127.0.0.1:8080/v1 --model gpt-4.1 --sessions 50 --turns 20 --think-time 2s --prices config.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runBench(cmd, e, &f) },
 	}
@@ -123,6 +143,11 @@ delay (arrival - server stamp), so you know whether the client skewed figures.
 	fl.StringVar(&f.traceFormat, "trace-format", "", "format of --trace: mooncake (JSONL timestamp, input_length, output_length, hash_ids), azure (CSV TIMESTAMP, ContextTokens, GeneratedTokens) or jsonl (at_ms, prompt or input_tokens, output_tokens, session); default: from the file's extension or first line")
 	fl.Float64Var(&f.traceSpeed, "trace-speed", 1, "scale the trace's time: 2 replays it twice as fast")
 	fl.StringVar(&f.traceWindow, "trace-window", "", "replay a slice of the trace from its first row: END (10m), START:END (5m:15m) or START: (to the end)")
+	fl.IntVar(&f.sessions, "sessions", 0, "run N multi-turn conversations at once, each a closed loop of --turns turns whose history grows (replaces --requests, --concurrency, --rate, --duration, --warmup)")
+	fl.IntVar(&f.turns, "turns", bench.DefaultTurns, "with --sessions: turns per session")
+	fl.DurationVar(&f.thinkTime, "think-time", 0, "with --sessions: wait this long (±25%) between a turn's end and the next send")
+	fl.StringVar(&f.sessionID, "session-id", bench.SessionIDHeader, "with --sessions: how a session tells its identity <run-id>-<n>: header (X-Session-Id), body (prompt_cache_key; messages: metadata.user_id) or none")
+	fl.IntVar(&f.systemTokens, "system-tokens", 1500, "with --sessions: tokens of the system prompt every session shares (0: none)")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the client to FILE")
 	_ = fl.MarkHidden("cpuprofile")
 	cmd.AddCommand(newBenchCompareCmd(e))
@@ -203,14 +228,28 @@ func benchConfigs(e *env, f *benchFlags, fs interface{ Changed(string) bool }) (
 			}
 		}
 	}
-	if f.trace != "" {
+	if f.sessions != 0 || fs.Changed("sessions") {
+		if err := checkSessionFlags(f, fs); err != nil {
+			return nil, nil, err
+		}
+		concs, rates = []int{0}, nil
+	} else {
+		for _, name := range []string{"turns", "think-time", "session-id", "system-tokens"} {
+			if fs.Changed(name) {
+				return nil, nil, usagef("bench: --%s needs --sessions", name)
+			}
+		}
+	}
+	switch {
+	case f.sessions > 0: // checkSessionFlags set the load
+	case f.trace != "":
 		if err := checkTraceFlags(f, fs); err != nil {
 			return nil, nil, err
 		}
 		if concs == nil {
 			concs = []int{0}
 		}
-	} else if len(rates) == 0 {
+	case len(rates) == 0:
 		if concs == nil {
 			concs = []int{1}
 		}
@@ -219,7 +258,7 @@ func benchConfigs(e *env, f *benchFlags, fs interface{ Changed(string) bool }) (
 				return nil, nil, usagef("bench: --concurrency must be at least 1 without --rate")
 			}
 		}
-	} else if concs == nil {
+	case concs == nil:
 		concs = []int{0}
 	}
 	if f.burstiness <= 0 {
@@ -232,10 +271,10 @@ func benchConfigs(e *env, f *benchFlags, fs interface{ Changed(string) bool }) (
 		return nil, nil, usagef("bench: --requests, --warmup, --max-tokens and --duration must not be negative")
 	}
 	requests := f.requests
-	if (f.duration > 0 || f.trace != "") && !fs.Changed("requests") {
+	if (f.duration > 0 || f.trace != "" || f.sessions > 0) && !fs.Changed("requests") {
 		requests = 0
 	}
-	if requests == 0 && f.duration == 0 && f.trace == "" {
+	if requests == 0 && f.duration == 0 && f.trace == "" && f.sessions == 0 {
 		return nil, nil, usagef("bench: --requests 0 needs --duration")
 	}
 	base := bench.Config{
@@ -244,6 +283,9 @@ func benchConfigs(e *env, f *benchFlags, fs interface{ Changed(string) bool }) (
 		MaxTokens: f.maxTokens, ExtraBody: f.extraBody, Seed: f.seed, IdleTimeout: f.idleTimeout,
 		ConnectTimeout: f.connectTimeout, HTTP2: f.http2, Scrape: f.scrape,
 		KeepRequests: f.requestsOut != "" || f.htmlOut != "",
+	}
+	if f.sessions > 0 {
+		base.Sessions, base.Turns, base.ThinkTime, base.SessionID, base.SystemTokens = f.sessions, f.turns, f.thinkTime, f.sessionID, f.systemTokens
 	}
 	if f.caFile != "" {
 		pool, err := config.LoadCAs(f.caFile)
@@ -344,6 +386,29 @@ func checkTraceFlags(f *benchFlags, fs interface{ Changed(string) bool }) error 
 	}
 	if !(f.traceSpeed > 0) || f.traceSpeed > 1e6 {
 		return usagef("bench: --trace-speed %v: want a positive number (2 = twice as fast)", f.traceSpeed)
+	}
+	return nil
+}
+
+// checkSessionFlags refuses the flags sessions replace (the load's size
+// and shape) and checks the sessions' own.
+func checkSessionFlags(f *benchFlags, fs interface{ Changed(string) bool }) error {
+	for _, name := range []string{"requests", "concurrency", "rate", "burstiness", "duration", "grace", "warmup", "trace"} {
+		if fs.Changed(name) {
+			return usagef("bench: --%s and --sessions exclude each other: sessions set the load (N conversations of --turns turns, N×K requests)", name)
+		}
+	}
+	switch {
+	case f.sessions < 1:
+		return usagef("bench: --sessions %d: want at least 1", f.sessions)
+	case f.turns < 1:
+		return usagef("bench: --turns %d: want at least 1", f.turns)
+	case f.thinkTime < 0:
+		return usagef("bench: --think-time %s: want a non-negative duration", f.thinkTime)
+	case f.systemTokens < 0:
+		return usagef("bench: --system-tokens %d: want 0 or more", f.systemTokens)
+	case !slices.Contains(bench.SessionIDModes, f.sessionID):
+		return usagef("bench: --session-id %q: want one of %s", f.sessionID, strings.Join(bench.SessionIDModes, ", "))
 	}
 	return nil
 }

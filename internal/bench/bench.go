@@ -70,6 +70,19 @@ type Config struct {
 	Trace *Trace
 	// TraceSpeed scales the trace's time: 2 replays it twice as fast. 0 means 1.
 	TraceSpeed float64
+	// Sessions, when > 0, runs that many multi-turn conversations at once
+	// (see session.go), each of Turns turns (0: DefaultTurns) ThinkTime
+	// apart (±ThinkJitter), in place of Requests (set to Sessions × Turns),
+	// Concurrency (Sessions), Rate and Duration; Warmup is not allowed.
+	// Each turn's user message comes from the dataset, after a shared
+	// system prompt of SystemTokens tokens (0: none). SessionID is how a
+	// session tells its identity: SessionIDHeader ("" too), SessionIDBody
+	// or SessionIDNone.
+	Sessions     int
+	Turns        int
+	ThinkTime    time.Duration
+	SessionID    string
+	SystemTokens int
 	// Seed makes the request sequence and the arrival times reproducible.
 	Seed uint64
 
@@ -160,6 +173,13 @@ type ConfigEcho struct {
 	TraceFormat string  `json:"trace_format,omitempty"`
 	TraceSpeed  float64 `json:"trace_speed,omitempty"`
 	TraceWindow string  `json:"trace_window,omitempty"`
+	// Multi-turn sessions (--sessions): their count, turns, think time,
+	// identity mode and system prompt length.
+	Sessions     int    `json:"sessions,omitempty"`
+	Turns        int    `json:"turns,omitempty"`
+	ThinkTime    string `json:"think_time,omitempty"`
+	SessionID    string `json:"session_id,omitempty"`
+	SystemTokens int    `json:"system_tokens,omitempty"`
 }
 
 // RunResult is one benchmark point: one model at one load.
@@ -209,14 +229,16 @@ type RunResult struct {
 	Errors       map[string]int `json:"errors"`
 	ScheduleLag  *Dist          `json:"schedule_lag_ms,omitempty"`
 	// Trace is a trace replay's schedule and its recorded-vs-achieved
-	// token counts; CacheReadShare is then CacheReadTok / InTok.
-	Trace          *TraceStats  `json:"trace,omitempty"`
-	CacheReadShare *float64     `json:"cache_read_share,omitempty"`
-	SlotWait       *Dist        `json:"slot_wait_ms,omitempty"`
-	Goodput        *Goodput     `json:"goodput,omitempty"`
-	Server         *ServerStats `json:"server,omitempty"`
-	Client         ClientStats  `json:"client"`
-	Warnings       []string     `json:"warnings,omitempty"`
+	// token counts, Sessions a session run's figures; CacheReadShare is
+	// then CacheReadTok / InTok.
+	Trace          *TraceStats   `json:"trace,omitempty"`
+	Sessions       *SessionStats `json:"sessions,omitempty"`
+	CacheReadShare *float64      `json:"cache_read_share,omitempty"`
+	SlotWait       *Dist         `json:"slot_wait_ms,omitempty"`
+	Goodput        *Goodput      `json:"goodput,omitempty"`
+	Server         *ServerStats  `json:"server,omitempty"`
+	Client         ClientStats   `json:"client"`
+	Warnings       []string      `json:"warnings,omitempty"`
 
 	// Repeats is the number of pooled repeats (RunOptions.Runs); Spread
 	// holds the median and range over them of key figures (ttft_p50, itl_p99, ...).

@@ -33,6 +33,10 @@ type Request struct {
 	// Entry is the trace entry a replayed request stands for (nil
 	// otherwise): its recorded token counts.
 	Entry *TraceEntry `json:"-"`
+	// Session and Turn place a session run's request (both from 1; 0
+	// otherwise).
+	Session int `json:"session,omitempty"`
+	Turn    int `json:"turn,omitempty"`
 
 	Status      int    `json:"status"`
 	Kind        string `json:"error_kind,omitempty"` // "" on success
@@ -58,6 +62,10 @@ type Request struct {
 	End    time.Duration   `json:"-"` // when the stream ended, from send
 
 	last atomic.Int64 // ns since the runner's base of the last activity, for the idle watchdog
+	// collect keeps the answer's text in text (escaped JSON string
+	// contents): a session's next turn sends it back.
+	collect bool
+	text    []byte
 }
 
 // OK reports whether the request succeeded.
@@ -227,6 +235,9 @@ func (s *stream) onEvent(ev *sse.Event, now time.Time) bool {
 	}
 	if info.Content {
 		r.Arrivals = append(r.Arrivals, now.Sub(s.sent))
+		if r.collect {
+			r.text = chatText(r.text, ev.Data)
+		}
 	}
 	if info.Finish {
 		r.Finish = true
@@ -259,6 +270,9 @@ func (s *stream) onDialectEvent(ev *sse.Event, now time.Time) bool {
 	}
 	if info.content {
 		r.Arrivals = append(r.Arrivals, now.Sub(s.sent))
+		if r.collect {
+			r.text = dialectText(s.api, r.text, ev.Name, ev.Data)
+		}
 	}
 	if info.finish {
 		r.Finish = true

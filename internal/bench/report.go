@@ -85,6 +85,9 @@ func runName(r *RunResult) string {
 }
 
 func loadName(r *RunResult) string {
+	if s := r.Sessions; s != nil {
+		return "s=" + strconv.Itoa(s.Count) + "×" + strconv.Itoa(s.Turns)
+	}
 	if r.Trace != nil {
 		s := "trace ×" + strconv.FormatFloat(r.Trace.Speed, 'g', 4, 64)
 		if r.Concurrency > 0 {
@@ -133,8 +136,19 @@ func WriteTable(w io.Writer, runs ...RunResult) error {
 		if r.Trace != nil {
 			writeTraceLine(w, r)
 		}
-		if r.CostUSD > 0 || r.MonthlyCost > 0 {
-			fmt.Fprintf(w, "%s %s: cost %s (%d input, %d output tokens)", runName(r), loadName(r), money(r.CostUSD), r.InTok, r.OutTok)
+		if r.Sessions != nil {
+			writeSessionLine(w, r)
+		}
+		if r.CostUSD > 0 || r.MonthlyCost > 0 || r.Sessions != nil {
+			cost := money(r.CostUSD)
+			if r.CostUSD == 0 && r.Sessions != nil {
+				cost = "not priced (--prices)"
+			}
+			fmt.Fprintf(w, "%s %s: cost %s (%d input", runName(r), loadName(r), cost, r.InTok)
+			if r.CacheReadTok > 0 || r.CacheWriteTok > 0 {
+				fmt.Fprintf(w, " of which %d cache reads, %d cache writes", r.CacheReadTok, r.CacheWriteTok)
+			}
+			fmt.Fprintf(w, ", %d output tokens)", r.OutTok)
 			if r.MonthlyCost > 0 {
 				fmt.Fprintf(w, ", projected monthly %s at this mix", money(r.MonthlyCost))
 			}
@@ -596,4 +610,26 @@ func writeTraceLine(w io.Writer, r *RunResult) {
 		fmt.Fprintf(w, "; cache reads %.1f%% of input", 100**r.CacheReadShare)
 	}
 	fmt.Fprintln(w)
+}
+
+// writeSessionLine writes a session run's line: its shape, the cache-read
+// share and the TTFT of first and later turns.
+func writeSessionLine(w io.Writer, r *RunResult) {
+	s := r.Sessions
+	fmt.Fprintf(w, "%s %s: %d sessions × %d turns, think %s, session id %s", runName(r), loadName(r), s.Count, s.Turns,
+		time.Duration(s.ThinkTimeMs*1e6), s.SessionID)
+	if s.TurnsNotSent > 0 {
+		fmt.Fprintf(w, ", %d turns not sent", s.TurnsNotSent)
+	}
+	share := "-"
+	if r.CacheReadShare != nil {
+		share = fmt.Sprintf("%.1f%%", 100**r.CacheReadShare)
+	}
+	fmt.Fprintf(w, "; cache-read share %s of %d prompt tokens", share, r.InTok)
+	if s.CacheReadShareLater != nil {
+		fmt.Fprintf(w, " (turns 2+: %.1f%%)", 100**s.CacheReadShareLater)
+	}
+	fmt.Fprintf(w, "; TTFT p50/p99 first turn %s/%s, later turns %s/%s ms\n",
+		pctText(s.TTFTFirstTurn, s.TTFTFirstTurn.P50), pctText(s.TTFTFirstTurn, s.TTFTFirstTurn.P99),
+		pctText(s.TTFTLaterTurns, s.TTFTLaterTurns.P50), pctText(s.TTFTLaterTurns, s.TTFTLaterTurns.P99))
 }

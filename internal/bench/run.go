@@ -131,6 +131,13 @@ func Echo(cfgs []Config) ConfigEcho {
 	if c.OutputTokens.Mean > 0 {
 		e.OutputTokens = fmt.Sprintf("%g:%g", c.OutputTokens.Mean, c.OutputTokens.StdDev)
 	}
+	if c.Sessions > 0 {
+		e.Sessions, e.Turns, e.SessionID, e.SystemTokens = c.Sessions, cmpOr(c.Turns, DefaultTurns), cmpOrStr(c.SessionID, SessionIDHeader), c.SystemTokens
+		e.Requests, e.Warmup = e.Sessions*e.Turns, 0
+		if c.ThinkTime > 0 {
+			e.ThinkTime = c.ThinkTime.String()
+		}
+	}
 	if t := c.Trace; t != nil {
 		e.Trace, e.TraceFormat, e.TraceSpeed, e.TraceWindow = t.File, t.Format, traceSpeed(c.TraceSpeed), t.Window.String()
 		e.Prompts, e.Warmup = "trace", 0
@@ -189,6 +196,12 @@ type runner struct {
 	done     atomic.Int64
 	failed   atomic.Int64
 
+	// sessions: the shared system prompt, the run's identity prefix and
+	// the turns not sent (ended sessions), over the repeats
+	system  string
+	runID   string
+	notSent atomic.Int64
+
 	// results of the run for RunAll's totals
 	cpu     time.Duration
 	elapsed time.Duration
@@ -213,6 +226,13 @@ func prepare(cfg Config, cache map[string][]Prompt) (*runner, error) {
 		if err := checkTrace(&cfg); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.Sessions > 0 {
+		if err := checkSessions(&cfg); err != nil {
+			return nil, err
+		}
+	} else if cfg.Turns != 0 || cfg.ThinkTime != 0 || cfg.SessionID != "" || cfg.SystemTokens != 0 {
+		return nil, errors.New("bench: turns, think time, session id and system tokens need sessions")
 	}
 	if cfg.Requests == 0 && cfg.Duration == 0 {
 		cfg.Requests = 100
@@ -270,6 +290,9 @@ func prepare(cfg Config, cache map[string][]Prompt) (*runner, error) {
 		inflight: map[*Request]context.CancelCauseFunc{},
 	}
 	r.pool.New = func() any { return newStream() }
+	if cfg.Sessions > 0 {
+		r.system = systemPrompt(cfg.SystemTokens)
+	}
 	return r, nil
 }
 
@@ -369,6 +392,7 @@ func (r *runner) watchIdle(stop <-chan struct{}) {
 // repeat runs the point n times and pools the repeats into one RunResult
 // whose Spread holds each key figure's median and range over the repeats.
 func (r *runner) repeat(ctx context.Context, n int) RunResult {
+	r.notSent.Store(0)
 	if n <= 1 {
 		return r.run(ctx)
 	}
@@ -504,6 +528,7 @@ func (r *runner) run(ctx context.Context) RunResult {
 	go func() { r.watchIdle(stopWatch); close(watchDone) }()
 	defer func() { close(stopWatch); <-watchDone }()
 
+	r.runID = newRunID()
 	if cfg.Warmup > 0 && cfg.Trace == nil {
 		seq := r.newSequence(cfg.Seed ^ 0x3a3a)
 		r.closedLoop(ctx, ctx, seq, max(1, min(max(cfg.Concurrency, 1), cfg.Warmup)), cfg.Warmup, 0, 0, false)
@@ -528,6 +553,8 @@ func (r *runner) run(ctx context.Context) RunResult {
 	seq := r.newSequence(cfg.Seed)
 	if cfg.Trace != nil {
 		r.traceLoop(ctx, runCtx)
+	} else if cfg.Sessions > 0 {
+		r.sessionLoop(ctx, runCtx)
 	} else if cfg.Rate > 0 {
 		r.openLoop(ctx, runCtx, seq)
 	} else {

@@ -106,6 +106,9 @@ func (r *runner) summarize(elapsed time.Duration, self selfStats) RunResult {
 	if open && n > 1 && lastSent > firstSent {
 		rr.AchievedRate = float64(n-1) / (lastSent - firstSent).Seconds()
 	}
+	if cfg.Sessions > 0 {
+		r.sessionStats(&rr, recs)
+	}
 	rr.CostUSD = cfg.Price.Cost(config.Tokens{Input: int64(rr.InTok), CacheRead: int64(rr.CacheReadTok), CacheWrite: int64(rr.CacheWriteTok), Output: int64(rr.OutTok)})
 	if !cfg.Goodput.IsZero() && rr.Requests > 0 {
 		rr.Goodput = &Goodput{Fraction: float64(good) / float64(rr.Requests), SLO: cfg.Goodput.String()}
