@@ -321,6 +321,8 @@ type requestLine struct {
 	Index       int      `json:"index"`
 	Prompt      int      `json:"prompt"`
 	MaxTokens   int      `json:"max_tokens,omitempty"`
+	Session     int      `json:"session,omitempty"` // a session run's session and turn, from 1
+	Turn        int      `json:"turn,omitempty"`
 	IntendedMs  *float64 `json:"intended_ms,omitempty"`
 	SentMs      float64  `json:"sent_ms"`
 	SlotWaitMs  *float64 `json:"slot_wait_ms,omitempty"`
@@ -357,7 +359,7 @@ func WriteRequests(w io.Writer, runs ...RunResult) error {
 		r := &runs[ri]
 		for _, q := range r.Records {
 			l := requestLine{Run: ri, Label: r.Label, Model: r.Model, Index: q.Index, Prompt: q.Prompt, MaxTokens: q.MaxTokens,
-				SentMs: round(q.Sent), Status: q.Status, OK: q.OK(), ErrorKind: q.Kind, Error: q.Err, Interrupted: q.Interrupted,
+				Session: q.Session, Turn: q.Turn, SentMs: round(q.Sent), Status: q.Status, OK: q.OK(), ErrorKind: q.Kind, Error: q.Err, Interrupted: q.Interrupted,
 				Incomplete: q.Incomplete, EndMs: round(q.End), Output: q.OutputTokens, Input: q.InputTokens,
 				CacheRead: q.CacheReadTokens, CacheWrite: q.CacheWriteTokens, TokenSource: q.TokenSource, Events: q.Events, Done: q.Done, ChunksMs: make([]float64, len(q.Arrivals))}
 			if r.RequestedRate > 0 || r.Trace != nil {
