@@ -599,3 +599,50 @@ func TestAnthropicCacheThinkingChange(t *testing.T) {
 		}
 	}
 }
+
+// TestResponsesPromptCache: the Responses API caches as chat does (the
+// instructions, then each input item), reported as
+// input_tokens_details.cached_tokens within input_tokens; per API key.
+func TestResponsesPromptCache(t *testing.T) {
+	_, ts := newTestServer(t, Options{})
+	turn := func(key string, n int) (prompt, cached int) {
+		t.Helper()
+		var input []map[string]string
+		for i := range n {
+			if i > 0 {
+				input = append(input, map[string]string{"role": "assistant", "content": cacheAnswer})
+			}
+			input = append(input, map[string]string{"role": "user", "content": cacheUsers[i]})
+		}
+		body, _ := json.Marshal(map[string]any{"model": "sim-gpt", "instructions": cacheSystem, "input": input})
+		req, _ := http.NewRequest(http.MethodPost, ts.URL+"/v1/responses", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := ts.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out struct {
+			Usage struct {
+				InputTokens        int `json:"input_tokens"`
+				InputTokensDetails struct {
+					CachedTokens int `json:"cached_tokens"`
+				} `json:"input_tokens_details"`
+			} `json:"usage"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("turn %d: status %d, %v", n, resp.StatusCode, err)
+		}
+		return out.Usage.InputTokens, out.Usage.InputTokensDetails.CachedTokens
+	}
+	// The chat conversation's counts: 1133 prompt tokens, + 116 a turn;
+	// checkpoints at 1024 and every 128 tokens after.
+	for n, want := range []struct{ prompt, cached int }{{1133, 0}, {1249, 1024}, {1365, 1152}} {
+		if prompt, cached := turn("key-a", n+1); prompt != want.prompt || cached != want.cached {
+			t.Errorf("turn %d: got %d input tokens, %d cached; want %d, %d", n+1, prompt, cached, want.prompt, want.cached)
+		}
+	}
+	if _, cached := turn("key-b", 3); cached != 0 {
+		t.Errorf("another API key: got %d cached, want 0", cached)
+	}
+}
