@@ -43,10 +43,10 @@ func TestBenchSessionUsageErrors(t *testing.T) {
 func TestBenchSessionCLI(t *testing.T) {
 	url := benchSim(t)
 	dir := t.TempDir()
-	js, prices := filepath.Join(dir, "r.json"), filepath.Join(dir, "p.yaml")
+	js, html, prices := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.html"), filepath.Join(dir, "p.yaml")
 	os.WriteFile(prices, []byte("m: {input: 2, output: 8, cached_input: 0.5}\n"), 0o644)
 	code, stdout, stderr := runCLI(t, nil, "bench", "--base-url", url, "--model", "m", "--sessions", "3", "--turns", "4",
-		"--think-time", "1ms", "--max-tokens", "12", "--prices", prices, "--json", js)
+		"--think-time", "1ms", "--max-tokens", "12", "--prices", prices, "--json", js, "--html", html)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
 	}
@@ -93,6 +93,12 @@ func TestBenchSessionCLI(t *testing.T) {
 	if r.Requests != 12 || r.CostUSD <= 0 || r.CacheReadShare == nil || *r.CacheReadShare <= 0.5 || r.Sessions == nil ||
 		r.Sessions.Count != 3 || r.Sessions.Turns != 4 {
 		t.Errorf("run: got %+v, want 12 requests, a cost, a cache-read share > 0.5 and the sessions", r)
+	}
+	if page, _ := os.ReadFile(html); !strings.Contains(string(page), "Multi-turn sessions") {
+		t.Errorf("HTML report: no table of the sessions")
+	}
+	if code, stdout, stderr := runCLI(t, nil, "bench", "compare", js, js); code != 0 || !strings.Contains(stdout, "cache-read share") {
+		t.Errorf("compare: got exit %d\n%s%s\nwant the cache-read share compared", code, stdout, stderr)
 	}
 }
 

@@ -60,6 +60,12 @@ var compareMetrics = []struct {
 		}
 		return r.CostUSD
 	}},
+	{"cache-read share", "", false, false, func(r *RunResult) float64 {
+		if r.CacheReadShare == nil {
+			return math.NaN() // neither sessions nor a trace
+		}
+		return *r.CacheReadShare
+	}},
 	{"server GC pause max ms", "", true, false, func(r *RunResult) float64 {
 		if r.Server == nil {
 			return math.NaN()

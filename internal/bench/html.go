@@ -491,7 +491,7 @@ func WriteHTML(w io.Writer, res *Result) error {
 		Title: "streamgate bench", Headline: Headline(res.Runs), Intro: []string{intro}, Warnings: SummarizeWarnings(res.Warnings),
 		Client: &res.Client, Config: res.Config,
 		Sections: []Section{
-			{Title: "Summary", Notes: summaryNotes(res), Tables: append(summaryTables(res.Runs, res.Config.MonthlyTokens), traceTables(res.Runs)...)},
+			{Title: "Summary", Notes: summaryNotes(res), Tables: append(append(summaryTables(res.Runs, res.Config.MonthlyTokens), traceTables(res.Runs)...), sessionTables(res.Runs)...)},
 			{Title: "Plots", Runs: res.Runs},
 		},
 	}

@@ -420,3 +420,34 @@ func (r *runner) sessionStats(rr *RunResult, recs []*Request) {
 		rr.CacheReadShare = &share
 	}
 }
+
+// sessionTables is the HTML report's table of session runs (none without).
+func sessionTables(runs []RunResult) []Table {
+	t := Table{Caption: "Multi-turn sessions", Head: []string{"run", "load", "think ms", "session id", "turns not sent",
+		"cache-read share", "turns 2+", "TTFT first turn p50 ms", "p99 ms", "later turns p50 ms", "p99 ms", "cost"}, Text: []int{3}}
+	pct := func(v *float64) string {
+		if v == nil {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f%%", 100**v)
+	}
+	for i := range runs {
+		r := &runs[i]
+		s := r.Sessions
+		if s == nil {
+			continue
+		}
+		cost := "-"
+		if r.CostUSD > 0 {
+			cost = money(r.CostUSD)
+		}
+		t.Rows = append(t.Rows, []string{runName(r), loadName(r), fms(s.ThinkTimeMs), s.SessionID, strconv.Itoa(s.TurnsNotSent),
+			pct(r.CacheReadShare), pct(s.CacheReadShareLater),
+			pctText(s.TTFTFirstTurn, s.TTFTFirstTurn.P50), pctText(s.TTFTFirstTurn, s.TTFTFirstTurn.P99),
+			pctText(s.TTFTLaterTurns, s.TTFTLaterTurns.P50), pctText(s.TTFTLaterTurns, s.TTFTLaterTurns.P99), cost})
+	}
+	if len(t.Rows) == 0 {
+		return nil
+	}
+	return []Table{t}
+}
