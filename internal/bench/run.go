@@ -158,9 +158,9 @@ func Echo(cfgs []Config) ConfigEcho {
 			seenM[c.Model] = true
 			e.Models = append(e.Models, c.Model)
 		}
-		if !seenC[c.Concurrency] {
-			seenC[c.Concurrency] = true
-			e.Concurrency = append(e.Concurrency, c.Concurrency)
+		if conc := cmpOr(c.Concurrency, c.Sessions); !seenC[conc] { // a session is one stream at a time
+			seenC[conc] = true
+			e.Concurrency = append(e.Concurrency, conc)
 		}
 		if c.Rate > 0 && !seenR[c.Rate] {
 			seenR[c.Rate] = true

@@ -201,8 +201,7 @@ func (r *runner) session(stopCtx, reqCtx context.Context, n int) {
 		body, err := sessionBody(cfg.API, cfg.Model, r.system, history, extra, cmpOr(mt, r.bodies.fixed))
 		req := &Request{Index: n*turns + turn - 1, Prompt: p, MaxTokens: mt, Session: n + 1, Turn: turn, collect: true,
 			Arrivals: make([]time.Duration, 0, cmpOr(mt, 510)+2)}
-		if err != nil { // not for a valid config: prepare built the bodies
-			req.Kind, req.Err = KindTransport, err.Error()
+		if err != nil { // not for a valid config: prepare checked the API and the extra body
 			return
 		}
 		sent++
