@@ -1,7 +1,8 @@
 // Package demo is the orchestration behind "streamgate demo": it starts a
 // simulated upstream in-process, the gateway as a child process once per GC
 // setting (so GOGC and GOMEMLIMIT apply to the gateway alone), drives the
-// benchmark through both, and prints the three tables of SPEC.md. Upstreams
+// benchmark through both, and prints the three tables of SPEC.md and a
+// fourth: an agent workload with and without prompt-cache affinity. Upstreams
 // are simulated: the figures describe the gateway and this machine.
 package demo
 
@@ -42,7 +43,7 @@ type Options struct {
 	// Seed makes request sequences and simulated output reproducible (0 = 1).
 	Seed uint64
 
-	sizes *[3]load // tests shrink every table's load
+	sizes *[4]load // tests shrink every table's load
 }
 
 // gcSettings are the rows of table 1: environment given to the gateway.
@@ -78,17 +79,41 @@ const resilientModel = "sim-flaky-resilient"
 // route in table 3, so fallback changes reliability, not speed.
 const steadyProfile = "sim-steady"
 
-// load is one benchmark size.
+// Table 4's agent workload: multi-turn sessions (agentSessions.concurrency
+// sessions of agentSessions.requests turns) over agentRoutes routes, each
+// a provider of agentKeys API keys, with the models' affinity off and on.
+const (
+	agentRoutes = 3
+	agentKeys   = 2
+)
+
+// agentModels are table 4's rows: the same routes, affinity off and session.
+var agentModels = []struct{ name, affinity string }{{"agent-affinity-off", "off"}, {"agent-affinity-session", "session"}}
+
+// agentPacing gives table 4's streams a constant TTFT of 150 ms plus
+// 0.1 ms per prompt token not read from the simulator's prompt cache, and
+// 100 chunks/s: the uncached history is what a missed cache costs.
+func agentPacing() http.Header {
+	h := http.Header{}
+	h.Set(sim.HeaderTTFT, "150ms")
+	h.Set(sim.HeaderTTFTP99, "150ms")
+	h.Set(sim.HeaderITL, "10ms")
+	h.Set(sim.HeaderITLJitter, "0")
+	h.Set(sim.HeaderPrefillPerToken, "100us")
+	return h
+}
+
+// load is one benchmark size (table 4: sessions, turns, max_tokens).
 type load struct{ concurrency, requests, maxTokens int }
 
-func (o *Options) loads() (gc, cost, flaky load) {
+func (o *Options) loads() (gc, cost, flaky, agent load) {
 	if o.sizes != nil {
-		return o.sizes[0], o.sizes[1], o.sizes[2]
+		return o.sizes[0], o.sizes[1], o.sizes[2], o.sizes[3]
 	}
 	if o.Quick {
-		gc, cost, flaky = load{100, 300, 50}, load{20, 20, 64}, load{50, 200, 64}
+		gc, cost, flaky, agent = load{100, 300, 50}, load{20, 20, 64}, load{50, 200, 64}, load{20, 8, 48}
 	} else {
-		gc, cost, flaky = load{300, 1500, 200}, load{50, 150, 200}, load{100, 1000, 200}
+		gc, cost, flaky, agent = load{300, 1500, 200}, load{50, 150, 200}, load{100, 1000, 200}, load{50, 20, 64}
 	}
 	if o.Concurrency > 0 {
 		gc.concurrency = o.Concurrency
@@ -96,7 +121,7 @@ func (o *Options) loads() (gc, cost, flaky load) {
 	if o.Requests > 0 {
 		gc.requests = o.Requests
 	}
-	return gc, cost, flaky
+	return gc, cost, flaky, agent
 }
 
 // Run runs the demo. It returns the merged benchmark result (also written
@@ -114,7 +139,7 @@ func Run(ctx context.Context, o Options) (*bench.Result, error) {
 	if o.Seed == 0 {
 		o.Seed = 1
 	}
-	gcLoad, costLoad, flakyLoad := o.loads()
+	gcLoad, costLoad, flakyLoad, agentLoad := o.loads()
 
 	dir, err := os.MkdirTemp("", "streamgate-demo-")
 	if err != nil {
@@ -146,7 +171,7 @@ func Run(ctx context.Context, o Options) (*bench.Result, error) {
 	// Table 1: one gateway process per GC setting.
 	var gcRows []bench.RunResult
 	for i, s := range gcSettings {
-		fmt.Fprintf(o.Log, "demo: [1/3] %s: starting gateway, %d streams × %d requests of sim-fast\n", s.label, gcLoad.concurrency, gcLoad.requests)
+		fmt.Fprintf(o.Log, "demo: [1/4] %s: starting gateway, %d streams × %d requests of sim-fast\n", s.label, gcLoad.concurrency, gcLoad.requests)
 		genv := append(env, "GOGC="+s.gogc)
 		if s.memlimit != "" {
 			genv = append(genv, "GOMEMLIMIT="+s.memlimit)
@@ -168,7 +193,7 @@ func Run(ctx context.Context, o Options) (*bench.Result, error) {
 		all.Add(res)
 		gcRows = append(gcRows, res.Runs...)
 	}
-	secs := newSections(gcLoad)
+	secs := newSections(gcLoad, agentLoad)
 	secs[0].add(gcRows, gcTable(gcRows), labels(gcRows))
 	printSection(o.Out, &secs[0])
 
@@ -189,7 +214,7 @@ func Run(ctx context.Context, o Options) (*bench.Result, error) {
 			Seed: o.Seed, Price: p, KeepRequests: true,
 		})
 	}
-	fmt.Fprintf(o.Log, "demo: [2/3] model × cost: %d models, %d requests each\n", len(cfgs), costLoad.requests)
+	fmt.Fprintf(o.Log, "demo: [2/4] model × cost: %d models, %d requests each\n", len(cfgs), costLoad.requests)
 	res, err := bench.RunAll(ctx, cfgs, bench.RunOptions{MonthlyTokens: monthlyTokens})
 	if err != nil {
 		return all, fmt.Errorf("demo: model × cost benchmark: %w", err)
@@ -199,7 +224,7 @@ func Run(ctx context.Context, o Options) (*bench.Result, error) {
 	secs[1].add(costRows, costTable(costRows, cfgs), costModels)
 	printSection(o.Out, &secs[1])
 
-	fmt.Fprintf(o.Log, "demo: [3/3] flaky upstream: direct and through the gateway, %d requests each\n", flakyLoad.requests)
+	fmt.Fprintf(o.Log, "demo: [3/4] flaky upstream: direct and through the gateway, %d requests each\n", flakyLoad.requests)
 	var flakyRows []bench.RunResult
 	for _, t := range []struct{ label, url, key, model string }{
 		{"direct to sim-flaky", simURL + "/v1", "", "sim-flaky"},
@@ -220,7 +245,26 @@ func Run(ctx context.Context, o Options) (*bench.Result, error) {
 	secs[2].add(flakyRows, flakyTable(flakyRows), labels(flakyRows))
 	printSection(o.Out, &secs[2])
 
-	headline := demoHeadline(gcRows, costRows, flakyRows)
+	fmt.Fprintf(o.Log, "demo: [4/4] agent sessions: %d sessions × %d turns over %d routes × %d keys, affinity off and session\n",
+		agentLoad.concurrency, agentLoad.requests, agentRoutes, agentKeys)
+	var agentRows []bench.RunResult
+	price, _ := defaults.Price(agentUpstream)
+	for _, m := range agentModels {
+		res, err := runBench(ctx, bench.Config{
+			BaseURL: gw.url + "/v1", APIKey: key, Model: m.name, Label: "affinity: " + m.affinity,
+			Sessions: agentLoad.concurrency, Turns: agentLoad.requests, MaxTokens: agentLoad.maxTokens,
+			SystemTokens: agentSystemTokens, Seed: o.Seed, Price: price, Headers: agentPacing(), KeepRequests: true,
+		})
+		if err != nil {
+			return all, err
+		}
+		all.Add(res)
+		agentRows = append(agentRows, res.Runs...)
+	}
+	secs[3].add(agentRows, agentTable(agentRows), labels(agentRows))
+	printSection(o.Out, &secs[3])
+
+	headline := demoHeadline(gcRows, costRows, flakyRows, agentRows)
 	fmt.Fprintf(o.Out, "Conclusion: %s\n", headline)
 	if ws := bench.SummarizeWarnings(all.Warnings); len(ws) > 0 {
 		fmt.Fprintf(o.Out, "warning: %s", ws[0])
@@ -336,6 +380,14 @@ func gatewayConfig(d *config.Config, simURL, dir string) []byte {
 		}
 		fmt.Fprintf(&b, "  - {name: %q, kind: %s, base_url: %q}\n", p.Name, kind, simURL+path)
 	}
+	// Table 4's providers: each a pool of API keys at the simulator, whose
+	// prompt cache is per key.
+	for i := range agentRoutes {
+		fmt.Fprintf(&b, "  - name: %s\n    kind: openai\n    base_url: %q\n    api_keys:\n", agentProvider(i), simURL+"/v1")
+		for k := range agentKeys {
+			fmt.Fprintf(&b, "      - {name: k%d, key: %s-key-%d}\n", k+1, agentProvider(i), k+1)
+		}
+	}
 	fmt.Fprintf(&b, "keys:\n  - {name: demo, key: \"${STREAMGATE_DEMO_KEY}\"}\n")
 	fmt.Fprintf(&b, "models:\n")
 	for _, m := range d.Models {
@@ -353,8 +405,30 @@ func gatewayConfig(d *config.Config, simURL, dir string) []byte {
 	}
 	fmt.Fprintf(&b, "  - name: sim-flaky\n    routes:\n      - {provider: sim, model: sim-flaky}\n      - {provider: sim, model: %s}\n", steadyProfile)
 	fmt.Fprintf(&b, "  - name: %s\n    continue_on_cut: true\n    hedge: {after: p95, budget: 0.1}\n    routes:\n      - {provider: sim, model: sim-flaky}\n      - {provider: sim, model: %s}\n", resilientModel, steadyProfile)
+	// Table 4's models: the same routes and prices, affinity off or on;
+	// least-inflight places what affinity does not.
+	p, _ := d.Price(agentUpstream)
+	for _, m := range agentModels {
+		fmt.Fprintf(&b, "  - name: %s\n    strategy: least-inflight\n    affinity: %s\n    price: {input: %g, output: %g", m.name, m.affinity, p.Input, p.Output)
+		if p.CachedInput != nil {
+			fmt.Fprintf(&b, ", cached_input: %g", *p.CachedInput)
+		}
+		fmt.Fprintf(&b, "}\n    routes:\n")
+		for i := range agentRoutes {
+			fmt.Fprintf(&b, "      - {provider: %s, model: %s}\n", agentProvider(i), agentUpstream)
+		}
+	}
 	return []byte(b.String())
 }
+
+// agentUpstream is the simulated model behind table 4's routes (its
+// price is the rows'); agentSystemTokens the system prompt its sessions share.
+const (
+	agentUpstream     = "sim-gpt-4.1"
+	agentSystemTokens = 1500
+)
+
+func agentProvider(i int) string { return "agent-" + string(rune('a'+i)) }
 
 // section is one of the demo's tables with the runs behind it, printed to
 // the terminal and written in the HTML report.
@@ -363,8 +437,13 @@ type section struct {
 	heading string // the terminal's title line(s)
 }
 
-// newSections returns the three sections, titled, before their runs.
-func newSections(gc load) []section {
+// newSections returns the four sections, titled, before their runs.
+func newSections(gc, agent load) []section {
+	agentNote := fmt.Sprintf("An agent workload through the gateway: %d conversations at once, %d turns each, every turn resending a %d-token system prompt and the whole history "+
+		"(max_tokens %d), over %d routes × %d provider keys of %s; the simulator's prompt cache is per key, and its TTFT is 150 ms + 0.1 ms per prompt token not read from it. "+
+		"affinity: off places each request on the least busy route and key, so a conversation's turns scatter over %d caches; affinity: session keeps it on one. "+
+		"Cost at %s's prices, cache reads at its cached-input price.",
+		agent.concurrency, agent.requests, agentSystemTokens, agent.maxTokens, agentRoutes, agentKeys, agentUpstream, agentRoutes*agentKeys, agentUpstream)
 	return []section{
 		{Section: bench.Section{Title: "1. Gateway GC setting × latency", Notes: []string{fmt.Sprintf(
 			"Through the gateway, one gateway process per setting: %d streams of 50 chunks/s, %d requests, max_tokens %d; times in ms. "+
@@ -377,6 +456,9 @@ func newSections(gc load) []section {
 		{Section: bench.Section{Title: "3. Direct vs through the gateway on a flaky upstream", Notes: []string{
 			"sim-flaky: 10% 503 before the stream, 10% cut mid-stream, a heavy first-token tail. With fallback alone the gateway moves a request to a steady route before content is sent, and a cut after content reaches the client; with continue_on_cut the steady route continues a cut answer from where it stopped, and a hedge starts it when the first token is later than the route's p95 (at most 10% more upstream requests). In both gateway rows passive health also ejects sim-flaky for a while after 5 consecutive failures, so it serves fewer of their requests than it would alone."}},
 			heading: "3. Direct vs through the gateway on a flaky upstream (sim-flaky: 10% 503 before the stream, 10% cut mid-stream;\n   fallback moves a request to a steady route before content is sent; continuation repairs a cut after content,\n   hedging starts the steady route when the first token is later than the route's p95; passive health\n   ejects sim-flaky for a while after 5 consecutive failures)"},
+		{Section: bench.Section{Title: "4. Agent sessions × prompt-cache affinity", Notes: []string{agentNote}},
+			heading: fmt.Sprintf("4. Agent sessions × prompt-cache affinity (%d sessions × %d turns, growing history, over %d routes × %d keys;\n   the simulator's cache is per key, TTFT 150 ms + 0.1 ms per uncached prompt token)",
+				agent.concurrency, agent.requests, agentRoutes, agentKeys)},
 	}
 }
 
@@ -418,7 +500,7 @@ const defaultGC = "GOGC=400"
 // demoHeadline is the demo's conclusion: the GC setting with the lowest
 // median TTFT and by how much (bench.Headline, with the noise), the cost
 // spread of the models, and what the gateway did to the flaky upstream.
-func demoHeadline(gc, cost, flaky []bench.RunResult) string {
+func demoHeadline(gc, cost, flaky, agent []bench.RunResult) string {
 	var parts []string
 	if len(gc) > 0 {
 		parts = append(parts, "GC: "+bench.Headline(gc)+" serve's default is "+defaultGC+".")
@@ -442,6 +524,11 @@ func demoHeadline(gc, cost, flaky []bench.RunResult) string {
 		bad := func(r bench.RunResult) float64 { return 100 * float64(r.Failed) / float64(r.Requests) }
 		parts = append(parts, fmt.Sprintf("Flaky upstream: %.1f%% of requests failed or were cut direct, %.1f%% through the gateway with fallback, %.1f%% with continuation and hedging (%d requests each).",
 			bad(flaky[0]), bad(flaky[1]), bad(flaky[2]), flaky[0].Requests))
+	}
+	if len(agent) == 2 && agent[0].CacheReadShare != nil && agent[1].CacheReadShare != nil {
+		off, on := agent[0], agent[1]
+		parts = append(parts, fmt.Sprintf("Agent sessions: affinity read %.0f%% of prompt tokens from the providers' caches against %.0f%% without, for %s instead of %s, TTFT p50 %.0f ms instead of %.0f ms.",
+			100**on.CacheReadShare, 100**off.CacheReadShare, money(on.CostUSD), money(off.CostUSD), on.TTFT.P50, off.TTFT.P50))
 	}
 	return strings.Join(parts, " ")
 }
@@ -500,6 +587,21 @@ func flakyTable(rows []bench.RunResult) bench.Table {
 		}
 		// Interrupted streams are also counted in Failed; split them out.
 		t.Rows = append(t.Rows, []string{r.Label, f1(r.TTFT.Mean), f1(r.TTFT.P95), f1(r.TPS.P50), pct(r.Failed - r.Interrupted), pct(r.Interrupted)})
+	}
+	return t
+}
+
+func agentTable(rows []bench.RunResult) bench.Table {
+	t := bench.Table{Head: []string{"affinity", "cost", "cache-read share", "TTFT p50 ms", "TTFT p99 ms", "later turns TTFT p50 ms", "errors"}}
+	for _, r := range rows {
+		share, later := "-", "-"
+		if r.CacheReadShare != nil {
+			share = fmt.Sprintf("%.1f%%", 100**r.CacheReadShare)
+		}
+		if s := r.Sessions; s != nil {
+			later = f1(s.TTFTLaterTurns.P50)
+		}
+		t.Rows = append(t.Rows, []string{strings.TrimPrefix(r.Label, "affinity: "), money(r.CostUSD), share, f1(r.TTFT.P50), f1(r.TTFT.P99), later, fmt.Sprint(r.Failed + r.Interrupted)})
 	}
 	return t
 }

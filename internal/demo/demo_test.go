@@ -55,6 +55,15 @@ func TestGatewayConfigLoads(t *testing.T) {
 			t.Errorf("provider %s: got %+v, want kind %s at %s", name, p, want.Kind, want.BaseURL)
 		}
 	}
+	for _, am := range agentModels {
+		m, _ := cfg.Model(am.name)
+		if m == nil || m.Affinity != am.affinity || len(m.Routes) != agentRoutes || m.Price.CachedInput == nil {
+			t.Fatalf("%s: got %+v, want affinity %s over %d routes with a cached-input price", am.name, m, am.affinity, agentRoutes)
+		}
+		if p, _ := cfg.Provider(m.Routes[0].Provider); p == nil || len(p.APIKeys) != agentKeys {
+			t.Errorf("%s: provider %+v, want a pool of %d keys", am.name, p, agentKeys)
+		}
+	}
 	if m, _ := cfg.Model("sim-claude-sonnet-4.5"); m == nil || m.Routes[0].Provider != "sim-anthropic" {
 		t.Errorf("sim-claude-sonnet-4.5: got %+v, want its route through sim-anthropic", m)
 	}
@@ -85,7 +94,7 @@ func TestDemoEndToEnd(t *testing.T) {
 	o := Options{
 		Exe: exe, Out: &out, Log: &log,
 		JSONPath: filepath.Join(dir, "demo.json"), HTMLPath: filepath.Join(dir, "demo.html"),
-		sizes: &[3]load{{4, 8, 16}, {2, 2, 8}, {4, 20, 8}},
+		sizes: &[4]load{{4, 8, 16}, {2, 2, 8}, {4, 20, 8}, {3, 3, 8}},
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -99,7 +108,7 @@ func TestDemoEndToEnd(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, text)
 		}
 	}
-	if got, want := len(res.Runs), len(gcSettings)+len(costModels)+3; got != want {
+	if got, want := len(res.Runs), len(gcSettings)+len(costModels)+3+len(agentModels); got != want {
 		t.Fatalf("runs: got %d, want %d", got, want)
 	}
 	for i, r := range res.Runs[:len(gcSettings)] {
@@ -110,7 +119,20 @@ func TestDemoEndToEnd(t *testing.T) {
 			t.Errorf("run %d %s: got %d requests, %d succeeded, want 8 and 8", i, r.Label, r.Requests, r.Succeeded)
 		}
 	}
-	for _, gw := range res.Runs[len(res.Runs)-2:] {
+	agent := res.Runs[len(res.Runs)-len(agentModels):]
+	flaky := res.Runs[:len(res.Runs)-len(agentModels)]
+	for _, r := range agent {
+		if r.Sessions == nil || r.Requests != 9 || r.Succeeded != 9 || r.CacheReadShare == nil || r.CostUSD <= 0 {
+			t.Errorf("agent run %s: got %d of %d succeeded, sessions %+v, cache-read share %v, cost %g; want 3 sessions × 3 turns served, a share and a cost",
+				r.Label, r.Succeeded, r.Requests, r.Sessions, r.CacheReadShare, r.CostUSD)
+		}
+	}
+	// With affinity a session stays on one key: its later turns read the
+	// history the turn before wrote.
+	if on := agent[1]; on.Sessions != nil && (on.Sessions.CacheReadShareLater == nil || *on.Sessions.CacheReadShareLater < 0.5) {
+		t.Errorf("affinity: session: later turns' cache-read share %v, want at least 0.5", on.Sessions.CacheReadShareLater)
+	}
+	for _, gw := range flaky[len(flaky)-2:] {
 		if !strings.HasPrefix(gw.Label, "gateway: ") || gw.Requests != 20 {
 			t.Fatalf("gateway run: got %q with %d requests, want a gateway run with 20", gw.Label, gw.Requests)
 		}
@@ -122,7 +144,7 @@ func TestDemoEndToEnd(t *testing.T) {
 	}
 	// With continuation a cut answer is continued on the steady route:
 	// nothing is interrupted.
-	if r := res.Runs[len(res.Runs)-1]; r.Interrupted != 0 || r.Succeeded != r.Requests {
+	if r := flaky[len(flaky)-1]; r.Interrupted != 0 || r.Succeeded != r.Requests {
 		t.Errorf("%s: %d of %d interrupted, %d succeeded; want every request served in full (errors %v)", r.Label, r.Interrupted, r.Requests, r.Succeeded, r.Errors)
 	}
 	saved, err := bench.ReadJSON(o.JSONPath)
@@ -138,8 +160,8 @@ func TestDemoEndToEnd(t *testing.T) {
 	}
 	// The report is the demo's three tables, in order, each with its four plots.
 	page := string(html)
-	titles := []string{"1. Gateway GC setting × latency", "2. Model × cost", "3. Direct vs through the gateway on a flaky upstream", "Client self-check"}
-	wants := [][]string{{"gateway GC pause max", "GOGC=off,GOMEMLIMIT=1GiB"}, {"$/month at 10M output tok", "150.00"}, {"interruption rate", "gateway: fallback"}}
+	titles := []string{"1. Gateway GC setting × latency", "2. Model × cost", "3. Direct vs through the gateway on a flaky upstream", "4. Agent sessions × prompt-cache affinity", "Client self-check"}
+	wants := [][]string{{"gateway GC pause max", "GOGC=off,GOMEMLIMIT=1GiB"}, {"$/month at 10M output tok", "150.00"}, {"interruption rate", "gateway: fallback"}, {"cache-read share", "session"}}
 	if !strings.Contains(page, "SIMULATED") {
 		t.Error("HTML report does not say the upstreams are simulated")
 	}
@@ -184,8 +206,8 @@ func TestDemoEndToEnd(t *testing.T) {
 		if err := l.Err(1280); err != nil {
 			t.Errorf("demo report at 1280 px:\n%v", err)
 		}
-		if l.Plots != 12 || l.Tables != 3 {
-			t.Errorf("got %d plots and %d tables, want 12 and 3", l.Plots, l.Tables)
+		if l.Plots != 16 || l.Tables != 4 {
+			t.Errorf("got %d plots and %d tables, want 16 and 4", l.Plots, l.Tables)
 		}
 	})
 }
