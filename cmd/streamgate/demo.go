@@ -15,7 +15,7 @@ func newDemoCmd(e *env) *cobra.Command {
 	var o demo.Options
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Run the benchmark matrix on simulated upstreams and print the three tables",
+		Short: "Run the benchmark matrix on simulated upstreams and print the four tables",
 		Long: `demo starts a simulated upstream in-process and the gateway as a child process
 (once per GC setting, so GOGC/GOMEMLIMIT apply to the gateway alone), runs the
 streaming benchmark through them and prints:
@@ -23,10 +23,12 @@ streaming benchmark through them and prints:
   1. gateway GC setting × latency (GOGC=100, GOGC=400, GOGC=off,GOMEMLIMIT=1GiB)
   2. model × cost (published output prices, projected monthly cost of 10M output tokens)
   3. direct vs through the gateway on a flaky upstream
+  4. agent sessions × prompt-cache affinity (multi-turn sessions over 3 routes ×
+     2 provider keys, affinity off and session: cost, cache-read share, TTFT)
 
 Upstreams are simulated: the figures describe the gateway and this machine,
 not real providers. The merged benchmark result is written as JSON
-("streamgate bench compare" reads it), and an HTML report shows the three
+("streamgate bench compare" reads it), and an HTML report shows the four
 tables, each with the latency plots of its runs.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

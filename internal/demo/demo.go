@@ -249,11 +249,12 @@ func Run(ctx context.Context, o Options) (*bench.Result, error) {
 		agentLoad.concurrency, agentLoad.requests, agentRoutes, agentKeys)
 	var agentRows []bench.RunResult
 	price, _ := defaults.Price(agentUpstream)
+	turns := bench.SyntheticPrompts(bench.Length{Mean: agentTurnWords, StdDev: agentTurnWords / 4}, 64, o.Seed)
 	for _, m := range agentModels {
 		res, err := runBench(ctx, bench.Config{
 			BaseURL: gw.url + "/v1", APIKey: key, Model: m.name, Label: "affinity: " + m.affinity,
 			Sessions: agentLoad.concurrency, Turns: agentLoad.requests, MaxTokens: agentLoad.maxTokens,
-			SystemTokens: agentSystemTokens, Seed: o.Seed, Price: price, Headers: agentPacing(), KeepRequests: true,
+			SystemTokens: agentSystemTokens, Dataset: turns, Prompts: "synthetic", Seed: o.Seed, Price: price, Headers: agentPacing(), KeepRequests: true,
 		})
 		if err != nil {
 			return all, err
@@ -422,10 +423,13 @@ func gatewayConfig(d *config.Config, simURL, dir string) []byte {
 }
 
 // agentUpstream is the simulated model behind table 4's routes (its
-// price is the rows'); agentSystemTokens the system prompt its sessions share.
+// price is the rows'); agentSystemTokens the system prompt its sessions
+// share; agentTurnWords the mean words of a turn's user message (about
+// 1.25 simulator tokens a word), an agent's tool output.
 const (
 	agentUpstream     = "sim-gpt-4.1"
 	agentSystemTokens = 1500
+	agentTurnWords    = 200
 )
 
 func agentProvider(i int) string { return "agent-" + string(rune('a'+i)) }
@@ -439,11 +443,11 @@ type section struct {
 
 // newSections returns the four sections, titled, before their runs.
 func newSections(gc, agent load) []section {
-	agentNote := fmt.Sprintf("An agent workload through the gateway: %d conversations at once, %d turns each, every turn resending a %d-token system prompt and the whole history "+
-		"(max_tokens %d), over %d routes × %d provider keys of %s; the simulator's prompt cache is per key, and its TTFT is 150 ms + 0.1 ms per prompt token not read from it. "+
+	agentNote := fmt.Sprintf("An agent workload through the gateway: %d conversations at once, %d turns each, every turn resending a %d-token system prompt and the whole history, "+
+		"to which it adds a user message of about %d tokens (an agent's tool output) and an answer of up to %d, over %d routes × %d provider keys of %s; the simulator's prompt cache is per key, and its TTFT is 150 ms + 0.1 ms per prompt token not read from it. "+
 		"affinity: off places each request on the least busy route and key, so a conversation's turns scatter over %d caches; affinity: session keeps it on one. "+
 		"Cost at %s's prices, cache reads at its cached-input price.",
-		agent.concurrency, agent.requests, agentSystemTokens, agent.maxTokens, agentRoutes, agentKeys, agentUpstream, agentRoutes*agentKeys, agentUpstream)
+		agent.concurrency, agent.requests, agentSystemTokens, agentTurnWords*5/4, agent.maxTokens, agentRoutes, agentKeys, agentUpstream, agentRoutes*agentKeys, agentUpstream)
 	return []section{
 		{Section: bench.Section{Title: "1. Gateway GC setting × latency", Notes: []string{fmt.Sprintf(
 			"Through the gateway, one gateway process per setting: %d streams of 50 chunks/s, %d requests, max_tokens %d; times in ms. "+
