@@ -245,9 +245,18 @@ func TestAffinitySendsPromptCacheKey(t *testing.T) {
 	}
 	resp := do(t, "POST", e.url+"/v1/chat/completions", devKey, chatBody("pooled", false, `,"prompt_cache_key":"mine"`))
 	io.Copy(io.Discard, resp.Body)
+	// A Responses client's (Codex's) prompt_cache_key reaches a chat route.
+	resp = do(t, "POST", e.url+"/v1/responses", devKey, `{"model":"pooled","input":"hi","max_output_tokens":16,"store":false,"prompt_cache_key":"conv-9"}`)
+	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != 200 {
+		t.Fatalf("responses: got %d %s", resp.StatusCode, b)
+	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	k := u.cacheKeys
+	if len(k) != 6 || k[5] != "conv-9" {
+		t.Errorf("a Responses request's prompt_cache_key upstream: got %q, want conv-9 last", k)
+	}
+	k = k[:min(len(k), 5)]
 	if len(k) != 5 || k[0] == "" || k[0] != k[2] || k[1] == "" || k[1] != k[3] || k[0] == k[1] {
 		t.Errorf("prompt_cache_key of turns a, b, a, b: got %q; want one stable non-empty key per session, different between them", k)
 	}

@@ -203,6 +203,9 @@ func (r *Request) Parse() (*Parsed, error) {
 	if r.User != nil {
 		chat.User = *r.User
 	}
+	if r.PromptCacheKey != nil {
+		chat.PromptCacheKey = *r.PromptCacheKey
+	}
 	if r.Reasoning != nil && r.Reasoning.Effort != nil {
 		chat.ReasoningEffort = *r.Reasoning.Effort
 	}
@@ -529,7 +532,7 @@ func (r *Request) chatBody(chat *api.ChatRequest) ([]byte, error) {
 	if r.Text != nil {
 		add("verbosity", r.Text.Verbosity)
 	}
-	add("prompt_cache_key", r.PromptCacheKey)
+	// prompt_cache_key is the chat request's own member (api.ChatRequest).
 	add("prompt_cache_retention", r.PromptCacheRetention)
 	add("safety_identifier", r.SafetyIdentifier)
 	add("service_tier", r.ServiceTier)
