@@ -23,6 +23,7 @@ import (
 	"github.com/streamgate/streamgate/internal/bench"
 	"github.com/streamgate/streamgate/internal/config"
 	"github.com/streamgate/streamgate/internal/sim"
+	"github.com/streamgate/streamgate/internal/usage"
 )
 
 // Options configure a demo run. Zero values take the documented defaults.
@@ -89,6 +90,11 @@ const (
 
 // agentModels are table 4's rows: the same routes, affinity off and session.
 var agentModels = []struct{ name, affinity string }{{"agent-affinity-off", "off"}, {"agent-affinity-session", "session"}}
+
+// agentReference is table 4's first row: the same workload on one route of
+// one key, the cache-read share affinity is measured against (a
+// conversation's turns cannot miss a cache there).
+const agentReference = "agent-one-key"
 
 // agentPacing gives table 4's streams a constant TTFT of 150 ms plus
 // 0.1 ms per prompt token not read from the simulator's prompt cache, and
@@ -250,9 +256,13 @@ func Run(ctx context.Context, o Options) (*bench.Result, error) {
 	var agentRows []bench.RunResult
 	price, _ := defaults.Price(agentUpstream)
 	turns := bench.SyntheticPrompts(bench.Length{Mean: agentTurnWords, StdDev: agentTurnWords / 4}, 64, o.Seed)
+	rowsOf := []struct{ name, label string }{{agentReference, "one key (reference)"}}
 	for _, m := range agentModels {
+		rowsOf = append(rowsOf, struct{ name, label string }{m.name, "affinity: " + m.affinity})
+	}
+	for _, m := range rowsOf {
 		res, err := runBench(ctx, bench.Config{
-			BaseURL: gw.url + "/v1", APIKey: key, Model: m.name, Label: "affinity: " + m.affinity,
+			BaseURL: gw.url + "/v1", APIKey: key, Model: m.name, Label: m.label,
 			Sessions: agentLoad.concurrency, Turns: agentLoad.requests, MaxTokens: agentLoad.maxTokens,
 			SystemTokens: agentSystemTokens, Dataset: turns, Prompts: "synthetic", Seed: o.Seed, Price: price, Headers: agentPacing(), KeepRequests: true,
 		})
@@ -262,7 +272,8 @@ func Run(ctx context.Context, o Options) (*bench.Result, error) {
 		all.Add(res)
 		agentRows = append(agentRows, res.Runs...)
 	}
-	secs[3].add(agentRows, agentTable(agentRows), labels(agentRows))
+	ledger := ledgerCosts(ctx, filepath.Join(dir, "usage.db"), agentRows)
+	secs[3].add(agentRows, agentTable(agentRows, ledger), labels(agentRows))
 	printSection(o.Out, &secs[3])
 
 	headline := demoHeadline(gcRows, costRows, flakyRows, agentRows)
@@ -389,6 +400,7 @@ func gatewayConfig(d *config.Config, simURL, dir string) []byte {
 			fmt.Fprintf(&b, "      - {name: k%d, key: %s-key-%d}\n", k+1, agentProvider(i), k+1)
 		}
 	}
+	fmt.Fprintf(&b, "  - {name: agent-one, kind: openai, base_url: %q, api_key: agent-one-key-1}\n", simURL+"/v1")
 	fmt.Fprintf(&b, "keys:\n  - {name: demo, key: \"${STREAMGATE_DEMO_KEY}\"}\n")
 	fmt.Fprintf(&b, "models:\n")
 	for _, m := range d.Models {
@@ -404,11 +416,17 @@ func gatewayConfig(d *config.Config, simURL, dir string) []byte {
 			fmt.Fprintf(&b, "      - {provider: %q, model: %q}\n", r.Provider, r.Model)
 		}
 	}
+	p, _ := d.Price(agentUpstream)
 	fmt.Fprintf(&b, "  - name: sim-flaky\n    routes:\n      - {provider: sim, model: sim-flaky}\n      - {provider: sim, model: %s}\n", steadyProfile)
 	fmt.Fprintf(&b, "  - name: %s\n    continue_on_cut: true\n    hedge: {after: p95, budget: 0.1}\n    routes:\n      - {provider: sim, model: sim-flaky}\n      - {provider: sim, model: %s}\n", resilientModel, steadyProfile)
+	// Table 4's reference: one route of one key.
+	fmt.Fprintf(&b, "  - name: %s\n    price: {input: %g, output: %g", agentReference, p.Input, p.Output)
+	if p.CachedInput != nil {
+		fmt.Fprintf(&b, ", cached_input: %g", *p.CachedInput)
+	}
+	fmt.Fprintf(&b, "}\n    routes:\n      - {provider: agent-one, model: %s}\n", agentUpstream)
 	// Table 4's models: the same routes and prices, affinity off or on;
 	// least-inflight places what affinity does not.
-	p, _ := d.Price(agentUpstream)
 	for _, m := range agentModels {
 		fmt.Fprintf(&b, "  - name: %s\n    strategy: least-inflight\n    affinity: %s\n    price: {input: %g, output: %g", m.name, m.affinity, p.Input, p.Output)
 		if p.CachedInput != nil {
@@ -529,10 +547,10 @@ func demoHeadline(gc, cost, flaky, agent []bench.RunResult) string {
 		parts = append(parts, fmt.Sprintf("Flaky upstream: %.1f%% of requests failed or were cut direct, %.1f%% through the gateway with fallback, %.1f%% with continuation and hedging (%d requests each).",
 			bad(flaky[0]), bad(flaky[1]), bad(flaky[2]), flaky[0].Requests))
 	}
-	if len(agent) == 2 && agent[0].CacheReadShare != nil && agent[1].CacheReadShare != nil {
-		off, on := agent[0], agent[1]
-		parts = append(parts, fmt.Sprintf("Agent sessions: affinity read %.0f%% of prompt tokens from the providers' caches against %.0f%% without, for %s instead of %s, TTFT p50 %.0f ms instead of %.0f ms.",
-			100**on.CacheReadShare, 100**off.CacheReadShare, money(on.CostUSD), money(off.CostUSD), on.TTFT.P50, off.TTFT.P50))
+	if len(agent) == 3 && agent[0].CacheReadShare != nil && agent[1].CacheReadShare != nil && agent[2].CacheReadShare != nil {
+		one, off, on := agent[0], agent[1], agent[2]
+		parts = append(parts, fmt.Sprintf("Agent sessions: affinity read %.0f%% of prompt tokens from the providers' caches (one key: %.0f%%) against %.0f%% without, for %s instead of %s, TTFT p50 %.0f ms instead of %.0f ms.",
+			100**on.CacheReadShare, 100**one.CacheReadShare, 100**off.CacheReadShare, money(on.CostUSD), money(off.CostUSD), on.TTFT.P50, off.TTFT.P50))
 	}
 	return strings.Join(parts, " ")
 }
@@ -595,17 +613,61 @@ func flakyTable(rows []bench.RunResult) bench.Table {
 	return t
 }
 
-func agentTable(rows []bench.RunResult) bench.Table {
-	t := bench.Table{Head: []string{"affinity", "cost", "cache-read share", "TTFT p50 ms", "TTFT p99 ms", "later turns TTFT p50 ms", "errors"}}
+func agentTable(rows []bench.RunResult, ledger map[string]float64) bench.Table {
+	t := bench.Table{Head: []string{"placement", "cost", "ledger cost", "cache-read share", "of one key's", "TTFT p50 ms", "TTFT p99 ms", "later turns TTFT p50 ms", "errors"}}
+	var ref *float64
 	for _, r := range rows {
-		share, later := "-", "-"
+		share, of, later := "-", "-", "-"
 		if r.CacheReadShare != nil {
 			share = fmt.Sprintf("%.1f%%", 100**r.CacheReadShare)
+			if ref == nil {
+				ref = r.CacheReadShare
+			}
+			if *ref > 0 {
+				of = fmt.Sprintf("%.0f%%", 100**r.CacheReadShare / *ref)
+			}
 		}
 		if s := r.Sessions; s != nil {
 			later = f1(s.TTFTLaterTurns.P50)
 		}
-		t.Rows = append(t.Rows, []string{strings.TrimPrefix(r.Label, "affinity: "), money(r.CostUSD), share, f1(r.TTFT.P50), f1(r.TTFT.P99), later, fmt.Sprint(r.Failed + r.Interrupted)})
+		lc := "-"
+		if c, ok := ledger[r.Model]; ok {
+			lc = money(c)
+		}
+		t.Rows = append(t.Rows, []string{strings.TrimPrefix(r.Label, "affinity: "), money(r.CostUSD), lc, share, of, f1(r.TTFT.P50), f1(r.TTFT.P99), later, fmt.Sprint(r.Failed + r.Interrupted)})
 	}
 	return t
+}
+
+// ledgerCosts reads the gateway's ledger (its SQLite file) for the cost of
+// each model of rows, once it holds every request of theirs (the ledger
+// is written in batches after the responses): what the gateway billed, to
+// set beside what the benchmark priced from the usage it received. A model
+// whose entries do not all arrive within 10 s is left out.
+func ledgerCosts(ctx context.Context, path string, rows []bench.RunResult) map[string]float64 {
+	out := map[string]float64{}
+	st, err := usage.Open(ctx, "sqlite://"+path)
+	if err != nil {
+		return out
+	}
+	defer st.Close()
+	want := map[string]int64{}
+	for _, r := range rows {
+		want[r.Model] += int64(r.Requests)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := usage.Report(ctx, st, usage.ReportQuery{By: "model"})
+		n := 0
+		for _, g := range got {
+			if w, ok := want[g.Group]; ok && g.Requests == w {
+				out[g.Group] = g.CostUSD
+				n++
+			}
+		}
+		if err != nil || n == len(want) || time.Now().After(deadline) || ctx.Err() != nil {
+			return out
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -108,7 +108,7 @@ func TestDemoEndToEnd(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, text)
 		}
 	}
-	if got, want := len(res.Runs), len(gcSettings)+len(costModels)+3+len(agentModels); got != want {
+	if got, want := len(res.Runs), len(gcSettings)+len(costModels)+3+len(agentModels)+1; got != want {
 		t.Fatalf("runs: got %d, want %d", got, want)
 	}
 	for i, r := range res.Runs[:len(gcSettings)] {
@@ -119,17 +119,30 @@ func TestDemoEndToEnd(t *testing.T) {
 			t.Errorf("run %d %s: got %d requests, %d succeeded, want 8 and 8", i, r.Label, r.Requests, r.Succeeded)
 		}
 	}
-	agent := res.Runs[len(res.Runs)-len(agentModels):]
-	flaky := res.Runs[:len(res.Runs)-len(agentModels)]
+	agent := res.Runs[len(res.Runs)-len(agentModels)-1:]
+	flaky := res.Runs[:len(res.Runs)-len(agentModels)-1]
 	for _, r := range agent {
 		if r.Sessions == nil || r.Requests != 9 || r.Succeeded != 9 || r.CacheReadShare == nil || r.CostUSD <= 0 {
 			t.Errorf("agent run %s: got %d of %d succeeded, sessions %+v, cache-read share %v, cost %g; want 3 sessions × 3 turns served, a share and a cost",
 				r.Label, r.Succeeded, r.Requests, r.Sessions, r.CacheReadShare, r.CostUSD)
 		}
 	}
+	// Table 4 sets what the gateway's ledger billed beside what the
+	// benchmark priced from the usage it received: the same to the cent.
+	for _, r := range agent {
+		line := ""
+		for _, l := range strings.Split(text, "\n") {
+			if strings.HasPrefix(strings.TrimSpace(l), strings.TrimPrefix(r.Label, "affinity: ")) {
+				line = l
+			}
+		}
+		if c := money(r.CostUSD); strings.Count(line, c) < 2 {
+			t.Errorf("table 4 row of %s: %q, want its cost %s twice (benchmark and ledger)", r.Label, line, c)
+		}
+	}
 	// With affinity a session stays on one key: its later turns read the
 	// history the turn before wrote.
-	if on := agent[1]; on.Sessions != nil && (on.Sessions.CacheReadShareLater == nil || *on.Sessions.CacheReadShareLater < 0.5) {
+	if on := agent[2]; on.Sessions != nil && (on.Sessions.CacheReadShareLater == nil || *on.Sessions.CacheReadShareLater < 0.5) {
 		t.Errorf("affinity: session: later turns' cache-read share %v, want at least 0.5", on.Sessions.CacheReadShareLater)
 	}
 	for _, gw := range flaky[len(flaky)-2:] {
