@@ -206,10 +206,16 @@ func printJSON(w io.Writer, v any) error {
 // and what the usage ledger recorded of its spend in the current period.
 type keyView struct {
 	keys.Key
-	// SpentUSD is the cost the ledger recorded for the key's name since
-	// SpentSince, the start of the current budget period (month for a key
-	// without a budget; the zero time, all ever, for total): requests still
-	// running or queued in a gateway's ledger writer are not in it.
+	spendView
+}
+
+// spendView is what the usage ledger recorded of a key's or a team's
+// spend in its current budget period.
+type spendView struct {
+	// SpentUSD is the cost the ledger recorded since SpentSince, the start
+	// of the current budget period (month without a budget; the zero
+	// time, all ever, for total): requests still running or queued in a
+	// gateway's ledger writer are not in it.
 	SpentUSD   float64   `json:"spent_usd"`
 	SpentSince time.Time `json:"spent_since,omitzero"`
 	// RemainingUSD is the budget less SpentUSD, at least 0; absent
@@ -220,29 +226,42 @@ type keyView struct {
 // withSpend reads the spend of each key's current period from the usage
 // ledger in db (the keys' database holds it too).
 func withSpend(ctx context.Context, db database, list []keys.Key, now time.Time) ([]keyView, error) {
+	out := make([]keyView, len(list))
+	err := readSpend(ctx, db, now, usage.Spent, len(list), func(i int) (string, *string, float64, *spendView) {
+		out[i].Key = list[i]
+		k := &out[i].Key
+		return k.Name, &k.BudgetPeriod, k.BudgetUSD, &out[i].spendView
+	})
+	return out, err
+}
+
+// readSpend fills the spend of n budget holders (keys or teams) from the
+// usage ledger in db with spent: holder i gives its name, its budget
+// period (set to month when empty), its budget and where its figures go.
+func readSpend(ctx context.Context, db database, now time.Time, spent func(context.Context, usage.Store, string, time.Time) (float64, error),
+	n int, holder func(i int) (name string, period *string, budgetUSD float64, v *spendView)) error {
 	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	store, err := usage.Open(octx, db.dsn)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer store.Close()
-	out := make([]keyView, 0, len(list))
-	for _, k := range list {
-		k.BudgetPeriod = cmp.Or(k.BudgetPeriod, budget.Month)
-		since, _ := budget.Window(k.BudgetPeriod, now)
-		spent, err := usage.Spent(octx, store, k.Name, since)
+	for i := range n {
+		name, period, budgetUSD, v := holder(i)
+		*period = cmp.Or(*period, budget.Month)
+		since, _ := budget.Window(*period, now)
+		s, err := spent(octx, store, name, since)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		v := keyView{Key: k, SpentUSD: spent, SpentSince: since}
-		if k.BudgetUSD > 0 {
-			left := max(k.BudgetUSD-spent, 0)
+		v.SpentUSD, v.SpentSince = s, since
+		if budgetUSD > 0 {
+			left := max(budgetUSD-s, 0)
 			v.RemainingUSD = &left
 		}
-		out = append(out, v)
 	}
-	return out, nil
+	return nil
 }
 
 // printKeys prints keys as a table, amounts in usd.Format.

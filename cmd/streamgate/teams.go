@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/streamgate/streamgate/internal/budget"
 	"github.com/streamgate/streamgate/internal/config"
 	"github.com/streamgate/streamgate/internal/keys"
 	"github.com/streamgate/streamgate/internal/usage"
@@ -233,35 +231,17 @@ func configTeams(e *env, cfgPath string) ([]string, error) {
 // ledger recorded of its keys' spend in its current period.
 type teamView struct {
 	keys.Team
-	SpentUSD     float64   `json:"spent_usd"`
-	SpentSince   time.Time `json:"spent_since,omitzero"`
-	RemainingUSD *float64  `json:"remaining_usd,omitempty"` // absent without a budget
+	spendView
 }
 
 func teamsWithSpend(ctx context.Context, db database, list []keys.Team, now time.Time) ([]teamView, error) {
-	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	store, err := usage.Open(octx, db.dsn)
-	if err != nil {
-		return nil, err
-	}
-	defer store.Close()
-	out := make([]teamView, 0, len(list))
-	for _, t := range list {
-		t.BudgetPeriod = cmp.Or(t.BudgetPeriod, budget.Month)
-		since, _ := budget.Window(t.BudgetPeriod, now)
-		spent, err := usage.SpentTeam(octx, store, t.Name, since)
-		if err != nil {
-			return nil, err
-		}
-		v := teamView{Team: t, SpentUSD: spent, SpentSince: since}
-		if t.BudgetUSD > 0 {
-			left := max(t.BudgetUSD-spent, 0)
-			v.RemainingUSD = &left
-		}
-		out = append(out, v)
-	}
-	return out, nil
+	out := make([]teamView, len(list))
+	err := readSpend(ctx, db, now, usage.SpentTeam, len(list), func(i int) (string, *string, float64, *spendView) {
+		out[i].Team = list[i]
+		t := &out[i].Team
+		return t.Name, &t.BudgetPeriod, t.BudgetUSD, &out[i].spendView
+	})
+	return out, err
 }
 
 func printTeams(w io.Writer, list []teamView) {
