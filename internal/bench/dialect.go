@@ -71,6 +71,12 @@ func dialectBody(apiName, model string, p Prompt, extra map[string]json.RawMessa
 	default:
 		return nil, fmt.Errorf("api %q: want one of chat, messages, responses", apiName)
 	}
+	return openObject(m, extra)
+}
+
+// openObject encodes m with extra's members added, without its closing
+// brace, for the caller to append more members.
+func openObject(m map[string]any, extra map[string]json.RawMessage) ([]byte, error) {
 	for k, v := range extra {
 		m[k] = v
 	}

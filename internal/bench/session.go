@@ -292,14 +292,10 @@ func sessionBody(apiName, model, system string, history []turnMessage, extra map
 	default:
 		return nil, fmt.Errorf("api %q: want one of chat, messages, responses", apiName)
 	}
-	for k, v := range extra {
-		m[k] = v
-	}
-	enc, err := json.Marshal(m)
+	enc, err := openObject(m, extra)
 	if err != nil {
 		return nil, err
 	}
-	enc = enc[:len(enc)-1]
 	if maxTokens > 0 {
 		enc = append(enc, limitField(apiName)...)
 		enc = strconv.AppendInt(enc, int64(maxTokens), 10)
