@@ -214,6 +214,15 @@ func (p *plan) lease(ctx context.Context, t *target) (*target, error) {
 		l, err = t.keys.pool.AcquireKey(ctx, p.pinKey)
 		pinned = err == nil
 		p.pinKey = -1
+		if !pinned && p.affinity {
+			// Refused since placed (its rate window, a race): the session's
+			// next key on the route, where its later turns will go.
+			if p.rs.aff.repin(p, t.rt, p.c.session.Key); p.pinKey >= 0 {
+				l, err = t.keys.pool.AcquireKey(ctx, p.pinKey)
+				pinned = err == nil
+				p.pinKey = -1
+			}
+		}
 	}
 	if !pinned {
 		if l, err = t.keys.pool.Acquire(ctx); err != nil {
