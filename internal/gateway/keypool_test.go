@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -13,6 +14,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	openai2 "github.com/openai/openai-go/v2"
+	option2 "github.com/openai/openai-go/v2/option"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 
 	"github.com/streamgate/streamgate/internal/config"
 	"github.com/streamgate/streamgate/internal/gateway"
@@ -388,5 +395,73 @@ func TestKeyPoolLimitsAcrossReplicas(t *testing.T) {
 	}
 	if served != 4 || u.hitsOf("sk-only") != 4 {
 		t.Errorf("rpm 4 over two replicas: served %d, upstream got %d; want 4 and 4", served, u.hitsOf("sk-only"))
+	}
+}
+
+// TestKeyPoolOfficialSDKs: the current and the previous major of openai-go
+// stream through a pooled model with affinity, a session named by the
+// SDK's prompt_cache_key parameter: each turn of a session is served by
+// the same provider key, the SDKs read the streams whole, and a key
+// refused with 429 is invisible to them (served by the next key).
+func TestKeyPoolOfficialSDKs(t *testing.T) {
+	u := newKeyedUpstream(t)
+	e := start(t, pooledConfig(u))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	v3 := openai.NewClient(option.WithBaseURL(e.url+"/v1/"), option.WithAPIKey(devKey), option.WithMaxRetries(0),
+		option.WithHeader("X-Sim-TTFT", "1ms"), option.WithHeader("X-Sim-ITL", "1ms"))
+	v2 := openai2.NewClient(option2.WithBaseURL(e.url+"/v1/"), option2.WithAPIKey(devKey), option2.WithMaxRetries(0),
+		option2.WithHeader("X-Sim-TTFT", "1ms"), option2.WithHeader("X-Sim-ITL", "1ms"))
+	turn := func(major, session string) string {
+		t.Helper()
+		n := len(e.rec.all())
+		var content string
+		switch major {
+		case "v3":
+			s := v3.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: "pooled", MaxTokens: openai.Int(4),
+				PromptCacheKey: openai.String(session), Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}})
+			acc := openai.ChatCompletionAccumulator{}
+			for s.Next() {
+				acc.AddChunk(s.Current())
+			}
+			if err := s.Err(); err != nil || len(acc.Choices) == 0 {
+				t.Fatalf("openai-go v3, session %s: %v", session, err)
+			}
+			content = acc.Choices[0].Message.Content
+		default:
+			s := v2.Chat.Completions.NewStreaming(ctx, openai2.ChatCompletionNewParams{Model: "pooled", MaxTokens: openai2.Int(4),
+				PromptCacheKey: openai2.String(session), Messages: []openai2.ChatCompletionMessageParamUnion{openai2.UserMessage("hi")}})
+			acc := openai2.ChatCompletionAccumulator{}
+			for s.Next() {
+				acc.AddChunk(s.Current())
+			}
+			if err := s.Err(); err != nil || len(acc.Choices) == 0 {
+				t.Fatalf("openai-go v2, session %s: %v", session, err)
+			}
+			content = acc.Choices[0].Message.Content
+		}
+		if content == "" {
+			t.Errorf("%s session %s: empty answer", major, session)
+		}
+		return e.waitEntries(t, n+1)[n].ProviderKey
+	}
+	for _, major := range []string{"v3", "v2"} {
+		keyOf := map[string]string{}
+		for i := range 6 {
+			keyOf[fmt.Sprint(i)] = turn(major, major+"-conv-"+fmt.Sprint(i))
+		}
+		for i := range 6 {
+			if got := turn(major, major+"-conv-"+fmt.Sprint(i)); got != keyOf[fmt.Sprint(i)] {
+				t.Errorf("%s conversation %d: second turn on key %s, first on %s", major, i, got, keyOf[fmt.Sprint(i)])
+			}
+		}
+		// The key of conversation 0 answers 429: its next turn still
+		// succeeds for the SDK (another key serves it at once).
+		secret := map[string]string{"k1": "sk-one", "k2": "sk-two", "k3": "sk-three"}[keyOf["0"]]
+		u.set(secret, http.StatusTooManyRequests)
+		if got := turn(major, major+"-conv-0"); got == keyOf["0"] {
+			t.Errorf("%s: served by the benched key %s", major, got)
+		}
+		u.set(secret, 0)
 	}
 }
