@@ -222,6 +222,9 @@ func (g *Gateway) run(ctx context.Context, c *call, rs *routeSet, try tryFunc, g
 			continue // a hedge tried it already
 		}
 		rt := p.order[i]
+		if pos >= n && made == 0 {
+			break // no route had a key for it: waiting to retry would only delay the 429
+		}
 		if pos >= n && !again { // a retry: back off first
 			retry++
 			if werr := g.backoff.Wait(ctx, retry, retryAfterOf(err), deadline); werr != nil {
