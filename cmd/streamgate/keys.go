@@ -55,24 +55,7 @@ create a SQLite file: the others fail when it does not exist.`,
 	pf.StringVar(&dsn, "database", "", "the database instead of the config's (sqlite://PATH or postgres://...; env STREAMGATE_DATABASE)")
 	pf.BoolVar(&asJSON, "json", false, "print JSON")
 
-	// withStore runs f on the chosen database's key store; only a command
-	// that writes (create) may create a SQLite file.
-	withStore := func(create bool, f func(ctx context.Context, s *keys.Store, db database) error) func(*cobra.Command, []string) error {
-		return func(c *cobra.Command, _ []string) error {
-			db, err := chooseDatabase(e, dsn, cfgPath, create)
-			if err != nil {
-				return err
-			}
-			octx, cancel := context.WithTimeout(c.Context(), 10*time.Second)
-			defer cancel()
-			s, err := keys.Open(octx, db.dsn)
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			return cliKeyError(f(c.Context(), s, db))
-		}
-	}
+	withStore := storeCommand(e, &dsn, &cfgPath)
 	print := func(ctx context.Context, db database, k keys.Key, secret string) error {
 		shown, err := withSpend(ctx, db, []keys.Key{k}, time.Now())
 		if err != nil {
@@ -200,6 +183,29 @@ func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// storeCommand returns withStore for the commands whose flags fill dsn and
+// cfgPath: withStore(create, f) runs f on the chosen database's key store
+// (keys and teams); only a command that writes (create) may create a
+// SQLite file.
+func storeCommand(e *env, dsn, cfgPath *string) func(create bool, f func(ctx context.Context, s *keys.Store, db database) error) func(*cobra.Command, []string) error {
+	return func(create bool, f func(ctx context.Context, s *keys.Store, db database) error) func(*cobra.Command, []string) error {
+		return func(c *cobra.Command, _ []string) error {
+			db, err := chooseDatabase(e, *dsn, *cfgPath, create)
+			if err != nil {
+				return err
+			}
+			octx, cancel := context.WithTimeout(c.Context(), 10*time.Second)
+			defer cancel()
+			s, err := keys.Open(octx, db.dsn)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			return cliKeyError(f(c.Context(), s, db))
+		}
+	}
 }
 
 // keyView is a key as the key commands show it: with its budget's period

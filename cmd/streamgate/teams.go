@@ -52,22 +52,7 @@ The database is chosen as for streamgate keys.`,
 	pf.StringVar(&dsn, "database", "", "the database instead of the config's (sqlite://PATH or postgres://...; env STREAMGATE_DATABASE)")
 	pf.BoolVar(&asJSON, "json", false, "print JSON")
 
-	withStore := func(create bool, f func(ctx context.Context, s *keys.Store, db database) error) func(*cobra.Command, []string) error {
-		return func(c *cobra.Command, _ []string) error {
-			db, err := chooseDatabase(e, dsn, cfgPath, create)
-			if err != nil {
-				return err
-			}
-			octx, cancel := context.WithTimeout(c.Context(), 10*time.Second)
-			defer cancel()
-			s, err := keys.Open(octx, db.dsn)
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			return cliKeyError(f(c.Context(), s, db))
-		}
-	}
+	withStore := storeCommand(e, &dsn, &cfgPath)
 	// inConfig refuses a team the config defines: the config wins.
 	inConfig := func(name string) error {
 		names, err := configTeams(e, cfgPath)
