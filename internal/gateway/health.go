@@ -196,11 +196,24 @@ func (g *Gateway) adminRouteReset(w http.ResponseWriter, r *http.Request) {
 	}
 	was := e.ep.State()
 	e.ep.Reset()
+	// The provider key pools on it: benches end, disabled keys serve again.
+	enabled := []string{}
+	for _, name := range e.providers {
+		if k := g.keyed[name]; k != nil {
+			for _, key := range k.pool.Reset() {
+				enabled = append(enabled, name+"/"+key)
+			}
+		}
+	}
+	if len(enabled) > 0 {
+		g.log.LogAttrs(r.Context(), slog.LevelInfo, "provider keys enabled again", slog.Any("keys", enabled))
+	}
 	writeJSON(w, http.StatusOK, struct {
-		ID       string      `json:"id"`
-		Endpoint string      `json:"endpoint"`
-		Routes   []string    `json:"routes"`
-		Was      route.State `json:"was"`
-		State    route.State `json:"state"`
-	}{id, e.ep.Name, e.routes, was, e.ep.State()})
+		ID          string      `json:"id"`
+		Endpoint    string      `json:"endpoint"`
+		Routes      []string    `json:"routes"`
+		Was         route.State `json:"was"`
+		State       route.State `json:"state"`
+		KeysEnabled []string    `json:"keys_enabled"`
+	}{id, e.ep.Name, e.routes, was, e.ep.State(), enabled})
 }

@@ -224,6 +224,25 @@ func TestKeyPoolRevokedKey(t *testing.T) {
 	if !strings.Contains(er.Error.Message, `"oai"`) {
 		t.Errorf("message %q: want the provider named", er.Error.Message)
 	}
+
+	// The operator restores the key: POST /admin/routes/oai/reset ends the
+	// benches and enables the disabled key, which serves again.
+	for _, k := range []string{"sk-one", "sk-two", "sk-three"} {
+		u.set(k, 0)
+	}
+	resp = do(t, "POST", e.url+"/admin/routes/oai/reset", "sk-admin", "")
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"keys_enabled":["oai/k1"]`) {
+		t.Errorf("reset: got %d %s, want 200 naming oai/k1 enabled", resp.StatusCode, b)
+	}
+	if routes := getJSON(t, e.url+"/admin/routes"); strings.Contains(routes, `"disabled"`) || strings.Contains(routes, `"benched_until"`) {
+		t.Errorf("/admin/routes after reset: got %s, want no key disabled or benched", routes)
+	}
+	before := u.hitsOf("sk-one")
+	placements(t, e, 10)
+	if u.hitsOf("sk-one") == before {
+		t.Errorf("after reset: k1 served none of 10 sessions, want it back in the pool")
+	}
 }
 
 // lockedWriter serialises writes of concurrent loggers to a buffer.

@@ -472,6 +472,21 @@ func (p *Pool) Disable(name, reason string) bool {
 	return true
 }
 
+// Reset puts every key back in service: benches and rate refusals end,
+// disabled keys are enabled again (an operator replaced or restored a
+// revoked key). It returns the names of the keys it enabled, in order.
+func (p *Pool) Reset() (enabled []string) {
+	for i := range p.keys {
+		k := &p.keys[i]
+		k.benched.Store(0)
+		k.limited.Store(0)
+		if k.disabled.Swap(nil) != nil {
+			enabled = append(enabled, k.Name)
+		}
+	}
+	return enabled
+}
+
 // KeyState is a key's state for GET /admin/routes and metrics; never its
 // secret. Fields are read one by one, not as one consistent cut. The
 // counters only grow: export them as Prometheus counters labelled by Name.

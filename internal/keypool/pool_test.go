@@ -534,3 +534,32 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		})
 	})
 }
+
+// TestReset: Reset ends benches and rate refusals and enables disabled
+// keys, naming those it enabled; the keys lease again.
+func TestReset(t *testing.T) {
+	p, err := New(Config{Provider: "p", Keys: []Key{{Name: "a", Secret: "sa"}, {Name: "b", Secret: "sb"}, {Name: "c", Secret: "sc"}},
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Disable("a", "401")
+	p.Bench("b", time.Now().Add(time.Hour))
+	if got := p.Available(); got != 0b100 {
+		t.Fatalf("Available before Reset: got %b, want 100", got)
+	}
+	if got := p.Reset(); len(got) != 1 || got[0] != "a" {
+		t.Errorf("Reset: got %q enabled, want [a]", got)
+	}
+	if got := p.Available(); got != 0b111 {
+		t.Errorf("Available after Reset: got %b, want 111", got)
+	}
+	if l, err := p.AcquireKey(context.Background(), 0); err != nil || l.Name() != "a" {
+		t.Errorf("AcquireKey(a) after Reset: %v", err)
+	} else {
+		l.Release(0)
+	}
+	if got := p.Reset(); len(got) != 0 {
+		t.Errorf("a second Reset: got %q enabled, want none", got)
+	}
+}

@@ -28,7 +28,7 @@ func RegisterProviderKeys(reg prometheus.Registerer, states func() []ProviderKey
 		benches:  prometheus.NewDesc("streamgate_provider_key_benches_total", "429 answers that benched a provider key until its Retry-After.", l, nil),
 		inflight: prometheus.NewDesc("streamgate_provider_key_inflight", "Upstream attempts holding each provider key now.", l, nil),
 		benched:  prometheus.NewDesc("streamgate_provider_key_benched", "1 while a provider key rests after a 429.", l, nil),
-		disabled: prometheus.NewDesc("streamgate_provider_key_disabled", "1 once the provider refused a key with 401/403: it takes no more requests until restart.", l, nil),
+		disabled: prometheus.NewDesc("streamgate_provider_key_disabled", "1 once the provider refused a key with 401/403: it takes no more requests until POST /admin/routes/{provider}/reset or a restart.", l, nil),
 		states:   states,
 	})
 }
