@@ -274,8 +274,11 @@ func sessionOf(r *http.Request, req *provider.Request, mode affinity.Mode) affin
 // neutral for the route's health, and keyLevel reports that another key
 // of the route may serve at once.
 func keyOutcome(t *target, l keypool.Lease, err error, res *route.Result) (keyLevel bool) {
+	if t.keys == nil || err == nil {
+		return false // before perr, which escapes: no allocation on this path
+	}
 	var perr *provider.Error
-	if t.keys == nil || err == nil || !errors.As(err, &perr) {
+	if !errors.As(err, &perr) {
 		return false
 	}
 	switch perr.Status {

@@ -335,10 +335,11 @@ func retryAfterOf(err error) time.Duration {
 // target's health: the client leaving, a hedge cancelled, the request's own
 // fault or the request's time running out say nothing about the target.
 func outcomeFor(err error) route.Outcome {
+	if err == nil {
+		return route.Success // before perr, which escapes: no allocation on this path
+	}
 	var perr *provider.Error
 	switch {
-	case err == nil:
-		return route.Success
 	case errors.Is(err, context.Canceled), errors.Is(err, relay.ErrClientGone), errors.Is(err, relay.ErrHedgeLost),
 		errors.Is(err, errShutdown), errors.Is(err, provider.ErrTotalTimeout), errors.Is(err, provider.ErrUntranslatable):
 		return route.Neutral
