@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,7 +11,6 @@ import (
 
 	"github.com/streamgate/streamgate/internal/config"
 	"github.com/streamgate/streamgate/internal/gateway"
-	"github.com/streamgate/streamgate/internal/keys"
 )
 
 // Teams kept in the database, through the admin API: created, given to a
@@ -20,11 +18,7 @@ import (
 // refused while a key names it; the config's teams are listed, read-only.
 func TestAdminTeams(t *testing.T) {
 	ctx := context.Background()
-	store, err := keys.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "keys.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	store := tempKeyStore(t)
 	cfg := baseConfig()
 	cfg.AdminKey = "admin-secret"
 	cfg.Teams = []config.Team{{Name: "search", BudgetUSD: 500, RPM: 3000}}

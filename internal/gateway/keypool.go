@@ -155,9 +155,7 @@ func (a *affinityPlan) place(p *plan, key uint64) {
 			avail |= 1 << a.base[r]
 			continue
 		}
-		for m := t.keys.pool.Available(); m != 0; m &= m - 1 {
-			avail |= 1 << (a.base[r] + bits.TrailingZeros64(m))
-		}
+		avail |= a.keyTargets(r, t)
 	}
 	var buf [affinity.MaxTargets]int
 	order := a.set.Order(key, avail, buf[:0])
@@ -177,6 +175,16 @@ func (a *affinityPlan) place(p *plan, key uint64) {
 	p.affinity = true
 }
 
+// keyTargets is the set's bits of the targets of route r (t, a provider
+// with a key pool) whose keys may take an attempt now.
+func (a *affinityPlan) keyTargets(r int, t *target) uint64 {
+	var m uint64
+	for k := t.keys.pool.Available(); k != 0; k &= k - 1 {
+		m |= 1 << (a.base[r] + bits.TrailingZeros64(k))
+	}
+	return m
+}
+
 // repin pins, for the next attempt on route rt, the key that comes first
 // for the session among the route's keys available now: after a key of
 // the placed route was benched or disabled, the session goes where its
@@ -188,12 +196,8 @@ func (a *affinityPlan) repin(p *plan, rt *route.Target, key uint64) {
 	if t.keys == nil {
 		return
 	}
-	var avail uint64
-	for m := t.keys.pool.Available(); m != 0; m &= m - 1 {
-		avail |= 1 << (a.base[r] + bits.TrailingZeros64(m))
-	}
 	var buf [affinity.MaxTargets]int
-	if order := a.set.Order(key, avail, buf[:0]); len(order) > 0 {
+	if order := a.set.Order(key, a.keyTargets(r, t), buf[:0]); len(order) > 0 {
 		p.pinRoute, p.pinKey = rt, a.slots[order[0]].key
 	}
 }

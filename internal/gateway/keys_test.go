@@ -44,11 +44,7 @@ func eventually(t *testing.T, what string, check func() bool) {
 // expired key's 401 says so.
 func TestDatabaseKeys(t *testing.T) {
 	ctx := context.Background()
-	store, err := keys.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "keys.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	store := tempKeyStore(t)
 	cfg := baseConfig()
 	cfg.AdminKey = "admin-secret"
 	e := startWith(t, gateway.Options{Config: cfg, KeepAlive: -1, KeyStore: store})
@@ -132,11 +128,7 @@ func TestDatabaseKeys(t *testing.T) {
 // a metric, an error answer or the admin API's lists.
 func TestSecretsNeverLeak(t *testing.T) {
 	ctx := context.Background()
-	store, err := keys.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "keys.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	store := tempKeyStore(t)
 	_, dbSecret, err := store.Create(ctx, keys.Key{Name: "db-key", RPM: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -188,11 +180,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 // it; without a ledger a 404 saying so.
 func TestAdminUsage(t *testing.T) {
 	ctx := context.Background()
-	store, err := usage.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "ledger.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	store := tempLedger(t)
 	now := time.Now()
 	if err := store.Insert(ctx, []usage.Entry{
 		{Time: now.Add(-time.Hour), KeyID: "app", Model: "m1", Route: "p/a", Attempts: 1, Outcome: usage.OutcomeOK, InputTokens: 100, OutputTokens: 1000, CostUSD: 1.5},
@@ -265,4 +253,28 @@ func TestAdminUsage(t *testing.T) {
 	if status, body := adminDo(t, off, "GET", "/admin/usage", ""); status != 404 || !strings.Contains(string(body), "usage_ledger_off") {
 		t.Errorf("without a ledger: got %d %s, want 404 usage_ledger_off", status, body)
 	}
+}
+
+// tempKeyStore is a key store in a SQLite file of the test's own, closed
+// when the test ends.
+func tempKeyStore(t *testing.T) *keys.Store {
+	t.Helper()
+	s, err := keys.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "keys.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// tempLedger is a usage ledger in a SQLite file of the test's own, closed
+// when the test ends.
+func tempLedger(t *testing.T) usage.Store {
+	t.Helper()
+	s, err := usage.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "ledger.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }

@@ -3,7 +3,6 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,11 +16,7 @@ import (
 // without the key; 404 usage_ledger_off without a ledger.
 func TestAdminRequests(t *testing.T) {
 	ctx := context.Background()
-	store, err := usage.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "ledger.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	store := tempLedger(t)
 	now := time.Now()
 	if err := store.Insert(ctx, []usage.Entry{
 		{RequestID: "req-1", Time: now.Add(-time.Hour), KeyID: "app", Model: "m1", Route: "p/a", ProviderKey: "org-a", Status: 200, Outcome: usage.OutcomeOK,

@@ -16,15 +16,7 @@ import (
 // Settle (queued; the flusher writes it back in batches). Compare with
 // BenchmarkPingRedis, the round trip's floor.
 func BenchmarkAdmitRedis(b *testing.B) {
-	c, err := redisguard.NewClient(redistest.URL(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
-	prefix := fmt.Sprintf("sgbench:quota:%d:", time.Now().UnixNano())
-	q := New(Options{Client: c, Prefix: prefix})
-	q.timeout = time.Second
-	defer q.Close()
+	q := benchQuota(b)
 	lim := Limits{RPM: 1 << 30, TPM: 1 << 30, Budget: budget.Limit{USD: 1e6, Period: budget.Month}}
 	ctx := context.Background()
 	b.ReportAllocs()
@@ -40,15 +32,7 @@ func BenchmarkAdmitRedis(b *testing.B) {
 // BenchmarkAdmitRedisTeam is BenchmarkAdmitRedis with the three subjects
 // of a key in a team with a budget for the model: still one script call.
 func BenchmarkAdmitRedisTeam(b *testing.B) {
-	c, err := redisguard.NewClient(redistest.URL(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
-	prefix := fmt.Sprintf("sgbench:quota:%d:", time.Now().UnixNano())
-	q := New(Options{Client: c, Prefix: prefix})
-	q.timeout = time.Second
-	defer q.Close()
+	q := benchQuota(b)
 	lim := Limits{RPM: 1 << 30, TPM: 1 << 30, Budget: budget.Limit{USD: 1e6, Period: budget.Month}}
 	subs := []Subject{
 		{Scope: ScopeKey, Name: "bench", Limits: lim},
@@ -64,6 +48,19 @@ func BenchmarkAdmitRedisTeam(b *testing.B) {
 		}
 		t.Settle(0.0005, 100)
 	}
+}
+
+// benchQuota is a Quota on STREAMGATE_TEST_REDIS under a prefix of its
+// own, closed (with its client) when the benchmark ends.
+func benchQuota(b *testing.B) *Quota {
+	c, err := redisguard.NewClient(redistest.URL(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	q := New(Options{Client: c, Prefix: fmt.Sprintf("sgbench:quota:%d:", time.Now().UnixNano())})
+	q.timeout = time.Second
+	b.Cleanup(func() { q.Close(); c.Close() })
+	return q
 }
 
 // BenchmarkPingRedis is one PING: the floor of any round trip.
