@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	anthropic1 "github.com/anthropics/anthropic-sdk-go"
+	aoption1 "github.com/anthropics/anthropic-sdk-go/option"
+	"github.com/anthropics/anthropic-sdk-go/v2"
 	openai2 "github.com/openai/openai-go/v2"
 	option2 "github.com/openai/openai-go/v2/option"
 	"github.com/openai/openai-go/v3"
@@ -482,5 +485,77 @@ func TestKeyPoolOfficialSDKs(t *testing.T) {
 			t.Errorf("%s: served by the benched key %s", major, got)
 		}
 		u.set(secret, 0)
+	}
+}
+
+// TestKeyPoolAnthropicSDKs: anthropic-sdk-go v2 and the previous major v1
+// stream through a model on a pool of simulated Anthropic keys with
+// affinity, each conversation named by metadata.user_id (as Claude Code
+// names its sessions): every turn of a conversation is served by one key,
+// and the conversations spread over the keys.
+func TestKeyPoolAnthropicSDKs(t *testing.T) {
+	cfg := baseConfig()
+	cfg.Providers = append(cfg.Providers, config.Provider{Name: "ant", Kind: "sim", Dialect: "anthropic",
+		APIKeys: []config.ProviderKey{{Name: "a1", Key: "sim-ant-1"}, {Name: "a2", Key: "sim-ant-2"}, {Name: "a3", Key: "sim-ant-3"}}})
+	cfg.Models = append(cfg.Models, config.Model{Name: "claude-pooled", Affinity: "session",
+		Routes: []config.Route{{Provider: "ant", Model: "sim-fast"}}})
+	e := start(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	v2 := anthropicClient(e, devKey)
+	v1 := anthropic1.NewClient(aoption1.WithBaseURL(e.url), aoption1.WithAPIKey(devKey), aoption1.WithMaxRetries(0),
+		aoption1.WithHeader("X-Sim-TTFT", "1ms"), aoption1.WithHeader("X-Sim-ITL", "1ms"))
+	turn := func(major, user string) string {
+		t.Helper()
+		n := len(e.rec.all())
+		var text string
+		if major == "v2" {
+			s := v2.Messages.NewStreaming(ctx, anthropic.MessageNewParams{Model: "claude-pooled", MaxTokens: 4,
+				Metadata: anthropic.MetadataParam{UserID: anthropic.String(user)},
+				Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}})
+			var msg anthropic.Message
+			for s.Next() {
+				if err := msg.Accumulate(s.Current()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.Err(); err != nil || len(msg.Content) == 0 {
+				t.Fatalf("anthropic-sdk-go v2, user %s: %v", user, err)
+			}
+			text = msg.Content[0].Text
+		} else {
+			s := v1.Messages.NewStreaming(ctx, anthropic1.MessageNewParams{Model: "claude-pooled", MaxTokens: 4,
+				Metadata: anthropic1.MetadataParam{UserID: anthropic1.String(user)},
+				Messages: []anthropic1.MessageParam{anthropic1.NewUserMessage(anthropic1.NewTextBlock("hi"))}})
+			var msg anthropic1.Message
+			for s.Next() {
+				if err := msg.Accumulate(s.Current()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.Err(); err != nil || len(msg.Content) == 0 {
+				t.Fatalf("anthropic-sdk-go v1, user %s: %v", user, err)
+			}
+			text = msg.Content[0].Text
+		}
+		if text == "" {
+			t.Errorf("%s user %s: empty answer", major, user)
+		}
+		return e.waitEntries(t, n+1)[n].ProviderKey
+	}
+	for _, major := range []string{"v2", "v1"} {
+		first, used := map[int]string{}, map[string]bool{}
+		for i := range 9 {
+			first[i] = turn(major, fmt.Sprintf("user_%s_session_%d", major, i))
+			used[first[i]] = true
+		}
+		for i := range 9 {
+			if got := turn(major, fmt.Sprintf("user_%s_session_%d", major, i)); got != first[i] {
+				t.Errorf("%s session %d: second turn on key %q, first on %q", major, i, got, first[i])
+			}
+		}
+		if len(used) < 2 {
+			t.Errorf("%s: 9 sessions all on %v, want them spread over the keys", major, used)
+		}
 	}
 }
