@@ -113,6 +113,10 @@ type Options struct {
 	// http.Server.ConnState is (serve counts and closes the open
 	// connections with it); nil: not called.
 	ConnState func(net.Conn, http.ConnState)
+	// RedisCallTimeout bounds one Redis admission call (the config's redis:);
+	// 0 means redisguard.CallTimeout (50 ms), past which the replica counts
+	// alone. Tests of sharing between replicas on a loaded machine set more.
+	RedisCallTimeout time.Duration
 	// Throttle counts wrong admin keys per client, for the admin API and
 	// the dashboard; nil: a new auth.Throttle.
 	Throttle *auth.Throttle
@@ -256,7 +260,7 @@ func New(opts Options) (*Gateway, error) {
 	}
 	g.teams = newTeams(cfg, opts.KeyStore)
 	g.teamSlots = admit.New(admit.Options{Wait: cfg.Limits.QueueWait.D()})
-	qo := quota.Options{Spent: spent, SpentTeam: opts.SpentTeam, SpentModel: opts.SpentModel, Logger: g.log}
+	qo := quota.Options{Spent: spent, SpentTeam: opts.SpentTeam, SpentModel: opts.SpentModel, Logger: g.log, CallTimeout: opts.RedisCallTimeout}
 	if cfg.Redis != "" {
 		// The 50 ms bound of a call reaches the socket, and a refused
 		// connection fails at once (limits are then counted locally).

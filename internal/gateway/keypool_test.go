@@ -395,8 +395,8 @@ func TestKeyPoolLimitsAcrossReplicas(t *testing.T) {
 	cfg.Providers = append(cfg.Providers, config.Provider{Name: provider, Kind: "openai", BaseURL: u.url + "/v1",
 		APIKeys: []config.ProviderKey{{Name: "only", Key: "sk-only", RPM: 4}}})
 	cfg.Models = append(cfg.Models, config.Model{Name: "pooled", Routes: []config.Route{{Provider: provider, Model: "sim-fast"}}})
-	a := startWith(t, gateway.Options{Config: cfg, KeepAlive: -1})
-	bb := startWith(t, gateway.Options{Config: cfg, KeepAlive: -1})
+	a := startWith(t, gateway.Options{Config: cfg, KeepAlive: -1, RedisCallTimeout: sharedCallTimeout})
+	bb := startWith(t, gateway.Options{Config: cfg, KeepAlive: -1, RedisCallTimeout: sharedCallTimeout})
 	served := 0
 	for i := range 8 {
 		e := a

@@ -7,12 +7,19 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/streamgate/streamgate/internal/config"
 	"github.com/streamgate/streamgate/internal/gateway"
 	"github.com/streamgate/streamgate/internal/redisguard/redistest"
 	"github.com/streamgate/streamgate/internal/usage"
 )
+
+// sharedCallTimeout is the Redis call bound of the tests of limits shared
+// between replicas: they test the sharing, and a 50 ms call slowed by a
+// loaded machine (race-instrumented packages testing side by side) would
+// take the outage path, where each replica counts alone.
+const sharedCallTimeout = 2 * time.Second
 
 func countStatus(t *testing.T, e *env, key string, n int) (ok, limited int) {
 	t.Helper()
@@ -83,8 +90,8 @@ func TestRateLimitsAcrossReplicas(t *testing.T) {
 	cfg := baseConfig()
 	cfg.Redis = url
 	cfg.Keys = append(cfg.Keys, config.Key{Name: name, Key: "sk-shared", RPM: 6})
-	a := startWith(t, gateway.Options{Config: cfg, KeepAlive: -1})
-	bb := startWith(t, gateway.Options{Config: cfg, KeepAlive: -1})
+	a := startWith(t, gateway.Options{Config: cfg, KeepAlive: -1, RedisCallTimeout: sharedCallTimeout})
+	bb := startWith(t, gateway.Options{Config: cfg, KeepAlive: -1, RedisCallTimeout: sharedCallTimeout})
 	okA, _ := countStatus(t, a, "sk-shared", 5)
 	okB, _ := countStatus(t, bb, "sk-shared", 5)
 	if okA+okB != 6 || okA != 5 {

@@ -205,7 +205,7 @@ func TestTeamBudgetAcrossReplicas(t *testing.T) {
 		wctx, wcancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { w.Run(wctx); close(done) }()
-		gw, err := gateway.New(gateway.Options{Config: cfg, KeepAlive: -1, Recorder: ledgerRecorder{w, rec},
+		gw, err := gateway.New(gateway.Options{Config: cfg, KeepAlive: -1, RedisCallTimeout: sharedCallTimeout, Recorder: ledgerRecorder{w, rec},
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			Spent: func(ctx context.Context, key string, since time.Time) (float64, error) {
 				return usage.Spent(ctx, store, key, since)

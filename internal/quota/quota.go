@@ -59,6 +59,7 @@
 package quota
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -186,6 +187,10 @@ type Options struct {
 	Replica string
 	// Prefix of every Redis key; empty: "sg:". Tests set their own.
 	Prefix string
+	// CallTimeout bounds one admission call; 0 means redisguard.CallTimeout.
+	// Tests of sharing between replicas on a loaded machine set more, so
+	// that a slow call does not turn into the outage path they do not test.
+	CallTimeout time.Duration
 }
 
 // Quota is the admission of one replica. Safe for concurrent use; Close it.
@@ -222,7 +227,7 @@ func New(opts Options) *Quota {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	q := &Quota{client: opts.Client, rl: ratelimit.NewLocal(), lb: budget.NewLocal(spent), spent: spent,
-		replica: opts.Replica, prefix: opts.Prefix, now: time.Now, timeout: redisguard.CallTimeout,
+		replica: opts.Replica, prefix: opts.Prefix, now: time.Now, timeout: cmp.Or(opts.CallTimeout, redisguard.CallTimeout),
 		guard: redisguard.Guard{Logger: logger, ProbeEvery: retryEvery,
 			Down: "quota: redis unreachable, each replica enforces limits and budgets alone and keeps its counts to write back",
 			Up:   "quota: redis reachable again, counts written back, limits and budgets shared again"}}
