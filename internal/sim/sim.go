@@ -224,6 +224,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/streamgate/streamgate/internal/cloudauth"
 	"net"
 	"net/http"
 	"slices"
@@ -274,6 +275,10 @@ type Options struct {
 	// keys together; the least recently used goes first). 0 means
 	// DefaultPromptCacheEntries.
 	PromptCacheEntries int
+	// AWSCredentials are the AWS keys the Bedrock endpoints verify SigV4
+	// signatures against; none means SimAWSCredentials. A bearer token
+	// (a Bedrock API key) is accepted whatever it is.
+	AWSCredentials []cloudauth.AWSCredentials
 }
 
 // Endpoints lists what the simulator serves, for messages and help texts.
@@ -350,6 +355,7 @@ func New(opts Options) *Server {
 	s.mux.HandleFunc("/v1beta/models", s.geminiList)
 	s.mux.HandleFunc("/v1/embeddings", s.embeddings)
 	s.mux.HandleFunc("/v1/models", s.listModels)
+	s.mux.HandleFunc("/model/", s.bedrockInvoke)
 	s.mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "invalid_request_error", "not_found", "", "unknown path "+r.URL.Path+" ("+Endpoints+")")

@@ -1,0 +1,372 @@
+// Package cloud carries the gateway's dialects to the clouds that resell
+// the vendors' models: a cloud is an endpoint, an auth scheme and a
+// framing around a dialect the gateway already speaks. Each cloud is an
+// http.RoundTripper under an existing adapter (Claude on Bedrock: the
+// anthropic adapter, its requests moved to Bedrock's InvokeModel paths,
+// signed with SigV4, its binary event-stream answer unwrapped into the
+// Anthropic events the adapter already parses), so no translation is
+// written twice. Signing and tokens live in package cloudauth, the
+// event-stream framing in package eventstream.
+package cloud
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/streamgate/streamgate/internal/api"
+	"github.com/streamgate/streamgate/internal/cloudauth"
+	"github.com/streamgate/streamgate/internal/eventstream"
+)
+
+// BedrockAnthropicVersion is the anthropic_version Bedrock requires in the
+// body of a Claude request.
+const BedrockAnthropicVersion = "bedrock-2023-05-31"
+
+// BedrockEndpoint is Bedrock's runtime endpoint in region.
+func BedrockEndpoint(region string) string {
+	return "https://bedrock-runtime." + region + ".amazonaws.com"
+}
+
+// IsBedrockAnthropic reports whether a Bedrock model id (with or without
+// a cross-region profile prefix such as "us." or "global.", or an ARN)
+// names a Claude model, served through InvokeModel with the Anthropic body.
+func IsBedrockAnthropic(model string) bool { return strings.Contains(model, "anthropic.") }
+
+// Bedrock is the RoundTripper that carries the anthropic adapter's
+// Messages requests to Bedrock's InvokeModel and
+// InvokeModelWithResponseStream.
+type Bedrock struct {
+	// Base sends the rewritten request.
+	Base http.RoundTripper
+	// Endpoint is the runtime endpoint, "https://bedrock-runtime.{region}.amazonaws.com"
+	// (a test's fake otherwise), without a trailing slash.
+	Endpoint string
+	// Signer signs each request with SigV4; nil when APIKey is used.
+	Signer *cloudauth.SigV4
+	// APIKey is a Bedrock API key, sent as a bearer token instead of a
+	// signature.
+	APIKey string
+	// Now is the signing clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// RoundTrip moves a Messages request (POST …/v1/messages) to the model's
+// Invoke path: "model" goes into the path, "stream" is dropped (the path
+// says it), anthropic_version becomes Bedrock's and anthropic-beta headers
+// become the body's anthropic_beta; the rest of the body is passed byte for
+// byte. A streamed answer's event-stream frames are unwrapped into the
+// Anthropic SSE events they carry; an error answer is rewritten into
+// Anthropic's error shape with AWS's status.
+func (b *Bedrock) RoundTrip(r *http.Request) (*http.Response, error) {
+	body, err := readBody(r)
+	if err != nil {
+		return nil, err
+	}
+	var head struct {
+		Model  string `json:"model"`
+		Stream bool   `json:"stream"`
+	}
+	if err := json.Unmarshal(body, &head); err != nil || head.Model == "" {
+		return nil, fmt.Errorf("bedrock: the request body has no model: %v", err)
+	}
+	set := map[string]json.RawMessage{
+		"model":             nil,
+		"stream":            nil,
+		"anthropic_version": json.RawMessage(`"` + BedrockAnthropicVersion + `"`),
+	}
+	if betas := betaList(r.Header.Values("Anthropic-Beta")); betas != nil {
+		set["anthropic_beta"] = betas
+	}
+	if body, err = api.SetMembers(body, set); err != nil {
+		return nil, fmt.Errorf("bedrock: %w", err)
+	}
+	op := "/invoke"
+	if head.Stream {
+		op = "/invoke-with-response-stream"
+	}
+	u, err := url.Parse(b.Endpoint + "/model/" + cloudauth.PathEscape(head.Model) + op)
+	if err != nil {
+		return nil, fmt.Errorf("bedrock: endpoint: %w", err)
+	}
+	out := r.Clone(r.Context())
+	out.URL, out.Host = u, u.Host
+	out.Body = io.NopCloser(bytes.NewReader(body))
+	out.ContentLength = int64(len(body))
+	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	for _, h := range []string{"Anthropic-Version", "Anthropic-Beta", "X-Api-Key", "Authorization"} {
+		out.Header.Del(h)
+	}
+	out.Header.Set("Content-Type", "application/json")
+	if head.Stream {
+		out.Header.Set("Accept", "application/vnd.amazon.eventstream")
+	} else {
+		out.Header.Set("Accept", "application/json")
+	}
+	if b.Signer != nil {
+		now := time.Now
+		if b.Now != nil {
+			now = b.Now
+		}
+		if err := b.Signer.Sign(out, cloudauth.PayloadHash(body), now()); err != nil {
+			return nil, fmt.Errorf("bedrock: %w", err)
+		}
+	} else {
+		out.Header.Set("Authorization", "Bearer "+b.APIKey)
+	}
+	resp, err := b.Base.RoundTrip(out)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode/100 != 2 {
+		return awsError(resp), nil
+	}
+	if head.Stream {
+		resp.Header.Set("Content-Type", "text/event-stream")
+		resp.Header.Del("Content-Length")
+		resp.ContentLength = -1
+		resp.Body = newFrameReader(resp.Body)
+	}
+	return resp, nil
+}
+
+func readBody(r *http.Request) ([]byte, error) {
+	if r.Body == nil {
+		return nil, errors.New("cloud: request without a body")
+	}
+	defer r.Body.Close()
+	return io.ReadAll(r.Body)
+}
+
+// betaList is the anthropic-beta header values as a JSON array of names,
+// nil when there are none.
+func betaList(values []string) json.RawMessage {
+	var names []string
+	for _, v := range values {
+		for _, n := range strings.Split(v, ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				names = append(names, n)
+			}
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(names)
+	return b
+}
+
+// awsErrorType is the Anthropic error type of an AWS error name (the
+// x-amzn-ErrorType header, an exception frame's :exception-type), so the
+// adapter classifies it as it would Anthropic's own.
+func awsErrorType(name string, status int) string {
+	name, _, _ = strings.Cut(name, ":")
+	switch strings.ToLower(strings.TrimSuffix(strings.ToLower(name), "exception")) {
+	case "validation":
+		return "invalid_request_error"
+	case "accessdenied":
+		return "permission_error"
+	case "unrecognizedclient", "expiredtoken", "invalidsignature", "incompletesignature", "missingauthenticationtoken":
+		return "authentication_error"
+	case "resourcenotfound":
+		return "not_found_error"
+	case "throttling", "servicequotaexceeded", "modelnotready", "toomanyrequests":
+		return "rate_limit_error"
+	case "serviceunavailable":
+		return "overloaded_error"
+	case "modeltimeout":
+		return "timeout_error"
+	}
+	switch {
+	case status == http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case status == http.StatusUnauthorized:
+		return "authentication_error"
+	case status == http.StatusForbidden:
+		return "permission_error"
+	case status >= 500 || status == 0:
+		return "api_error"
+	}
+	return "invalid_request_error"
+}
+
+const maxErrorBody = 64 << 10
+
+// awsError rewrites an AWS error answer ({"message": …} or {"Message": …},
+// the error's name in x-amzn-ErrorType) into Anthropic's error shape.
+func awsError(resp *http.Response) *http.Response {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	resp.Body.Close()
+	var m struct {
+		Message  string `json:"message"`
+		Message2 string `json:"Message"`
+	}
+	_ = json.Unmarshal(b, &m)
+	msg := m.Message
+	if msg == "" {
+		msg = m.Message2
+	}
+	if msg == "" {
+		msg = strings.TrimSpace(string(b))
+	}
+	if msg == "" {
+		msg = http.StatusText(resp.StatusCode)
+	}
+	out := anthropicError(awsErrorType(resp.Header.Get("X-Amzn-Errortype"), resp.StatusCode), msg)
+	resp.Body = io.NopCloser(bytes.NewReader(out))
+	resp.ContentLength = int64(len(out))
+	resp.Header.Set("Content-Length", strconv.Itoa(len(out)))
+	resp.Header.Set("Content-Type", "application/json")
+	return resp
+}
+
+func anthropicError(typ, msg string) []byte {
+	b := append([]byte(`{"type":"error","error":{"type":`), api.AppendString(nil, typ)...)
+	b = append(b, `,"message":`...)
+	b = append(b, api.AppendString(nil, msg)...)
+	return append(b, "}}"...)
+}
+
+// frameReader turns a Bedrock InvokeModelWithResponseStream body into the
+// Anthropic SSE events its frames carry: a chunk frame's base64 "bytes"
+// is one Anthropic event, written as "event: {type}\ndata: {json}\n\n";
+// an exception or error frame becomes Anthropic's error event, so a
+// mid-stream failure reaches the client as an error, never a silent end.
+// Frames already read are converted together, so the events of one
+// upstream read leave in one write.
+type frameReader struct {
+	body io.ReadCloser
+	dec  *eventstream.Decoder
+	out  []byte
+	off  int
+	err  error
+
+	scratch []byte // a chunk's decoded bytes, reused
+}
+
+func newFrameReader(body io.ReadCloser) *frameReader {
+	return &frameReader{body: body, dec: eventstream.NewDecoder(body, 0), out: make([]byte, 0, 1024)}
+}
+
+func (f *frameReader) Read(p []byte) (int, error) {
+	for f.off == len(f.out) {
+		if f.err != nil {
+			return 0, f.err
+		}
+		f.out, f.off = f.out[:0], 0
+		for {
+			m, err := f.dec.Next()
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					f.err = io.EOF
+				} else if errors.Is(err, eventstream.ErrTruncated) {
+					f.err = io.ErrUnexpectedEOF
+				} else {
+					f.err = err
+				}
+				break
+			}
+			f.out = appendEvent(f.out, &m, &f.scratch)
+			if !f.dec.Buffered() {
+				break
+			}
+		}
+	}
+	n := copy(p, f.out[f.off:])
+	f.off += n
+	return n, nil
+}
+
+func (f *frameReader) Close() error { return f.body.Close() }
+
+// appendEvent appends the SSE form of one frame.
+func appendEvent(dst []byte, m *eventstream.Message, scratch *[]byte) []byte {
+	switch {
+	case m.Is(":message-type", "event"):
+		if !m.Is(":event-type", "chunk") {
+			return dst // other event types carry nothing for the client
+		}
+		raw, ok := chunkBytes(m.Payload)
+		if !ok {
+			return appendSSE(dst, "error", anthropicError("api_error", "bedrock: a chunk frame without its bytes"))
+		}
+		need := base64.StdEncoding.DecodedLen(len(raw))
+		if cap(*scratch) < need {
+			*scratch = make([]byte, need)
+		}
+		data := (*scratch)[:need]
+		n, err := base64.StdEncoding.Decode(data, raw)
+		if err != nil {
+			return appendSSE(dst, "error", anthropicError("api_error", "bedrock: a chunk frame whose bytes are not base64"))
+		}
+		return appendSSE(dst, eventType(data[:n]), data[:n])
+	case m.Is(":message-type", "exception"):
+		var e struct {
+			Message string `json:"message"`
+		}
+		_ = json.Unmarshal(m.Payload, &e)
+		name := m.String(":exception-type")
+		if e.Message == "" {
+			e.Message = name
+		}
+		return appendSSE(dst, "error", anthropicError(awsErrorType(name, 0), e.Message))
+	default: // :message-type error: the code and message are headers
+		msg := m.String(":error-message")
+		if msg == "" {
+			msg = "bedrock stream error " + m.String(":error-code")
+		}
+		return appendSSE(dst, "error", anthropicError(awsErrorType(m.String(":error-code"), 0), msg))
+	}
+}
+
+func appendSSE[S string | []byte](dst []byte, name S, data []byte) []byte {
+	dst = append(dst, "event: "...)
+	dst = append(dst, name...)
+	dst = append(dst, "\ndata: "...)
+	dst = append(dst, data...)
+	return append(dst, "\n\n"...)
+}
+
+// chunkBytes finds the base64 value of a chunk payload's "bytes" member,
+// {"bytes":"…","p":"…"}, without decoding the JSON; ok is false when the
+// payload has none or escapes it (base64 needs no escapes).
+func chunkBytes(p []byte) ([]byte, bool) {
+	const key = `"bytes":`
+	i := bytes.Index(p, []byte(key))
+	if i < 0 {
+		return nil, false
+	}
+	v := bytes.TrimLeft(p[i+len(key):], " \t\r\n")
+	if len(v) == 0 || v[0] != '"' {
+		return nil, false
+	}
+	end := bytes.IndexByte(v[1:], '"')
+	if end < 0 || bytes.IndexByte(v[1:1+end], '\\') >= 0 {
+		return nil, false
+	}
+	return v[1 : 1+end], true
+}
+
+// eventType is the "type" member of an Anthropic event, found without
+// decoding: every Anthropic event starts {"type":"…".
+func eventType(data []byte) []byte {
+	const key = `"type":"`
+	i := bytes.Index(data, []byte(key))
+	if i < 0 || i > 8 {
+		return nil
+	}
+	v := data[i+len(key):]
+	end := bytes.IndexByte(v, '"')
+	if end < 0 {
+		return nil
+	}
+	return v[:end]
+}

@@ -1,0 +1,200 @@
+package cloud
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/streamgate/streamgate/internal/api"
+	"github.com/streamgate/streamgate/internal/cloudauth"
+	"github.com/streamgate/streamgate/internal/provider"
+	"github.com/streamgate/streamgate/internal/provider/anthropic"
+	"github.com/streamgate/streamgate/internal/sim"
+)
+
+// bedrockSim serves the simulator's Bedrock endpoints on loopback.
+func bedrockSim(t *testing.T) *httptest.Server {
+	srv := httptest.NewServer(sim.New(sim.Options{Seed: 7, Profile: sim.Profile{Name: "fast", TTFT: 1e6, ITL: 1e5, Tokens: 20}}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func bedrockClient(srv *httptest.Server, creds cloudauth.AWSCredentials, apiKey string) *anthropic.Client {
+	b := &Bedrock{Base: srv.Client().Transport, Endpoint: srv.URL, APIKey: apiKey}
+	if apiKey == "" {
+		b.Signer = &cloudauth.SigV4{Service: "bedrock", Region: "us-east-1", Creds: creds}
+	}
+	return anthropic.New(srv.URL, "", anthropic.Options{Transport: b})
+}
+
+func chatRequest(t *testing.T, model string, stream bool) *provider.Request {
+	body := `{"model":"x","max_tokens":20,"messages":[{"role":"user","content":"say hello"}]}`
+	var chat api.ChatRequest
+	if err := json.Unmarshal([]byte(body), &chat); err != nil {
+		t.Fatal(err)
+	}
+	return &provider.Request{Model: model, Stream: stream, Body: []byte(body), Chat: &chat}
+}
+
+// readStream gathers a stream's text and usage.
+func readStream(t *testing.T, st provider.Stream) (string, *api.Usage, error) {
+	defer st.Close()
+	var text strings.Builder
+	var usage *api.Usage
+	for {
+		ev, err := st.Next()
+		if err == io.EOF {
+			return text.String(), usage, nil
+		}
+		if err != nil {
+			return text.String(), usage, err
+		}
+		if len(ev.Data) == 0 {
+			continue // a comment
+		}
+		var c api.Chunk
+		if err := json.Unmarshal(ev.Data, &c); err != nil {
+			t.Fatalf("chunk %q: %v", ev.Data, err)
+		}
+		for _, ch := range c.Choices {
+			text.WriteString(ch.Delta.Content)
+		}
+		if c.Usage != nil {
+			usage = c.Usage
+		}
+	}
+}
+
+// TestBedrockClaudeStream: a chat request to Claude on (simulated)
+// Bedrock, signed with SigV4 and with a Bedrock API key, for a model id, a
+// cross-region profile and an ARN: the answer's text and usage arrive
+// through the anthropic adapter, unwrapped from event-stream frames.
+func TestBedrockClaudeStream(t *testing.T) {
+	srv := bedrockSim(t)
+	models := []string{
+		"anthropic.claude-sonnet-4-5-20250929-v1:0",
+		"us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+		"arn:aws:bedrock:us-east-1:123456789012:inference-profile/global.anthropic.claude-opus-4-5-v1:0",
+	}
+	for _, auth := range []string{"sigv4", "api key"} {
+		key := ""
+		if auth == "api key" {
+			key = "ABSKbedrockapikey"
+		}
+		c := bedrockClient(srv, sim.SimAWSCredentials, key)
+		for _, m := range models {
+			st, err := c.Open(context.Background(), chatRequest(t, m, true))
+			if err != nil {
+				t.Fatalf("%s %s: open: %v", auth, m, err)
+			}
+			text, usage, err := readStream(t, st)
+			if err != nil || text == "" {
+				t.Errorf("%s %s: got %q, %v; want text", auth, m, text, err)
+			}
+			if usage == nil || usage.PromptTokens == 0 || usage.CompletionTokens == 0 {
+				t.Errorf("%s %s: usage %+v, want prompt and completion tokens", auth, m, usage)
+			}
+		}
+		c.CloseIdleConnections()
+	}
+}
+
+// TestBedrockNonStream: Invoke (not streamed) answers the Message as it
+// is; the adapter translates it.
+func TestBedrockNonStream(t *testing.T) {
+	srv := bedrockSim(t)
+	c := bedrockClient(srv, sim.SimAWSCredentials, "")
+	defer c.CloseIdleConnections()
+	b, err := c.Complete(context.Background(), chatRequest(t, "anthropic.claude-3-haiku-20240307-v1:0", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cc api.Completion
+	if err := json.Unmarshal(b, &cc); err != nil || len(cc.Choices) != 1 || cc.Choices[0].Message.Content == "" {
+		t.Errorf("got %s (%v), want a completion with text", b, err)
+	}
+}
+
+// TestBedrockWrongSecret: a signature made with the wrong secret is
+// refused 403 as AWS refuses it, and the adapter sees Anthropic's error
+// shape with AWS's words.
+func TestBedrockWrongSecret(t *testing.T) {
+	srv := bedrockSim(t)
+	bad := sim.SimAWSCredentials
+	bad.SecretAccessKey = "wrong"
+	c := bedrockClient(srv, bad, "")
+	defer c.CloseIdleConnections()
+	_, err := c.Open(context.Background(), chatRequest(t, "anthropic.claude-3-haiku-20240307-v1:0", true))
+	var pe *provider.Error
+	if !errors.As(err, &pe) || pe.Status != http.StatusForbidden || !strings.Contains(pe.Message, "signature") {
+		t.Fatalf("got %v, want a 403 naming the signature", err)
+	}
+}
+
+// TestBedrockMidStreamException: an error event mid-stream reaches Bedrock's
+// client as an exception frame, and the adapter's client as an error, not a
+// silent end.
+func TestBedrockMidStreamException(t *testing.T) {
+	srv := bedrockSim(t)
+	c := bedrockClient(srv, sim.SimAWSCredentials, "")
+	defer c.CloseIdleConnections()
+	req := chatRequest(t, "anthropic.claude-3-haiku-20240307-v1:0", true)
+	req.Header = http.Header{sim.HeaderErrorAt: {"3"}}
+	st, err := c.Open(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, _, err := readStream(t, st)
+	var pe *provider.Error
+	if !errors.As(err, &pe) {
+		t.Fatalf("got text %q and %v, want an upstream error mid-stream", text, err)
+	}
+}
+
+// TestBedrockBody: what reaches Bedrock is the Anthropic body without
+// model and stream, with Bedrock's anthropic_version and the client's betas
+// as anthropic_beta, at the model's escaped path.
+func TestBedrockBody(t *testing.T) {
+	var got *http.Request
+	var body []byte
+	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r
+		body, _ = io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn","usage":{"input_tokens":3,"output_tokens":1}}`))
+	}))
+	defer fake.Close()
+	b := &Bedrock{Base: fake.Client().Transport, Endpoint: fake.URL, Signer: &cloudauth.SigV4{Service: "bedrock", Region: "eu-west-1", Creds: sim.SimAWSCredentials}}
+	c := anthropic.New(fake.URL, "", anthropic.Options{Transport: b})
+	defer c.CloseIdleConnections()
+	native := []byte(`{"model":"claude","max_tokens":9,"system":[{"type":"text","text":"s","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":"hi"}],"thinking":{"type":"enabled","budget_tokens":1024}}`)
+	req := &provider.Request{Model: "eu.anthropic.claude-sonnet-4-5-20250929-v1:0", Native: &provider.Native{
+		Dialect: provider.DialectAnthropic, Body: native,
+		Header: http.Header{"Anthropic-Beta": {"context-1m-2025-08-07,interleaved-thinking-2025-05-14"}, "Anthropic-Version": {"2023-06-01"}},
+	}}
+	if _, err := c.Complete(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if got.URL.EscapedPath() != "/model/eu.anthropic.claude-sonnet-4-5-20250929-v1%3A0/invoke" {
+		t.Errorf("path: got %s", got.URL.EscapedPath())
+	}
+	if got.Header.Get("Anthropic-Beta") != "" || got.Header.Get("X-Api-Key") != "" || !strings.HasPrefix(got.Header.Get("Authorization"), "AWS4-HMAC-SHA256 Credential="+sim.SimAWSCredentials.AccessKeyID+"/") {
+		t.Errorf("headers: %v", got.Header)
+	}
+	var m map[string]json.RawMessage
+	json.Unmarshal(body, &m)
+	if _, ok := m["model"]; ok {
+		t.Errorf("body keeps model: %s", body)
+	}
+	if string(m["anthropic_version"]) != `"bedrock-2023-05-31"` || string(m["anthropic_beta"]) != `["context-1m-2025-08-07","interleaved-thinking-2025-05-14"]` {
+		t.Errorf("body: %s", body)
+	}
+	if !strings.Contains(string(body), `"cache_control":{"type":"ephemeral"}`) || !strings.Contains(string(body), `"thinking":{"type":"enabled","budget_tokens":1024}`) {
+		t.Errorf("body lost the client's members: %s", body)
+	}
+}
