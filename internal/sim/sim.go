@@ -222,6 +222,7 @@ package sim
 
 import (
 	"context"
+	"crypto/rsa"
 	"encoding/json"
 	"errors"
 	"github.com/streamgate/streamgate/internal/cloudauth"
@@ -279,6 +280,9 @@ type Options struct {
 	// signatures against; none means SimAWSCredentials. A bearer token
 	// (a Bedrock API key) is accepted whatever it is.
 	AWSCredentials []cloudauth.AWSCredentials
+	// GoogleKeys are the service-account public keys whose JWT-bearer
+	// grants the token endpoint (/token) accepts, for Vertex AI's paths.
+	GoogleKeys []*rsa.PublicKey
 }
 
 // Endpoints lists what the simulator serves, for messages and help texts.
@@ -305,6 +309,7 @@ type Server struct {
 	handlers sync.WaitGroup
 	cache    *promptCache
 	signer   signer
+	gtokens  vertexTokens
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -356,6 +361,9 @@ func New(opts Options) *Server {
 	s.mux.HandleFunc("/v1/embeddings", s.embeddings)
 	s.mux.HandleFunc("/v1/models", s.listModels)
 	s.mux.HandleFunc("/model/", s.bedrockInvoke)
+	s.mux.HandleFunc("/token", s.googleToken)
+	s.mux.HandleFunc("/v1/projects/", s.vertexModels)
+	s.mux.HandleFunc("/openai/", s.azure)
 	s.mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "invalid_request_error", "not_found", "", "unknown path "+r.URL.Path+" ("+Endpoints+")")
