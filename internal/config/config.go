@@ -115,9 +115,28 @@ type Duration time.Duration
 // Provider is one upstream.
 type Provider struct {
 	Name    string `yaml:"name"`
-	Kind    string `yaml:"kind"` // openai | anthropic | gemini | sim
+	Kind    string `yaml:"kind"` // openai | anthropic | gemini | sim | bedrock | vertex | azure
 	BaseURL string `yaml:"base_url"`
-	APIKey  string `yaml:"api_key"`
+	// Region is the cloud region of kind bedrock (required unless
+	// base_url is given: the endpoint is bedrock-runtime.{region}) and
+	// vertex ("global" or a region such as us-east5).
+	Region string `yaml:"region"`
+	// Project is the Google Cloud project of kind vertex (required).
+	Project string `yaml:"project"`
+	// CredentialsFile is kind vertex's Google credentials JSON (a service
+	// account's key, or gcloud's application-default credentials); empty:
+	// GOOGLE_APPLICATION_CREDENTIALS, then gcloud's default file.
+	CredentialsFile string `yaml:"credentials_file"`
+	// APIVersion is kind azure's api-version: requests go to
+	// /openai/deployments/{route model}/…?api-version=; empty: the v1 path
+	// /openai/v1/… with the route's model (the deployment) in the body.
+	APIVersion string `yaml:"api_version"`
+	// AWS are kind bedrock's static credentials, signed with SigV4; with
+	// neither aws nor api_key (a Bedrock API key, sent as a bearer token)
+	// the environment's AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY and the
+	// shared credentials file are read at start.
+	AWS    *AWSKeys `yaml:"aws,omitempty"`
+	APIKey string   `yaml:"api_key"`
 	// APIKeys is a pool of the provider's API keys, instead of APIKey:
 	// each attempt takes the least-loaded key its limits allow, a 429
 	// benches only that key until its Retry-After, a 401/403 disables
@@ -162,6 +181,13 @@ type Provider struct {
 	// HealthCheck is the active check of this provider's upstream while it
 	// is ejected (see HealthCheck); on by default.
 	HealthCheck HealthCheck `yaml:"health_check"`
+}
+
+// AWSKeys are AWS credentials (providers[].aws).
+type AWSKeys struct {
+	AccessKeyID     string `yaml:"access_key_id"`
+	SecretAccessKey string `yaml:"secret_access_key"`
+	SessionToken    string `yaml:"session_token"`
 }
 
 // ProviderKey is one key of a provider's pool (providers[].api_keys).

@@ -257,7 +257,7 @@ func TestParseShapeErrors(t *testing.T) {
 			name: "several shape problems together",
 			yaml: "providers:\n  - {name: sim, kind: sim, colour: blue}\nmodels:\n  - {name: m, retries: x, routes: [{provider: sim, model: m, wieght: 2}]}\ntimeouts: {connect: 3}\n",
 			want: []string{
-				`t.yaml:2: providers[0].colour: unknown field "colour" (known fields: api_key, api_keys, base_url, ca_file, continuation, dialect, health_check, http2, kind, name, responses)`,
+				`t.yaml:2: providers[0].colour: unknown field "colour" (known fields: api_key, api_keys, api_version, aws, base_url, ca_file, continuation, credentials_file, dialect, health_check, http2, kind, name, project, region, responses)`,
 				`t.yaml:4: models[0].retries: want an integer, got "x"`,
 				`t.yaml:4: models[0].routes[0].wieght: unknown field "wieght" (known fields: model, provider, weight)`,
 				`t.yaml:5: timeouts.connect: 3 has no unit; write a duration such as "5s" or "250ms"`,
@@ -325,7 +325,7 @@ func TestParseShapeErrors(t *testing.T) {
 func TestUnknownFieldFile(t *testing.T) {
 	_, err := Load(filepath.Join("testdata", "unknown_field.yaml"), nil)
 	want := []string{
-		`testdata/unknown_field.yaml:3: providers[0].baseurl: unknown field "baseurl" (known fields: api_key, api_keys, base_url, ca_file, continuation, dialect, health_check, http2, kind, name, responses)`,
+		`testdata/unknown_field.yaml:3: providers[0].baseurl: unknown field "baseurl" (known fields: api_key, api_keys, api_version, aws, base_url, ca_file, continuation, credentials_file, dialect, health_check, http2, kind, name, project, region, responses)`,
 		`testdata/unknown_field.yaml:7: models[0].prices: unknown field "prices" (known fields: affinity, affinity_epsilon, context_policy, context_window, continue_on_cut, hedge, max_output_tokens, name, price, retries, routes, smoothing, strategy)`,
 	}
 	if err == nil || err.Error() != strings.Join(want, "\n") {
@@ -344,7 +344,7 @@ func TestManyProblems(t *testing.T) {
 		`testdata/many_problems.yaml:4: timeouts.connect: must not be negative, got -1s`,
 		`testdata/many_problems.yaml:6: providers[0].base_url: api.openai.com/v1 is not an absolute http(s) URL`,
 		`testdata/many_problems.yaml:7: providers[1].name: duplicate provider name "openai" (first at providers[0])`,
-		`testdata/many_problems.yaml:7: providers[1].kind: unknown kind "opnai" (want one of openai, anthropic, gemini, sim)`,
+		`testdata/many_problems.yaml:7: providers[1].kind: unknown kind "opnai" (want one of openai, anthropic, gemini, sim, bedrock, vertex, azure)`,
 		`testdata/many_problems.yaml:10: keys[1].key: same secret as keys[0]; each key needs its own`,
 		`testdata/many_problems.yaml:10: keys[1].models[0]: unknown model "gpt-5"`,
 		`testdata/many_problems.yaml:14: models[0].price.input: must be a non-negative number of USD per 1M tokens, got -1`,
@@ -625,7 +625,7 @@ models:
 func TestAllProblemsInLineOrder(t *testing.T) {
 	_, err := Load(filepath.Join("testdata", "hidden_problems.yaml"), nil)
 	want := []string{
-		`testdata/hidden_problems.yaml:5: providers[1].kind: unknown kind "opnai" (want one of openai, anthropic, gemini, sim)`,
+		`testdata/hidden_problems.yaml:5: providers[1].kind: unknown kind "opnai" (want one of openai, anthropic, gemini, sim, bedrock, vertex, azure)`,
 		`testdata/hidden_problems.yaml:8: models[0].routes[0].provider: unknown provider "openia" (providers: "openai", "local")`,
 		`testdata/hidden_problems.yaml:10: timeouts.first_token: "30 seconds" is not a duration (want e.g. "5s", "250ms", "0s")`,
 	}
@@ -677,7 +677,7 @@ func TestShapeProblemsDoNotCascade(t *testing.T) {
 			yaml: "listen: ${1HOST}\nproviders: [{name: sim, kind: simm}]\nmodels: [{name: m, routes: [{provider: sim, model: m}]}]\n",
 			want: []string{
 				`t.yaml:1: invalid variable reference ${1HOST} (want ${VAR} or ${VAR:-default})`,
-				`t.yaml:2: providers[0].kind: unknown kind "simm" (want one of openai, anthropic, gemini, sim)`,
+				`t.yaml:2: providers[0].kind: unknown kind "simm" (want one of openai, anthropic, gemini, sim, bedrock, vertex, azure)`,
 			},
 		},
 	}

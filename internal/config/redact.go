@@ -55,6 +55,10 @@ func (c *Config) Clone() *Config {
 	out.Providers = append([]Provider(nil), c.Providers...)
 	for i := range out.Providers {
 		out.Providers[i].APIKeys = append([]ProviderKey(nil), out.Providers[i].APIKeys...)
+		if a := out.Providers[i].AWS; a != nil {
+			cp := *a
+			out.Providers[i].AWS = &cp
+		}
 	}
 	out.Keys = append([]Key(nil), c.Keys...)
 	for i := range out.Keys {
@@ -89,6 +93,9 @@ func (c Config) Redacted() Config {
 		}
 		if out.Providers[i].BaseURL != "" {
 			out.Providers[i].BaseURL = redactURL(out.Providers[i].BaseURL)
+		}
+		if a := out.Providers[i].AWS; a != nil {
+			a.SecretAccessKey, a.SessionToken = Redact(a.SecretAccessKey), Redact(a.SessionToken)
 		}
 	}
 	for i := range out.Keys {

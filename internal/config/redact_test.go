@@ -367,3 +367,18 @@ func TestPriceCacheSavings(t *testing.T) {
 		})
 	}
 }
+
+// TestRedactedAWS: a bedrock provider's secret access key and session
+// token are redacted in the printed config, and the config itself keeps
+// them.
+func TestRedactedAWS(t *testing.T) {
+	c := Config{Providers: []Provider{{Name: "b", Kind: "bedrock", Region: "us-east-1",
+		AWS: &AWSKeys{AccessKeyID: "AKIAEXAMPLE", SecretAccessKey: "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", SessionToken: "FwoGZXIvYXdzEXAMPLETOKENVALUE"}}}}
+	out := c.String()
+	if strings.Contains(out, "K7MDENG") || strings.Contains(out, "EXAMPLETOKENVALUE") {
+		t.Errorf("printed config shows an AWS secret:\n%s", out)
+	}
+	if c.Providers[0].AWS.SecretAccessKey != "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY" {
+		t.Errorf("Redacted changed the config's own secret")
+	}
+}

@@ -18,7 +18,7 @@ import (
 
 // Accepted values of enumerated fields.
 var (
-	kinds          = []string{"openai", "anthropic", "gemini", "sim"}
+	kinds          = []string{"openai", "anthropic", "gemini", "sim", "bedrock", "vertex", "azure"}
 	simDialects    = []string{"openai", "anthropic", "gemini"}
 	strategies     = []string{"fallback", "weighted", "least-inflight", "lowest-latency"}
 	contextPolicys = []string{"reject", "trim"}
@@ -277,8 +277,8 @@ func (v *problems) provider(path string, p Provider) {
 			v.add(path+".dialect", "unknown dialect %q (want one of %s)", p.Dialect, strings.Join(simDialects, ", "))
 		}
 	}
-	if p.Responses && p.Kind != "openai" && (p.Kind != "sim" || p.Dialect != "" && p.Dialect != "openai") {
-		v.add(path+".responses", "only for kind openai (or sim of dialect openai): a provider of kind %s does not speak the Responses API", cmp.Or(p.Dialect, p.Kind))
+	if p.Responses && p.Kind != "openai" && p.Kind != "azure" && (p.Kind != "sim" || p.Dialect != "" && p.Dialect != "openai") {
+		v.add(path+".responses", "only for kind openai or azure (or sim of dialect openai): a provider of kind %s does not speak the Responses API", cmp.Or(p.Dialect, p.Kind))
 	}
 	v.nonNegative(path+".health_check.interval", p.HealthCheck.Interval)
 	v.nonNegative(path+".health_check.timeout", p.HealthCheck.Timeout)
@@ -286,8 +286,9 @@ func (v *problems) provider(path string, p Provider) {
 	if p.Continuation != "" && !oneOf(p.Continuation, continuations) {
 		v.add(path+".continuation", "unknown continuation %q (want one of %s)", p.Continuation, strings.Join(continuations, ", "))
 	}
+	v.cloud(path, p)
 	if p.BaseURL == "" {
-		if p.Kind != "sim" && oneOf(p.Kind, kinds) {
+		if p.Kind != "sim" && p.Kind != "bedrock" && p.Kind != "vertex" && oneOf(p.Kind, kinds) {
 			v.add(path+".base_url", "required for kind %s", p.Kind)
 		}
 		return
@@ -354,6 +355,54 @@ func (v *problems) providerKeys(path string, p Provider) {
 	}
 }
 
+// cloud checks the fields of the cloud kinds: each only where its kind
+// reads it, and what each kind needs.
+func (v *problems) cloud(path string, p Provider) {
+	only := func(field string, set bool, kinds ...string) {
+		if set && !oneOf(p.Kind, kinds) {
+			v.add(path+"."+field, "only for kind %s (a provider of kind %s does not read it)", strings.Join(kinds, " or "), p.Kind)
+		}
+	}
+	only("region", p.Region != "", "bedrock", "vertex")
+	only("project", p.Project != "", "vertex")
+	only("credentials_file", p.CredentialsFile != "", "vertex")
+	only("api_version", p.APIVersion != "", "azure")
+	only("aws", p.AWS != nil, "bedrock")
+	switch p.Kind {
+	case "bedrock":
+		if p.Region == "" {
+			v.add(path+".region", "required for kind bedrock (the region signed requests are scoped to, e.g. us-east-1)")
+		}
+		if p.AWS != nil {
+			if p.APIKey != "" || p.APIKeys != nil {
+				v.add(path+".aws", "give aws (SigV4) or api_key (a Bedrock API key), not both")
+			}
+			if p.AWS.AccessKeyID == "" || p.AWS.SecretAccessKey == "" {
+				v.add(path+".aws", "access_key_id and secret_access_key are both required")
+			}
+		}
+	case "vertex":
+		if p.Project == "" {
+			v.add(path+".project", "required for kind vertex (the Google Cloud project)")
+		}
+		if p.Region == "" {
+			v.add(path+".region", "required for kind vertex (global, or a region such as us-east5)")
+		}
+		if p.APIKey != "" || p.APIKeys != nil {
+			v.add(path+".api_key", "kind vertex authenticates with credentials_file (or application-default credentials), not an API key")
+		}
+		if p.CredentialsFile != "" {
+			if _, err := os.Stat(p.CredentialsFile); err != nil {
+				v.add(path+".credentials_file", "%v", err)
+			}
+		}
+	case "azure":
+		if p.APIKey == "" && p.APIKeys == nil {
+			v.add(path+".api_key", "required for kind azure (sent as the api-key header)")
+		}
+	}
+}
+
 func (v *problems) model(path string, m Model, providers map[string]int, list []Provider) {
 	if len(m.Routes) == 0 {
 		v.add(path+".routes", "at least one route is required")
@@ -373,6 +422,8 @@ func (v *problems) model(path string, m Model, providers map[string]int, list []
 		}
 		if r.Model == "" {
 			v.add(rp+".model", "required (the model name the provider expects)")
+		} else if i, ok := providers[r.Provider]; ok && list[i].Kind == "bedrock" && !strings.Contains(r.Model, "anthropic.") {
+			v.add(rp+".model", "%q: kind bedrock serves Claude models (ids containing \"anthropic.\", through InvokeModel); Bedrock's other models (ConverseStream) are not supported by this version", r.Model)
 		}
 		if r.Weight < 0 {
 			v.add(rp+".weight", "must not be negative, got %d", r.Weight)

@@ -26,6 +26,7 @@ import (
 	"github.com/streamgate/streamgate/internal/admit"
 	"github.com/streamgate/streamgate/internal/auth"
 	"github.com/streamgate/streamgate/internal/budget"
+	_ "github.com/streamgate/streamgate/internal/cloud" // registers kinds bedrock, vertex, azure
 	"github.com/streamgate/streamgate/internal/config"
 	"github.com/streamgate/streamgate/internal/dashboard"
 	"github.com/streamgate/streamgate/internal/keys"
@@ -331,7 +332,11 @@ func New(opts Options) (*Gateway, error) {
 			continue
 		}
 		pc := provider.Config{Name: p.Name, Kind: p.Kind, BaseURL: p.BaseURL, APIKey: p.APIKey,
-			HTTP2: p.HTTP2, ConnectTimeout: cfg.Timeouts.Connect.D(), Responses: p.Responses}
+			HTTP2: p.HTTP2, ConnectTimeout: cfg.Timeouts.Connect.D(), Responses: p.Responses,
+			Cloud: provider.Cloud{Region: p.Region, Project: p.Project, CredentialsFile: p.CredentialsFile, APIVersion: p.APIVersion}}
+		if p.AWS != nil {
+			pc.Cloud.AWSAccessKeyID, pc.Cloud.AWSSecretAccessKey, pc.Cloud.AWSSessionToken = p.AWS.AccessKeyID, p.AWS.SecretAccessKey, p.AWS.SessionToken
+		}
 		if p.CAFile != "" {
 			pool, err := config.LoadCAs(p.CAFile)
 			if err != nil {

@@ -205,8 +205,18 @@ func Passes(p Provider, req *Request) bool {
 	if req.Native == nil {
 		return false
 	}
+	if ms, ok := p.(ModelSpeaker); ok {
+		return ms.SpeaksFor(req.Native.Dialect, req.Model)
+	}
 	sp, ok := p.(Speaker)
 	return ok && sp.Speaks(req.Native.Dialect)
+}
+
+// ModelSpeaker is Speaker for a Provider whose dialect depends on the
+// model (a cloud serving Claude in Anthropic's dialect and Gemini in
+// Google's under one endpoint): Passes asks it with the route's model.
+type ModelSpeaker interface {
+	SpeaksFor(dialect, model string) bool
 }
 
 // Passthrough is an optional capability of a Stream whose events are the

@@ -24,6 +24,23 @@ type Config struct {
 	// (providers[].responses), for the adapters that can pass it through
 	// (kind openai); others ignore it.
 	Responses bool
+	// Cloud is what a cloud kind (bedrock, vertex, azure) needs beyond a
+	// base URL and a key; other kinds ignore it.
+	Cloud Cloud
+}
+
+// Cloud is the configuration of a cloud provider kind (providers[].region,
+// .project, .credentials_file, .api_version, .aws).
+type Cloud struct {
+	Region          string // bedrock, vertex
+	Project         string // vertex
+	CredentialsFile string // vertex: a service-account or authorized-user JSON; "" finds ADC
+	APIVersion      string // azure: "" uses the v1 path
+	// AWS static credentials (bedrock); empty: the environment's, then
+	// the shared credentials file.
+	AWSAccessKeyID, AWSSecretAccessKey, AWSSessionToken string
+	// Getenv reads the environment for default credentials; nil is os.Getenv.
+	Getenv func(string) string
 }
 
 // Factory builds a Provider from its Config.
