@@ -124,7 +124,10 @@ func TestValidateEachProblem(t *testing.T) {
 			`models[0].routes[1].provider: unknown provider "sim" (providers: "openai")`},
 		{"provider kind missing", func(c *Config) { c.Providers[1].Kind = "" }, "providers[1].kind: required (one of openai, anthropic, gemini, sim, bedrock, vertex, azure)"},
 		{"provider kind unknown", func(c *Config) { c.Providers[1].Kind = "azur" }, `providers[1].kind: unknown kind "azur" (want one of openai, anthropic, gemini, sim, bedrock, vertex, azure)`},
-		{"bedrock without region", func(c *Config) { c.Providers[1] = Provider{Name: "sim", Kind: "bedrock"}; c.Models[0].Routes[1].Model = "anthropic.claude-x" }, "providers[1].region: required for kind bedrock (the region signed requests are scoped to, e.g. us-east-1)"},
+		{"bedrock without region", func(c *Config) {
+			c.Providers[1] = Provider{Name: "sim", Kind: "bedrock"}
+			c.Models[0].Routes[1].Model = "anthropic.claude-x"
+		}, "providers[1].region: required for kind bedrock (the region signed requests are scoped to, e.g. us-east-1)"},
 		{"bedrock aws and api_key", func(c *Config) {
 			c.Providers[1] = Provider{Name: "sim", Kind: "bedrock", Region: "us-east-1", APIKey: "k", AWS: &AWSKeys{AccessKeyID: "a", SecretAccessKey: "s"}}
 			c.Models[0].Routes[1].Model = "anthropic.claude-x"
@@ -135,11 +138,17 @@ func TestValidateEachProblem(t *testing.T) {
 		}, "providers[1].aws: access_key_id and secret_access_key are both required"},
 		{"bedrock non-Claude model", func(c *Config) { c.Providers[1] = Provider{Name: "sim", Kind: "bedrock", Region: "us-east-1"} },
 			`models[0].routes[1].model: "sim-fast": kind bedrock serves Claude models (ids containing "anthropic.", through InvokeModel); Bedrock's other models (ConverseStream) are not supported by this version`},
-		{"vertex without project and region", func(c *Config) { c.Providers[1] = Provider{Name: "sim", Kind: "vertex", CredentialsFile: "testdata/spec.yaml"} },
+		{"vertex without project and region", func(c *Config) {
+			c.Providers[1] = Provider{Name: "sim", Kind: "vertex", CredentialsFile: "testdata/spec.yaml"}
+		},
 			"providers[1].project: required for kind vertex (the Google Cloud project)\nproviders[1].region: required for kind vertex (global, or a region such as us-east5)"},
-		{"vertex with an api key", func(c *Config) { c.Providers[1] = Provider{Name: "sim", Kind: "vertex", Project: "p", Region: "global", APIKey: "k"} },
+		{"vertex with an api key", func(c *Config) {
+			c.Providers[1] = Provider{Name: "sim", Kind: "vertex", Project: "p", Region: "global", APIKey: "k"}
+		},
 			"providers[1].api_key: kind vertex authenticates with credentials_file (or application-default credentials), not an API key"},
-		{"azure without key", func(c *Config) { c.Providers[1] = Provider{Name: "sim", Kind: "azure", BaseURL: "https://r.openai.azure.com"} }, "providers[1].api_key: required for kind azure (sent as the api-key header)"},
+		{"azure without key", func(c *Config) {
+			c.Providers[1] = Provider{Name: "sim", Kind: "azure", BaseURL: "https://r.openai.azure.com"}
+		}, "providers[1].api_key: required for kind azure (sent as the api-key header)"},
 		{"cloud fields on another kind", func(c *Config) { c.Providers[0].Region, c.Providers[0].APIVersion = "us-east-1", "2024-10-21" },
 			"providers[0].region: only for kind bedrock or vertex (a provider of kind openai does not read it)\nproviders[0].api_version: only for kind azure (a provider of kind openai does not read it)"},
 		{"base_url missing", func(c *Config) { c.Providers[0].BaseURL = "" }, "providers[0].base_url: required for kind openai"},
