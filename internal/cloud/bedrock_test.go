@@ -2,8 +2,10 @@ package cloud
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"github.com/streamgate/streamgate/internal/eventstream"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -196,5 +198,49 @@ func TestBedrockBody(t *testing.T) {
 	}
 	if !strings.Contains(string(body), `"cache_control":{"type":"ephemeral"}`) || !strings.Contains(string(body), `"thinking":{"type":"enabled","budget_tokens":1024}`) {
 		t.Errorf("body lost the client's members: %s", body)
+	}
+}
+
+// recordedException is a Bedrock InvokeModelWithResponseStream body that
+// ended in a modelStreamErrorException frame, as recorded in the Vercel AI
+// SDK's test fixtures (packages/amazon-bedrock/src/__fixtures__/
+// model-stream-error-exception.eventstream.base64.txt, Apache-2.0).
+const recordedException = "AAAA3QAAAGfHkZB6DTptZXNzYWdlLXR5cGUHAAlleGNlcHRpb24POmV4Y2VwdGlvbi10eXBlBwAZbW9kZWxTdHJlYW1FcnJvckV4Y2VwdGlvbg06Y29udGVudC10eXBlBwAQYXBwbGljYXRpb24vanNvbnsibWVzc2FnZSI6Ik1vZGVsIFN0cmVhbSBFcnJvciIsIm9yaWdpbmFsU3RhdHVzQ29kZSI6NTAwLCJvcmlnaW5hbE1lc3NhZ2UiOiJUaGUgbW9kZWwgc3RyZWFtIGZhaWxlZC4ifVczQxM="
+
+// TestBedrockRecordedException: the recorded exception frame, after a
+// message_start and some text, reaches the adapter's client as an upstream
+// error naming Bedrock's message, after the text.
+func TestBedrockRecordedException(t *testing.T) {
+	exc, err := base64.StdEncoding.DecodeString(recordedException)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := func(ev string) []byte {
+		b, _ := eventstream.AppendMessage(nil, []eventstream.Header{
+			eventstream.StringHeader(":event-type", "chunk"), eventstream.StringHeader(":content-type", "application/json"),
+			eventstream.StringHeader(":message-type", "event"),
+		}, []byte(`{"bytes":"`+base64.StdEncoding.EncodeToString([]byte(ev))+`"}`))
+		return b
+	}
+	var body []byte
+	body = append(body, chunk(`{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude","content":[],"stop_reason":null,"usage":{"input_tokens":5,"output_tokens":1}}}`)...)
+	body = append(body, chunk(`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`)...)
+	body = append(body, chunk(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hello"}}`)...)
+	body = append(body, exc...)
+	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/vnd.amazon.eventstream")
+		w.Write(body)
+	}))
+	defer fake.Close()
+	c := anthropic.New(fake.URL, "", anthropic.Options{Transport: &Bedrock{Base: fake.Client().Transport, Endpoint: fake.URL, APIKey: "k"}})
+	defer c.CloseIdleConnections()
+	st, err := c.Open(context.Background(), chatRequest(t, "anthropic.claude-3-haiku-20240307-v1:0", true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, _, err := readStream(t, st)
+	var pe *provider.Error
+	if text != "Hello" || !errors.As(err, &pe) || !strings.Contains(pe.Message, "Model Stream Error") {
+		t.Errorf("got text %q and %v, want Hello then an error naming Model Stream Error", text, err)
 	}
 }
