@@ -20,6 +20,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/streamgate/streamgate/internal/api"
@@ -252,7 +253,19 @@ type frameReader struct {
 	scratch []byte // a chunk's decoded bytes, reused
 }
 
+// frameReaders are reused across streams, with their buffers; a reader
+// whose buffers grew past maxPooledFrames is dropped instead.
+var frameReaders sync.Pool
+
+const maxPooledFrames = 64 << 10
+
 func newFrameReader(body io.ReadCloser) *frameReader {
+	if f, ok := frameReaders.Get().(*frameReader); ok {
+		f.body, f.off, f.err = body, 0, nil
+		f.out = f.out[:0]
+		f.dec.Reset(body)
+		return f
+	}
 	return &frameReader{body: body, dec: eventstream.NewDecoder(body, 0), out: make([]byte, 0, 1024)}
 }
 
@@ -285,7 +298,19 @@ func (f *frameReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-func (f *frameReader) Close() error { return f.body.Close() }
+// Close closes the body and pools the reader; it must not be used after.
+func (f *frameReader) Close() error {
+	if f.body == nil {
+		return nil
+	}
+	err := f.body.Close()
+	f.body = nil
+	f.dec.Reset(nil)
+	if cap(f.out) <= maxPooledFrames && cap(f.scratch) <= maxPooledFrames && f.dec.Size() <= maxPooledFrames {
+		frameReaders.Put(f)
+	}
+	return err
+}
 
 // appendEvent appends the SSE form of one frame.
 func appendEvent(dst []byte, m *eventstream.Message, scratch *[]byte) []byte {

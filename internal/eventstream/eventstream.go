@@ -179,6 +179,15 @@ func NewDecoder(r io.Reader, max int) *Decoder {
 	return &Decoder{r: r, max: max}
 }
 
+// Reset makes d read a new stream from r, keeping its buffer (bounded by
+// the limit it was made with), so a pooled Decoder costs no allocation.
+func (d *Decoder) Reset(r io.Reader) {
+	d.r, d.off, d.end, d.err = r, 0, 0, nil
+}
+
+// Size is the capacity of d's buffer.
+func (d *Decoder) Size() int { return cap(d.buf) }
+
 // Buffered reports whether a whole message is already in the buffer, so
 // that Next will return without reading from the source. A relay uses it to
 // write the messages of one read with one flush.
