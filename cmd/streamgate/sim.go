@@ -2,6 +2,11 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net"
@@ -24,7 +29,7 @@ func init() { subcommands = append(subcommands, newSimCmd) }
 // simFlags are the values of the sim command's flags.
 type simFlags struct {
 	addr, profile, lang        string
-	profilesFile               string
+	profilesFile, googleOut    string
 	ttft, ttftP99, itl         time.Duration
 	prefill                    time.Duration
 	jitter                     float64
@@ -127,6 +132,7 @@ rate header hits that request, a rate header of 0 switches the profile's fault o
   streamgate sim --fail-status 429 --fail-rate 0.1 --cut-rate 0.05 --seed 7
   streamgate sim --tls --tls-ca-out sim-ca.pem     # https://, a provider's ca_file: sim-ca.pem
   streamgate sim --profiles prod.yaml              # sim profiles export wrote it
+  streamgate sim --google-credentials-out sa.json  # a vertex provider's credentials_file
   curl -N localhost:8081/v1/chat/completions -H 'X-Sim-Tokens: 20' \
     -d '{"model":"sim-fast","stream":true,"messages":[{"role":"user","content":"hi"}]}'
   curl -N localhost:8081/v1/messages -H 'X-Sim-Tokens: 20' \
@@ -149,6 +155,14 @@ rate header hits that request, a rate header of 0 switches the profile's fault o
 			ln, err := net.Listen("tcp", o.addr)
 			if err != nil {
 				return fmt.Errorf("sim: listen on %s: %w", o.addr, err)
+			}
+			if o.googleOut != "" {
+				key, err := writeSimServiceAccount(o.googleOut, scheme+"://"+ln.Addr().String()+"/token")
+				if err != nil {
+					ln.Close()
+					return err
+				}
+				opts.GoogleKeys = append(opts.GoogleKeys, key)
 			}
 			fmt.Fprintf(e.stdout, "streamgate sim: listening on %s://%s (OpenAI at /v1, Anthropic at /v1/messages, Gemini at /v1beta; default profile %s, seed %d)\n",
 				scheme, ln.Addr(), opts.Profile.Name, opts.Seed)
@@ -210,7 +224,30 @@ func bindSimFlags(f *pflag.FlagSet) *simFlags {
 	f.Float64Var(&o.errorRate, "error-rate", 0, "fraction of requests with the error event")
 	f.IntVar(&o.malformAt, "malformed-at", 0, "send a data: line that is not JSON before content chunk N")
 	f.Float64Var(&o.mfRate, "malformed-rate", 0, "fraction of requests with the malformed line")
+	f.StringVar(&o.googleOut, "google-credentials-out", "", "write a service-account JSON whose grants the sim's /token accepts (a vertex provider's credentials_file)")
 	return &o
+}
+
+// writeSimServiceAccount writes a service-account key file for the
+// simulator's token endpoint at tokenURI, and returns its public key.
+func writeSimServiceAccount(path, tokenURI string) (*rsa.PublicKey, error) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return nil, fmt.Errorf("sim: --google-credentials-out: %w", err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("sim: --google-credentials-out: %w", err)
+	}
+	sa, _ := json.MarshalIndent(map[string]string{
+		"type": "service_account", "project_id": "sim-project", "private_key_id": "sim",
+		"private_key":  string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})),
+		"client_email": "streamgate-sim@sim-project.iam.gserviceaccount.com", "token_uri": tokenURI,
+	}, "", "  ")
+	if err := os.WriteFile(path, sa, 0o600); err != nil {
+		return nil, usagef("--google-credentials-out: %v", err)
+	}
+	return &key.PublicKey, nil
 }
 
 // options turns the flags into sim.Options: the chosen profile, then every
