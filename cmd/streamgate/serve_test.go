@@ -280,7 +280,7 @@ func TestServeConfigProblemsAllAtOnce(t *testing.T) {
 	code, _, stderr := runServe(t, nil, nil, "--config", cfg)
 	want := []string{
 		"streamgate: " + cfg + `:1: timeouts.idle: "30 seconds" is not a duration (want e.g. "5s", "250ms", "0s")`,
-		"streamgate: " + cfg + `:3: providers[0].kind: unknown kind "opnai" (want one of openai, anthropic, gemini, sim)`,
+		"streamgate: " + cfg + `:3: providers[0].kind: unknown kind "opnai" (want one of openai, anthropic, gemini, sim, bedrock, vertex, azure)`,
 		"streamgate: " + cfg + `:5: models[0].routes[0].provider: unknown provider "uq" (providers: "up")`,
 	}
 	if got := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n"); code != 2 || !slices.Equal(got, want) {
