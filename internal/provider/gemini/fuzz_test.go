@@ -91,29 +91,35 @@ func FuzzTranslate(f *testing.F) {
 			t.Fatalf("got no error for an event with an error member or a failed tool call: %q", data)
 		}
 		var got result
-		for range n {
-			chunk := tr.pop()
-			checkFuzzChunk(t, chunk)
-			checkInfo(t, tr.info(), chunk)
-			var c api.Chunk
-			json.Unmarshal(chunk, &c)
-			for _, ch := range c.Choices {
-				got.text += ch.Delta.Content
-				got.reasoning += ch.Delta.ReasoningContent
-				for _, tc := range ch.Delta.ToolCalls {
-					var args any
-					if err := json.Unmarshal([]byte(tc.Function.Arguments), &args); err != nil {
-						t.Fatalf("tool call arguments %q are not JSON: %v", tc.Function.Arguments, err)
+		take := func(n int) {
+			for range n {
+				chunk := tr.pop()
+				checkFuzzChunk(t, chunk)
+				checkInfo(t, tr.info(), chunk)
+				var c api.Chunk
+				json.Unmarshal(chunk, &c)
+				for _, ch := range c.Choices {
+					got.text += ch.Delta.Content
+					got.reasoning += ch.Delta.ReasoningContent
+					for _, tc := range ch.Delta.ToolCalls {
+						var args any
+						if err := json.Unmarshal([]byte(tc.Function.Arguments), &args); err != nil {
+							t.Fatalf("tool call arguments %q are not JSON: %v", tc.Function.Arguments, err)
+						}
+						if tc.Index == nil || *tc.Index != len(got.calls) || !strings.HasPrefix(tc.ID, "call_") || tc.Type != "function" {
+							t.Fatalf("tool call %d: bad index, id or type in %s", len(got.calls), chunk)
+						}
+						got.calls = append(got.calls, call{tc.Function.Name, args})
 					}
-					if tc.Index == nil || *tc.Index != len(got.calls) || !strings.HasPrefix(tc.ID, "call_") || tc.Type != "function" {
-						t.Fatalf("tool call %d: bad index, id or type in %s", len(got.calls), chunk)
+					if ch.FinishReason != nil {
+						got.finish = *ch.FinishReason
 					}
-					got.calls = append(got.calls, call{tc.Function.Name, args})
-				}
-				if ch.FinishReason != nil {
-					got.finish = *ch.FinishReason
 				}
 			}
+		}
+		take(n)
+		if tr.finished { // the body ends after this event: the finish and usage chunks
+			take(tr.close())
 		}
 		if (len(got.calls) > 0 || len(want.calls) > 0) && !reflect.DeepEqual(got.calls, want.calls) {
 			t.Fatalf("calls: got %#v, want %#v\ninput %q", got.calls, want.calls, data)

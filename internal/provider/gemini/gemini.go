@@ -107,7 +107,9 @@
 //	                               stream), id "call_…" generated (unique), type
 //	                               function, name and the whole arguments JSON
 //	                               (Gemini sends calls whole)
-//	finishReason STOP              finish_reason "stop", "tool_calls" after calls
+//	finishReason STOP              finish_reason "stop", "tool_calls" after calls; the
+//	                               finish chunk comes when the body ends, with the last
+//	                               finishReason read (see below)
 //	finishReason MAX_TOKENS        "length"
 //	SAFETY RECITATION BLOCKLIST    "content_filter"
 //	  PROHIBITED_CONTENT SPII
@@ -137,9 +139,14 @@
 // stream tells the relay what each chunk it wrote carries
 // (provider.ChunkInfoer), so the relay does not scan the chunk again.
 //
-// Gemini streams have no "[DONE]": after a clean end, once a candidate
-// carried a finishReason (or the prompt was blocked), the stream returns
-// one usage chunk (choices []) when usage was reported, then io.EOF. An end
+// Gemini streams have no "[DONE]": the answer ends with the body, not at a
+// finishReason. Gemini versions before 2.0, on Vertex AI, put finishReason
+// STOP on every event, and text follows it (issue 35); so content after a
+// finishReason is relayed, and after a clean end, once a candidate carried
+// a finishReason (or the prompt was blocked), the stream returns one finish
+// chunk with the last finishReason read (a blocked prompt's
+// "content_filter"), then one usage chunk (choices []) when usage was
+// reported, then io.EOF. An end
 // before any finishReason wraps provider.ErrTruncated, never a clean end;
 // data that is not a JSON object, or nests deeper than 128 levels, wraps
 // provider.ErrMalformed; an {"error":{code, message, status}} event is a
@@ -426,11 +433,9 @@ func (s *stream) end(err error) (*sse.Event, error) {
 	var tooLong *sse.LineTooLongError
 	switch {
 	case err == io.EOF && s.t.finished:
+		// The answer is over: its finish chunk and usage chunk (see close).
 		s.done, s.err = true, io.EOF
-		if !s.t.hasUsage || !s.t.usage.reportable() {
-			return nil, io.EOF // no usage, or counts that are not counts: the gateway estimates
-		}
-		s.t.usageChunk()
+		s.t.close()
 		s.ev.Data, s.ev.Comment = s.t.pop(), nil
 		return &s.ev, nil
 	case err == io.EOF:

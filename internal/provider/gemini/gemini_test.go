@@ -611,9 +611,10 @@ func TestBeforeRead(t *testing.T) {
 		}
 		at = append(at, reads)
 	}
-	// role, content, finish from the one event; the usage chunk after EOF.
-	if len(at) != 4 || at[0] != at[1] || at[1] != at[2] {
-		t.Errorf("got read counts %v at each event, want the first three equal", at)
+	// role and content from the one event; the finish and usage chunks
+	// from the body's end.
+	if len(at) != 4 || at[0] != at[1] || at[2] != at[3] {
+		t.Errorf("got read counts %v at each event, want the first two equal and the last two equal", at)
 	}
 }
 

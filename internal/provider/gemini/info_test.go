@@ -77,13 +77,14 @@ func TestChunkInfo(t *testing.T) {
 	}, "\n\n") + "\n\n"
 	content := api.ChunkInfo{Content: true}
 	want := []api.ChunkInfo{
-		{},      // role chunk
-		content, // reasoning_content and content
-		content, // the call
-		{},      // comment: heartbeat
-		content, // "\u0000" is not empty
-		{},      // usage only: heartbeat
-		{Finish: true},
+		{},             // role chunk
+		content,        // reasoning_content and content
+		content,        // the call
+		{},             // comment: heartbeat
+		content,        // "\u0000" is not empty
+		{},             // usage only: heartbeat
+		{},             // the finishReason, no text: heartbeat
+		{Finish: true}, // the body's end: the finish chunk
 		{HasUsage: true, Usage: api.Usage{PromptTokens: 12, CompletionTokens: 5, TotalTokens: 17}},
 	}
 	st := newTestStream(strings.NewReader(body))

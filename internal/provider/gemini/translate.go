@@ -87,9 +87,17 @@ type translator struct {
 	created int64
 	seed    [16]byte // hex: the stream's random part of generated ids
 
-	started  bool // the role chunk was emitted
-	finished bool // a candidate carried a finishReason (or the prompt was blocked)
-	calls    int  // tool calls emitted so far: the next call's index
+	started bool // the role chunk was emitted
+	// finished: a candidate carried a finishReason, or the prompt was
+	// blocked, so the body's end is a clean end. The finish chunk waits for
+	// that end (see close): Gemini versions before 2.0, on Vertex AI, put
+	// finishReason STOP on every event, and the answer goes on after it
+	// (issue 35: 17 of 225 characters were relayed); the last reason read
+	// is the answer's.
+	finished bool
+	reason   []byte // the last finishReason read, decoded (a copy)
+	blocked  bool   // the last finish read was a blocked prompt: content_filter
+	calls    int    // tool calls emitted so far: the next call's index
 	usage    usage
 	hasUsage bool
 	counts   uint8 // the event's counts of usage
@@ -127,9 +135,8 @@ func (t *translator) translate(data []byte) (int, error) {
 	if e.err {
 		return 0, t.eventError()
 	}
-	if !t.finished && e.finish != nil {
+	if e.finish != nil {
 		if err := toolCallFailure(string(e.finish)); err != nil {
-			t.finished = true
 			return 0, err
 		}
 	}
@@ -137,21 +144,18 @@ func (t *translator) translate(data []byte) (int, error) {
 		t.start()
 		t.chunk(`{"role":"assistant","content":""}`, nil)
 	}
-	if !t.finished {
-		// Content after a finishReason is dropped, as the Anthropic adapter
-		// drops content after message_stop (issue 22: it was relayed after
-		// the finish chunk, and opened a second block on /v1/messages);
-		// the usage that follows is still read.
-		t.delta()
-		switch {
-		case e.finish != nil:
-			t.finished = true
-			t.chunk(`{}`, finishReason(e.finish, t.calls > 0))
-		case e.candidates == 0 && len(e.block) > 0:
-			// The prompt itself was blocked: no candidate will come.
-			t.finished = true
-			t.chunk(`{}`, contentFilter)
-		}
+	// Content after a finishReason is content: only the body's end ends
+	// the answer, and close queues the one finish chunk then, after all of
+	// it (issue 22: content relayed after a finish chunk opened a second
+	// block on /v1/messages).
+	t.delta()
+	switch {
+	case e.finish != nil:
+		t.finished, t.blocked = true, false
+		t.reason = append(t.reason[:0], e.finish...)
+	case e.candidates == 0 && len(e.block) > 0:
+		// The prompt itself was blocked: no candidate will come.
+		t.finished, t.blocked = true, true
 	}
 	if e.hasUsage {
 		// Gemini's counts are cumulative: the last event's are the answer's.
@@ -433,14 +437,28 @@ var (
 // finishString is finishReason for the non-streaming answer.
 func finishString(r string, calls bool) string { return string(finishReason([]byte(r), calls)) }
 
-// usageChunk queues the stream's one usage chunk (choices empty).
-func (t *translator) usageChunk() {
+// close queues the stream's last events, once its body ended after a
+// finish (t.finished): the finish chunk, with the last finishReason read
+// ("tool_calls" when it maps to "stop" and calls were emitted; a blocked
+// prompt's "content_filter"), then the one usage chunk (choices empty) when
+// usage was reported with counts that are counts (else the gateway
+// estimates). It returns how many it queued.
+func (t *translator) close() int {
 	t.out, t.n, t.next = t.out[:0], 0, 0
-	b := append(t.out, t.prefix...)
-	b = append(b, `[],"usage":`...)
-	t.out = appendUsage(b, t.usage)
-	t.out = append(t.out, '}')
-	t.queue(0, chunkUsage)
+	if t.blocked {
+		t.chunk(`{}`, contentFilter)
+	} else {
+		t.chunk(`{}`, finishReason(t.reason, t.calls > 0))
+	}
+	if t.hasUsage && t.usage.reportable() {
+		start := len(t.out)
+		b := append(t.out, t.prefix...)
+		b = append(b, `[],"usage":`...)
+		t.out = appendUsage(b, t.usage)
+		t.out = append(t.out, '}')
+		t.queue(start, chunkUsage)
+	}
+	return t.n
 }
 
 // openAI returns the OpenAI prompt, completion and total tokens: completion

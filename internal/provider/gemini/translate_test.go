@@ -17,11 +17,7 @@ func translateAll(t *testing.T, events ...string) ([]api.Chunk, error) {
 	var tr translator
 	tr.init("req-model", 1700000000, [8]byte{1, 2, 3, 4, 5, 6, 7, 8})
 	var out []api.Chunk
-	for _, ev := range events {
-		n, err := tr.translate([]byte(ev))
-		if err != nil {
-			return out, err
-		}
+	add := func(n int) {
 		for range n {
 			data := tr.pop()
 			checkChunk(t, data)
@@ -29,6 +25,16 @@ func translateAll(t *testing.T, events ...string) ([]api.Chunk, error) {
 			json.Unmarshal(data, &c)
 			out = append(out, c)
 		}
+	}
+	for _, ev := range events {
+		n, err := tr.translate([]byte(ev))
+		if err != nil {
+			return out, err
+		}
+		add(n)
+	}
+	if tr.finished { // the body ends here, as the stream's does after a finish
+		add(tr.close())
 	}
 	return out, nil
 }
@@ -77,12 +83,11 @@ func TestJoinParts(t *testing.T) {
 	}
 }
 
-// TestFinishOnce: only the first finishReason ends the answer; usage is
-// the last reported.
-func TestFinishOnce(t *testing.T) {
+// TestFinishLastWins: the finish chunk comes once, at the body's end
+// (close), with the last finishReason read; usage is the last reported.
+func TestFinishLastWins(t *testing.T) {
 	var tr translator
 	tr.init("m", 1, [8]byte{})
-	finishes := 0
 	for _, ev := range []string{
 		`{"candidates":[{"content":{"parts":[{"text":"a"}]},"finishReason":"MAX_TOKENS"}],"usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":1}}`,
 		`{"candidates":[{"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":2,"thoughtsTokenCount":5,"cachedContentTokenCount":1}}`,
@@ -92,19 +97,23 @@ func TestFinishOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		for range n {
-			if strings.Contains(string(tr.pop()), `"finish_reason":"`) {
-				finishes++
+			if c := tr.pop(); strings.Contains(string(c), `"finish_reason":"`) {
+				t.Errorf("got a finish chunk before the body's end: %s", c)
 			}
 		}
-	}
-	if finishes != 1 {
-		t.Errorf("got %d finish chunks, want 1", finishes)
 	}
 	if want := (usage{prompt: 3, candidates: 2, thoughts: 5, cached: 1}); tr.usage != want {
 		t.Errorf("got usage %+v, want the last event's %+v", tr.usage, want)
 	}
-	tr.usageChunk()
+	if n := tr.close(); n != 2 {
+		t.Fatalf("close queued %d events, want the finish and the usage chunk", n)
+	}
 	var c api.Chunk
+	json.Unmarshal(tr.pop(), &c)
+	if len(c.Choices) != 1 || c.Choices[0].FinishReason == nil || *c.Choices[0].FinishReason != "stop" {
+		t.Errorf("got finish chunk %+v, want the last reason, stop", c)
+	}
+	c = api.Chunk{}
 	json.Unmarshal(tr.pop(), &c)
 	if u := c.Usage; u == nil || u.PromptTokens != 3 || u.CompletionTokens != 7 || u.TotalTokens != 10 {
 		t.Errorf("got usage chunk %+v, want 3 + (2+5) = 10", u)
@@ -175,38 +184,40 @@ func TestTranslateAllocs(t *testing.T) {
 	}
 }
 
-// Text after the finishReason is dropped (issue 22: it was relayed after
-// the finish chunk); the text of the finishing event itself, and the
-// usage of later events, are kept.
-func TestContentAfterFinishDropped(t *testing.T) {
+// TestContentAfterFinish: a finishReason does not end the answer, the
+// body's end does (issue 35: Vertex AI's Gemini 1.x put STOP on every
+// event, and only the first event's text was relayed). Every event's text
+// and calls are relayed, then one finish chunk with the last reason
+// ("tool_calls": calls came), then the usage: no content follows the
+// finish (issue 22).
+func TestContentAfterFinish(t *testing.T) {
 	chunks, err := translateAll(t,
-		`{"candidates":[{"content":{"role":"model","parts":[{"text":"a"}]}}]}`,
+		`{"candidates":[{"content":{"role":"model","parts":[{"text":"a"}]},"finishReason":"STOP"}]}`,
 		`{"candidates":[{"content":{"role":"model","parts":[{"text":"b"}]},"finishReason":"STOP"}]}`,
 		`{"candidates":[{"content":{"role":"model","parts":[{"text":"late"},{"functionCall":{"name":"f","args":{}}}]}}],"usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":2,"totalTokenCount":5}}`,
 	)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if text, _ := contentOf(chunks); text != "ab" {
-		t.Errorf("got text %q, want %q", text, "ab")
+	if text, _ := contentOf(chunks); text != "ablate" {
+		t.Errorf("got text %q, want %q", text, "ablate")
 	}
-	last := chunks[len(chunks)-1]
-	for _, c := range chunks {
+	var finishes, calls, finishAt int
+	for i, c := range chunks {
 		for _, ch := range c.Choices {
-			if len(ch.Delta.ToolCalls) > 0 {
-				t.Errorf("got a tool call after the finish: %+v", c)
-			}
-		}
-	}
-	finishes := 0
-	for _, c := range chunks {
-		for _, ch := range c.Choices {
+			calls += len(ch.Delta.ToolCalls)
 			if ch.FinishReason != nil {
-				finishes++
+				finishes, finishAt = finishes+1, i
+				if *ch.FinishReason != "tool_calls" {
+					t.Errorf("got finish_reason %q, want tool_calls", *ch.FinishReason)
+				}
 			}
 		}
 	}
-	if finishes != 1 || len(last.Choices) != 1 || last.Choices[0].FinishReason == nil {
-		t.Errorf("got %d finish chunks, the last chunk %+v; want one, last", finishes, last)
+	if calls != 1 {
+		t.Errorf("got %d tool calls, want 1", calls)
+	}
+	if last := chunks[len(chunks)-1]; finishes != 1 || finishAt != len(chunks)-2 || last.Usage == nil {
+		t.Errorf("got %d finish chunks, at %d of %d; want one, just before the usage chunk", finishes, finishAt, len(chunks))
 	}
 }
