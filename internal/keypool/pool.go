@@ -94,7 +94,7 @@ type key struct {
 	disabled atomic.Pointer[string]
 
 	mu sync.Mutex
-	w  window
+	w  ratelimit.Window // behind mu: Acquire reads and counts without a map lookup
 
 	acquired atomic.Uint64
 	refused  atomic.Uint64 // refusals by the key's rpm/tpm (local or shared)
@@ -201,8 +201,8 @@ func (l Lease) Release(tokens int) {
 		return
 	}
 	k.mu.Lock()
-	k.w.roll(time.Now())
-	k.w.tok[1] += int64(min(tokens, maxLimit))
+	k.w.Roll(time.Now())
+	k.w.Record(tokens)
 	k.mu.Unlock()
 	if l.p.shared != nil && k.TPM > 0 {
 		l.p.shared.Record(context.Background(), k.sharedName, tokens)
@@ -341,18 +341,11 @@ func (p *Pool) try(ctx context.Context, i int, now time.Time) (Lease, bool) {
 	// Local window: every request is counted (rpm used in the snapshot);
 	// refused only against a limit.
 	k.mu.Lock()
-	e := k.w.roll(now)
-	var ms int64
-	if k.RPM > 0 {
-		ms = wait(k.w.req, int64(k.RPM), e)
-	}
-	if k.TPM > 0 {
-		ms = max(ms, wait(k.w.tok, int64(k.TPM), e))
-	}
+	ms := k.w.Wait(k.limits, k.w.Roll(now))
 	if ms == 0 {
-		k.w.req[1]++
+		k.w.Count(1)
 	}
-	minute := k.w.minute
+	minute := k.w.Minute()
 	k.mu.Unlock()
 	if ms > 0 {
 		refuse(k, now.Add(time.Duration(ms)*time.Millisecond))
@@ -362,8 +355,8 @@ func (p *Pool) try(ctx context.Context, i int, now time.Time) (Lease, bool) {
 		d, err := p.shared.Allow(ctx, k.sharedName, k.limits)
 		if err == nil && !d.Allowed {
 			k.mu.Lock()
-			if k.w.minute == minute { // not rolled meanwhile: take the count back
-				k.w.req[1]--
+			if k.w.Minute() == minute { // not rolled meanwhile: take the count back
+				k.w.Count(-1)
 			}
 			k.mu.Unlock()
 			refuse(k, now.Add(d.RetryAfter))
@@ -514,8 +507,7 @@ func (p *Pool) Snapshot(dst []KeyState) []KeyState {
 	for i := range p.keys {
 		k := &p.keys[i]
 		k.mu.Lock()
-		e := k.w.roll(now)
-		req, tok := estimate(k.w.req, e), estimate(k.w.tok, e)
+		req, tok := k.w.Estimate(k.w.Roll(now))
 		k.mu.Unlock()
 		s := KeyState{
 			Name: k.Name, Weight: int(k.weight), Inflight: int(k.inflight.Load()), MaxStreams: k.MaxStreams,

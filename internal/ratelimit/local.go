@@ -25,15 +25,8 @@ type Local struct {
 
 type localShard struct {
 	mu    sync.Mutex
-	keys  map[string]*window
+	keys  map[string]*Window
 	swept int64 // minute of the last sweep
-}
-
-// window holds a key's two buckets: [0] the previous minute, [1] the current.
-type window struct {
-	minute int64 // of the current bucket
-	req    [2]int64
-	tok    [2]int64
 }
 
 // NewLocal returns an empty in-process limiter.
@@ -95,35 +88,19 @@ func (l *Local) shard(key string) *localShard {
 
 // window returns key's window rolled to now's minute, made if missing, and
 // the ms elapsed in that minute. The caller holds sh.mu.
-func (sh *localShard) window(key string, now time.Time) (*window, int64) {
-	minute, e := slot(now)
+func (sh *localShard) window(key string, now time.Time) (*Window, int64) {
 	if sh.keys == nil {
-		sh.keys = make(map[string]*window)
+		sh.keys = make(map[string]*Window)
 	}
-	if minute > sh.swept {
+	if minute, _ := slot(now); minute > sh.swept {
 		sh.sweep(minute)
 	}
 	w := sh.keys[key]
 	if w == nil {
-		w = &window{minute: minute}
+		w = &Window{}
 		sh.keys[key] = w
-		return w, e
 	}
-	switch {
-	case w.minute == minute:
-	case w.minute == minute-1:
-		w.minute = minute
-		w.req = [2]int64{w.req[1], 0}
-		w.tok = [2]int64{w.tok[1], 0}
-	case w.minute < minute-1:
-		*w = window{minute: minute}
-	default:
-		// A caller that read the clock just before another one rolled the
-		// window into the next minute: count it at the start of that minute
-		// rather than weigh the previous bucket as if the minute had ended.
-		e = 0
-	}
-	return w, e
+	return w, w.Roll(now)
 }
 
 // sweep drops the keys whose counts can no longer weigh: both buckets older

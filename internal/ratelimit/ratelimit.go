@@ -91,6 +91,76 @@ func slot(t time.Time) (minute, elapsed int64) {
 	return minute, elapsed
 }
 
+// Window is one key's sliding window counter: its requests and tokens in
+// the previous and the current one-minute bucket, read at the ms elapsed
+// in the current minute (Roll). Local keeps one per key in its map; a
+// provider key pool keeps one per key behind the key's own lock (package
+// keypool). Not safe for concurrent use; the zero Window is empty.
+type Window struct {
+	minute int64    // of the current bucket
+	req    [2]int64 // [0] the previous minute, [1] the current
+	tok    [2]int64
+}
+
+// Roll moves w to now's minute and returns the ms elapsed in it. A clock
+// read just before another caller rolled w into the next minute counts at
+// the start of that minute (0), rather than weigh the previous bucket as
+// if the minute had ended.
+func (w *Window) Roll(now time.Time) int64 {
+	minute, e := slot(now)
+	switch {
+	case w.minute == minute:
+	case w.minute == minute-1:
+		w.req = [2]int64{w.req[1], 0}
+		w.tok = [2]int64{w.tok[1], 0}
+	case w.minute < minute-1:
+		w.req, w.tok = [2]int64{}, [2]int64{}
+	default:
+		return 0
+	}
+	w.minute = minute
+	return e
+}
+
+// Minute is the minute of w's current bucket (Unix time / 60 s).
+func (w *Window) Minute() int64 { return w.minute }
+
+// Count adds n requests (n < 0 takes back) to the current bucket, never
+// below 0.
+func (w *Window) Count(n int64) { w.req[1] = max(w.req[1]+n, 0) }
+
+// Record adds tokens (capped at 2^32) to the current bucket; ≤ 0 adds nothing.
+func (w *Window) Record(tokens int) {
+	if tokens > 0 {
+		w.tok[1] += int64(min(tokens, maxLimit))
+	}
+}
+
+// Decide is the admission rule on w at elapsed ms e (from Roll), with
+// RetryAfter in whole seconds; it counts nothing.
+func (w *Window) Decide(l Limits, e int64) Decision { return decide(w.req, w.tok, l.clamp(), e) }
+
+// Wait is the ms from elapsed e (from Roll) until l allows a request, if
+// nothing more is counted: 0 when it allows now.
+func (w *Window) Wait(l Limits, e int64) int64 {
+	l = l.clamp()
+	var ms int64
+	if l.RPM > 0 {
+		ms = wait(w.req[0], w.req[1], int64(l.RPM), e)
+	}
+	if l.TPM > 0 {
+		ms = max(ms, wait(w.tok[0], w.tok[1], int64(l.TPM), e))
+	}
+	return ms
+}
+
+// Estimate is w's requests and tokens in the sliding minute at elapsed e
+// (from Roll), each rounded to the nearest.
+func (w *Window) Estimate(e int64) (req, tok int64) {
+	est := func(c [2]int64) int64 { return (c[0]*(windowMS-e) + c[1]*windowMS + windowMS/2) / windowMS }
+	return est(w.req), est(w.tok)
+}
+
 // decide is the admission rule on the counts of the previous and current
 // bucket ([0] previous, [1] current) at elapsed ms e. The Redis script applies
 // the same inequality; decide also computes RetryAfter.
