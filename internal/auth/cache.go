@@ -4,8 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
-	"sync"
 	"time"
+
+	"github.com/streamgate/streamgate/internal/memo"
 )
 
 // ErrKeyStore wraps a failure of a Source's store (the database down): the
@@ -21,19 +22,13 @@ const maxCached = 100_000
 
 // Cache is a Source in front of a slower one (the database): each answer,
 // a key or its absence, is kept for a TTL, so the store sees at most one
-// lookup per secret per TTL and a change reaches every replica within it.
-// A store failure is not kept. Secrets are kept as their SHA-256 only.
+// lookup per secret per TTL (concurrent lookups of one secret share it; a
+// secret in steady use is looked up again in the background in the TTL's
+// second half: package memo) and a change reaches every replica within
+// it. A store failure is not kept. Secrets are kept as their SHA-256 only.
 type Cache struct {
-	src Source
-	ttl time.Duration
-	mu  sync.Mutex
-	m   map[[sha256.Size]byte]cached
-}
-
-type cached struct {
-	p       *Principal
-	err     error
-	expires time.Time
+	lookup func(context.Context, string) (*Principal, error) // the source's, bound once
+	m      *memo.Cache[[sha256.Size]byte, *Principal]
 }
 
 var _ Source = (*Cache)(nil)
@@ -43,36 +38,15 @@ func NewCache(src Source, ttl time.Duration) *Cache {
 	if ttl <= 0 {
 		ttl = DefaultCacheTTL
 	}
-	return &Cache{src: src, ttl: ttl, m: map[[sha256.Size]byte]cached{}}
+	keep := func(err error) bool { return !errors.Is(err, ErrKeyStore) }
+	return &Cache{lookup: src.Lookup, m: memo.New[[sha256.Size]byte, *Principal](ttl, maxCached, keep)}
 }
 
 // Lookup answers from the cache while its answer is fresh, else from the source.
 func (c *Cache) Lookup(ctx context.Context, secret string) (*Principal, error) {
-	sum := sha256.Sum256([]byte(secret))
-	now := time.Now()
-	c.mu.Lock()
-	e, ok := c.m[sum]
-	c.mu.Unlock()
-	if ok && now.Before(e.expires) {
-		return e.p, e.err
-	}
-	p, err := c.src.Lookup(ctx, secret)
-	if errors.Is(err, ErrKeyStore) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return nil, err
-	}
-	c.mu.Lock()
-	if len(c.m) >= maxCached {
-		clear(c.m)
-	}
-	c.m[sum] = cached{p: p, err: err, expires: now.Add(c.ttl)}
-	c.mu.Unlock()
-	return p, err
+	return c.m.Get(ctx, sha256.Sum256([]byte(secret)), secret, c.lookup)
 }
 
 // Purge forgets every answer: the next lookup of each secret asks the
 // source. Call it when the source says its keys changed.
-func (c *Cache) Purge() {
-	c.mu.Lock()
-	clear(c.m)
-	c.mu.Unlock()
-}
+func (c *Cache) Purge() { c.m.Purge() }

@@ -6,13 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
-	"time"
 
 	"github.com/streamgate/streamgate/internal/admit"
 	"github.com/streamgate/streamgate/internal/auth"
 	"github.com/streamgate/streamgate/internal/config"
 	"github.com/streamgate/streamgate/internal/keys"
+	"github.com/streamgate/streamgate/internal/memo"
 )
 
 // errUnknownTeam: a key names a team that neither the config nor the
@@ -22,24 +21,20 @@ var errUnknownTeam = errors.New("team not found")
 // teams answers a key's team's limits: the config's teams first (a team
 // defined in both the config and the database is the config's: the
 // database's is ignored, and the admin API refuses to change it), then
-// the database's through a one-second cache, as keys are.
+// the database's through a one-second cache, as keys are (package memo:
+// concurrent lookups of a team share one query).
 type teams struct {
 	cfg   *config.Config
 	store *keys.Store // nil: the config's teams only
-	ttl   time.Duration
-
-	mu sync.Mutex
-	m  map[string]cachedTeam
-}
-
-type cachedTeam struct {
-	t       config.Team
-	err     error
-	expires time.Time
+	m     *memo.Cache[string, config.Team]
+	load  func(context.Context, string) (config.Team, error) // ts.lookup, bound once
 }
 
 func newTeams(cfg *config.Config, store *keys.Store) *teams {
-	return &teams{cfg: cfg, store: store, ttl: auth.DefaultCacheTTL, m: map[string]cachedTeam{}}
+	keep := func(err error) bool { return !errors.Is(err, auth.ErrKeyStore) }
+	ts := &teams{cfg: cfg, store: store, m: memo.New[string, config.Team](auth.DefaultCacheTTL, 10_000, keep)}
+	ts.load = ts.lookup
+	return ts
 }
 
 // get returns the team called name with its budget period filled in, an
@@ -53,38 +48,23 @@ func (ts *teams) get(ctx context.Context, name string) (config.Team, error) {
 	if ts.store == nil {
 		return config.Team{}, fmt.Errorf("%w: %q", errUnknownTeam, name)
 	}
-	now := time.Now()
-	ts.mu.Lock()
-	c, ok := ts.m[name]
-	ts.mu.Unlock()
-	if ok && now.Before(c.expires) {
-		return c.t, c.err
-	}
+	return ts.m.Get(ctx, name, name, ts.load)
+}
+
+// lookup reads the database's team called name (memo's load).
+func (ts *teams) lookup(ctx context.Context, name string) (config.Team, error) {
 	dt, err := ts.store.GetTeam(ctx, name)
-	var t config.Team
 	switch {
 	case errors.Is(err, keys.ErrTeamNotFound):
-		err = fmt.Errorf("%w: %q (the key's team is neither in the config nor in the database)", errUnknownTeam, name)
+		return config.Team{}, fmt.Errorf("%w: %q (the key's team is neither in the config nor in the database)", errUnknownTeam, name)
 	case err != nil:
 		return config.Team{}, fmt.Errorf("%w: %v", auth.ErrKeyStore, err)
-	default:
-		t = config.Team{Name: dt.Name, BudgetUSD: dt.BudgetUSD, BudgetPeriod: cmp.Or(dt.BudgetPeriod, "month"), RPM: dt.RPM, TPM: dt.TPM, MaxStreams: dt.MaxStreams}
 	}
-	ts.mu.Lock()
-	if len(ts.m) >= 10_000 {
-		clear(ts.m)
-	}
-	ts.m[name] = cachedTeam{t: t, err: err, expires: now.Add(ts.ttl)}
-	ts.mu.Unlock()
-	return t, err
+	return config.Team{Name: dt.Name, BudgetUSD: dt.BudgetUSD, BudgetPeriod: cmp.Or(dt.BudgetPeriod, "month"), RPM: dt.RPM, TPM: dt.TPM, MaxStreams: dt.MaxStreams}, nil
 }
 
 // purge forgets the database's teams: a change is seen at the next request.
-func (ts *teams) purge() {
-	ts.mu.Lock()
-	clear(ts.m)
-	ts.mu.Unlock()
-}
+func (ts *teams) purge() { ts.m.Purge() }
 
 // checkTeams is gateway.New's check of the config keys' teams: each must be
 // a team of the config or of the database. It also tells the key store of
