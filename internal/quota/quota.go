@@ -4,7 +4,8 @@
 // call: counted against all of them or, when one refuses, against none, and settles it (actual
 // cost, tokens) after the response has ended without waiting on anything.
 // Without Redis it counts in process (ratelimit.Local, budget.Local); with
-// Redis the admission is one script call (one round trip) and the settles
+// Redis the admission is one script call (one round trip, shared with the
+// admissions queued meanwhile: pipeliner) and the settles
 // of every request of the replica are written back in batches by one
 // goroutine, so Redis is never on the path after the upstream call.
 //
@@ -204,6 +205,7 @@ type Quota struct {
 	now     func() time.Time
 	guard   redisguard.Guard
 	timeout time.Duration
+	pipe    *pipeliner // the admission calls' round trips; nil without Redis
 
 	ch   chan delta
 	kick chan struct{}
@@ -240,6 +242,7 @@ func New(opts Options) *Quota {
 		q.replica = hex.EncodeToString(b[:])
 	}
 	if q.client != nil {
+		q.pipe = newPipeliner(q.client)
 		q.ch = make(chan delta, queueLen)
 		q.kick = make(chan struct{}, 1)
 		q.stop = make(chan struct{})
@@ -250,10 +253,14 @@ func New(opts Options) *Quota {
 }
 
 // Close writes back what is queued (for at most a second when Redis does
-// not answer) and stops the flusher. It does not close the client.
+// not answer) and stops the flusher and the admissions' pipeliner (an
+// admission after Close decides locally). It does not close the client.
 func (q *Quota) Close() {
 	if q.client == nil {
 		return
+	}
+	if q.pipe != nil {
+		q.pipe.close()
 	}
 	q.once.Do(func() { close(q.stop) })
 	<-q.done

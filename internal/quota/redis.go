@@ -235,7 +235,11 @@ func (q *Quota) admitRedis(ctx context.Context, t *Ticket, subs []Subject, est f
 func (q *Quota) run(ctx context.Context, keys []string, args []any, want int) ([]int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, q.timeout)
 	defer cancel()
-	v, err := admitScript.Run(ctx, q.client, keys, args...).Int64Slice()
+	cmd, err := q.call(ctx, keys, args)
+	var v []int64
+	if err == nil {
+		v, err = cmd.Int64Slice()
+	}
 	if err == nil && len(v) != want && !(len(v) == 7 && v[0] != 1) {
 		err = fmt.Errorf("quota: script answered %d values, want %d", len(v), want)
 	}

@@ -1,0 +1,235 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/streamgate/streamgate/internal/budget"
+	"github.com/streamgate/streamgate/internal/redisguard"
+)
+
+// pipeHook counts pipelines and the commands in them.
+type pipeHook struct{ pipes, cmds atomic.Int64 }
+
+func (h *pipeHook) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *pipeHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *pipeHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.pipes.Add(1)
+		h.cmds.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+// A burst of admissions shares round trips, and each admission gets its
+// own verdict: of 200 concurrent requests of a key at rpm 120, exactly 120
+// are allowed; 50 keys at rpm 1 each get one allowed request.
+func TestPipelineBurst(t *testing.T) {
+	forTargets(t, func(t *testing.T, newClient func() redis.UniversalClient, prefix string) {
+		c := newClient()
+		hook := &pipeHook{}
+		c.AddHook(hook)
+		q := newQuota(Options{Client: c, Prefix: prefix})
+		defer q.Close()
+		ctx := context.Background()
+		var allowed, perKey atomic.Int64
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for range 200 {
+			wg.Go(func() {
+				<-start
+				_, d, err := q.Admit(ctx, "burst", Limits{RPM: 120}, 0)
+				if err != nil {
+					t.Errorf("admit: %v", err)
+				}
+				if d.Allowed {
+					allowed.Add(1)
+				}
+			})
+		}
+		for i := range 50 {
+			for range 2 {
+				wg.Go(func() {
+					<-start
+					_, d, err := q.Admit(ctx, fmt.Sprintf("k%d", i), Limits{RPM: 1}, 0)
+					if err != nil {
+						t.Errorf("admit: %v", err)
+					}
+					if d.Allowed {
+						perKey.Add(1)
+					}
+				})
+			}
+		}
+		close(start)
+		wg.Wait()
+		if got := allowed.Load(); got != 120 {
+			t.Errorf("allowed at rpm 120: got %d of 200, want 120", got)
+		}
+		if got := perKey.Load(); got != 50 {
+			t.Errorf("allowed of 50 keys at rpm 1, two requests each: got %d, want 50", got)
+		}
+		if d, _ := q.Degraded(); d {
+			t.Errorf("degraded after the burst; want Redis deciding throughout")
+		}
+		pipes, cmds := hook.pipes.Load(), hook.cmds.Load()
+		t.Logf("%d admissions in %d pipelines", cmds, pipes)
+		if cmds < 300 || pipes >= cmds {
+			t.Errorf("%d admission commands in %d pipelines: want 300 commands sharing round trips", cmds, pipes)
+		}
+	})
+}
+
+// pausedPipeliner is a pipeliner of c whose loop starts when start is
+// called, so that a test can queue calls in a known order first.
+func pausedPipeliner(c redis.UniversalClient) (p *pipeliner, start func()) {
+	p = &pipeliner{client: c, in: make(chan *admission, pipeQueue), stop: make(chan struct{}), done: make(chan struct{})}
+	return p, func() { go p.run() }
+}
+
+// Admissions leave in the order they were queued, so that a key's are
+// counted in arrival order: at rpm 3, the first three queued are allowed.
+// A call whose caller gave up before its round trip is not sent (it
+// counts nothing), and its caller gets its context's error.
+func TestPipelineOrderAndGiveUp(t *testing.T) {
+	forTargets(t, func(t *testing.T, newClient func() redis.UniversalClient, prefix string) {
+		c := newClient()
+		q := newQuota(Options{Client: c, Prefix: prefix})
+		defer q.Close()
+		q.pipe.close()
+		p, start := pausedPipeliner(c)
+		q.pipe = p
+		const n = 8
+		verdicts := make([]Refusal, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		gone, giveUp := context.WithCancel(context.Background())
+		for i := range n {
+			ctx := context.Background()
+			if i == 1 {
+				ctx = gone // queued second, given up on before its round trip
+			}
+			wg.Go(func() {
+				_, verdicts[i], errs[i] = q.AdmitAll(ctx, []Subject{{Scope: ScopeKey, Name: "ordered", Limits: Limits{RPM: 3}}}, 0)
+			})
+			for len(p.in) != i+1 { // queued before the next one starts
+				time.Sleep(time.Millisecond)
+			}
+		}
+		giveUp()
+		start()
+		wg.Wait()
+		if !errors.Is(errs[1], context.Canceled) {
+			t.Errorf("given up on: got %v, want context.Canceled", errs[1])
+		}
+		for i := range n {
+			want := i == 0 || i == 2 || i == 3
+			if i == 1 {
+				continue
+			}
+			if errs[i] != nil || verdicts[i].Allowed != want {
+				t.Errorf("request %d in queue order: allowed %v (%v), want %v", i, verdicts[i].Allowed, errs[i], want)
+			}
+		}
+		if d, _ := q.Degraded(); d {
+			t.Errorf("degraded: want a caller's own cancellation not counted against Redis")
+		}
+	})
+}
+
+// An admission that Redis does not answer within CallTimeout takes the
+// outage path (decided locally, Redis counted down) after about that
+// long, however many admissions wait in the same pipeline; so does one
+// against a Redis that is gone.
+func TestPipelineTimeoutAndDown(t *testing.T) {
+	forTargets(t, func(t *testing.T, newClient func() redis.UniversalClient, prefix string) {
+		c := newClient()
+		q := New(Options{Client: c, Prefix: prefix, CallTimeout: 50 * time.Millisecond})
+		defer q.Close()
+		ctx := context.Background()
+		if _, d, err := q.Admit(ctx, "slow", Limits{RPM: 10}, 0); err != nil || !d.Allowed {
+			t.Fatalf("warm-up admit: %+v %v", d, err)
+		}
+		eachMaster(c, func(m *redis.Client) { m.Do(ctx, "CLIENT", "PAUSE", "400", "WRITE") })
+		defer eachMaster(c, func(m *redis.Client) { m.Do(ctx, "CLIENT", "UNPAUSE") })
+		var wg sync.WaitGroup
+		var slowest atomic.Int64
+		for range 20 {
+			wg.Go(func() {
+				t0 := time.Now()
+				_, d, err := q.Admit(ctx, "slow", Limits{RPM: 10}, 0)
+				slowest.Store(max(slowest.Load(), int64(time.Since(t0))))
+				if err != nil || !d.Allowed && d.Limit == "" {
+					t.Errorf("admit during the pause: %+v %v; want a local decision", d, err)
+				}
+			})
+		}
+		wg.Wait()
+		if d, _ := q.Degraded(); !d {
+			t.Errorf("not degraded after admissions timed out")
+		}
+		if s := time.Duration(slowest.Load()); s > 300*time.Millisecond {
+			t.Errorf("slowest admission took %v, want about the 50ms CallTimeout", s)
+		}
+	})
+	t.Run("down", func(t *testing.T) {
+		c, err := redisguard.NewClient("redis://127.0.0.1:1/0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			c.Close()
+			// go-redis's dial prober sleeps a second before it sees the
+			// pool closed (goleak would count it).
+			time.Sleep(1100 * time.Millisecond)
+		}()
+		q := New(Options{Client: c, Logger: nil})
+		defer q.Close()
+		for i := range 3 {
+			_, d, err := q.Admit(context.Background(), "k", Limits{RPM: 2}, 0)
+			if want := i < 2; err != nil || d.Allowed != want {
+				t.Errorf("admit %d with Redis gone: %+v %v; want allowed %v (local rpm 2)", i, d, err, want)
+			}
+		}
+		if d, _ := q.Degraded(); !d {
+			t.Errorf("not degraded with Redis gone")
+		}
+	})
+}
+
+// BenchmarkAdmitBurst is the admission of a key with rpm, tpm and a budget
+// from many goroutines at once (a burst of streams starting together),
+// through the pipeliner and, for comparison, with a round trip each
+// through the connection pool (as before it).
+func BenchmarkAdmitBurst(b *testing.B) {
+	for _, mode := range []string{"pipelined", "pool"} {
+		b.Run(mode, func(b *testing.B) {
+			q := benchQuota(b)
+			if mode == "pool" {
+				q.pipe.close()
+				q.pipe = nil
+			}
+			lim := Limits{RPM: 1 << 30, TPM: 1 << 30, Budget: budget.Limit{USD: 1e6, Period: budget.Month}}
+			ctx := context.Background()
+			b.SetParallelism(50) // 100 goroutines on 2 cores
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					t, d, err := q.Admit(ctx, "bench", lim, 0.001)
+					if err != nil || !d.Allowed {
+						b.Errorf("admit: %+v %v", d, err)
+						return
+					}
+					t.Settle(0.0005, 100)
+				}
+			})
+		})
+	}
+}
