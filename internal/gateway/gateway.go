@@ -29,7 +29,9 @@ import (
 	_ "github.com/streamgate/streamgate/internal/cloud" // registers kinds bedrock, vertex, azure
 	"github.com/streamgate/streamgate/internal/config"
 	"github.com/streamgate/streamgate/internal/dashboard"
+	"github.com/streamgate/streamgate/internal/keypool"
 	"github.com/streamgate/streamgate/internal/keys"
+	"github.com/streamgate/streamgate/internal/keyshare"
 	"github.com/streamgate/streamgate/internal/metrics"
 	"github.com/streamgate/streamgate/internal/provider"
 	_ "github.com/streamgate/streamgate/internal/provider/anthropic" // registers kind anthropic
@@ -176,6 +178,7 @@ type Gateway struct {
 	// when counted by this replica alone.
 	rl          interface{ Degraded() (bool, string) }
 	redis       redis.UniversalClient // nil: no redis: configured
+	board       *keyshare.Board       // the key pools' benches and disables, shared; nil without redis or pools
 	limiter     *admit.Limiter        // nil: no limits
 	keepAlive   time.Duration         // 0: none
 	idle        time.Duration
@@ -383,6 +386,13 @@ func New(opts Options) (*Gateway, error) {
 		g.providers[p.Name] = pv
 		endpoints[p.Name] = g.health.add(endpointKey(pc.Kind, pc.BaseURL, epKey), p.Name, pv, p.HealthCheck)
 	}
+	if g.redis != nil && len(g.keyed) > 0 { // benches and disables shared by the replicas
+		pools := make(map[string]*keypool.Pool, len(g.keyed))
+		for name, k := range g.keyed {
+			pools[name] = k.pool
+		}
+		g.board = keyshare.New(keyshare.Options{Client: g.redis, Pools: pools, Logger: g.log})
+	}
 	for i := range cfg.Models {
 		m := &cfg.Models[i]
 		var all, embed []target
@@ -581,6 +591,9 @@ func (g *Gateway) Close() error {
 		stop()
 	}
 	g.sims = nil
+	if g.board != nil {
+		g.board.Close()
+	}
 	if g.quota != nil {
 		g.quota.Close() // writes back the queued settles
 	}

@@ -203,6 +203,11 @@ func (g *Gateway) adminRouteReset(w http.ResponseWriter, r *http.Request) {
 			for _, key := range k.pool.Reset() {
 				enabled = append(enabled, name+"/"+key)
 			}
+			if g.board != nil { // every replica's, at its next poll
+				if err := g.board.Reset(r.Context(), name); err != nil {
+					g.log.LogAttrs(r.Context(), slog.LevelWarn, "provider keys reset on this replica only: redis failed", slog.String("provider", name), slog.String("error", err.Error()))
+				}
+			}
 		}
 	}
 	if len(enabled) > 0 {

@@ -63,6 +63,10 @@ func newKeyed(p config.Provider, pc provider.Config, q *quota.Quota, g *Gateway)
 	cfg := keypool.Config{Provider: p.Name, Keys: ks, Logger: g.log}
 	if q != nil && q.Shared() {
 		cfg.Shared = sharedKeyLimits{q}
+		// Published to the other replicas (package keyshare; g.board is
+		// set once every pool is made, before any request).
+		cfg.OnBench = func(key string, until time.Time) { g.board.Bench(p.Name, key, until) }
+		cfg.OnDisable = func(key, reason string) { g.board.Disable(p.Name, key, reason) }
 	}
 	pool, err := keypool.New(cfg)
 	if err != nil {

@@ -26,6 +26,7 @@ import (
 
 	"github.com/streamgate/streamgate/internal/config"
 	"github.com/streamgate/streamgate/internal/gateway"
+	"github.com/streamgate/streamgate/internal/keyshare"
 	"github.com/streamgate/streamgate/internal/redisguard/redistest"
 	"github.com/streamgate/streamgate/internal/sim"
 )
@@ -417,6 +418,93 @@ func TestKeyPoolLimitsAcrossReplicas(t *testing.T) {
 	}
 	if served != 4 || u.hitsOf("sk-only") != 4 {
 		t.Errorf("rpm 4 over two replicas: served %d, upstream got %d; want 4 and 4", served, u.hitsOf("sk-only"))
+	}
+}
+
+// TestKeyPoolStateAcrossReplicas: with redis set, a provider key benched
+// by a 429 or disabled by a 401 on one replica is out of service on the
+// other within a poll (keyshare.Every), which then sends it nothing; a
+// reset on either puts the keys back in service on both.
+func TestKeyPoolStateAcrossReplicas(t *testing.T) {
+	url := redistest.URL(t)
+	var b [6]byte
+	rand.Read(b[:])
+	provider := "pk-" + hex.EncodeToString(b[:]) // a state of its own in Redis
+	u := newKeyedUpstream(t)
+	cfg := baseConfig()
+	cfg.Redis = url
+	cfg.AdminKey = "sk-admin"
+	cfg.Providers = append(cfg.Providers, config.Provider{Name: provider, Kind: "openai", BaseURL: u.url + "/v1",
+		APIKeys: []config.ProviderKey{{Name: "k1", Key: "sk-1"}, {Name: "k2", Key: "sk-2"}, {Name: "k3", Key: "sk-3"}}})
+	cfg.Models = append(cfg.Models, config.Model{Name: "pooled", Routes: []config.Route{{Provider: provider, Model: "sim-fast"}}})
+	a := startWith(t, gateway.Options{Config: cfg, KeepAlive: -1, RedisCallTimeout: sharedCallTimeout})
+	bb := startWith(t, gateway.Options{Config: cfg, KeepAlive: -1, RedisCallTimeout: sharedCallTimeout})
+	send := func(e *env, n int) {
+		t.Helper()
+		for range n {
+			resp := do(t, "POST", e.url+"/v1/chat/completions", devKey, chatBody("pooled", false, ""))
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != 200 {
+				t.Fatalf("got %d %s, want 200 (another key serves)", resp.StatusCode, body)
+			}
+		}
+	}
+	// learnt waits until replica e's /admin/routes says what want says.
+	learnt := func(e *env, want string) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			routes := getJSON(t, e.url+"/admin/routes")
+			if strings.Contains(routes, want) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("replica's /admin/routes after 5 s: %s, want %s", routes, want)
+			}
+			time.Sleep(keyshare.Every / 2)
+		}
+	}
+	u.set("sk-1", http.StatusTooManyRequests)
+	u.set("sk-2", http.StatusUnauthorized)
+	for u.hitsOf("sk-1") == 0 || u.hitsOf("sk-2") == 0 { // least-loaded order: each key soon
+		send(a, 1)
+	}
+	learnt(bb, `"name":"k1"`)
+	learnt(bb, `"benched_until"`)
+	learnt(bb, `"disabled":"the provider answered 401 Unauthorized"`)
+	h1, h2, h3 := u.hitsOf("sk-1"), u.hitsOf("sk-2"), u.hitsOf("sk-3")
+	send(bb, 10)
+	if u.hitsOf("sk-1") != h1 || u.hitsOf("sk-2") != h2 || u.hitsOf("sk-3") != h3+10 {
+		t.Errorf("the other replica sent k1 %d, k2 %d, k3 %d requests; want 0, 0, 10 (k1 benched, k2 disabled on the first)",
+			u.hitsOf("sk-1")-h1, u.hitsOf("sk-2")-h2, u.hitsOf("sk-3")-h3)
+	}
+	if got, _ := seriesSum(scrapeFamilies(t, bb.url), "streamgate_provider_key_disabled", map[string]string{"key": "k2"}); got != 1 {
+		t.Errorf("the other replica's streamgate_provider_key_disabled{key=k2}: got %v, want 1", got)
+	}
+	// The operator resets the provider on the other replica: both serve
+	// with every key again.
+	u.set("sk-1", 0)
+	u.set("sk-2", 0)
+	resp := do(t, "POST", bb.url+"/admin/routes/"+provider+"/reset", "sk-admin", "")
+	io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("reset: got %d", resp.StatusCode)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		routes := getJSON(t, a.url+"/admin/routes")
+		if !strings.Contains(routes, `"disabled"`) && !strings.Contains(routes, `"benched_until"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("first replica's /admin/routes 5 s after the reset: %s, want no key benched or disabled", routes)
+		}
+		time.Sleep(keyshare.Every / 2)
+	}
+	h1, h2 = u.hitsOf("sk-1"), u.hitsOf("sk-2")
+	send(a, 9)
+	if u.hitsOf("sk-1") == h1 || u.hitsOf("sk-2") == h2 {
+		t.Errorf("after the reset the first replica sent k1 %d and k2 %d of 9 requests; want each back in service", u.hitsOf("sk-1")-h1, u.hitsOf("sk-2")-h2)
 	}
 }
 

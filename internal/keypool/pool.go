@@ -444,6 +444,33 @@ func (p *Pool) Bench(name string, until time.Time) bool {
 	return true
 }
 
+// Rest benches the key named name until until, as Bench does, for a 429
+// another replica got (package keyshare): it is not counted as this
+// replica's bench and calls no OnBench. It reports whether the pool has
+// the key.
+func (p *Pool) Rest(name string, until time.Time) bool {
+	i := p.Index(name)
+	if i < 0 {
+		return false
+	}
+	raise(&p.keys[i].benched, until.UnixNano())
+	return true
+}
+
+// Off disables the key named name, as Disable does, for a 401/403 another
+// replica got (package keyshare): one WARN the first time, saying so, and
+// no OnDisable. It reports whether the pool has the key.
+func (p *Pool) Off(name, reason string) bool {
+	i := p.Index(name)
+	if i < 0 {
+		return false
+	}
+	if p.keys[i].disabled.CompareAndSwap(nil, &reason) {
+		p.log.Warn("provider key disabled", "provider", p.provider, "key", name, "reason", reason, "by", "another replica")
+	}
+	return true
+}
+
 // Disable takes the key named name out of the pool for good (the provider
 // answered 401 or 403: revoked or not allowed), logging one WARN with the
 // provider, the key's name and reason the first time, and calling
