@@ -228,6 +228,11 @@ type RunResult struct {
 	MonthlyCost  float64        `json:"monthly_cost_usd,omitempty"`
 	Errors       map[string]int `json:"errors"`
 	ScheduleLag  *Dist          `json:"schedule_lag_ms,omitempty"`
+	// DoneToEnd is the time from a stream's terminal event ("[DONE]") to
+	// the end of its body, over the streams that ended so: what the
+	// server held a complete answer open for (its own bookkeeping at the
+	// end of a request). Absent when no stream was measured.
+	DoneToEnd *Dist `json:"done_to_end_ms,omitempty"`
 	// Trace is a trace replay's schedule and its recorded-vs-achieved
 	// token counts, Sessions a session run's figures; CacheReadShare is
 	// then CacheReadTok / InTok.

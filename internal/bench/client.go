@@ -60,6 +60,13 @@ type Request struct {
 	// Delays are arrival − server stamp for stamped events (nanoseconds).
 	Delays []time.Duration `json:"-"`
 	End    time.Duration   `json:"-"` // when the stream ended, from send
+	// DoneToEnd is the time from the terminal event ("[DONE]") to the end
+	// of the body (its rest drained to EOF): what the server still held
+	// the stream for after the answer was complete. 0 when the body did
+	// not end within DrainClose's bounds or the stream ended otherwise;
+	// DoneEnded says it was measured.
+	DoneToEnd time.Duration `json:"-"`
+	DoneEnded bool          `json:"-"`
 
 	last atomic.Int64 // ns since the runner's base of the last activity, for the idle watchdog
 	// collect keeps the answer's text in text (escaped JSON string
@@ -378,7 +385,9 @@ func (s *stream) do(parent context.Context, cl *http.Client, url string, hdr htt
 	if r.Done {
 		// The rest after "[DONE]" is read so the transport keeps the
 		// connection: the next request's TTFT must not pay a new handshake.
-		provider.DrainClose(resp.Body)
+		if provider.DrainClose(resp.Body) == nil {
+			r.DoneToEnd, r.DoneEnded = time.Since(s.sent)-r.End, true
+		}
 	} else {
 		resp.Body.Close()
 	}

@@ -20,7 +20,7 @@ func (r *runner) summarize(elapsed time.Duration, self selfStats) RunResult {
 		Label: cfg.Label, Model: cfg.Model, BaseURL: cfg.BaseURL, API: cmpOrStr(cfg.API, APIChat), Concurrency: cfg.Concurrency,
 		RequestedRate: cfg.Rate, DurationS: elapsed.Seconds(), Errors: map[string]int{},
 	}
-	var ttft, itl, gaps, tpot, e2e, tps, toks, lag, wait, delays []float64
+	var ttft, itl, gaps, tpot, e2e, tps, toks, lag, wait, delays, doneEnd []float64
 	sources := map[string]int{}
 	good := 0
 	var firstSent, lastSent, firstIntended, lastIntended time.Duration
@@ -80,6 +80,9 @@ func (r *runner) summarize(elapsed time.Duration, self selfStats) RunResult {
 		if d, ok := q.TPOT(); ok {
 			tpot = append(tpot, ms(d))
 		}
+		if q.DoneEnded {
+			doneEnd = append(doneEnd, ms(q.DoneToEnd))
+		}
 		if v, ok := q.TPS(); ok {
 			tps = append(tps, v)
 		}
@@ -89,6 +92,10 @@ func (r *runner) summarize(elapsed time.Duration, self selfStats) RunResult {
 	}
 	rr.TTFT, rr.ITL, rr.MaxGap = Summarize(ttft), Summarize(itl), Summarize(gaps)
 	rr.TPOT, rr.E2E, rr.TPS, rr.Tokens = Summarize(tpot), Summarize(e2e), Summarize(tps), Summarize(toks)
+	if len(doneEnd) > 0 {
+		d := Summarize(doneEnd)
+		rr.DoneToEnd = &d
+	}
 	switch {
 	case len(sources) == 0:
 		rr.TokSrc = "none"
