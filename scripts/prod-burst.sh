@@ -17,7 +17,9 @@
 # Env: TOKENS (50), ITL (20ms), TTFT (50ms), WAVES (10), ROUNDS (2),
 #      REDIS (default: a redis-server of its own on a free port),
 #      PG (postgres://postgres@127.0.0.1:5432/test?sslmode=disable),
-#      BIN (a built streamgate; default: build ./cmd/streamgate).
+#      BIN (a built streamgate; default: build ./cmd/streamgate),
+#      GATEWAY_BIN (the streamgate that serves, e.g. an older build to compare;
+#      default: BIN; the sim and the bench stay BIN's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cs=("$@"); [ ${#cs[@]} -gt 0 ] || cs=(100 500)
@@ -44,6 +46,7 @@ dsn="$pg&search_path=$schema"; [[ "$pg" == *\?* ]] || dsn="$pg?search_path=$sche
 
 sg=${BIN:-}
 if [ -z "$sg" ]; then go build -o "$work/streamgate" ./cmd/streamgate; sg="$work/streamgate"; fi
+gw=${GATEWAY_BIN:-$sg}
 simport=$((20000 + RANDOM % 10000)); defport=$((simport + 1)); prodport=$((simport + 2))
 "$sg" sim --addr "127.0.0.1:$simport" --ttft "$ttft" --ttft-p99 "$ttft" --itl "$itl" --itl-jitter 0 --tokens "$tokens" >"$work/sim.log" 2>&1 & pids+=($!)
 common="providers: [{name: sim, kind: openai, base_url: \"http://127.0.0.1:$simport/v1\"}]
@@ -64,8 +67,8 @@ secret() { sed -n 's/^secret: //p' <<<"$1"; }
 lim=$(secret "$("$sg" keys create --database "$dsn" --name "limited-$RANDOM" --rpm 10000000 --tpm 1000000000 --budget-usd 1000000 --budget-period month)")
 free=$(secret "$("$sg" keys create --database "$dsn" --name "free-$RANDOM")")
 [ -n "$lim" ] && [ -n "$free" ] || { echo "keys create gave no secret" >&2; exit 1; }
-"$sg" serve --config "$work/default.yaml" --log-level warn >"$work/default.log" 2>&1 & defpid=$!; pids+=("$defpid")
-"$sg" serve --config "$work/prod.yaml" --log-level warn >"$work/prod.log" 2>&1 & prodpid=$!; pids+=("$prodpid")
+"$gw" serve --config "$work/default.yaml" --log-level warn >"$work/default.log" 2>&1 & defpid=$!; pids+=("$defpid")
+"$gw" serve --config "$work/prod.yaml" --log-level warn >"$work/prod.log" 2>&1 & prodpid=$!; pids+=("$prodpid")
 for port in "$defport" "$prodport" "$simport"; do
   for _ in $(seq 100); do curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
 done
