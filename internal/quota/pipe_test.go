@@ -233,3 +233,51 @@ func BenchmarkAdmitBurst(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAdmitWave is one wave of n admissions of a key with rpm, tpm
+// and a budget released at the same instant (n streams starting
+// together): ns/op is the time until the wave's last admission answered,
+// what its slowest stream's TTFT carries; through the pipeliner and with
+// a round trip each through the connection pool.
+func BenchmarkAdmitWave(b *testing.B) {
+	for _, n := range []int{100, 500} {
+		for _, mode := range []string{"pipelined", "pool"} {
+			b.Run(fmt.Sprintf("%d/%s", n, mode), func(b *testing.B) {
+				q := benchQuota(b)
+				if mode == "pool" {
+					q.pipe.close()
+					q.pipe = nil
+				}
+				lim := Limits{RPM: 1 << 30, TPM: 1 << 30, Budget: budget.Limit{USD: 1e6, Period: budget.Month}}
+				ctx := context.Background()
+				if _, _, err := q.Admit(ctx, "bench", lim, 0.001); err != nil { // the ledger's reconciliation
+					b.Fatal(err)
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for range b.N {
+					b.StopTimer()
+					start := make(chan struct{})
+					var wg sync.WaitGroup
+					for range n {
+						wg.Go(func() {
+							<-start
+							t, d, err := q.Admit(ctx, "bench", lim, 0.001)
+							if err != nil || !d.Allowed {
+								b.Errorf("admit: %+v %v", d, err)
+							}
+							t.Settle(0.0005, 100)
+						})
+					}
+					time.Sleep(time.Millisecond) // every goroutine parked on start
+					b.StartTimer()
+					close(start)
+					wg.Wait()
+				}
+				if d, _ := q.Degraded(); d {
+					b.Errorf("degraded: a call exceeded the benchmark's 1 s bound")
+				}
+			})
+		}
+	}
+}
