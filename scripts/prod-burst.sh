@@ -24,25 +24,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cs=("$@"); [ ${#cs[@]} -gt 0 ] || cs=(100 500)
 tokens=${TOKENS:-50}; itl=${ITL:-20ms}; ttft=${TTFT:-50ms}; waves=${WAVES:-10}; rounds=${ROUNDS:-2}
-own_redis=""
-if [ -z "${REDIS:-}" ]; then own_redis=$((30000 + RANDOM % 10000)); fi
-redis=${REDIS:-redis://127.0.0.1:$own_redis/0}
-pg=${PG:-postgres://postgres@127.0.0.1:5432/test?sslmode=disable}
-work=$(mktemp -d)
-schema="prodburst_$RANDOM$RANDOM"
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true
-  psql -q "$pg" -c "DROP SCHEMA IF EXISTS $schema CASCADE" >/dev/null 2>&1 || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-psql -q "$pg" -c "CREATE SCHEMA $schema" >/dev/null
-if [ -n "$own_redis" ]; then
-  redis-server --port "$own_redis" --bind 127.0.0.1 --save "" --appendonly no >"$work/redis.log" 2>&1 & pids+=($!)
-  for _ in $(seq 50); do redis-cli -p "$own_redis" ping >/dev/null 2>&1 && break; sleep 0.1; done
-fi
-dsn="$pg&search_path=$schema"; [[ "$pg" == *\?* ]] || dsn="$pg?search_path=$schema"
+. scripts/prod-env.sh prodburst
 
 sg=${BIN:-}
 if [ -z "$sg" ]; then go build -o "$work/streamgate" ./cmd/streamgate; sg="$work/streamgate"; fi

@@ -204,6 +204,17 @@ func TestPipelineTimeoutAndDown(t *testing.T) {
 	})
 }
 
+// burstQuota is benchQuota through its pipeliner ("pipelined") or with a
+// round trip per admission ("pool"), and limits that never refuse.
+func burstQuota(b *testing.B, mode string) (*Quota, Limits) {
+	q := benchQuota(b)
+	if mode == "pool" {
+		q.pipe.close()
+		q.pipe = nil
+	}
+	return q, Limits{RPM: 1 << 30, TPM: 1 << 30, Budget: budget.Limit{USD: 1e6, Period: budget.Month}}
+}
+
 // BenchmarkAdmitBurst is the admission of a key with rpm, tpm and a budget
 // from many goroutines at once (a burst of streams starting together),
 // through the pipeliner and, for comparison, with a round trip each
@@ -211,12 +222,7 @@ func TestPipelineTimeoutAndDown(t *testing.T) {
 func BenchmarkAdmitBurst(b *testing.B) {
 	for _, mode := range []string{"pipelined", "pool"} {
 		b.Run(mode, func(b *testing.B) {
-			q := benchQuota(b)
-			if mode == "pool" {
-				q.pipe.close()
-				q.pipe = nil
-			}
-			lim := Limits{RPM: 1 << 30, TPM: 1 << 30, Budget: budget.Limit{USD: 1e6, Period: budget.Month}}
+			q, lim := burstQuota(b, mode)
 			ctx := context.Background()
 			b.SetParallelism(50) // 100 goroutines on 2 cores
 			b.ReportAllocs()
@@ -243,12 +249,7 @@ func BenchmarkAdmitWave(b *testing.B) {
 	for _, n := range []int{100, 500} {
 		for _, mode := range []string{"pipelined", "pool"} {
 			b.Run(fmt.Sprintf("%d/%s", n, mode), func(b *testing.B) {
-				q := benchQuota(b)
-				if mode == "pool" {
-					q.pipe.close()
-					q.pipe = nil
-				}
-				lim := Limits{RPM: 1 << 30, TPM: 1 << 30, Budget: budget.Limit{USD: 1e6, Period: budget.Month}}
+				q, lim := burstQuota(b, mode)
 				ctx := context.Background()
 				if _, _, err := q.Admit(ctx, "bench", lim, 0.001); err != nil { // the ledger's reconciliation
 					b.Fatal(err)
