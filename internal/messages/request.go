@@ -31,6 +31,23 @@
 // top_k has no OpenAI equivalent and is dropped; server tools and other
 // block types are rejected with a message naming them.
 //
+// Claude Code (2.1.197, captured in testdata/claude-code-2.1.197-*.json)
+// sends, besides the above: system messages within messages (at
+// messages[1]) → a system message at the same place (a Gemini route folds
+// it into systemInstruction, see convertMessage); output_config.effort →
+// reasoning_effort (max → high), winning over the one a thinking budget
+// suggests; output_config.format (a JSON schema, for its session title) →
+// response_format json_schema; tool_result is_error → "Error: " before the
+// result's text. Left out on purpose, having no meaning on another
+// provider: the system block "x-anthropic-billing-header: …" (Anthropic's
+// billing attribution, changing every request: it would defeat prefix
+// caching); context_management (Anthropic's server-side clearing of old
+// thinking and tool results to save its context: without it the route sees
+// the whole conversation, which asks nothing the client did not send);
+// the anthropic-beta and anthropic-version headers, x-claude-code-session-id
+// and the ?beta=true query (affinity reads the session from
+// metadata.user_id).
+//
 // Finish reasons: stop → end_turn (stop_sequence, with stop_sequence set,
 // when the choice's stop_reason names the stop string that matched, as
 // vLLM and the anthropic adapter report it), length → max_tokens, tool_calls →
@@ -73,6 +90,16 @@ type Request struct {
 	Metadata      *struct {
 		UserID string `json:"user_id,omitempty"`
 	} `json:"metadata,omitempty"`
+	OutputConfig *OutputConfig `json:"output_config,omitempty"`
+	// context_management (Claude Code sends clear_thinking_20251015) is
+	// not read: see the package comment.
+}
+
+// OutputConfig is "output_config": the effort the answer may take and the
+// format it must have.
+type OutputConfig struct {
+	Effort string          `json:"effort,omitempty"` // low, medium, high, max
+	Format json.RawMessage `json:"format,omitempty"` // {"type":"json_schema","schema":{...}}
 }
 
 // Message is one turn; Content is a string or an array of blocks.
@@ -177,12 +204,31 @@ func (r *Request) ToChat() (*api.ChatRequest, error) {
 		c.Thinking = compact(r.Thinking) // exact, for a route that speaks Anthropic
 		c.ReasoningEffort = effortOf(th)
 	}
+	if oc := r.OutputConfig; oc != nil {
+		if oc.Effort != "" {
+			e, ok := efforts[oc.Effort]
+			if !ok {
+				return nil, errorf("output_config.effort", "output_config.effort must be low, medium, high or max, got %q", oc.Effort)
+			}
+			c.ReasoningEffort = e // the client's own level wins over the one a budget suggests
+		}
+		if len(oc.Format) > 0 && string(oc.Format) != "null" {
+			rf, err := responseFormat(oc.Format)
+			if err != nil {
+				return nil, err
+			}
+			c.ResponseFormat = rf
+		}
+	}
 	if len(r.System) > 0 && string(r.System) != "null" {
 		parts, err := textParts(r.System, "system")
 		if err != nil {
 			return nil, err
 		}
-		c.Messages = append(c.Messages, partsMessage("system", parts))
+		parts = slices.DeleteFunc(parts, isBillingHeader)
+		if len(parts) > 0 {
+			c.Messages = append(c.Messages, partsMessage("system", parts))
+		}
 	}
 	for i, m := range r.Messages {
 		msgs, err := convertMessage(m, fmt.Sprintf("messages[%d]", i))
@@ -228,6 +274,49 @@ func (r *Request) ToChat() (*api.ChatRequest, error) {
 	return c, nil
 }
 
+// efforts maps output_config.effort to reasoning_effort: max, above high,
+// has no OpenAI level of its own (xhigh is known to few models, and Gemini's
+// budgets stop at high).
+var efforts = map[string]string{"low": "low", "medium": "medium", "high": "high", "max": "high"}
+
+// responseFormat is output_config.format as OpenAI's response_format: a
+// json_schema format becomes {"type":"json_schema","json_schema":{"name":
+// "output","schema":…}}. Not "strict": Anthropic constrains the answer to
+// the schema, but OpenAI's strict mode refuses schemas outside its subset
+// (an optional property, a format keyword) that Anthropic accepts, and the
+// schema as a guide is nearer the request than a 400.
+func responseFormat(raw json.RawMessage) (json.RawMessage, error) {
+	var f struct {
+		Type   string          `json:"type"`
+		Schema json.RawMessage `json:"schema"`
+	}
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return nil, errorf("output_config.format", "output_config.format must be an object with a type")
+	}
+	if f.Type != "json_schema" {
+		return nil, errorf("output_config.format.type", "output_config.format.type %q is not supported (want json_schema)", f.Type)
+	}
+	if len(f.Schema) == 0 || f.Schema[0] != '{' {
+		return nil, errorf("output_config.format.schema", "output_config.format.schema must be a JSON Schema object")
+	}
+	b, err := json.Marshal(map[string]any{"type": "json_schema",
+		"json_schema": map[string]any{"name": "output", "schema": json.RawMessage(compact(f.Schema))}})
+	if err != nil {
+		return nil, errorf("output_config.format.schema", "output_config.format.schema: %v", err)
+	}
+	return b, nil
+}
+
+// isBillingHeader reports the system text block Claude Code opens every
+// request with ("x-anthropic-billing-header: cc_version=2.1.197.3d3;
+// cc_entrypoint=sdk-cli;"): attribution for Anthropic's billing, not an
+// instruction, and different in each request (the version's suffix), so
+// on another provider it would only cost tokens and, standing first,
+// defeat that provider's prefix cache. It is left out of the translation.
+func isBillingHeader(p api.ContentPart) bool {
+	return p.Type == "text" && strings.HasPrefix(p.Text, "x-anthropic-billing-header:")
+}
+
 // effortOf is the reasoning_effort nearest a thinking object, for an
 // OpenAI-dialect route (which has no exact budget): an enabled budget up to
 // 2048 tokens is low, up to 8192 medium, above high (the anthropic
@@ -250,8 +339,25 @@ func effortOf(th api.Thinking) string {
 // turn's tool results become tool messages (first, as OpenAI wants them
 // right after the assistant's calls), its other blocks one user message.
 func convertMessage(m Message, path string) ([]api.Message, error) {
-	if m.Role != "user" && m.Role != "assistant" {
-		return nil, errorf(path+".role", "role must be \"user\" or \"assistant\", got %q", m.Role)
+	switch m.Role {
+	case "user", "assistant":
+	case "system":
+		// A system message within the conversation (Claude Code sends one
+		// at messages[1], beta mid-conversation-system-2026-04-07): a
+		// system message at the same place, where OpenAI reads it with a
+		// system message's authority at that point of the conversation.
+		// Gemini has one systemInstruction: its adapter appends it there
+		// (in order after the top-level system), which keeps its authority
+		// and loses only its position; a user turn quoting it would keep the
+		// position but speak with the user's voice, which changes what the
+		// model may do with it.
+		parts, err := textParts(m.Content, path+".content")
+		if err != nil {
+			return nil, err
+		}
+		return []api.Message{partsMessage("system", parts)}, nil
+	default:
+		return nil, errorf(path+".role", "role must be \"user\", \"assistant\" or \"system\", got %q", m.Role)
 	}
 	var s string
 	if json.Unmarshal(m.Content, &s) == nil {
