@@ -330,7 +330,7 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request, c *call, rs *ro
 		var cerr *continueError
 		return fallbackReason(err) != "" && !errors.As(err, &cerr)
 	}
-	err := g.run(ctx, c, rs, try, goOn)
+	err := g.run(ctx, c, rs, try, goOn, req)
 	if c.entry.Continuations > 0 {
 		outcome := metrics.ContinuationOK
 		if err != nil {
@@ -683,7 +683,7 @@ func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, c *call, rs *
 		return nil
 	}
 	goOn := func(error) bool { return r.Context().Err() == nil }
-	err := g.run(r.Context(), c, rs, try, goOn)
+	err := g.run(r.Context(), c, rs, try, goOn, req)
 	if err != nil && r.Context().Err() != nil {
 		err = context.Cause(r.Context())
 	}

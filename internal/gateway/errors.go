@@ -229,8 +229,10 @@ func statusOf(err error) httpError {
 	case errors.As(err, &perr) && errors.Is(err, provider.ErrUntranslatable):
 		// Nothing reached the upstream: the route's adapter could not
 		// express the request; its message names the field.
+		// No retry makes a route take it (x-should-retry: false): the
+		// client must change the field named.
 		return httpError{status: http.StatusBadRequest, body: api.NewError("invalid_request_error", "unsupported_by_route", "",
-			"the request cannot be sent to this model's provider: "+redact.Text(perr.Message))}
+			"the request cannot be sent to this model's provider: "+redact.Text(perr.Message)), final: true}
 	case errors.As(err, &perr) && errors.Is(err, provider.ErrNotStream):
 		// A 200 whose body is the upstream's error (overloaded, a proxy's
 		// HTML page): what it said, redacted, rather than "truncated".
@@ -313,6 +315,8 @@ func outcomeOf(err error, status int) string {
 		return usage.OutcomeClientCancelled
 	case isAdmission(err):
 		return usage.OutcomeRejected
+	case status == http.StatusBadRequest && errors.Is(err, provider.ErrUntranslatable):
+		return usage.OutcomeUntranslatable
 	case errors.Is(err, provider.ErrFirstTokenTimeout), errors.Is(err, provider.ErrIdleTimeout),
 		errors.Is(err, provider.ErrTotalTimeout), errors.Is(err, provider.ErrResponseTimeout), errors.Is(err, errShutdown):
 		return usage.OutcomeTimeout
@@ -339,6 +343,8 @@ func requestOutcome(err error, status int) string {
 		return metrics.OutcomeClientGone
 	case isAdmission(err):
 		return metrics.OutcomeRejected
+	case status == http.StatusBadRequest && errors.Is(err, provider.ErrUntranslatable):
+		return metrics.OutcomeUntranslatable
 	case status == http.StatusOK:
 		return metrics.OutcomeErrorEvent
 	case status == http.StatusGatewayTimeout:

@@ -54,7 +54,7 @@ var allowedLabels = map[string]bool{
 
 // Label values of the enumerated labels, every one a constant of the code.
 var allowedValues = map[string][]string{
-	"outcome": {"ok", "error_event", "client_gone", "timeout", "upstream_error", "rejected", "error", // requests
+	"outcome": {"ok", "error_event", "client_gone", "timeout", "upstream_error", "rejected", "error", "untranslatable", // requests
 		"won", "lost", "none", // hedges
 		"failed"}, // continuations (and ok)
 	"kind":  {"input", "output", "cache_read", "cache_write"},

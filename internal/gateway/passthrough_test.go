@@ -297,8 +297,8 @@ func TestMessagesPassthroughWire(t *testing.T) {
 // sim), serves the same request translated, streamed and not. A request
 // the translation cannot express (a block type it does not know) skips a
 // route that would translate it for one that passes it through; with no
-// such route left the client gets the failure of the route that could
-// have served it.
+// such route left the client gets the translation's refusal, which no
+// retry can fix (issue 36), even after that route's 503.
 func TestMessagesPassthroughFallback(t *testing.T) {
 	good, down := newAnthropicUpstream(t, 0), newAnthropicUpstream(t, 503)
 	e := start(t, passConfig(good, down))
@@ -337,15 +337,18 @@ func TestMessagesPassthroughFallback(t *testing.T) {
 	// No chat form: the sim cannot take it, the Anthropic route after it does.
 	turn, opts := claudeCodeTurn("fb-rev")
 	res, err := client.Messages.New(ctx, turn, opts...)
-	if err != nil || string(wr.received) != claudeMessage || hdr.Get(gateway.HeaderRoute) != "ant/claude-up" || hdr.Get(gateway.HeaderAttempts) != "2" {
-		t.Errorf("untranslatable, sim first: got %+v, %v via %q after %q attempts; want the Anthropic route's Message after 2", res, err, hdr.Get(gateway.HeaderRoute), hdr.Get(gateway.HeaderAttempts))
+	if err != nil || string(wr.received) != claudeMessage || hdr.Get(gateway.HeaderRoute) != "ant/claude-up" || hdr.Get(gateway.HeaderAttempts) != "1" {
+		t.Errorf("untranslatable, sim first: got %+v, %v via %q after %q attempts; want the Anthropic route's Message after 1 (the sim's refusal is no attempt)", res, err, hdr.Get(gateway.HeaderRoute), hdr.Get(gateway.HeaderAttempts))
 	}
-	// The Anthropic route answers 503 and the sim cannot take it: the 503 it is.
+	// The Anthropic route answers 503 and the sim cannot take it: the
+	// sim's refusal decides (issue 36), a 400 no retry can fix, not the
+	// 503 a client would retry in vain while the sim keeps refusing.
 	turn.Model = "fb-pass"
 	_, err = client.Messages.New(ctx, turn, opts...)
 	var apiErr *anthropic.Error
-	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusServiceUnavailable {
-		t.Errorf("untranslatable, Anthropic route down: got %v; want the route's 503", err)
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || apiErr.Response.Header.Get("X-Should-Retry") != "false" ||
+		!strings.Contains(err.Error(), "future_block") {
+		t.Errorf("untranslatable, Anthropic route down: got %v; want the translation's 400 (x-should-retry: false) naming future_block", err)
 	}
 	// A model of OpenAI-dialect routes only: a 400 naming what the
 	// translation cannot carry (the unknown block type; images in tool

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"net/http"
 	"slices"
 	"sync/atomic"
@@ -193,11 +194,23 @@ type tryFunc func(ctx context.Context, p *plan, t *target) error
 // budget. It stops at the first success, when goOn says no more attempt
 // may follow (the client left; content reached it and cannot be
 // continued), or at an error no other attempt can fix (fallbackReason).
-// When every attempt failed, the last failure is returned, but a route
-// that could not express the request (provider.ErrUntranslatable) does not
-// hide an earlier route's failure. Each attempt's outcome goes to its
-// target's health and latency.
-func (g *Gateway) run(ctx context.Context, c *call, rs *routeSet, try tryFunc, goOn func(error) bool) error {
+// When every attempt failed, the last failure is returned.
+//
+// A route that would have to translate a request with no chat form
+// (provider.Native.Err: a Messages block type, a server tool) refuses it
+// before anything happens: the gateway's refusal, not an attempt, so it
+// begins nothing on the route (no health, no latency, no request counted),
+// is not in X-Streamgate-Attempts, and is skipped on later passes without a
+// backoff. When no route served, such a refusal is what the client gets, a
+// 400 naming the field with x-should-retry: false, even after another
+// route's retryable failure (issue 36: a dead Anthropic route's 502 hid
+// the OpenAI route's refusal, and Claude Code retried it for two minutes):
+// no retry makes the refusing routes take the request, and the field it
+// names is what the client can change. The entry then names no route (none
+// served, none failed it). An adapter's own refusal, found as it
+// translates in Open (provider.ErrUntranslatable), counts as neutral for
+// the route's health and decides the same way.
+func (g *Gateway) run(ctx context.Context, c *call, rs *routeSet, try tryFunc, goOn func(error) bool, req *provider.Request) error {
 	p := &plan{c: c, rs: rs, pinKey: -1}
 	p.order = rs.set.Order(p.buf[:0])
 	if rs.aff != nil && c.session.Key != 0 {
@@ -214,12 +227,24 @@ func (g *Gateway) run(ctx context.Context, c *call, rs *routeSet, try tryFunc, g
 	}
 	var err error
 	var noKey *keypool.ExhaustedError // the last route passed over for want of a key
+	refused, refusal := refusals(rs, p.order, req)
+	limit -= bits.OnesCount64(refused) // a refusal is no attempt, on the first pass or a retry
+	last := n - 1                      // the first pass's last route that does not refuse
+	for last > 0 && last < 64 && refused&(1<<last) != 0 {
+		last--
+	}
 	made, retry := 0, 0
 	again := false // the attempt is made again on the same route with another key
 	for pos := 0; made < limit && pos < n+limit; pos++ {
 		i := pos % n
 		if pos < n && p.used&(1<<i) != 0 && !again {
 			continue // a hedge tried it already
+		}
+		if i < 64 && refused&(1<<i) != 0 {
+			if pos < last {
+				g.fallback(ctx, c, rs.target(p.order[i]).name, metrics.ReasonUntranslatable, refusal)
+			}
+			continue // refused: nothing begun, and no backoff on later passes
 		}
 		rt := p.order[i]
 		if pos >= n && made == 0 {
@@ -238,7 +263,7 @@ func (g *Gateway) run(ctx context.Context, c *call, rs *routeSet, try tryFunc, g
 		}
 		again = false
 		if !rt.Begin() {
-			if pos != n-1 || made != 0 {
+			if pos != last || made != 0 {
 				continue // circuit open, or its one probe is out
 			}
 			// Panic routing: every route of the first pass refused (all
@@ -289,12 +314,10 @@ func (g *Gateway) run(ctx context.Context, c *call, rs *routeSet, try tryFunc, g
 		if reason == "" {
 			return aerr
 		}
-		// A route that cannot express the request (a Messages request with
-		// no chat form, on a route of another kind) says less than the
-		// failure of a route that could: the client gets that one.
-		if err == nil || !errors.Is(aerr, provider.ErrUntranslatable) {
-			err = aerr
+		if errors.Is(aerr, provider.ErrUntranslatable) {
+			refusal = aerr // the adapter's: decides as the gateway's does
 		}
+		err = aerr
 		if made < limit {
 			g.fallback(ctx, c, at.name, reason, aerr)
 		}
@@ -310,6 +333,10 @@ func (g *Gateway) run(ctx context.Context, c *call, rs *routeSet, try tryFunc, g
 			}
 		}
 	}
+	if refusal != nil && (err == nil || !errors.Is(err, context.Canceled) && !errors.Is(err, relay.ErrClientGone)) {
+		c.entry.Route = "" // no route served or failed it: the gateway refused
+		return refusal
+	}
 	if made == 0 {
 		if noKey != nil {
 			return &exhaustedError{model: c.model.Name, last: noKey}
@@ -320,6 +347,26 @@ func (g *Gateway) run(ctx context.Context, c *call, rs *routeSet, try tryFunc, g
 		return unavailable(c.model.Name, rs)
 	}
 	return err
+}
+
+// refusals are the routes among the first 64 of order (bits of their
+// positions) that would have to translate a request with no chat form,
+// and the refusal (provider.Native.Err); 0 and nil when every route may
+// take it. A later route that refuses does so in its attempt (the open).
+func refusals(rs *routeSet, order []*route.Target, req *provider.Request) (uint64, error) {
+	if req == nil || req.Native == nil || req.Native.Err == nil {
+		return 0, nil
+	}
+	var refused uint64
+	for i, rt := range order {
+		if i < 64 && untranslated(rs.target(rt).provider, req) != nil {
+			refused |= 1 << i
+		}
+	}
+	if refused == 0 {
+		return 0, nil
+	}
+	return refused, req.Native.Err
 }
 
 // retryAfterOf is the upstream's Retry-After in err, 0 when none.

@@ -31,10 +31,14 @@ const (
 	OutcomeUpstreamError = "upstream_error" // every route failed before the answer began
 	OutcomeRejected      = "rejected"       // refused by the gateway's own checks (auth, input, limits)
 	OutcomeError         = "error"          // any other failure of the gateway
+	// OutcomeUntranslatable: code 400, route "": no route that could be
+	// tried can be sent the request as written (the gateway's translation
+	// refused it), not an upstream's failure.
+	OutcomeUntranslatable = "untranslatable"
 )
 
 // RequestOutcomes are the outcomes of streamgate_requests_total.
-var RequestOutcomes = []string{OutcomeOK, OutcomeErrorEvent, OutcomeClientGone, OutcomeTimeout, OutcomeUpstreamError, OutcomeRejected, OutcomeError}
+var RequestOutcomes = []string{OutcomeOK, OutcomeErrorEvent, OutcomeClientGone, OutcomeTimeout, OutcomeUpstreamError, OutcomeRejected, OutcomeError, OutcomeUntranslatable}
 
 // Reasons of streamgate_fallbacks_total: why an attempt was abandoned for
 // the next route. The gateway labels with these constants only.
@@ -197,7 +201,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(1e-6, 2.5, 14), // 1µs .. ~150ms
 		}, []string{"model", "route", "stage"}),
 		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "streamgate_requests_total", Help: "Chat completion requests by model, serving route, HTTP status (499: client went away) and outcome (ok, error_event, client_gone, timeout, upstream_error, rejected, error).",
+			Name: "streamgate_requests_total", Help: "Chat completion requests by model, serving route, HTTP status (499: client went away) and outcome (ok, error_event, client_gone, timeout, upstream_error, rejected, error, untranslatable).",
 		}, []string{"model", "route", "code", "outcome"}),
 		Tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "streamgate_tokens_total", Help: "Tokens by model and kind: input (every prompt token), output, and the parts of input read from (cache_read) and written to (cache_write) the upstreams' prompt caches.",
@@ -315,7 +319,7 @@ func (s *Stream) RequestOverhead(d time.Duration) {
 // configured model has before anything happened, so that rate() and
 // increase() read 0 rather than nothing until the first event:
 // streamgate_requests_total for each of its routes with the pairs of
-// knownRequests, streamgate_tokens_total of every kind,
+// knownRequests and for no route with 400 untranslatable, streamgate_tokens_total of every kind,
 // streamgate_cost_usd_total, streamgate_cache_savings_usd_total and
 // streamgate_cache_loss_usd_total, streamgate_fallbacks_total of every reason,
 // streamgate_retries_total, streamgate_hedges_total of every outcome when
@@ -332,6 +336,7 @@ func (m *Metrics) Known(model string, routes []string, hedges, continues bool) {
 			m.Requests.WithLabelValues(model, r, k[0], k[1])
 		}
 	}
+	m.Requests.WithLabelValues(model, "", "400", OutcomeUntranslatable) // a refusal names no route
 	for _, k := range TokenKinds {
 		m.Tokens.WithLabelValues(model, k)
 	}

@@ -52,14 +52,15 @@ type ReportRow struct {
 	Requests int64  // entries
 	// Refused are the entries the gateway refused itself, before any
 	// upstream (OutcomeRejected: a bad or unknown key, bad input, an
-	// unknown model, a rate limit, a budget): never served, so not failed.
+	// unknown model, a rate limit, a budget; OutcomeUntranslatable: no
+	// route's dialect can carry it): never served, so not failed.
 	Refused int64
 	// Cancelled are the entries whose client went away
 	// (OutcomeClientCancelled): served, not failed.
 	Cancelled int64
 	// Failed are the entries the gateway tried to serve and could not:
-	// any Outcome but ok, rejected and client_cancelled (upstream_error,
-	// timeout).
+	// any Outcome but ok, rejected, untranslatable and client_cancelled
+	// (upstream_error, timeout).
 	Failed int64
 	// LedgerStart is the arrival of the ledger's earliest entry before the
 	// query's Until, of any group (the ledger's age, which a projection
@@ -135,13 +136,13 @@ func (d *dialect) groupExpr(by string) string {
 // read it as a truth value in CASE.
 func (s *sqlStore) report(ctx context.Context, q ReportQuery) ([]ReportRow, error) {
 	var b query
-	ok, rejected, cancelled := b.arg(OutcomeOK), b.arg(OutcomeRejected), b.arg(OutcomeClientCancelled)
+	ok, rejected, untranslatable, cancelled := b.arg(OutcomeOK), b.arg(OutcomeRejected), b.arg(OutcomeUntranslatable), b.arg(OutcomeClientCancelled)
 	g := s.d.groupExpr(q.By)
 	// CAST: PostgreSQL's SUM(bigint) is numeric.
 	b.b.WriteString("SELECT " + g + ", model, COUNT(*), " +
-		"CAST(SUM(CASE WHEN outcome = " + rejected + " THEN 1 ELSE 0 END) AS BIGINT), " +
+		"CAST(SUM(CASE WHEN outcome IN (" + rejected + ", " + untranslatable + ") THEN 1 ELSE 0 END) AS BIGINT), " +
 		"CAST(SUM(CASE WHEN outcome = " + cancelled + " THEN 1 ELSE 0 END) AS BIGINT), " +
-		"CAST(SUM(CASE WHEN outcome NOT IN (" + ok + ", " + rejected + ", " + cancelled + ") THEN 1 ELSE 0 END) AS BIGINT), " +
+		"CAST(SUM(CASE WHEN outcome NOT IN (" + ok + ", " + rejected + ", " + untranslatable + ", " + cancelled + ") THEN 1 ELSE 0 END) AS BIGINT), " +
 		"CAST(SUM(CASE WHEN attempts > 1 AND NOT hedged THEN 1 ELSE 0 END) AS BIGINT), " +
 		"CAST(SUM(CASE WHEN hedged THEN 1 ELSE 0 END) AS BIGINT), " +
 		"CAST(SUM(CASE WHEN continuations > 0 THEN 1 ELSE 0 END) AS BIGINT), " +

@@ -108,7 +108,7 @@ type Bucket struct {
 	Start        time.Time
 	Requests     int64
 	Failed       int64 // outcome upstream_error or timeout: the gateway tried and failed
-	Rejected     int64 // outcome rejected: refused by the gateway's own checks
+	Rejected     int64 // outcome rejected or untranslatable: refused by the gateway's own checks
 	Cancelled    int64 // outcome client_cancelled
 	InputTokens  int64
 	OutputTokens int64
@@ -143,10 +143,10 @@ func (s *sqlStore) series(ctx context.Context, sq SeriesQuery) ([]Bucket, error)
 	if s.d == postgresDialect {
 		bucket = "CAST(floor(extract(epoch from arrived_at) / " + strconv.FormatInt(step, 10) + ") AS BIGINT) * " + strconv.FormatInt(step, 10)
 	}
-	up, to, rej, cc := q.arg(OutcomeUpstreamError), q.arg(OutcomeTimeout), q.arg(OutcomeRejected), q.arg(OutcomeClientCancelled)
+	up, to, rej, untr, cc := q.arg(OutcomeUpstreamError), q.arg(OutcomeTimeout), q.arg(OutcomeRejected), q.arg(OutcomeUntranslatable), q.arg(OutcomeClientCancelled)
 	q.b.WriteString("SELECT " + bucket + ", COUNT(*), " +
 		"CAST(SUM(CASE WHEN outcome = " + up + " OR outcome = " + to + " THEN 1 ELSE 0 END) AS BIGINT), " +
-		"CAST(SUM(CASE WHEN outcome = " + rej + " THEN 1 ELSE 0 END) AS BIGINT), " +
+		"CAST(SUM(CASE WHEN outcome = " + rej + " OR outcome = " + untr + " THEN 1 ELSE 0 END) AS BIGINT), " +
 		"CAST(SUM(CASE WHEN outcome = " + cc + " THEN 1 ELSE 0 END) AS BIGINT), " +
 		"CAST(SUM(input_tokens) AS BIGINT), CAST(SUM(output_tokens) AS BIGINT), SUM(cost_usd), " +
 		"CAST(SUM(cache_read_tokens) AS BIGINT), CAST(SUM(cache_write_tokens) AS BIGINT), model FROM usage_entries")

@@ -12,6 +12,12 @@ const (
 	OutcomeUpstreamError   = "upstream_error"   // every route failed, or a stream broke
 	OutcomeTimeout         = "timeout"          // a gateway timeout fired
 	OutcomeRejected        = "rejected"         // refused before any upstream call (auth, bad input)
+	// OutcomeUntranslatable: refused by the gateway because no route that
+	// could be tried can be sent the request as written (a field the
+	// routes' dialect cannot carry, named in Error), though a route that
+	// failed may have been attempted first (Attempts counts it). Not an
+	// upstream's error: reports count it with the refusals, under no route.
+	OutcomeUntranslatable = "untranslatable"
 )
 
 // TokenSource values of an Entry: where its tokens come from.
