@@ -60,8 +60,8 @@ func TestClaudeCodeToOpenAI(t *testing.T) {
 	var effort, user string
 	json.Unmarshal(body["reasoning_effort"], &effort)
 	json.Unmarshal(body["user"], &user)
-	if effort != "high" || user != in.Metadata.UserID {
-		t.Errorf("got reasoning_effort %q, user %q; want high (output_config.effort), %q", effort, user, in.Metadata.UserID)
+	if effort != "high" || user != userID(in.Metadata.UserID) || len(user) > maxUser {
+		t.Errorf("got reasoning_effort %q, user %q; want high (output_config.effort), the digest of %q (OpenAI's user is at most 64 bytes)", effort, user, in.Metadata.UserID)
 	}
 	if string(body["stream_options"]) != `{"include_usage":true}` {
 		t.Errorf("got stream_options %s, want include_usage", body["stream_options"])

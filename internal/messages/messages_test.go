@@ -1071,3 +1071,20 @@ func TestToolResultAttachmentsAndCacheControl(t *testing.T) {
 		t.Errorf("OpenAI user message: got %s", o.Messages[6].Content)
 	}
 }
+
+// TestLongUserID: a metadata.user_id longer than OpenAI's 64-byte user
+// (Claude Code's is a ~150-byte JSON string) becomes a stable digest that
+// fits; a short one passes as it is.
+func TestLongUserID(t *testing.T) {
+	long := `{"device_id":"` + strings.Repeat("d", 64) + `","account_uuid":"","session_id":"6f3c1c57-6a1d-4f0e-9d5b-2f0b7d1c9a11"}`
+	a, b := userID(long), userID(long)
+	if a != b || len(a) > maxUser || !strings.HasPrefix(a, "u-") {
+		t.Errorf("long id: got %q and %q, want one stable digest of at most %d bytes", a, b, maxUser)
+	}
+	if userID(long+"x") == a {
+		t.Errorf("two ids gave one digest")
+	}
+	if got := userID("u1"); got != "u1" {
+		t.Errorf("short id: got %q, want u1", got)
+	}
+}

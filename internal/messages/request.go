@@ -19,7 +19,9 @@
 // exact in ChatRequest.Thinking (a route that speaks Anthropic sends it as
 // it came, never encoded for others) and, for OpenAI-dialect routes, the
 // nearest reasoning_effort (enabled budget_tokens ≤ 2048 low, ≤ 8192
-// medium, else high; adaptive and disabled none); metadata.user_id → user.
+// medium, else high; adaptive and disabled none); metadata.user_id → user
+// (one longer than 64 bytes, as Claude Code's ~150-byte JSON id is, as a
+// stable 42-byte digest of it: OpenAI refuses a longer user).
 // document blocks → ContentPart.Document (the block as sent, for an
 // Anthropic route) with their nearest OpenAI part (a base64 PDF a "file"
 // part, a text document text, others a "document" part an OpenAI upstream
@@ -65,6 +67,8 @@ package messages
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -194,7 +198,7 @@ func (r *Request) ToChat() (*api.ChatRequest, error) {
 		c.Stop, _ = json.Marshal(r.StopSequences)
 	}
 	if r.Metadata != nil {
-		c.User = r.Metadata.UserID
+		c.User = userID(r.Metadata.UserID)
 	}
 	if len(r.Thinking) > 0 && string(r.Thinking) != "null" {
 		th, err := api.ReadThinking(r.Thinking)
@@ -597,4 +601,19 @@ func compact(raw json.RawMessage) []byte {
 func jsonString(s string) json.RawMessage {
 	b, _ := json.Marshal(s)
 	return b
+}
+
+// maxUser is the longest user OpenAI accepts.
+const maxUser = 64
+
+// userID is metadata.user_id as an OpenAI user: itself when it fits,
+// else "u-" and 40 hex digits of its SHA-256, the same for the same id, so
+// an upstream's per-user attribution and the gateway's affinity still see
+// one user.
+func userID(id string) string {
+	if len(id) <= maxUser {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	return "u-" + hex.EncodeToString(sum[:20])
 }
