@@ -111,46 +111,14 @@ func (h *hasher) flush() {
 // of them. body is the request as received (validated JSON); it does not
 // allocate.
 func ChatPrefix(body []byte) uint64 {
-	var tools, msgs []byte
-	api.EachMember(body, func(key, _, value []byte) error {
-		switch string(key) {
-		case "tools":
-			tools = value
-		case "messages":
-			msgs = value
-		}
-		return nil
-	})
-	var p prefix
-	p.add(tagTools, tools)
-	turns(&p, msgs)
-	return p.sum()
+	return fingerprint(body, "", "messages", maxPrefixMessages, nil)
 }
 
 // MessagesPrefix fingerprints a /v1/messages body: "system", "tools" and
 // the first message (the API requires it to be the user's). It does not
 // allocate.
 func MessagesPrefix(body []byte) uint64 {
-	var system, tools, msgs []byte
-	api.EachMember(body, func(key, _, value []byte) error {
-		switch string(key) {
-		case "system":
-			system = value
-		case "tools":
-			tools = value
-		case "messages":
-			msgs = value
-		}
-		return nil
-	})
-	var p prefix
-	p.add(tagSystem, system)
-	p.add(tagTools, tools)
-	api.EachElement(msgs, func(elem []byte) error {
-		p.add(tagTurn, elem)
-		return errStop
-	})
-	return p.sum()
+	return fingerprint(body, "system", "messages", 1, nil)
 }
 
 // ResponsesPrefix fingerprints a /v1/responses body: "instructions",
@@ -161,50 +129,51 @@ func MessagesPrefix(body []byte) uint64 {
 // not empty. An input that is a string is the first user turn itself. It
 // does not allocate.
 func ResponsesPrefix(body []byte, prior []json.RawMessage) uint64 {
-	var instr, tools, input []byte
+	return fingerprint(body, "instructions", "input", maxPrefixMessages, prior)
+}
+
+// fingerprint is the prefix of every dialect, in one walk of body's
+// members: the member named system ("" for none: chat's system prompt is
+// among its messages), "tools", then the turns: the items of prior when
+// there are any, else those of the member named turns, up to and including
+// the first user turn and at most limit of them (a string is one turn).
+func fingerprint(body []byte, system, turns string, limit int, prior []json.RawMessage) uint64 {
+	var sys, tools, items []byte
 	api.EachMember(body, func(key, _, value []byte) error {
-		switch string(key) {
-		case "instructions":
-			instr = value
-		case "tools":
+		switch k := string(key); {
+		case k == "tools":
 			tools = value
-		case "input":
-			input = value
+		case k == turns:
+			items = value
+		case k == system && system != "":
+			sys = value
 		}
 		return nil
 	})
 	var p prefix
-	p.add(tagSystem, instr)
+	p.add(tagSystem, sys)
 	p.add(tagTools, tools)
-	if len(prior) > 0 {
-		n := 0
-		for _, it := range prior {
-			p.add(tagTurn, it)
-			if n++; n >= maxPrefixMessages || isUser(it) {
-				break
-			}
-		}
-		return p.sum()
-	}
-	if i := skipSpace(input, 0); i < len(input) && input[i] == '"' {
-		p.add(tagTurn, input)
-		return p.sum()
-	}
-	turns(&p, input)
-	return p.sum()
-}
-
-// turns adds the elements of the array msgs up to and including the first
-// whose role is "user", at most maxPrefixMessages.
-func turns(p *prefix, msgs []byte) {
 	n := 0
-	api.EachElement(msgs, func(elem []byte) error {
-		p.add(tagTurn, elem)
-		if n++; n >= maxPrefixMessages || isUser(elem) {
+	turn := func(it []byte) error {
+		p.add(tagTurn, it)
+		if n++; n >= limit || isUser(it) {
 			return errStop
 		}
 		return nil
-	})
+	}
+	switch i := skipSpace(items, 0); {
+	case len(prior) > 0:
+		for _, it := range prior {
+			if turn(it) != nil {
+				break
+			}
+		}
+	case i < len(items) && items[i] == '"':
+		p.add(tagTurn, items)
+	default:
+		api.EachElement(items, turn)
+	}
+	return p.sum()
 }
 
 // isUser reports whether the object elem has "role": "user".
