@@ -55,6 +55,9 @@ type benchFlags struct {
 	thinkTime                   time.Duration
 	sessionID                   string
 	systemTokens                int
+	hedgeIdealFrom              string
+	hedgeAfter                  time.Duration
+	hedgeBudget                 float64
 }
 
 func newBenchCmd(e *env) *cobra.Command {
@@ -148,6 +151,9 @@ delay (arrival - server stamp), so you know whether the client skewed figures.
 	fl.DurationVar(&f.thinkTime, "think-time", 0, "with --sessions: wait this long (±25%) between a turn's end and the next send")
 	fl.StringVar(&f.sessionID, "session-id", bench.SessionIDHeader, "with --sessions: how a session tells its identity <run-id>-<n>: header (X-Session-Id), body (prompt_cache_key; messages: metadata.user_id) or none")
 	fl.IntVar(&f.systemTokens, "system-tokens", 1500, "with --sessions: tokens of the system prompt every session shares (0: none)")
+	fl.StringVar(&f.hedgeIdealFrom, "hedge-ideal-from", "", "an unhedged run's --requests-out FILE: report what an ideal hedge (--hedge-after, --hedge-budget) would give, min(X1, after + X2) resampled from its first-token times, and this run's TTFT p99 against it (hedge_ideal)")
+	fl.DurationVar(&f.hedgeAfter, "hedge-after", 0, "with --hedge-ideal-from: the hedge's delay (the model's hedge.after)")
+	fl.Float64Var(&f.hedgeBudget, "hedge-budget", 1, "with --hedge-ideal-from: backups per request at most (the model's hedge.budget)")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the client to FILE")
 	_ = fl.MarkHidden("cpuprofile")
 	cmd.AddCommand(newBenchCompareCmd(e))
@@ -435,6 +441,10 @@ func runBench(cmd *cobra.Command, e *env, f *benchFlags) error {
 	if err != nil {
 		return err
 	}
+	ideal, err := hedgeSamples(f, cmd.Flags())
+	if err != nil {
+		return err
+	}
 	// Only when both are terminals: a redirected stdout means a script is reading.
 	if !f.noProgress && isTerminal(e.stdout) && isTerminal(e.stderr) {
 		opts.Progress = e.stderr
@@ -460,6 +470,12 @@ func runBench(cmd *cobra.Command, e *env, f *benchFlags) error {
 	if err := bench.WriteTable(e.stdout, res.Runs...); err != nil {
 		return err
 	}
+	if ideal != nil {
+		bench.SetHedgeIdeal(res, f.hedgeIdealFrom, ideal, f.hedgeAfter, f.hedgeBudget, f.seed)
+		if err := bench.WriteHedgeIdeal(e.stdout, res.Runs...); err != nil {
+			return err
+		}
+	}
 	var errs []error
 	save := func(path string, write func(io.Writer) error) {
 		if path == "" {
@@ -481,6 +497,35 @@ func runBench(cmd *cobra.Command, e *env, f *benchFlags) error {
 		errs = append(errs, fmt.Errorf("bench: all %d requests failed (%s): the result was printed and saved", n, first))
 	}
 	return errors.Join(errs...)
+}
+
+// hedgeSamples checks the hedge ideal's flags and reads the unhedged
+// run's first-token times; nil without --hedge-ideal-from.
+func hedgeSamples(f *benchFlags, fs interface{ Changed(string) bool }) ([]float64, error) {
+	if f.hedgeIdealFrom == "" {
+		for _, name := range []string{"hedge-after", "hedge-budget"} {
+			if fs.Changed(name) {
+				return nil, usagef("bench: --%s needs --hedge-ideal-from", name)
+			}
+		}
+		return nil, nil
+	}
+	switch {
+	case f.hedgeAfter <= 0:
+		return nil, usagef("bench: --hedge-ideal-from needs --hedge-after, the hedge's delay (e.g. 400ms)")
+	case !(f.hedgeBudget > 0) || f.hedgeBudget > 1:
+		return nil, usagef("bench: --hedge-budget %v: want a number in (0, 1]", f.hedgeBudget)
+	}
+	fh, err := os.Open(f.hedgeIdealFrom)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	defer fh.Close()
+	xs, err := bench.ReadTTFTs(fh)
+	if err != nil {
+		return nil, usagef("bench: --hedge-ideal-from %s: %v", f.hedgeIdealFrom, err)
+	}
+	return xs, nil
 }
 
 // allFailed returns the number of requests and the most frequent error kind

@@ -51,6 +51,9 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"unknown flag", []string{"bench", "--nope"}, "unknown flag"},
 		{"unknown builtin", []string{"bench", "--base-url", "http://x/v1", "--model", "m", "--prompts", "builtin:fr"}, "unknown builtin"},
 		{"compare one file", []string{"bench", "compare", "a.json"}, "at least two"},
+		{"hedge after alone", []string{"bench", "--base-url", "http://x/v1", "--model", "m", "--hedge-after", "400ms"}, "needs --hedge-ideal-from"},
+		{"hedge ideal without after", []string{"bench", "--base-url", "http://x/v1", "--model", "m", "--hedge-ideal-from", "p.jsonl"}, "needs --hedge-after"},
+		{"hedge budget 0", []string{"bench", "--base-url", "http://x/v1", "--model", "m", "--hedge-ideal-from", "p.jsonl", "--hedge-after", "1s", "--hedge-budget", "0"}, "--hedge-budget 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -295,5 +298,39 @@ func TestBenchCompareDifferentOrders(t *testing.T) {
 		if f := strings.Fields(l); len(f) > 0 && f[0] == "goodput" && (len(f) < 3 || f[1] != "-" || f[2] != "-") {
 			t.Errorf("goodput line: got %q, want - for the absent figure", l)
 		}
+	}
+}
+
+// --hedge-ideal-from: the ideal hedge from an earlier run's requests is in
+// the table's last line and in each JSON run (hedge_ideal), with the run's
+// ratio to it.
+func TestBenchHedgeIdeal(t *testing.T) {
+	url := benchSim(t)
+	dir := t.TempDir()
+	plain, js := filepath.Join(dir, "plain.jsonl"), filepath.Join(dir, "h.json")
+	args := []string{"bench", "--base-url", url, "--model", "m", "--requests", "20", "--concurrency", "2", "--max-tokens", "2"}
+	if code, _, stderr := runCLI(t, nil, append(args, "--requests-out", plain)...); code != 0 {
+		t.Fatalf("unhedged run: exit %d, stderr %s", code, stderr)
+	}
+	code, stdout, stderr := runCLI(t, nil, append(args, "--json", js, "--hedge-ideal-from", plain, "--hedge-after", "1ms", "--hedge-budget", "0.1")...)
+	if code != 0 || !strings.Contains(stdout, "hedge ideal (after 1 ms, budget 0.1, from 20 unhedged first tokens") {
+		t.Fatalf("got exit %d\n%s%s\nwant the hedge ideal's line", code, stdout, stderr)
+	}
+	b, err := os.ReadFile(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Runs []struct {
+			TTFT  map[string]float64 `json:"ttft_ms"`
+			Ideal *bench.HedgeIdeal  `json:"hedge_ideal"`
+		} `json:"runs"`
+	}
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	h := res.Runs[0].Ideal
+	if h == nil || h.Samples != 20 || h.AfterMs != 1 || h.Budget != 0.1 || !(h.TTFTP99Ms > 0) || h.Ratio != res.Runs[0].TTFT["p99"]/h.TTFTP99Ms {
+		t.Errorf("hedge_ideal: got %+v, want 20 samples, after 1 ms, budget 0.1, a p99 and the run's ratio to it", h)
 	}
 }

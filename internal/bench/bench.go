@@ -250,6 +250,10 @@ type RunResult struct {
 	Repeats int               `json:"repeats,omitempty"`
 	Spread  map[string]Spread `json:"spread,omitempty"`
 
+	// HedgeIdeal is what an ideal hedge would give, from an unhedged run
+	// (--hedge-ideal-from), with this run's ratio to it.
+	HedgeIdeal *HedgeIdeal `json:"hedge_ideal,omitempty"`
+
 	// Records holds every measured request when Config.KeepRequests is set.
 	Records []*Request `json:"-"`
 }
