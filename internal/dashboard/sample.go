@@ -3,7 +3,6 @@ package dashboard
 import (
 	"cmp"
 	"math"
-	"slices"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -100,10 +99,9 @@ func parse(at time.Time, mfs []*dto.MetricFamily, bounds map[string][]float64) *
 	for _, mf := range mfs {
 		name := mf.GetName()
 		readHist := func(m *dto.Metric) hist {
-			h := histOf(m)
-			if b, ok := bounds[name]; ok && slices.Equal(b, h.upper) {
-				h.upper = b
-			} else if bounds != nil {
+			b, ok := bounds[name]
+			h := histOf(m, b)
+			if bounds != nil && (!ok || !sameSlice(b, h.upper)) {
 				bounds[name] = h.upper
 			}
 			return h
@@ -186,19 +184,44 @@ func label(m *dto.Metric, name string) string {
 	return ""
 }
 
-// histOf is m's classic histogram with its +Inf bucket made explicit.
-func histOf(m *dto.Metric) hist {
+// histOf is m's classic histogram with its +Inf bucket made explicit. Its
+// bounds are shared, when they are equal to them, instead of copied: one
+// allocation a histogram a sampling (the counts) rather than two.
+func histOf(m *dto.Metric, shared []float64) hist {
 	ph := m.GetHistogram()
 	bs := ph.GetBucket()
-	h := hist{upper: make([]float64, 0, len(bs)+1), cum: make([]uint64, 0, len(bs)+1)}
-	for _, b := range bs {
-		if math.IsInf(b.GetUpperBound(), 1) {
-			continue // some exposers list +Inf; the sample count says the same
+	if n := len(bs); n > 0 && math.IsInf(bs[n-1].GetUpperBound(), 1) {
+		bs = bs[:n-1] // some exposers list +Inf; the sample count says the same
+	}
+	h := hist{upper: shared, cum: make([]uint64, 0, len(bs)+1)}
+	if !boundsOf(shared, bs) {
+		h.upper = make([]float64, 0, len(bs)+1)
+		for _, b := range bs {
+			h.upper = append(h.upper, b.GetUpperBound())
 		}
-		h.upper = append(h.upper, b.GetUpperBound())
+		h.upper = append(h.upper, math.Inf(1))
+	}
+	for _, b := range bs {
 		h.cum = append(h.cum, b.GetCumulativeCount())
 	}
-	h.upper = append(h.upper, math.Inf(1))
 	h.cum = append(h.cum, ph.GetSampleCount())
 	return h
+}
+
+// boundsOf reports whether upper is bs's bounds then +Inf.
+func boundsOf(upper []float64, bs []*dto.Bucket) bool {
+	if len(upper) != len(bs)+1 || !math.IsInf(upper[len(bs)], 1) {
+		return false
+	}
+	for i, b := range bs {
+		if upper[i] != b.GetUpperBound() {
+			return false
+		}
+	}
+	return true
+}
+
+// sameSlice reports whether a and b are the same memory (not merely equal).
+func sameSlice(a, b []float64) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }

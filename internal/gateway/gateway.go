@@ -445,7 +445,9 @@ func New(opts Options) (*Gateway, error) {
 	for _, m := range cfg.Models {
 		models = append(models, m.Name)
 	}
-	g.dash = dashboard.New(dashboard.Options{Gatherer: g.reg, Open: cfg.Dashboard.Open, AdminKey: cfg.AdminKey,
+	dreg := g.m.DashboardRegistry() // what the dashboard reads, gathered each second
+	metrics.RegisterRouteState(dreg, g.routeStates)
+	g.dash = dashboard.New(dashboard.Options{Gatherer: dreg, Open: cfg.Dashboard.Open, AdminKey: cfg.AdminKey,
 		Throttle: g.throttle, Report: opts.Report, Logger: g.log, Models: models, Routes: g.routeHealth,
 		Search: opts.Search, Series: opts.Series, Budgets: g.budgets, Replica: g.replica, Savings: g.cacheSavings})
 	g.mux = g.routesTable()

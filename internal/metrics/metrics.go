@@ -481,6 +481,20 @@ type RouteState struct {
 	Failures     float64 // of them, failed (connect failures included)
 }
 
+// DashboardRegistry is a registry of the families the live dashboard
+// reads (internal/dashboard: the latency histograms but output rates,
+// requests, tokens, fallbacks, continuations, hedges, open streams, GC
+// pauses), the collectors of m's registry: the dashboard gathers it each
+// second, and gathering everything (output rates, costs, the Go runtime
+// and process collectors) allocated twice as much (issue 35). Add the
+// route state with RegisterRouteState.
+func (m *Metrics) DashboardRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m.TTFT, m.ITL, m.MaxGap, m.Overhead, m.Requests, m.Tokens, m.Fallbacks, m.Inflight,
+		m.Hedges, m.Continuations, NewGCPauseCollector())
+	return reg
+}
+
 // RegisterRouteState adds streamgate_route_state{model,route} (0 healthy,
 // 1 probing: one probe out after an ejection, 2 ejected) and
 // streamgate_route_inflight{model,route} (attempts open on the route), read
