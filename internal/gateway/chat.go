@@ -379,6 +379,10 @@ type streamTry struct {
 	// adapter; zero when its provider has one key.
 	blease keypool.Lease
 	bt     target
+	// bslot is the backup's target in the model's affinity load set while
+	// it counts there (from its start until it loses, fails or its stream
+	// ends), −1 when none.
+	bslot atomic.Int32
 }
 
 func (a *streamTry) open(ctx context.Context) (provider.Stream, error) {
@@ -394,14 +398,18 @@ func (a *streamTry) open(ctx context.Context) (provider.Stream, error) {
 // circuit is open.
 func (a *streamTry) openBackup(ctx context.Context) (provider.Stream, error) {
 	h := a.p.rs.hedge
-	if untranslated(a.backup.provider, &a.bq) != nil || !h.allow() {
+	if untranslated(a.backup.provider, &a.bq) != nil {
+		return nil, relay.ErrNoHedge
+	}
+	sec, ok := h.allow(time.Now())
+	if !ok {
 		return nil, relay.ErrNoHedge
 	}
 	b := a.backup
 	if k := b.keys; k != nil {
 		l, err := k.pool.Acquire(ctx)
 		if err != nil {
-			h.undo()
+			h.undo(sec)
 			return nil, relay.ErrNoHedge
 		}
 		a.blease, a.bt = l, *b
@@ -409,13 +417,44 @@ func (a *streamTry) openBackup(ctx context.Context) (provider.Stream, error) {
 		b = &a.bt
 	}
 	if !b.rt.Begin() {
-		h.undo()
+		h.undo(sec)
 		a.blease.Release(0)
 		a.blease = keypool.Lease{}
 		return nil, relay.ErrNoHedge
 	}
+	if aff := a.p.rs.aff; aff != nil {
+		// The backup loads its target as any attempt does, so placements
+		// meanwhile see it (it ends in backupEnded).
+		key := -1
+		if b.keys != nil {
+			key = a.blease.Index()
+		}
+		slot := aff.slot(a.p.rs.index(b.rt), key)
+		aff.set.Begin(slot)
+		a.bslot.Store(int32(slot))
+	}
 	a.p.c.tr.hedge(b, a.p.c.entry.Attempts+1, &a.bq)
-	return b.provider.Open(ctx, &a.bq)
+	st, err := b.provider.Open(ctx, &a.bq)
+	if err != nil {
+		a.backupEnded()
+	}
+	return st, err
+}
+
+// backupEnded takes the backup out of the affinity load set, once: when it
+// failed to open, lost the race (relay.Race.Lost) or its stream ended.
+func (a *streamTry) backupEnded() {
+	if slot := a.bslot.Swap(-1); slot >= 0 {
+		a.p.rs.aff.set.End(int(slot))
+	}
+}
+
+// lost is the race's relay.Race.Lost: a backup that lost ends its load at
+// once, not when the winner's stream ends.
+func (a *streamTry) lost(i int) {
+	if i == 1 {
+		a.backupEnded()
+	}
 }
 
 // prepareStream builds the attempt: its request (a continuation's with
@@ -426,6 +465,7 @@ func (a *streamTry) openBackup(ctx context.Context) (provider.Stream, error) {
 func (g *Gateway) prepareStream(p *plan, t *target, sess *relay.Session, req *provider.Request) (*streamTry, error) {
 	c := p.c
 	a := &streamTry{p: p, t: t, preq: *req, cont: sess.ContentSent(), chunks: c.stats.ContentChunks}
+	a.bslot.Store(-1)
 	a.preq.Model = t.model
 	if a.cont {
 		prefix, _ := sess.Prefix()
@@ -456,6 +496,13 @@ func (g *Gateway) prepareStream(p *plan, t *target, sess *relay.Session, req *pr
 			if a.backup, a.bpos = p.peek(); a.backup != nil {
 				a.bq = *req
 				a.bq.Model = a.backup.model
+				if c.entry.Attempts == 1 {
+					// The client has waited since its request arrived: the
+					// backup starts after from then, not from the race's
+					// start, which auth, admission and the key lease delay.
+					after = max(after-time.Since(c.info.start), time.Nanosecond)
+				}
+				a.race.Lost = a.lost
 				race := relay.Hedge(after, a.open, a.openBackup, &a.race)
 				a.openFn = func(ctx context.Context) (provider.Stream, error) {
 					st, err := race(ctx)
@@ -484,6 +531,7 @@ func (g *Gateway) streamDone(a *streamTry, sess *relay.Session, req *provider.Re
 		// The race is decided; its loser's goroutine may still be ending, and
 		// a backup refused after the decision was no hedge (relay.Race.Wait).
 		a.race.Wait()
+		a.backupEnded() // the winner's stream ended, or the loser's goroutine did
 	}
 	if a.race.Hedged {
 		backup := a.backup

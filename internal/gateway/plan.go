@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"math/bits"
 	"net/http"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -70,28 +70,46 @@ func (rs *routeSet) target(rt *route.Target) *target {
 
 // hedger is a model's hedge policy and budget.
 //
-// The budget is a bucket of hedges: each request adds budget of a hedge,
-// each hedge takes one, and the bucket holds at most hedgeBurst, which it
-// starts with. So hedges stay at most budget × requests plus hedgeBurst over
-// any span, a calm spell does not save up hedges for a later burst, and the
-// first wave of a run gets the hedges its tail needs: a count of requests
-// since start allowed budget × concurrency of them (3 for 30 streams at
-// 0.1, where 7 % of first tokens past 400 ms need 4 or more one run in six).
+// The budget is counted over a sliding window of the last hedgeWindow
+// (hedgeSlots slots of a second): a hedge may start while the hedges
+// started in the window, itself included, stay within budget × the
+// requests that arrived in it, plus hedgeBurst. So in any 10 s at most
+// budget × that span's requests + 10 hedges start, a calm spell does not
+// save up hedges for a later burst (its few requests allow few), and the
+// hedges a burst needs are there as long as the window's average allows
+// them: a bucket of 10 hedges refilled by each request (issue 22) ran dry
+// when tail requests came together (a synchronized wave of 30 streams
+// wanting hedges at once got 10; a stalled upstream's many late first
+// tokens, a few refused each time) and those requests were the tail the
+// hedge is for (issue 35).
 type hedger struct {
-	after   time.Duration // fixed delay, or 0 for a percentile
-	pct     float64       // percentile of the primary target's TTFT (after == 0)
-	deposit int64         // budget per request, in micro-hedges
-	limit   int64         // the bucket's size, in micro-hedges: hedgeBurst, 0 with budget 0
-	tokens  atomic.Int64  // micro-hedges in the bucket
+	after  time.Duration // fixed delay, or 0 for a percentile
+	pct    float64       // percentile of the primary target's TTFT (after == 0)
+	budget float64       // hedges per request, 0: never
+
+	mu    sync.Mutex // allow's check and count, and a slot's reuse
+	slots [hedgeSlots]hedgeSlot
 }
 
-// hedgeBurst is the hedges a model's bucket holds (and starts with): enough
-// for the first wave of a run, few enough that hedging cannot double the
-// load on a backup for long.
-const hedgeBurst = 10
+// hedgeSlot is one second of the window: its requests and hedges.
+type hedgeSlot struct {
+	sec      atomic.Int64 // the Unix second it counts; an older one is reused
+	requests atomic.Int64
+	hedges   atomic.Int64
+}
 
-// hedgeUnit is one hedge in the bucket's micro-hedges.
-const hedgeUnit = 1_000_000
+const (
+	// hedgeSlots is the window's length in seconds (hedgeWindow).
+	hedgeSlots = 10
+	// hedgeBurst is the hedges a window allows beyond budget × its
+	// requests: a run's first requests (the window holds only them yet)
+	// get the hedges their tail needs, and hedging cannot double the load
+	// on a backup for long.
+	hedgeBurst = 10
+)
+
+// hedgeWindow is the span over which the budget is counted.
+const hedgeWindow = hedgeSlots * time.Second
 
 func newHedger(h *config.Hedge) *hedger {
 	if h == nil {
@@ -101,25 +119,29 @@ func newHedger(h *config.Hedge) *hedger {
 	if err != nil { // validated at load
 		return nil
 	}
-	hd := &hedger{after: d, pct: pct, deposit: int64(math.Round(h.Budget * hedgeUnit))}
-	if hd.deposit > 0 {
-		hd.limit = hedgeBurst * hedgeUnit
-	}
-	hd.tokens.Store(hd.limit)
-	return hd
+	return &hedger{after: d, pct: pct, budget: h.Budget}
 }
 
-// request adds a request's share of a hedge to the bucket.
-func (h *hedger) request() { h.give(h.deposit) }
-
-// give adds n micro-hedges, up to the bucket's size.
-func (h *hedger) give(n int64) {
-	for {
-		v := h.tokens.Load()
-		next := min(v+n, h.limit)
-		if next == v || h.tokens.CompareAndSwap(v, next) {
-			return
+// slot is the window's slot of Unix second sec, cleared when it held an
+// older second.
+func (h *hedger) slot(sec int64) *hedgeSlot {
+	s := &h.slots[uint64(sec)%hedgeSlots]
+	if s.sec.Load() != sec {
+		h.mu.Lock()
+		if s.sec.Load() != sec {
+			s.requests.Store(0)
+			s.hedges.Store(0)
+			s.sec.Store(sec)
 		}
+		h.mu.Unlock()
+	}
+	return s
+}
+
+// request counts a request that arrived at now.
+func (h *hedger) request(now time.Time) {
+	if h.budget > 0 {
+		h.slot(now.Unix()).requests.Add(1)
 	}
 }
 
@@ -132,21 +154,41 @@ func (h *hedger) delay(t *route.Target) (time.Duration, bool) {
 	return t.TTFTQuantile(h.pct / 100)
 }
 
-// allow takes one hedge from the bucket, false when it holds less than one.
-func (h *hedger) allow() bool {
-	for {
-		v := h.tokens.Load()
-		if v < hedgeUnit {
-			return false
-		}
-		if h.tokens.CompareAndSwap(v, v-hedgeUnit) {
-			return true
+// allow counts a hedge at now when the window's budget has room for it
+// (see hedger), and returns the second it was counted in for undo; false
+// when it has none.
+func (h *hedger) allow(now time.Time) (int64, bool) {
+	if h.budget <= 0 {
+		return 0, false
+	}
+	sec := now.Unix()
+	cur := h.slot(sec)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var requests, hedges int64
+	for i := range h.slots {
+		s := &h.slots[i]
+		if v := s.sec.Load(); v > sec-hedgeSlots && v <= sec {
+			requests += s.requests.Load()
+			hedges += s.hedges.Load()
 		}
 	}
+	if float64(hedges+1) > h.budget*float64(requests)+hedgeBurst {
+		return 0, false
+	}
+	cur.hedges.Add(1)
+	return sec, true
 }
 
-// undo gives back a hedge allow took but did not use.
-func (h *hedger) undo() { h.give(hedgeUnit) }
+// undo takes back a hedge allow counted in second sec but that did not
+// start; nothing once the window has moved past it.
+func (h *hedger) undo(sec int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if s := &h.slots[uint64(sec)%hedgeSlots]; s.sec.Load() == sec {
+		s.hedges.Add(-1)
+	}
+}
 
 // plan is one request's walk over its routes: the order its strategy
 // chose, what was tried.
@@ -217,7 +259,7 @@ func (g *Gateway) run(ctx context.Context, c *call, rs *routeSet, try tryFunc, g
 		rs.aff.place(p, c.session.Key)
 	}
 	if rs.hedge != nil {
-		rs.hedge.request()
+		rs.hedge.request(c.info.start)
 	}
 	n := len(p.order)
 	limit := n + c.model.Retries // attempts, a hedge counting as one

@@ -31,6 +31,12 @@ type Race struct {
 	Opened [2]bool  // the upstream accepted the attempt (it bills it)
 	Err    [2]error // how each attempt ended in the race: nil for the returned one, ErrHedgeLost for a cancelled loser
 	Start  [2]time.Time
+	// Lost, when set, is called with the loser's index (or that of the
+	// attempt that failed while the other served or failed too) once its
+	// goroutine is done and its stream closed, from a goroutine of its own:
+	// what the caller holds for it can be released before the winner's
+	// stream ends. Set it before the race starts.
+	Lost func(i int)
 
 	done   [2]chan struct{} // closed when each started attempt's goroutine is done
 	backup *runner          // the backup's runner, once started
@@ -149,12 +155,15 @@ func race(ctx context.Context, after time.Duration, open [2]Opener, r *Race) (pr
 					r.Err[1-i] = ErrHedgeLost
 				}
 				o.cancel(ErrHedgeLost)
-				go func() { // it ends at once with its context; release its connection
+				go func(l int) { // it ends at once with its context; release its connection
 					<-o.done
 					if o.st != nil {
 						o.st.Close()
 					}
-				}()
+					if r.Lost != nil {
+						r.Lost(l)
+					}
+				}(1 - i)
 			}
 			if ru.st == nil { // it never opened: its error is the attempt's
 				ru.cancel(nil)
