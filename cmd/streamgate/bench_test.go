@@ -184,8 +184,8 @@ func TestBenchAllFailedExitsOne(t *testing.T) {
 	}
 }
 
-// readmeConfig is the README's example config, kept equal to the README by
-// bench's TestReadmeConfigIsTheReadmes.
+// readmeConfig is the example config of docs/configuration.md, kept equal to
+// the page by bench's TestReadmeConfigIsTheReadmes.
 var readmeConfig = filepath.Join("..", "..", "internal", "bench", "testdata", "readme-config.yaml")
 
 // bench --prices reads any file "streamgate serve --config" accepts, with
@@ -195,7 +195,7 @@ func TestBenchPricesAcceptsServeConfig(t *testing.T) {
 	url := benchSim(t)
 	set := map[string]string{"OPENAI_API_KEY": "sk-test-0123456789", "ANTHROPIC_KEY_1": "sk-ant-test-1", "ANTHROPIC_KEY_2": "sk-ant-test-2", "GEMINI_API_KEY": "gm-test", "STREAMGATE_DEV_KEY": "sg-dev-0123456789abcdef", "APP_KEY": "sg-app-0123456789abcdef"}
 	if _, err := config.Load(readmeConfig, func(k string) string { return set[k] }); err != nil {
-		t.Fatalf("serve --config would reject the README's example: %v", err)
+		t.Fatalf("serve --config would reject docs/configuration.md's example: %v", err)
 	}
 	for _, tt := range []struct {
 		name string

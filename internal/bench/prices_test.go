@@ -10,25 +10,26 @@ import (
 	"testing"
 )
 
-// testdata/readme-config.yaml is the README's example config, which the
-// CLI's --prices test loads; it must stay the README's.
+// testdata/readme-config.yaml is the example config of docs/configuration.md
+// (once the README's), which the CLI's --prices test loads; it must stay the
+// page's.
 func TestReadmeConfigIsTheReadmes(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "configuration.md"))
 	if err != nil {
-		t.Skipf("no README next to the module: %v", err)
+		t.Skipf("no docs/configuration.md next to the module: %v", err)
 	}
-	_, after, ok := bytes.Cut(readme, []byte("## Configuration"))
+	_, after, ok := bytes.Cut(doc, []byte("\n## Example\n"))
 	_, after, ok2 := bytes.Cut(after, []byte("```yaml\n"))
 	example, _, ok3 := bytes.Cut(after, []byte("```"))
 	if !ok || !ok2 || !ok3 {
-		t.Fatal("README: no yaml block under \"## Configuration\"")
+		t.Fatal("docs/configuration.md: no yaml block under \"## Example\"")
 	}
 	copied, err := os.ReadFile(filepath.Join("testdata", "readme-config.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(example, copied) {
-		t.Errorf("testdata/readme-config.yaml differs from the README's example config; copy it again:\n%s", example)
+		t.Errorf("testdata/readme-config.yaml differs from docs/configuration.md's example config; copy it again:\n%s", example)
 	}
 }
 

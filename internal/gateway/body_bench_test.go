@@ -63,7 +63,7 @@ func (shapeTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // BenchmarkBodyShapes is the memory one request of each worst shape costs
 // the gateway, per body byte (B/body-byte), through each provider kind: the
 // bound that keeps a gateway's memory linear in the bytes it is decoding
-// (README, "Request bodies").
+// (docs/operations.md, "Request bodies").
 func BenchmarkBodyShapes(b *testing.B) {
 	const size = 1 << 20
 	for _, kind := range []string{"openai", "anthropic"} {

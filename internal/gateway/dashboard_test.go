@@ -198,7 +198,7 @@ func chromium() string {
 // opens /dashboard and finds live figures for the model that streams (time
 // to first token, tokens/s, open streams, its cost from the ledger), and
 // sees them change. STREAMGATE_UPDATE_SCREENSHOT=1 saves the page as
-// docs/dashboard.png for the README.
+// docs/dashboard.png for docs/metrics.md.
 func TestDashboardBrowser(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

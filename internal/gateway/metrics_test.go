@@ -29,9 +29,9 @@ import (
 
 // Paths from this package's directory (go test runs in it).
 const (
-	readmePath    = "../../README.md"
-	dashboardPath = "../../deploy/grafana/streamgate.json"
-	specFallback  = "../../../shared/SPEC.md" // the product contract beside the checkout, when there is one
+	metricsDocPath = "../../docs/metrics.md"
+	dashboardPath  = "../../deploy/grafana/streamgate.json"
+	specFallback   = "../../../shared/SPEC.md" // the product contract beside the checkout, when there is one
 )
 
 // The secrets and key names of TestMetricsExported: none may reach a label.
@@ -122,7 +122,7 @@ func metricsConfig(retryURL string) (*config.Config, sim.Options) {
 // TestMetricsExported runs a gateway over loopback with a real ledger
 // writer, sends requests that make it count every kind of event, scrapes
 // /metrics over HTTP and checks:
-//   - every metric of README.md's metrics reference is exported, with the
+//   - every metric of docs/metrics.md's metrics reference is exported, with the
 //     documented type and labels, and every streamgate_ metric exported is
 //     documented there (so the reference cannot drift);
 //   - every metric named in SPEC.md's "Metrics" section is exported (when
@@ -224,17 +224,17 @@ func TestMetricsExported(t *testing.T) {
 		}
 	})
 
-	documented := readmeMetrics(t)
-	t.Run("README metrics exported", func(t *testing.T) {
+	documented := docMetrics(t)
+	t.Run("documented metrics exported", func(t *testing.T) {
 		for _, d := range documented {
 			mf := fams[d.name]
 			switch {
 			case mf == nil:
-				t.Errorf("README.md documents %s, which /metrics does not export", d.name)
+				t.Errorf("docs/metrics.md documents %s, which /metrics does not export", d.name)
 			case d.typ != "" && d.typ != strings.ToLower(mf.GetType().String()):
-				t.Errorf("%s: README.md says %s, /metrics exports a %s", d.name, d.typ, strings.ToLower(mf.GetType().String()))
+				t.Errorf("%s: docs/metrics.md says %s, /metrics exports a %s", d.name, d.typ, strings.ToLower(mf.GetType().String()))
 			case d.typ != "" && !slices.Equal(d.labels, labelNames(mf)):
-				t.Errorf("%s: README.md documents labels %q, /metrics exports %q", d.name, d.labels, labelNames(mf))
+				t.Errorf("%s: docs/metrics.md documents labels %q, /metrics exports %q", d.name, d.labels, labelNames(mf))
 			}
 		}
 	})
@@ -245,7 +245,7 @@ func TestMetricsExported(t *testing.T) {
 				continue
 			}
 			if i := slices.IndexFunc(documented, func(d documentedMetric) bool { return d.name == name && d.typ != "" }); i < 0 {
-				t.Errorf("/metrics exports %s, which README.md's metrics reference does not document", name)
+				t.Errorf("/metrics exports %s, which docs/metrics.md's metrics reference does not document", name)
 			}
 		}
 	})
@@ -253,7 +253,7 @@ func TestMetricsExported(t *testing.T) {
 	t.Run("SPEC metrics exported", func(t *testing.T) {
 		spec, path := specMetricsSection(t)
 		if spec == "" {
-			t.Logf("SPEC.md not found (set STREAMGATE_SPEC, or keep shared/SPEC.md beside the checkout at %s): its metric names are not checked; README.md's are", path)
+			t.Logf("SPEC.md not found (set STREAMGATE_SPEC, or keep shared/SPEC.md beside the checkout at %s): its metric names are not checked; docs/metrics.md's are", path)
 			return
 		}
 		names := specMetricNames(spec)
@@ -435,25 +435,25 @@ func familyOf(fams map[string]*dto.MetricFamily, name string) string {
 	return ""
 }
 
-// documentedMetric is one metric of README.md's metrics reference: a row of
+// documentedMetric is one metric of docs/metrics.md's metrics reference: a row of
 // its table (type and labels set), or a name mentioned in its prose (typ "").
 type documentedMetric struct {
 	name, typ string
 	labels    []string // sorted
 }
 
-// readmeMetrics parses the section of README.md whose heading starts with
+// docMetrics parses the section of docs/metrics.md whose heading starts with
 // "## Gateway metrics": its table's rows, and the go_ and process_ metrics
 // its text names.
-func readmeMetrics(t *testing.T) []documentedMetric {
+func docMetrics(t *testing.T) []documentedMetric {
 	t.Helper()
-	b, err := os.ReadFile(readmePath)
+	b, err := os.ReadFile(metricsDocPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	section, ok := mdSection(string(b), "## Gateway metrics")
 	if !ok {
-		t.Fatalf("README.md: no section \"## Gateway metrics\"")
+		t.Fatalf("docs/metrics.md: no section \"## Gateway metrics\"")
 	}
 	var out []documentedMetric
 	seen := map[string]bool{}
@@ -465,7 +465,7 @@ func readmeMetrics(t *testing.T) []documentedMetric {
 		}
 		cells := strings.Split(rest, "|")
 		if len(cells) < 3 {
-			t.Fatalf("README.md metrics table: row %q has fewer than 4 cells", line)
+			t.Fatalf("docs/metrics.md metrics table: row %q has fewer than 4 cells", line)
 		}
 		name, _, _ := strings.Cut(cells[0], "`")
 		var labels []string
@@ -479,7 +479,7 @@ func readmeMetrics(t *testing.T) []documentedMetric {
 		seen[name] = true
 	}
 	if len(out) == 0 {
-		t.Fatal("README.md: no metrics table under \"## Gateway metrics\"")
+		t.Fatal("docs/metrics.md: no metrics table under \"## Gateway metrics\"")
 	}
 	for _, m := range regexp.MustCompile("`((?:go|process)_[a-z0-9_]+)`").FindAllStringSubmatch(section, -1) {
 		if !seen[m[1]] {
