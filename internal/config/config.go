@@ -292,10 +292,20 @@ type Team struct {
 
 // Model is a name clients ask for and the routes that serve it.
 type Model struct {
-	Name     string  `yaml:"name"`
-	Routes   []Route `yaml:"routes"`
-	Price    Price   `yaml:"price"`
-	Strategy string  `yaml:"strategy"` // fallback (default) | weighted | least-inflight | lowest-latency
+	Name string `yaml:"name"`
+	// Aliases are other names a request's model may use for this model:
+	// exact names ("claude-opus-4-8") and globs where '*' stands for any
+	// run of characters, '/' included ("claude-*", "*-mini"). A request's
+	// model resolves to the model of that exact name, else of that exact
+	// alias, else of the most specific matching glob (see
+	// Config.Resolve). The resolved model is what routing, a key's models,
+	// prices, metrics and the ledger see; the alias itself is never a
+	// metric label. Two models may not share an alias, and an alias may
+	// not be a model's name.
+	Aliases  []string `yaml:"aliases,omitempty"`
+	Routes   []Route  `yaml:"routes"`
+	Price    Price    `yaml:"price"`
+	Strategy string   `yaml:"strategy"` // fallback (default) | weighted | least-inflight | lowest-latency
 	// Affinity keeps a conversation on one (route, provider key) target
 	// while it is available, so the provider's prompt cache stays warm:
 	// "session" (an explicit session id, else the prompt's prefix),

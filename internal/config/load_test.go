@@ -326,7 +326,7 @@ func TestUnknownFieldFile(t *testing.T) {
 	_, err := Load(filepath.Join("testdata", "unknown_field.yaml"), nil)
 	want := []string{
 		`testdata/unknown_field.yaml:3: providers[0].baseurl: unknown field "baseurl" (known fields: api_key, api_keys, api_version, aws, base_url, ca_file, continuation, credentials_file, dialect, health_check, http2, kind, name, project, region, responses)`,
-		`testdata/unknown_field.yaml:7: models[0].prices: unknown field "prices" (known fields: affinity, affinity_epsilon, context_policy, context_window, continue_on_cut, hedge, max_output_tokens, name, price, retries, routes, smoothing, strategy)`,
+		`testdata/unknown_field.yaml:7: models[0].prices: unknown field "prices" (known fields: affinity, affinity_epsilon, aliases, context_policy, context_window, continue_on_cut, hedge, max_output_tokens, name, price, retries, routes, smoothing, strategy)`,
 	}
 	if err == nil || err.Error() != strings.Join(want, "\n") {
 		t.Fatalf("got %v\nwant\n%s", err, strings.Join(want, "\n"))

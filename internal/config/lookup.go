@@ -8,6 +8,7 @@ type index struct {
 	models    map[string]int
 	providers map[string]int
 	keys      map[string]int
+	aliases   *aliasIndex
 }
 
 // prepare builds c's lookup index. On duplicate names the first entry
@@ -17,6 +18,7 @@ func (c *Config) prepare() {
 		models:    indexNames(c.Models, modelName),
 		providers: indexNames(c.Providers, providerName),
 		keys:      indexNames(c.Keys, keyName),
+		aliases:   buildAliases(c.Models),
 	}
 }
 

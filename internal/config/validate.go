@@ -41,7 +41,8 @@ var (
 // a secret, and key.models name configured models; each model has routes
 // whose provider exists and whose model is set, weights ≥ 0, prices finite
 // and ≥ 0, a known strategy and context_policy, retries ≥ 0,
-// context_window ≥ 0, and hedge.after a positive duration or pNN with
+// context_window ≥ 0, aliases valid globs or names, none a model's name
+// nor another model's alias, and hedge.after a positive duration or pNN with
 // hedge.budget in [0, 1]; the otel block (see OTel); teams have a unique
 // name, limits ≥ 0 and a known budget_period; a key's model_budgets name
 // models it may use, once each, with a positive budget. A key's team is
@@ -110,6 +111,7 @@ func (c *Config) Validate() error {
 		v.name(path, m.Name, "model", models, i)
 		v.model(path, m, providers, c.Providers)
 	}
+	v.aliases(c.Models, models)
 
 	teams := make(map[string]int, len(c.Teams))
 	for i, t := range c.Teams {
@@ -149,6 +151,10 @@ func (c *Config) Validate() error {
 		v.budget(path, k.BudgetUSD, k.BudgetPeriod)
 		for j, name := range k.Models {
 			if _, ok := models[name]; !ok {
+				if m, ok := c.Resolve(name); ok {
+					v.add(fmt.Sprintf("%s.models[%d]", path, j), "%q is an alias of model %q: name the model (a key allowed a model may use its aliases)", name, m.Name)
+					continue
+				}
 				v.addRef("models", fmt.Sprintf("%s.models[%d]", path, j), "unknown model %q", name)
 			}
 		}
