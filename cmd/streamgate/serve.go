@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"os/signal"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -52,6 +53,7 @@ func newServeCmd(e *env) *cobra.Command {
                                    otherwise ("degraded" when the ledger is unreachable)
   GET  /metrics                    Prometheus metrics
   /admin/keys, /admin/teams, /admin/usage, /admin/routes, POST /admin/routes/{id}/reset,
+  POST /admin/reload,
   GET /admin/requests              the admin API (Authorization: Bearer admin_key);
                                    /admin/requests is the request log (?q=, paged)
   /dashboard                       the live dashboard, after a login with admin_key
@@ -78,6 +80,11 @@ store and logs "stopped". A second SIGINT or SIGTERM during the drain stops at o
 open streams end with an SSE error event (shutting_down) and their usage is
 recorded, connections still open half a second later are closed, and the ledger is
 flushed for at most 2s.
+
+On SIGHUP (or POST /admin/reload) it reads the --config file again: new requests see
+it, open streams finish on the old one; an invalid file is refused, every problem
+logged, and the running config stays. Fields such as listen and database need a
+restart (logged at WARN). On the embedded default there is no file to reload.
 
 Environment:
   STREAMGATE_LISTEN      listen address; overrides the config's listen (--addr overrides both)
@@ -226,12 +233,19 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 		return err
 	}
 	defer stopTracing()
-	gw, err := gateway.New(gateway.Options{Config: cfg, Recorder: led.rec, Ping: led.ping, Logger: o.logger, KeepAlive: o.keepAlive, KeyStore: keyStore, Spent: led.spent, SpentTeam: led.spentTeam, SpentModel: led.spentModel,
+	var reload func() (*config.Config, error) // nil on the embedded default: nothing to reload
+	if o.cfgPath != "" {
+		reload = func() (*config.Config, error) { return config.Load(o.cfgPath, e.getenv) }
+	}
+	gw, err := gateway.New(gateway.Options{Config: cfg, Reload: reload, File: o.cfgPath, Recorder: led.rec, Ping: led.ping, Logger: o.logger, KeepAlive: o.keepAlive, KeyStore: keyStore, Spent: led.spent, SpentTeam: led.spentTeam, SpentModel: led.spentModel,
 		Report: led.report, Search: led.search, Series: led.series, Tracer: tracer, ConnState: ln.state, Responses: respStore})
 	if err != nil {
 		return err
 	}
 	defer gw.Close()
+	// SIGHUP reloads the config file (POST /admin/reload does the same):
+	// the gateway logs the outcome. Stopped before gw.Close.
+	defer onHangup(o.logger, gw)()
 	warnCachePrices(o.logger, cfg)
 	if devKey != "" {
 		fmt.Fprintf(e.stdout, "streamgate: development key (shown once): %s\n", devKey)
@@ -293,6 +307,35 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 	o.logger.Warn("stopped", slog.Duration("after", time.Since(sd.begun).Round(time.Millisecond)),
 		slog.Bool("forced", forced != nil), slog.Int("exit_status", status))
 	return err
+}
+
+// onHangup reloads gw's config file on each SIGHUP until the returned
+// function is called (it waits for a reload under way). On the embedded
+// default a SIGHUP is logged as ignored.
+func onHangup(logger *slog.Logger, gw *gateway.Gateway) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				// Success and refusal are logged by the gateway.
+				if _, err := gw.ReloadFile(ctx); errors.Is(err, gateway.ErrNoConfigFile) {
+					logger.Warn("SIGHUP ignored: "+err.Error(), slog.String("signal", "SIGHUP"))
+				}
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(hup)
+		cancel()
+		<-done
+	}
 }
 
 // shutdown follows serve from the end of its context to the end of the

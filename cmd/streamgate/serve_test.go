@@ -534,3 +534,58 @@ func TestServeHelpNamesEnvironment(t *testing.T) {
 		t.Errorf("exit: got %d, want 0", code)
 	}
 }
+
+// SIGHUP reloads the config file: a file with a typo is refused with its
+// problem logged and the running config serves on; a valid one is applied
+// (one INFO line), so an alias added by it resolves and the one it removed
+// answers 404.
+func TestServeSIGHUPReloads(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "streamgate.yaml")
+	cfg := func(model, alias string) string {
+		return "providers: [{name: sim, kind: sim}]\nkeys: [{name: dev, key: sg-dev-test0123456789abcdef}]\n" +
+			"models: [{name: " + model + ", aliases: [\"" + alias + "\"], routes: [{provider: sim, model: sim-fast}]}]\n"
+	}
+	write := func(s string) {
+		if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(cfg("m-a", "claude-*"))
+	p := startServeProcess(t, "--config", path, "--log-level", "info")
+	status := func(model string) int {
+		t.Helper()
+		req, _ := http.NewRequest("POST", p.url+"/v1/chat/completions", strings.NewReader(
+			`{"model":"`+model+`","max_tokens":2,"messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("Authorization", "Bearer "+p.key)
+		req.Header.Set("X-Sim-TTFT", "1ms")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := status("claude-opus-4-8"); got != 200 {
+		t.Fatalf("claude-opus-4-8 before any reload: got %d, want 200", got)
+	}
+
+	write(strings.Replace(cfg("m-b", "gpt-*"), "models:", "modles:", 1))
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	p.waitLine(t, "level=WARN", "config reload refused", "modles")
+	if got := status("claude-opus-4-8"); got != 200 {
+		t.Errorf("claude-opus-4-8 after a refused reload: got %d, want 200 (the running config)", got)
+	}
+
+	write(cfg("m-b", "gpt-*"))
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	p.waitLine(t, "level=INFO", "config reloaded", "models=\"1 (+m-b -m-a)\"")
+	if got := status("gpt-6.2-sol"); got != 200 {
+		t.Errorf("gpt-6.2-sol after the reload: got %d, want 200", got)
+	}
+	if got := status("claude-opus-4-8"); got != 404 {
+		t.Errorf("claude-opus-4-8 after the reload: got %d, want 404", got)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.wait(t)
+}

@@ -157,10 +157,11 @@ type teamView struct {
 // a database team of the same name would have no effect.
 func (g *Gateway) adminTeams(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
+	st := g.cur()
 	name := strings.Trim(strings.TrimPrefix(r.URL.Path, "/admin/teams"), "/")
 	if name == "" && r.Method == http.MethodGet {
 		list := []teamView{}
-		for _, t := range g.cfg.Teams {
+		for _, t := range st.cfg.Teams {
 			list = append(list, g.teamView(ctx, configTeam(t), "config"))
 		}
 		if g.keyStore != nil {
@@ -170,7 +171,7 @@ func (g *Gateway) adminTeams(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			for _, t := range db {
-				if _, ok := g.cfg.Team(t.Name); !ok {
+				if _, ok := st.cfg.Team(t.Name); !ok {
 					list = append(list, g.teamView(ctx, t, "database"))
 				}
 			}
@@ -179,7 +180,7 @@ func (g *Gateway) adminTeams(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if name != "" && r.Method == http.MethodGet {
-		if t, ok := g.cfg.Team(name); ok {
+		if t, ok := st.cfg.Team(name); ok {
 			writeJSON(w, http.StatusOK, g.teamView(ctx, configTeam(*t), "config"))
 			return
 		}
@@ -188,7 +189,7 @@ func (g *Gateway) adminTeams(w http.ResponseWriter, r *http.Request) {
 		g.writeError(w, r, errKeysOff)
 		return
 	}
-	if _, ok := g.cfg.Team(name); ok && name != "" {
+	if _, ok := st.cfg.Team(name); ok && name != "" {
 		g.writeError(w, r, fmt.Errorf("%w: team %q is defined in the config, which wins over the database: change it there", errTeamConflict, name))
 		return
 	}
@@ -203,7 +204,7 @@ func (g *Gateway) adminTeams(w http.ResponseWriter, r *http.Request) {
 			g.writeError(w, r, err)
 			return
 		}
-		if _, ok := g.cfg.Team(t.Name); ok {
+		if _, ok := st.cfg.Team(t.Name); ok {
 			g.writeError(w, r, fmt.Errorf("%w: team %q is defined in the config, which wins over the database", errTeamConflict, t.Name))
 			return
 		}
@@ -212,7 +213,7 @@ func (g *Gateway) adminTeams(w http.ResponseWriter, r *http.Request) {
 			g.writeError(w, r, teamError(err))
 			return
 		}
-		g.teams.purge()
+		st.teams.purge()
 		writeJSON(w, http.StatusCreated, g.teamView(ctx, created, "database"))
 	case name == "":
 		g.writeError(w, r, &methodError{allow: "GET, POST"})
@@ -238,7 +239,7 @@ func (g *Gateway) adminTeams(w http.ResponseWriter, r *http.Request) {
 			g.writeError(w, r, teamError(err))
 			return
 		}
-		g.teams.purge()
+		st.teams.purge()
 		writeJSON(w, http.StatusOK, g.teamView(ctx, t, "database"))
 	case r.Method == http.MethodDelete:
 		t, err := g.keyStore.DeleteTeam(ctx, name)
@@ -246,7 +247,7 @@ func (g *Gateway) adminTeams(w http.ResponseWriter, r *http.Request) {
 			g.writeError(w, r, teamError(err))
 			return
 		}
-		g.teams.purge()
+		st.teams.purge()
 		writeJSON(w, http.StatusOK, g.teamView(ctx, t, "database"))
 	default:
 		g.writeError(w, r, &methodError{allow: "GET, PATCH, DELETE"})

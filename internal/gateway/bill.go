@@ -175,7 +175,7 @@ func abandonedInFlight(err error) bool {
 // tokens at its configured price (0 for a model the config does not know):
 // the savings of /admin/usage and of the dashboard.
 func (g *Gateway) cacheSavings(model string, read, write int64) float64 {
-	p, ok := g.cfg.Price(model)
+	p, ok := g.cur().cfg.Price(model)
 	if !ok {
 		return 0
 	}

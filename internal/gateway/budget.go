@@ -50,7 +50,7 @@ func (g *Gateway) admitQuota(r *http.Request, c *call, p *auth.Principal, m *con
 	subs[0] = quota.Subject{Scope: quota.ScopeKey, Name: p.KeyID,
 		Limits: quota.Limits{RPM: p.RPM, TPM: p.TPM, Budget: budget.Limit{USD: p.BudgetUSD, Period: p.BudgetPeriod}}}
 	if p.Team != "" {
-		team, err := g.teams.get(r.Context(), p.Team)
+		team, err := c.st.teams.get(r.Context(), p.Team)
 		if err != nil {
 			return err
 		}

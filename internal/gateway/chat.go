@@ -31,8 +31,12 @@ import (
 // call is one chat completion request on its way through the gateway; it
 // ends as one usage entry, one metrics update and one access line.
 type call struct {
-	info   *reqInfo
-	model  *config.Model // nil until the model is known
+	info  *reqInfo
+	st    *state        // the config the request runs on, from admit
+	model *config.Model // nil until the model is known
+	// asked is the model name the request gave (a model's name or one of
+	// its aliases): a translated answer names it, as the client asked.
+	asked  string
 	entry  usage.Entry
 	stats  relay.Stats
 	bill   bill
@@ -94,7 +98,7 @@ func newCall(info *reqInfo) *call {
 func (g *Gateway) chat(w http.ResponseWriter, r *http.Request) {
 	c := newCall(infoFrom(r.Context()))
 	defer g.finish(c)
-	req, routes := g.admit(w, r, c, g.parse, g.routes)
+	req, routes := g.admit(w, r, c, g.parse, chatRoutes)
 	if req == nil {
 		return
 	}
@@ -111,7 +115,7 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) embeddings(w http.ResponseWriter, r *http.Request) {
 	c := newCall(infoFrom(r.Context()))
 	defer g.finish(c)
-	req, routes := g.admit(w, r, c, g.parseEmbeddings, g.embedRoutes)
+	req, routes := g.admit(w, r, c, g.parseEmbeddings, embedRoutes)
 	if req == nil {
 		return
 	}
@@ -130,20 +134,32 @@ func embed(ctx context.Context, p provider.Provider, req *provider.Request) ([]b
 // parseFunc reads and validates a request body; model is the model asked for.
 type parseFunc func(w http.ResponseWriter, r *http.Request) (req *provider.Request, model string, err error)
 
+// routeTable names a state's table of routes: the chat routes, or those
+// that serve embeddings.
+type routeTable bool
+
+const (
+	chatRoutes  routeTable = false
+	embedRoutes routeTable = true
+)
+
 // admit authenticates, parses and validates the request and plans its
-// routes (from table). On failure it answers the client and returns a nil
+// routes (from table), on the config in force, which the request keeps to
+// its end (c.st). On failure it answers the client and returns a nil
 // request.
 //
 //go:noinline
-func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, c *call, parse parseFunc, table map[string]*routeSet) (*provider.Request, *routeSet) {
-	c.tr = g.tracing.start(r, c) // ended in finish
+func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, c *call, parse parseFunc, table routeTable) (*provider.Request, *routeSet) {
+	st := g.cur()
+	c.st = st
+	c.tr = st.tracing.start(r, c) // ended in finish
 	if r.Method != http.MethodPost {
 		g.reject(w, r, c, &methodError{allow: "POST"})
 		return nil, nil
 	}
 
 	// Authenticate.
-	principal, err := g.keys.Authenticate(r)
+	principal, err := st.keys.Authenticate(r)
 	if err != nil {
 		g.reject(w, r, c, err)
 		return nil, nil
@@ -163,18 +179,21 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, c *call, parse p
 		g.reject(w, r, c, err)
 		return nil, nil
 	}
-	c.entry.Model, c.entry.Stream = name, req.Stream
+	c.asked, c.entry.Model, c.entry.Stream = name, name, req.Stream
 	if release != nil {
 		// The room is held until the first upstream body is built: a
 		// translating adapter's structures cost more than the decoding.
 		req.Built = c.decoded
 	}
-	model, ok := g.cfg.Model(name)
+	// The model asked for, by its name or one of its aliases (an exact
+	// alias, else the most specific glob): the ledger, the metrics, a
+	// key's models and the routes see the configured model's name.
+	model, ok := st.cfg.Resolve(name)
 	if !ok {
 		g.reject(w, r, c, unknownModel(name))
 		return nil, nil
 	}
-	c.model = model
+	c.model, c.entry.Model = model, model.Name
 	if !principal.Allowed(model.Name) {
 		g.reject(w, r, c, fmt.Errorf("%w: key %q may not use model %q", errModelNotAllowed, principal.KeyID, model.Name))
 		return nil, nil
@@ -226,9 +245,12 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, c *call, parse p
 	}
 
 	// The model's routes for this endpoint; run orders them per request.
-	routes := table[model.Name]
+	routes := st.routes[model.Name]
+	if table == embedRoutes {
+		routes = st.embedRoutes[model.Name]
+	}
 	if routes == nil {
-		if g.routes[model.Name] != nil { // routes, but none serves this endpoint
+		if st.routes[model.Name] != nil { // routes, but none serves this endpoint
 			g.reject(w, r, c, invalid("model", "model %q has no route that serves %s (it needs an OpenAI-dialect provider)", model.Name, r.URL.Path))
 			return nil, nil
 		}
@@ -311,7 +333,7 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request, c *call, rs *ro
 	sess := g.newSession(w, c, req)
 	defer sess.Close()
 	ctx := r.Context()
-	if total := g.cfg.Timeouts.Total.D(); total > 0 {
+	if total := c.st.cfg.Timeouts.Total.D(); total > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, total, provider.ErrTotalTimeout)
 		defer cancel()
@@ -612,7 +634,7 @@ func (g *Gateway) hedged(p *plan, sess *relay.Session, t, backup *target, bpos i
 //
 //go:noinline
 func (g *Gateway) newSession(w http.ResponseWriter, c *call, req *provider.Request) *relay.Session {
-	to := g.cfg.Timeouts
+	to := c.st.cfg.Timeouts
 	var body http.ResponseWriter
 	if sw, ok := w.(*statusWriter); ok {
 		body = sw.ResponseWriter // the status is recorded at the commit, through w
@@ -680,8 +702,8 @@ var lateHeaders = []string{HeaderRoute, HeaderAttempts}
 // of trying the next route, which would send (and bill) the request twice.
 func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, c *call, rs *routeSet, req *provider.Request,
 	send func(context.Context, provider.Provider, *provider.Request) ([]byte, error)) {
-	limit, cause := g.cfg.Timeouts.NonStream.D(), provider.ErrResponseTimeout
-	if total := g.cfg.Timeouts.Total.D(); total > 0 && (limit <= 0 || total < limit) {
+	limit, cause := c.st.cfg.Timeouts.NonStream.D(), provider.ErrResponseTimeout
+	if total := c.st.cfg.Timeouts.Total.D(); total > 0 && (limit <= 0 || total < limit) {
 		limit, cause = total, provider.ErrTotalTimeout
 	}
 	var body []byte

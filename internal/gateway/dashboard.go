@@ -16,8 +16,9 @@ import (
 // routeHealth is every model route's health for the dashboard.
 func (g *Gateway) routeHealth() []dashboard.RouteHealth {
 	var out []dashboard.RouteHealth
-	for _, m := range g.cfg.Models {
-		rs := g.routes[m.Name]
+	st := g.cur()
+	for _, m := range st.cfg.Models {
+		rs := st.routes[m.Name]
 		if rs == nil {
 			continue
 		}
@@ -54,7 +55,7 @@ func (g *Gateway) budgets(ctx context.Context) ([]dashboard.Budget, error) {
 		return nil
 	}
 	var errs []error
-	for _, k := range g.cfg.Keys {
+	for _, k := range g.cur().cfg.Keys {
 		errs = append(errs, add(k.Name, k.BudgetUSD, k.BudgetPeriod))
 	}
 	if g.keyStore != nil {

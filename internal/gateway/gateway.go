@@ -5,7 +5,6 @@
 package gateway
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,7 +27,6 @@ import (
 	_ "github.com/streamgate/streamgate/internal/cloud" // registers kinds bedrock, vertex, azure
 	"github.com/streamgate/streamgate/internal/config"
 	"github.com/streamgate/streamgate/internal/dashboard"
-	"github.com/streamgate/streamgate/internal/keypool"
 	"github.com/streamgate/streamgate/internal/keys"
 	"github.com/streamgate/streamgate/internal/keyshare"
 	"github.com/streamgate/streamgate/internal/metrics"
@@ -128,13 +125,20 @@ type Options struct {
 	// /v1/responses/{id}; nil: nothing is stored (store is echoed false,
 	// previous_response_id and item_reference answer 400, a GET 404).
 	Responses *respstore.Store
+	// Reload reads the config file again, validated (config.Load), for
+	// POST /admin/reload and ReloadFile (serve's SIGHUP); File names it in
+	// logs and answers. Nil: the config has no file (the embedded
+	// default), and a reload is refused with ErrNoConfigFile.
+	Reload func() (*config.Config, error)
+	File   string
 }
 
 // Gateway serves the HTTP API. Create it with New, serve it with Serve (or
 // as an http.Handler), and Close it to stop in-process upstreams.
 type Gateway struct {
-	cfg  *config.Config
-	keys *auth.Keys
+	// st is what the config decides that a reload replaces (state); a
+	// request loads it once, in admit, and keeps it to its end.
+	st   atomic.Pointer[state]
 	rec  usage.Recorder
 	reg  *prometheus.Registry
 	m    *metrics.Metrics
@@ -152,35 +156,33 @@ type Gateway struct {
 	ledgerBad     atomic.Bool
 	// throttle counts wrong admin keys per client, for the admin API and
 	// the dashboard's login alike.
-	throttle  *auth.Throttle
-	providers map[string]provider.Provider
-	// keyed are the key pools of the providers with api_keys, by provider
-	// name; keyedOrder their names in config order.
-	keyed      map[string]*keyed
-	keyedOrder []string
-	routes     map[string]*routeSet // model name → its routes under its strategy
-	// health is the upstream endpoints the routes share their health on,
-	// and their active checks.
-	health *health
-	// embedRoutes are the routes of g.routes whose provider serves
-	// embeddings (provider.Embedder).
-	embedRoutes map[string]*routeSet
-	backoff     route.Backoff
-	keyStore    *keys.Store      // nil: none
-	keyCache    *auth.Cache      // keyStore's answers; nil when keyStore is
-	respStore   *respstore.Store // nil: none
-	tracing     *tracing         // nil: off
-	dash        *dashboard.Dashboard
-	quota       *quota.Quota   // rate limits and budgets
-	teams       *teams         // the keys' teams: the config's, then the database's
-	teamSlots   *admit.Limiter // the teams' concurrent requests (max_streams), per replica
+	throttle *auth.Throttle
+	// given are Options.Providers; tracer Options.Tracer; simOpts
+	// Options.Sim and simBase the in-process simulator's address once
+	// one runs ("" before): every state builds on them.
+	given   map[string]provider.Provider
+	tracer  trace.Tracer
+	simOpts sim.Options
+	simBase string
+	// reload and file are Options.Reload and Options.File; reloadMu
+	// serializes reloads.
+	reload    func() (*config.Config, error)
+	file      string
+	reloadMu  sync.Mutex
+	backoff   route.Backoff
+	keyStore  *keys.Store      // nil: none
+	keyCache  *auth.Cache      // keyStore's answers; nil when keyStore is
+	respStore *respstore.Store // nil: none
+	dash      *dashboard.Dashboard
+	quota     *quota.Quota   // rate limits and budgets
+	teamSlots *admit.Limiter // the teams' concurrent requests (max_streams), per replica
 	// rl is the quota's health (Degraded) when shared through Redis; nil
 	// when counted by this replica alone.
 	rl          interface{ Degraded() (bool, string) }
-	redis       redis.UniversalClient // nil: no redis: configured
-	board       *keyshare.Board       // the key pools' benches and disables, shared; nil without redis or pools
-	limiter     *admit.Limiter        // nil: no limits
-	keepAlive   time.Duration         // 0: none
+	redis       redis.UniversalClient          // nil: no redis: configured
+	board       atomic.Pointer[keyshare.Board] // the key pools' benches and disables, shared; nil without redis or pools (shareKeys)
+	limiter     *admit.Limiter                 // nil: no limits
+	keepAlive   time.Duration                  // 0: none
 	idle        time.Duration
 	maxBody     int64
 	bodyTimeout time.Duration // timeouts.request_body; 0: none
@@ -216,23 +218,21 @@ func New(opts Options) (*Gateway, error) {
 	}
 	cfg := opts.Config
 	g := &Gateway{
-		cfg:         cfg,
-		keys:        auth.NewKeys(cfg.Keys),
 		rec:         opts.Recorder,
 		reg:         opts.Registry,
 		log:         opts.Logger,
 		ping:        opts.Ping,
-		providers:   map[string]provider.Provider{},
-		keyed:       map[string]*keyed{},
-		routes:      map[string]*routeSet{},
-		embedRoutes: map[string]*routeSet{},
+		given:       opts.Providers,
+		tracer:      opts.Tracer,
+		simOpts:     opts.Sim,
+		reload:      opts.Reload,
+		file:        opts.File,
 		keepAlive:   opts.KeepAlive,
 		idle:        opts.IdleTimeout,
 		maxBody:     cfg.MaxBody,
 		bodyTimeout: cfg.Timeouts.RequestBody.D(),
 		created:     time.Now().Unix(),
 	}
-	g.health = newHealth(opts.Logger)
 	if g.rec == nil {
 		g.rec = discard{}
 	}
@@ -242,7 +242,6 @@ func New(opts Options) (*Gateway, error) {
 	if opts.KeyStore != nil {
 		g.keyStore = opts.KeyStore
 		g.keyCache = auth.NewCache(keySource{opts.KeyStore}, auth.DefaultCacheTTL)
-		g.keys = g.keys.WithSource(g.keyCache)
 	}
 	if g.reg == nil {
 		g.reg = prometheus.NewRegistry()
@@ -262,7 +261,6 @@ func New(opts Options) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	g.teams = newTeams(cfg, opts.KeyStore)
 	g.teamSlots = admit.New(admit.Options{Wait: cfg.Limits.QueueWait.D()})
 	qo := quota.Options{Spent: spent, SpentTeam: opts.SpentTeam, SpentModel: opts.SpentModel, Logger: g.log, CallTimeout: opts.RedisCallTimeout}
 	if cfg.Redis != "" {
@@ -315,140 +313,29 @@ func New(opts Options) (*Gateway, error) {
 	if err := g.reg.Register(g.readyDegraded); err != nil {
 		return nil, fmt.Errorf("gateway: register streamgate_ready_degraded: %w", err)
 	}
-	g.tracing = newTracing(opts.Tracer, cfg)
 	if l := cfg.Limits; l.MaxStreams > 0 || l.MaxStreamsPerKey > 0 || hasKeyLimit(cfg.Keys) {
 		g.limiter = admit.New(admit.Options{Global: l.MaxStreams, PerKey: l.MaxStreamsPerKey, Wait: l.QueueWait.D()})
 	}
 	if l, ok := g.rec.(interface{ Stats() usage.Stats }); ok {
 		metrics.RegisterLedger(g.reg, l.Stats) // the ledger writer's backlog and losses
 	}
-	if g.health.log == nil {
-		g.health.log = g.log
+	st, err := g.build(cfg, nil)
+	if err != nil {
+		g.Close()
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	endpoints := map[string]*endpoint{} // provider name → its upstream
-	for name, p := range opts.Providers {
-		g.providers[name] = p
-	}
-	simBase := "" // the in-process simulator's address, one for every sim provider
-	for _, p := range cfg.Providers {
-		if _, ok := g.providers[p.Name]; ok {
-			continue
-		}
-		pc := provider.Config{Name: p.Name, Kind: p.Kind, BaseURL: p.BaseURL, APIKey: p.APIKey,
-			HTTP2: p.HTTP2, ConnectTimeout: cfg.Timeouts.Connect.D(), Responses: p.Responses,
-			Cloud: provider.Cloud{Region: p.Region, Project: p.Project, CredentialsFile: p.CredentialsFile, APIVersion: p.APIVersion}}
-		if p.AWS != nil {
-			pc.Cloud.AWSAccessKeyID, pc.Cloud.AWSSecretAccessKey, pc.Cloud.AWSSessionToken = p.AWS.AccessKeyID, p.AWS.SecretAccessKey, p.AWS.SessionToken
-		}
-		if p.CAFile != "" {
-			pool, err := config.LoadCAs(p.CAFile)
-			if err != nil {
-				g.Close()
-				return nil, fmt.Errorf("gateway: provider %s: ca_file: %w", p.Name, err)
-			}
-			pc.RootCAs = pool
-		}
-		if p.Kind == "sim" {
-			// The in-process simulator on a loopback port, reached over real
-			// HTTP through the adapter of the provider's dialect.
-			if simBase == "" {
-				base, stop, err := startSim(opts.Sim)
-				if err != nil {
-					g.Close()
-					return nil, fmt.Errorf("gateway: provider %s: %w", p.Name, err)
-				}
-				g.sims = append(g.sims, stop)
-				simBase = base
-			}
-			pc.Kind, pc.APIKey = cmp.Or(p.Dialect, "openai"), ""
-			pc.BaseURL = simBase + simPaths[pc.Kind]
-		}
-		var pv provider.Provider
-		epKey := pc.APIKey
-		if len(p.APIKeys) > 0 {
-			// A pool: an adapter per key (the sim's too: its prompt cache
-			// is per key); the first checks the upstream's health.
-			k, err := newKeyed(p, pc, g.quota, g)
-			if err != nil {
-				g.Close()
-				return nil, fmt.Errorf("gateway: provider %s: %w", p.Name, err)
-			}
-			g.keyed[p.Name] = k
-			g.keyedOrder = append(g.keyedOrder, p.Name)
-			pv, epKey = k.provs[0], "pool\x00"+p.Name
-		} else {
-			var err error
-			if pv, err = provider.New(pc); err != nil {
-				g.Close()
-				return nil, fmt.Errorf("gateway: provider %s: %w", p.Name, err)
-			}
-		}
-		g.providers[p.Name] = pv
-		endpoints[p.Name] = g.health.add(endpointKey(pc.Kind, pc.BaseURL, epKey), p.Name, pv, p.HealthCheck)
-	}
-	if g.redis != nil && len(g.keyed) > 0 { // benches and disables shared by the replicas
-		pools := make(map[string]*keypool.Pool, len(g.keyed))
-		for name, k := range g.keyed {
-			pools[name] = k.pool
-		}
-		g.board = keyshare.New(keyshare.Options{Client: g.redis, Pools: pools, Logger: g.log})
-	}
-	for i := range cfg.Models {
-		m := &cfg.Models[i]
-		var all, embed []target
-		for _, r := range m.Routes {
-			p, ok := g.providers[r.Provider]
-			if !ok {
-				g.Close()
-				return nil, fmt.Errorf("gateway: model %s: unknown provider %q", m.Name, r.Provider)
-			}
-			name := r.Provider + "/" + r.Model
-			ep := endpoints[r.Provider]
-			if ep == nil { // given as a value (Options.Providers): an upstream of its own
-				ep = g.health.add("provider\x00"+r.Provider, r.Provider, p, healthCheckOf(cfg, r.Provider))
-				endpoints[r.Provider] = ep
-			}
-			if !slices.Contains(ep.routes, name) {
-				ep.routes = append(ep.routes, name)
-			}
-			t := target{name: name, model: r.Model, provider: p, obs: g.m.Stream(m.Name, name),
-				rt: route.OnEndpoint(name, r.Weight, ep.ep), cont: continuationOf(cfg, r.Provider), keys: g.keyed[r.Provider]}
-			all = append(all, t)
-			if _, ok := p.(provider.Embedder); ok {
-				embed = append(embed, t)
-			}
-		}
-		names := make([]string, len(all))
-		for i := range all {
-			names[i] = all[i].name
-		}
-		g.m.Known(m.Name, names, m.Hedge != nil, m.ContinueOnCut) // its counters at 0 from the start
-		var err error
-		if g.routes[m.Name], err = newRouteSet(m, all); err == nil && len(embed) > 0 {
-			g.embedRoutes[m.Name], err = newRouteSet(m, embed)
-		}
-		if err == nil {
-			g.routes[m.Name].aff, err = newAffinityPlan(m, all)
-		}
-		if err != nil {
-			g.Close()
-			return nil, fmt.Errorf("gateway: model %s: %w", m.Name, err)
-		}
-	}
+	g.st.Store(st)
+	g.shareKeys(st)
 	metrics.RegisterRouteState(g.reg, g.routeStates)
 	metrics.RegisterProviderKeys(g.reg, g.providerKeyStates)
 	g.throttle = opts.Throttle
 	if g.throttle == nil {
 		g.throttle = auth.NewThrottle()
 	}
-	models := make([]string, 0, len(cfg.Models))
-	for _, m := range cfg.Models {
-		models = append(models, m.Name)
-	}
 	dreg := g.m.DashboardRegistry() // what the dashboard reads, gathered each second
 	metrics.RegisterRouteState(dreg, g.routeStates)
 	g.dash = dashboard.New(dashboard.Options{Gatherer: dreg, Open: cfg.Dashboard.Open, AdminKey: cfg.AdminKey,
-		Throttle: g.throttle, Report: opts.Report, Logger: g.log, Models: models, Routes: g.routeHealth,
+		Throttle: g.throttle, Report: opts.Report, Logger: g.log, Models: st.modelNames(), Routes: g.routeHealth,
 		Search: opts.Search, Series: opts.Series, Budgets: g.budgets, Replica: g.replica, Savings: g.cacheSavings})
 	g.mux = g.routesTable()
 	return g, nil
@@ -499,8 +386,9 @@ func continuationOf(cfg *config.Config, name string) string {
 // routeStates is streamgate_route_state's reading: every model's routes.
 func (g *Gateway) routeStates() []metrics.RouteState {
 	var out []metrics.RouteState
-	for _, m := range g.cfg.Models {
-		rs := g.routes[m.Name]
+	st := g.cur()
+	for _, m := range st.cfg.Models {
+		rs := st.routes[m.Name]
 		if rs == nil {
 			continue
 		}
@@ -521,26 +409,28 @@ func (g *Gateway) routeStates() []metrics.RouteState {
 
 // routesTable is every endpoint of the gateway.
 func (g *Gateway) routesTable() *http.ServeMux {
+	admin := g.cur().cfg.AdminKey // a restart applies a new one (restartOnly)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/chat/completions", g.chat)
 	mux.HandleFunc("/v1/embeddings", g.embeddings)
 	mux.HandleFunc("/v1/messages", g.messagesAPI)
 	mux.HandleFunc("/v1/messages/count_tokens", g.countTokens)
 	mux.HandleFunc("/v1/responses", g.responsesAPI)
-	mux.Handle("/v1/responses/{id}", g.keys.Middleware(g.writeError)(http.HandlerFunc(g.responseByID)))
-	mux.Handle("/v1/responses/{id}/input_items", g.keys.Middleware(g.writeError)(http.HandlerFunc(g.inputItems)))
-	mux.Handle("/v1/models", g.keys.Middleware(g.writeError)(http.HandlerFunc(g.models)))
-	mux.Handle("/v1/models/{id...}", g.keys.Middleware(g.writeError)(http.HandlerFunc(g.model)))
+	mux.Handle("/v1/responses/{id}", g.authed(g.responseByID))
+	mux.Handle("/v1/responses/{id}/input_items", g.authed(g.inputItems))
+	mux.Handle("/v1/models", g.authed(g.models))
+	mux.Handle("/v1/models/{id...}", g.authed(g.model))
 	mux.HandleFunc("/healthz", g.healthz)
 	mux.HandleFunc("/readyz", g.readyz)
-	mux.Handle("/admin/routes", auth.Admin(g.cfg.AdminKey, g.throttle, g.writeError)(onlyGet(g, http.HandlerFunc(g.adminRoutes))))
-	mux.Handle("/admin/routes/", auth.Admin(g.cfg.AdminKey, g.throttle, g.writeError)(http.HandlerFunc(g.adminRouteReset)))
-	mux.Handle("/admin/keys", auth.Admin(g.cfg.AdminKey, g.throttle, g.writeError)(http.HandlerFunc(g.adminKeys)))
-	mux.Handle("/admin/keys/", auth.Admin(g.cfg.AdminKey, g.throttle, g.writeError)(http.HandlerFunc(g.adminKeys)))
-	mux.Handle("/admin/teams", auth.Admin(g.cfg.AdminKey, g.throttle, g.writeError)(http.HandlerFunc(g.adminTeams)))
-	mux.Handle("/admin/teams/", auth.Admin(g.cfg.AdminKey, g.throttle, g.writeError)(http.HandlerFunc(g.adminTeams)))
-	mux.Handle("/admin/usage", auth.Admin(g.cfg.AdminKey, g.throttle, g.writeError)(onlyGet(g, http.HandlerFunc(g.adminUsage))))
-	mux.Handle("/admin/requests", auth.Admin(g.cfg.AdminKey, g.throttle, g.writeError)(http.HandlerFunc(g.dash.ServeRequests)))
+	mux.Handle("/admin/routes", auth.Admin(admin, g.throttle, g.writeError)(onlyGet(g, http.HandlerFunc(g.adminRoutes))))
+	mux.Handle("/admin/routes/", auth.Admin(admin, g.throttle, g.writeError)(http.HandlerFunc(g.adminRouteReset)))
+	mux.Handle("/admin/keys", auth.Admin(admin, g.throttle, g.writeError)(http.HandlerFunc(g.adminKeys)))
+	mux.Handle("/admin/keys/", auth.Admin(admin, g.throttle, g.writeError)(http.HandlerFunc(g.adminKeys)))
+	mux.Handle("/admin/teams", auth.Admin(admin, g.throttle, g.writeError)(http.HandlerFunc(g.adminTeams)))
+	mux.Handle("/admin/teams/", auth.Admin(admin, g.throttle, g.writeError)(http.HandlerFunc(g.adminTeams)))
+	mux.Handle("/admin/reload", auth.Admin(admin, g.throttle, g.writeError)(http.HandlerFunc(g.adminReload)))
+	mux.Handle("/admin/usage", auth.Admin(admin, g.throttle, g.writeError)(onlyGet(g, http.HandlerFunc(g.adminUsage))))
+	mux.Handle("/admin/requests", auth.Admin(admin, g.throttle, g.writeError)(http.HandlerFunc(g.dash.ServeRequests)))
 	mux.Handle("/metrics", onlyGet(g, promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{})))
 	mux.Handle("/dashboard", g.dash)
 	mux.Handle("/dashboard/", g.dash)
@@ -578,23 +468,18 @@ func startSim(opts sim.Options) (string, func(), error) {
 // Close stops the in-process simulators and closes idle upstream
 // connections. Call it after Serve returned.
 func (g *Gateway) Close() error {
-	if g.health != nil {
-		g.health.close()
+	if st := g.st.Load(); st != nil {
+		st.close(nil)
 	}
 	if g.dash != nil { // nil when New failed early
 		g.dash.Close()
-	}
-	for _, p := range g.providers {
-		if c, ok := p.(interface{ CloseIdleConnections() }); ok {
-			c.CloseIdleConnections()
-		}
 	}
 	for _, stop := range g.sims {
 		stop()
 	}
 	g.sims = nil
-	if g.board != nil {
-		g.board.Close()
+	if b := g.board.Swap(nil); b != nil {
+		b.Close()
 	}
 	if g.quota != nil {
 		g.quota.Close() // writes back the queued settles
@@ -692,7 +577,7 @@ func (g *Gateway) watchKeys(ctx context.Context) <-chan struct{} {
 	}
 	go func() {
 		defer close(done)
-		err := g.keyStore.Watch(ctx, func() { g.keyCache.Purge(); g.teams.purge() }, func(err error) {
+		err := g.keyStore.Watch(ctx, func() { g.keyCache.Purge(); g.cur().teams.purge() }, func(err error) {
 			g.log.LogAttrs(ctx, slog.LevelWarn, "key change notifications interrupted; reconnecting (changes apply within the key cache's 1 s meanwhile)",
 				slog.String("error", err.Error()))
 		})

@@ -38,11 +38,33 @@ type health struct {
 	ctx       context.Context               // ends at Close: the checks stop
 	stop      context.CancelFunc
 	checks    sync.WaitGroup
+	// notify receives the breaker events of the endpoints made here (the
+	// gateway passes them to the health in force); prev is the health
+	// replaced by a reload while this one is built, whose endpoints keep
+	// their breakers; nil after.
+	notify func(route.Event)
+	prev   *health
 }
 
-func newHealth(log *slog.Logger) *health {
+// newHealth returns an empty health; notify receives its endpoints'
+// events (nil: its own event), prev is the health it replaces (nil: none).
+func newHealth(log *slog.Logger, notify func(route.Event), prev *health) *health {
 	ctx, stop := context.WithCancel(context.Background())
-	return &health{log: log, byKey: map[string]*endpoint{}, byEP: map[*route.Endpoint]*endpoint{}, ctx: ctx, stop: stop}
+	h := &health{log: log, byKey: map[string]*endpoint{}, byEP: map[*route.Endpoint]*endpoint{}, ctx: ctx, stop: stop, notify: notify, prev: prev}
+	if h.notify == nil {
+		h.notify = h.event
+	}
+	return h
+}
+
+// watchEjected starts the check of every ejected endpoint: after a reload,
+// those whose checks the replaced health ran.
+func (h *health) watchEjected() {
+	for _, e := range h.endpoints {
+		if e.ep.State() == route.Ejected {
+			h.watch(e)
+		}
+	}
 }
 
 // endpointKey identifies an upstream: kind, base URL and key, so two
@@ -62,7 +84,11 @@ func (h *health) add(key, name string, p provider.Provider, hc config.HealthChec
 		return e
 	}
 	e := &endpoint{providers: []string{name}}
-	e.ep = route.NewEndpoint(name, route.Health{}, h.event)
+	if h.prev != nil && h.prev.byKey[key] != nil {
+		e.ep = h.prev.byKey[key].ep // the same upstream: its breaker state carries over
+	} else {
+		e.ep = route.NewEndpoint(name, route.Health{}, h.notify)
+	}
 	if c, ok := p.(provider.Checker); ok {
 		if interval, timeout, on := hc.Every(); on {
 			e.check, e.interval, e.timeout = c, interval, timeout
@@ -188,7 +214,8 @@ func (g *Gateway) adminRouteReset(w http.ResponseWriter, r *http.Request) {
 		g.writeError(w, r, &methodError{allow: "POST"})
 		return
 	}
-	e := g.health.resolve(id)
+	st := g.cur()
+	e := st.health.resolve(id)
 	if e == nil {
 		g.writeError(w, r, &notFoundError{code: "route_not_found",
 			msg: fmt.Sprintf("no route or provider %q (GET /admin/routes lists the routes)", id)})
@@ -199,12 +226,12 @@ func (g *Gateway) adminRouteReset(w http.ResponseWriter, r *http.Request) {
 	// The provider key pools on it: benches end, disabled keys serve again.
 	enabled := []string{}
 	for _, name := range e.providers {
-		if k := g.keyed[name]; k != nil {
+		if k := st.keyed[name]; k != nil {
 			for _, key := range k.pool.Reset() {
 				enabled = append(enabled, name+"/"+key)
 			}
-			if g.board != nil { // every replica's, at its next poll
-				if err := g.board.Reset(r.Context(), name); err != nil {
+			if b := g.board.Load(); b != nil { // every replica's, at its next poll
+				if err := b.Reset(r.Context(), name); err != nil {
 					g.log.LogAttrs(r.Context(), slog.LevelWarn, "provider keys reset on this replica only: redis failed", slog.String("provider", name), slog.String("error", err.Error()))
 				}
 			}

@@ -88,7 +88,7 @@ func TestHedgeBackupLoad(t *testing.T) {
 			defer g.Close()
 			srv := httptest.NewServer(g)
 			defer srv.Close()
-			rs := g.routes["m"]
+			rs := g.cur().routes["m"]
 			// The session goes to a first: the backup is b.
 			aSlot, bSlot := rs.aff.slot(0, -1), rs.aff.slot(1, -1)
 			req, _ := http.NewRequest("POST", srv.URL+"/v1/chat/completions",

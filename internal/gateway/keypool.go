@@ -64,9 +64,18 @@ func newKeyed(p config.Provider, pc provider.Config, q *quota.Quota, g *Gateway)
 	if q != nil && q.Shared() {
 		cfg.Shared = sharedKeyLimits{q}
 		// Published to the other replicas (package keyshare; g.board is
-		// set once every pool is made, before any request).
-		cfg.OnBench = func(key string, until time.Time) { g.board.Bench(p.Name, key, until) }
-		cfg.OnDisable = func(key, reason string) { g.board.Disable(p.Name, key, reason) }
+		// set once every pool is made, before any request, and again by
+		// a reload).
+		cfg.OnBench = func(key string, until time.Time) {
+			if b := g.board.Load(); b != nil {
+				b.Bench(p.Name, key, until)
+			}
+		}
+		cfg.OnDisable = func(key, reason string) {
+			if b := g.board.Load(); b != nil {
+				b.Disable(p.Name, key, reason)
+			}
+		}
 	}
 	pool, err := keypool.New(cfg)
 	if err != nil {
@@ -317,8 +326,9 @@ func (e *exhaustedError) Unwrap() error { return e.last }
 func (g *Gateway) providerKeyStates() []metrics.ProviderKeyState {
 	var out []metrics.ProviderKeyState
 	var buf []keypool.KeyState
-	for _, name := range g.keyedOrder {
-		buf = g.keyed[name].pool.Snapshot(buf[:0])
+	st := g.cur()
+	for _, name := range st.keyedOrder {
+		buf = st.keyed[name].pool.Snapshot(buf[:0])
 		for _, s := range buf {
 			disabled := 0.0
 			if s.Disabled != "" {

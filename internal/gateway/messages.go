@@ -30,11 +30,11 @@ func (g *Gateway) messagesAPI(w http.ResponseWriter, r *http.Request) {
 	info.enc = messages.NewEncoder("") // rejections in Anthropic's shape
 	c := newCall(info)
 	defer g.finish(c)
-	req, routes := g.admit(w, r, c, g.parseMessages, g.routes)
+	req, routes := g.admit(w, r, c, g.parseMessages, chatRoutes)
 	if req == nil {
 		return
 	}
-	model := c.entry.Model
+	model := c.asked
 	info.enc = messages.NewEncoder(model)
 	if req.Stream {
 		g.stream(w, r, c, routes, req)
@@ -128,7 +128,8 @@ func (g *Gateway) countTokens(w http.ResponseWriter, r *http.Request) {
 		g.writeError(w, r, &methodError{allow: "POST"})
 		return
 	}
-	p, err := g.keys.Authenticate(r)
+	st := g.cur()
+	p, err := st.keys.Authenticate(r)
 	if err != nil {
 		g.writeError(w, r, err)
 		return
@@ -152,7 +153,7 @@ func (g *Gateway) countTokens(w http.ResponseWriter, r *http.Request) {
 		g.writeError(w, r, invalid("model", "missing required field: model"))
 		return
 	}
-	if _, ok := g.cfg.Model(m.Model); !ok || !p.Allowed(m.Model) {
+	if mm, ok := st.cfg.Resolve(m.Model); !ok || !p.Allowed(mm.Name) {
 		g.writeError(w, r, unknownModel(m.Model))
 		return
 	}

@@ -32,7 +32,7 @@ func BenchmarkPlacement(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer g.Close()
-	rs := g.routes["m"]
+	rs := g.cur().routes["m"]
 	body := []byte(`{"model":"m","messages":[{"role":"system","content":"` + strings.Repeat("You are a coding agent. ", 40) +
 		`"},{"role":"user","content":"fix the bug in main.go"},{"role":"assistant","content":"done"},{"role":"user","content":"now the tests"}]}`)
 	for _, tc := range []struct {

@@ -264,7 +264,7 @@ func (g *Gateway) run(ctx context.Context, c *call, rs *routeSet, try tryFunc, g
 	n := len(p.order)
 	limit := n + c.model.Retries // attempts, a hedge counting as one
 	deadline := c.info.start.Add(DefaultRetryBudget)
-	if total := g.cfg.Timeouts.Total.D(); total > 0 && total < DefaultRetryBudget {
+	if total := c.st.cfg.Timeouts.Total.D(); total > 0 && total < DefaultRetryBudget {
 		deadline = c.info.start.Add(total)
 	}
 	var err error

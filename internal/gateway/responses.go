@@ -47,7 +47,7 @@ func (g *Gateway) responsesAPI(w http.ResponseWriter, r *http.Request) {
 		meta, st = m, s
 		return req, m.Model, nil
 	}
-	req, routes := g.admit(w, r, c, parse, g.routes)
+	req, routes := g.admit(w, r, c, parse, chatRoutes)
 	if req == nil {
 		return
 	}

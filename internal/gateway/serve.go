@@ -209,7 +209,8 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// models serves GET /v1/models: the models the key may use, in config order.
+// models serves GET /v1/models: the models the key may use, in config
+// order, by their names (not their aliases: a glob is no model id).
 func (g *Gateway) models(w http.ResponseWriter, r *http.Request) {
 	p := auth.FromContext(r.Context())
 	infoFrom(r.Context()).keyID = p.KeyID
@@ -218,7 +219,7 @@ func (g *Gateway) models(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	list := api.ModelList{Object: "list", Data: []api.Model{}}
-	for _, m := range g.cfg.Models {
+	for _, m := range g.cur().cfg.Models {
 		if p.Allowed(m.Name) {
 			list.Data = append(list.Data, api.Model{ID: m.Name, Object: "model", Created: g.created, OwnedBy: "streamgate"})
 		}
@@ -226,7 +227,8 @@ func (g *Gateway) models(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, list)
 }
 
-// model serves GET /v1/models/{id}: one model the key may use, else 404.
+// model serves GET /v1/models/{id}: one model the key may use (by its
+// name or an alias), else 404.
 func (g *Gateway) model(w http.ResponseWriter, r *http.Request) {
 	p := auth.FromContext(r.Context())
 	infoFrom(r.Context()).keyID = p.KeyID
@@ -234,9 +236,12 @@ func (g *Gateway) model(w http.ResponseWriter, r *http.Request) {
 		g.writeError(w, r, &methodError{allow: "GET"})
 		return
 	}
+	// An alias resolves as a request's model does, and is answered under
+	// the id asked (as OpenAI answers an alias such as gpt-4o): a client
+	// checking its default model finds it.
 	id := r.PathValue("id")
-	if m, ok := g.cfg.Model(id); ok && p.Allowed(m.Name) {
-		writeJSON(w, http.StatusOK, api.Model{ID: m.Name, Object: "model", Created: g.created, OwnedBy: "streamgate"})
+	if m, ok := g.cur().cfg.Resolve(id); ok && p.Allowed(m.Name) {
+		writeJSON(w, http.StatusOK, api.Model{ID: id, Object: "model", Created: g.created, OwnedBy: "streamgate"})
 		return
 	}
 	// A model the key may not use is as absent as one not configured.
@@ -275,8 +280,9 @@ func (g *Gateway) readyz(w http.ResponseWriter, r *http.Request) {
 		reasons = append(reasons, why)
 	}
 	routes := map[string]map[string]string{}
-	for _, m := range g.cfg.Models {
-		rs := g.routes[m.Name]
+	st := g.cur()
+	for _, m := range st.cfg.Models {
+		rs := st.routes[m.Name]
 		if rs == nil {
 			continue
 		}
@@ -326,8 +332,9 @@ func (g *Gateway) adminRoutes(w http.ResponseWriter, r *http.Request) {
 	out := struct {
 		Models []model `json:"models"`
 	}{Models: []model{}}
-	for _, m := range g.cfg.Models {
-		rs := g.routes[m.Name]
+	st := g.cur()
+	for _, m := range st.cfg.Models {
+		rs := st.routes[m.Name]
 		if rs == nil {
 			continue
 		}
