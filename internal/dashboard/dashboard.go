@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -152,7 +153,7 @@ func replicaName(configured string) string {
 type Dashboard struct {
 	gather   prometheus.Gatherer
 	report   ReportFunc
-	models   map[string]bool // nil: every name is known
+	models   atomic.Pointer[map[string]bool] // nil: every name is known; SetModels replaces it
 	routes   func() []RouteHealth
 	search   SearchFunc
 	series   SeriesFunc
@@ -232,10 +233,7 @@ func New(opts Options) *Dashboard {
 		d.log = slog.Default()
 	}
 	if opts.Models != nil {
-		d.models = map[string]bool{}
-		for _, m := range opts.Models {
-			d.models[m] = true
-		}
+		d.SetModels(opts.Models)
 	}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	return d
@@ -509,7 +507,7 @@ func (d *Dashboard) queryCost(ctx context.Context, now time.Time) *costView {
 		c.Error = "the ledger did not answer: " + err.Error()
 		return c
 	}
-	c.ByKey, c.ByModel = costRows(byKey, nil, d.savings != nil), costRows(byModel, d.models, d.savings != nil)
+	c.ByKey, c.ByModel = costRows(byKey, nil, d.savings != nil), costRows(byModel, d.knownModels(), d.savings != nil)
 	return c
 }
 
@@ -579,17 +577,36 @@ func costRows(rows []usage.ReportRow, known map[string]bool, priced bool) []cost
 	return out
 }
 
+// SetModels replaces the configured model names (Options.Models), as a
+// config reload changes them. Safe for concurrent use.
+func (d *Dashboard) SetModels(names []string) {
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	d.models.Store(&m)
+}
+
+// knownModels are the configured model names; nil: every name is known.
+func (d *Dashboard) knownModels() map[string]bool {
+	if p := d.models.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
 // groupUnknown folds the metric rows of unconfigured models into one:
 // the gateway labels them "", parse names that unknownModel; nothing else
 // to do unless the registry holds names the config does not (a reload).
 func (d *Dashboard) groupUnknown(v *view) {
-	if d.models == nil {
+	known := d.knownModels()
+	if known == nil {
 		return
 	}
 	out := v.Models[:0]
 	var other *modelView
 	for _, m := range v.Models {
-		if m.Model == unknownModel || !d.models[m.Model] {
+		if m.Model == unknownModel || !known[m.Model] {
 			if other == nil {
 				m.Model = unknownModel
 				other = &m

@@ -306,6 +306,7 @@ func (g *Gateway) Reload(ctx context.Context, cfg *config.Config) (*ReloadResult
 		if next, err = g.build(cfg, old); err == nil {
 			g.st.Store(next)
 			g.shareKeys(next)
+			g.dash.SetModels(next.modelNames()) // new models get rows of their own
 			old.close(next)
 			next.health.watchEjected()
 		}
