@@ -58,6 +58,59 @@ type ChatRequest struct {
 	// sets it; translating adapters also read a chat client's own
 	// "thinking" member from the body. Nil when none was given.
 	Thinking json.RawMessage `json:"-"`
+	// WebSearch asks a translating adapter for its provider's own web
+	// search tool (Anthropic's web search server tool, Gemini's Google
+	// Search grounding): the Responses front sets it for a web_search
+	// tool. Never encoded (Chat Completions has no such tool for any
+	// model); an adapter without one ignores it. Nil: none.
+	WebSearch *WebSearch `json:"-"`
+}
+
+// WebSearch is a web_search tool's options, as far as a provider's own
+// search tool can take them.
+type WebSearch struct {
+	// AllowedDomains limit the search to these domains (filters.allowed_domains); nil: any.
+	AllowedDomains []string
+	// UserLocation is the approximate location results are localised
+	// for; nil: none.
+	UserLocation *UserLocation
+}
+
+// UserLocation is an approximate location: any member may be "".
+type UserLocation struct {
+	City     string `json:"city,omitempty"`
+	Region   string `json:"region,omitempty"`
+	Country  string `json:"country,omitempty"` // ISO 3166-1 alpha-2
+	Timezone string `json:"timezone,omitempty"`
+}
+
+// WebSearchCall is a provider's web search as a stream delta or a
+// message reports it (a gateway extension of the chat dialect, which has
+// none; only a request with WebSearch gets one): the search's id, its
+// status (in_progress while the query is written, searching once it is
+// known, then completed or failed) and its query when known. A delta
+// carries each change of a search's status.
+type WebSearchCall struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+	Query  string `json:"query,omitempty"`
+}
+
+// Annotation is a citation of the content, OpenAI's url_citation (as its
+// search models annotate a message): StartIndex and EndIndex count
+// characters (Unicode code points) of the choice's whole content, from 0,
+// end excluded.
+type Annotation struct {
+	Type        string      `json:"type"` // "url_citation"
+	URLCitation URLCitation `json:"url_citation"`
+}
+
+// URLCitation is an Annotation's cited page.
+type URLCitation struct {
+	StartIndex int    `json:"start_index"`
+	EndIndex   int    `json:"end_index"`
+	URL        string `json:"url"`
+	Title      string `json:"title"`
 }
 
 // Thinking is what adapters read of an Anthropic thinking object.
@@ -399,6 +452,8 @@ type Delta struct {
 	ReasoningContent string          `json:"reasoning_content,omitempty"`
 	ThinkingBlocks   []ThinkingBlock `json:"thinking_blocks,omitempty"` // see ThinkingBlock
 	ToolCalls        []ToolCall      `json:"tool_calls,omitempty"`
+	WebSearchCalls   []WebSearchCall `json:"web_search_calls,omitempty"` // see WebSearchCall
+	Annotations      []Annotation    `json:"annotations,omitempty"`      // see Annotation
 }
 
 // Completion is a non-streaming "chat.completion" response.
@@ -430,6 +485,8 @@ type RespMsg struct {
 	ReasoningContent string          `json:"reasoning_content,omitempty"`
 	ThinkingBlocks   []ThinkingBlock `json:"thinking_blocks,omitempty"` // see ThinkingBlock
 	ToolCalls        []ToolCall      `json:"tool_calls,omitempty"`
+	WebSearchCalls   []WebSearchCall `json:"web_search_calls,omitempty"` // see WebSearchCall: the searches, each as it ended
+	Annotations      []Annotation    `json:"annotations,omitempty"`      // see Annotation
 }
 
 // Model is one entry of GET /v1/models.

@@ -104,7 +104,21 @@ type Responses struct {
 	// as OpenAI keeps them); 0s means the default. A client that wants
 	// nothing kept sends store: false.
 	StoreRetention Duration `yaml:"store_retention"`
+	// BuiltinTools is what a request's built-in tools (web_search,
+	// file_search, …) do on a route that cannot run them, one that
+	// translates the Responses API (a route that passes it through gets
+	// them as sent): BuiltinDrop ("" too, the default) leaves them out
+	// (web_search becomes the provider's own search tool where it has
+	// one) and names them in X-Streamgate-Dropped-Tools; BuiltinReject
+	// refuses the request there with 400 naming the tool.
+	BuiltinTools string `yaml:"builtin_tools"`
 }
+
+// Values of responses.builtin_tools.
+const (
+	BuiltinDrop   = "drop"
+	BuiltinReject = "reject"
+)
 
 // DefaultStoreRetention is responses.store_retention's default.
 const DefaultStoreRetention = 30 * 24 * time.Hour

@@ -165,6 +165,23 @@ func TestStoreRetention(t *testing.T) {
 	}
 }
 
+func TestBuiltinTools(t *testing.T) {
+	const base = "providers: [{name: sim, kind: sim}]\nmodels: [{name: m, routes: [{provider: sim, model: m}]}]\n"
+	for doc, want := range map[string]string{base: "", base + "responses: {builtin_tools: reject}\n": BuiltinReject, base + "responses: {builtin_tools: drop}\n": BuiltinDrop} {
+		cfg, err := Parse("t.yaml", []byte(doc), envOf(nil))
+		if err != nil {
+			t.Fatalf("Parse: %v", err)
+		}
+		if got := cfg.Responses.BuiltinTools; got != want {
+			t.Errorf("%q: builtin_tools %q, want %q", doc, got, want)
+		}
+	}
+	_, err := Parse("t.yaml", []byte(base+"responses: {builtin_tools: keep, store_retention: 1ms}\n"), envOf(nil))
+	if err == nil || !strings.Contains(err.Error(), `responses.builtin_tools: must be drop or reject, got "keep"`) || !strings.Contains(err.Error(), "responses.store_retention") {
+		t.Errorf("builtin_tools: keep: got %v, want both problems named", err)
+	}
+}
+
 func TestParseShapeErrors(t *testing.T) {
 	const base = "providers: [{name: sim, kind: sim}]\nmodels: [{name: m, routes: [{provider: sim, model: m}]}]\n"
 	tests := []struct {
@@ -196,7 +213,7 @@ func TestParseShapeErrors(t *testing.T) {
 		{
 			name: "responses block: unknown field",
 			yaml: base + "responses: {store_retension: 48h}\n",
-			want: []string{`t.yaml:3: responses.store_retension: unknown field "store_retension" (known fields: store_retention)`},
+			want: []string{`t.yaml:3: responses.store_retension: unknown field "store_retension" (known fields: builtin_tools, store_retention)`},
 		},
 		{
 			name: "responses.store_retention negative",

@@ -78,6 +78,11 @@ func (c *Config) Validate() error {
 	if r := c.Responses.StoreRetention.D(); r < 0 || (r > 0 && r < time.Second) {
 		v.add("responses.store_retention", "must be at least 1s (0s: the default, 720h), got %s", r)
 	}
+	switch c.Responses.BuiltinTools {
+	case "", BuiltinDrop, BuiltinReject:
+	default:
+		v.add("responses.builtin_tools", "must be drop or reject, got %q", c.Responses.BuiltinTools)
+	}
 	v.otel(c.OTel)
 	for i, tp := range c.TrustedProxies {
 		if _, err := ParsePrefix(tp); err != nil {

@@ -113,6 +113,7 @@ func TestValidateEachProblem(t *testing.T) {
 		{"request body timeout negative", func(c *Config) { c.Timeouts.RequestBody = -1 }, "timeouts.request_body: must not be negative, got -1ns"},
 		{"store retention negative", func(c *Config) { c.Responses.StoreRetention = Duration(-time.Hour) }, "responses.store_retention: must be at least 1s (0s: the default, 720h), got -1h0m0s"},
 		{"store retention below a second", func(c *Config) { c.Responses.StoreRetention = Duration(time.Millisecond) }, "responses.store_retention: must be at least 1s (0s: the default, 720h), got 1ms"},
+		{"builtin tools unknown", func(c *Config) { c.Responses.BuiltinTools = "ignore" }, `responses.builtin_tools: must be drop or reject, got "ignore"`},
 		{"no providers", func(c *Config) {
 			c.Providers = nil
 			c.Models[0].Routes = c.Models[0].Routes[:0:0]

@@ -66,6 +66,12 @@ type call struct {
 	// session is the request's session identity for its model's affinity
 	// (Key 0: none, or affinity off).
 	session affinity.Identity
+	// prefer, when set, puts the routes it is true of first in the
+	// request's route order (a request with built-in tools: the routes
+	// that pass it through, builtin.go); dropped is the
+	// X-Streamgate-Dropped-Tools of the latest attempt ("" none).
+	prefer  func(*target) bool
+	dropped string
 }
 
 // decoded gives back the call's room in the decoding budget, once.
@@ -509,6 +515,12 @@ func (g *Gateway) prepareStream(p *plan, t *target, sess *relay.Session, req *pr
 	c.entry.Attempts++
 	c.entry.Route = t.name
 	sess.SetHeader(HeaderRoute, t.name)
+	if len(req.Builtins) > 0 {
+		if d := g.droppedTools(context.Background(), c, t, &a.preq); d != "" || c.dropped != "" {
+			sess.SetHeader(HeaderDroppedTools, d)
+			c.dropped = d
+		}
+	}
 	if c.entry.Attempts == 1 {
 		t.obs.RequestOverhead(time.Since(c.info.start))
 	}
@@ -723,6 +735,9 @@ func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, c *call, rs *
 		begin := time.Now()
 		err := untranslated(t.provider, &preq)
 		c.passed = c.passUsage != nil && provider.Passes(t.provider, &preq)
+		if err == nil && len(preq.Builtins) > 0 {
+			c.dropped = g.droppedTools(ctx, c, t, &preq)
+		}
 		if err == nil {
 			body, err = send(actx, t.provider, &preq)
 		}
@@ -775,6 +790,9 @@ func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, c *call, rs *
 	h := w.Header()
 	h.Set(HeaderRoute, c.entry.Route)
 	h.Set(HeaderAttempts, strconv.Itoa(c.entry.Attempts))
+	if c.dropped != "" {
+		h.Set(HeaderDroppedTools, c.dropped)
+	}
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(http.StatusOK)

@@ -176,6 +176,9 @@ type Gateway struct {
 	dash      *dashboard.Dashboard
 	quota     *quota.Quota   // rate limits and budgets
 	teamSlots *admit.Limiter // the teams' concurrent requests (max_streams), per replica
+	// droppedLogged holds model+"\x00"+tool for each built-in tool a
+	// model's route left out and logged (builtin.go): once each.
+	droppedLogged sync.Map
 	// rl is the quota's health (Degraded) when shared through Redis; nil
 	// when counted by this replica alone.
 	rl          interface{ Degraded() (bool, string) }

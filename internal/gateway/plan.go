@@ -255,6 +255,9 @@ type tryFunc func(ctx context.Context, p *plan, t *target) error
 func (g *Gateway) run(ctx context.Context, c *call, rs *routeSet, try tryFunc, goOn func(error) bool, req *provider.Request) error {
 	p := &plan{c: c, rs: rs, pinKey: -1}
 	p.order = rs.set.Order(p.buf[:0])
+	if c.prefer != nil {
+		preferFirst(p.order, rs, c.prefer)
+	}
 	if rs.aff != nil && c.session.Key != 0 {
 		rs.aff.place(p, c.session.Key)
 	}

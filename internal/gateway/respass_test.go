@@ -17,6 +17,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/streamgate/streamgate/internal/config"
+	"github.com/streamgate/streamgate/internal/gateway"
 	"github.com/streamgate/streamgate/internal/sim"
 	"github.com/streamgate/streamgate/internal/usage"
 )
@@ -264,22 +265,22 @@ func TestResponsesPassthroughRoutes(t *testing.T) {
 	}
 
 	web := `{"model":"%s","input":"news?","stream":true,"tools":[{"type":"web_search"}]}`
-	n := u.count()
 	resp := do(t, "POST", e.url+"/v1/responses", devKey, strings.Replace(web, "%s", "m-chat", 1))
-	er := readError(t, resp)
-	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(er.Error.Message, `"web_search"`) || u.count() != n {
-		t.Errorf("built-in tool on a chat route: got %d %+v, want 400 naming web_search, nothing sent", resp.StatusCode, er.Error)
+	io.ReadAll(resp.Body)
+	in, _ := u.last()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get(gateway.HeaderDroppedTools) != "web_search" || bytes.Contains(in, []byte("web_search")) {
+		t.Errorf("built-in tool on a chat route: got %d, %s %q, upstream got %s; want 200 without the tool, named dropped", resp.StatusCode, gateway.HeaderDroppedTools, resp.Header.Get(gateway.HeaderDroppedTools), in)
 	}
 	resp = do(t, "POST", e.url+"/v1/responses", devKey, strings.Replace(web, "%s", "m-builtin", 1))
 	got, _ := io.ReadAll(resp.Body)
 	in, out := u.last()
 	if resp.StatusCode != http.StatusOK || !bytes.Equal(got, out) || !bytes.Contains(in, []byte(`"tools":[{"type":"web_search"}]`)) ||
-		resp.Header.Get("X-Streamgate-Route") != "pass/sim-fast" {
+		resp.Header.Get("X-Streamgate-Route") != "pass/sim-fast" || resp.Header.Get(gateway.HeaderDroppedTools) != "" {
 		t.Errorf("built-in tool: got %d via %q, upstream got %s; want the Responses route to serve it", resp.StatusCode, resp.Header.Get("X-Streamgate-Route"), in)
 	}
 	en = e.waitEntries(t, 3)[2]
 	if en.Attempts != 1 || en.Outcome != usage.OutcomeOK {
-		t.Errorf("built-in tool entry: got %+v, want ok in 1 attempt, the chat route skipped (its refusal is no attempt)", en)
+		t.Errorf("built-in tool entry: got %+v, want ok at once: the route that passes it through goes first", en)
 	}
 
 	resp = do(t, "POST", e.url+"/v1/responses", devKey, `{"model":"m-guard","input":"hi","max_output_tokens":100,"stream":true}`)
@@ -289,4 +290,30 @@ func TestResponsesPassthroughRoutes(t *testing.T) {
 		t.Errorf("guard: got %d, upstream body %s; want max_output_tokens lowered to 20", resp.StatusCode, in)
 	}
 	e.waitEntries(t, 4)
+}
+
+// TestResponsesBuiltinReject: with responses.builtin_tools: reject, a
+// built-in tool skips the chat routes with a 400 naming it (nothing sent
+// when no route passes it through) and is served by a Responses route.
+func TestResponsesBuiltinReject(t *testing.T) {
+	u := newTeeSim(t)
+	cfg := respPassConfig(u)
+	cfg.Responses.BuiltinTools = config.BuiltinReject
+	e := start(t, cfg)
+	web := `{"model":"%s","input":"news?","stream":true,"tools":[{"type":"function","name":"f"},{"type":"web_search"}]}`
+	n := u.count()
+	resp := do(t, "POST", e.url+"/v1/responses", devKey, strings.Replace(web, "%s", "m-chat", 1))
+	er := readError(t, resp)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(er.Error.Message, `tools[1]: tool type "web_search" (a built-in tool) is served only by a route that passes the Responses API through`) || u.count() != n {
+		t.Errorf("reject on a chat route: got %d %+v, want 400 naming web_search, nothing sent", resp.StatusCode, er.Error)
+	}
+	resp = do(t, "POST", e.url+"/v1/responses", devKey, strings.Replace(web, "%s", "m-builtin", 1))
+	io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Streamgate-Route") != "pass/sim-fast" {
+		t.Errorf("reject with a Responses route: got %d via %q, want it served there", resp.StatusCode, resp.Header.Get("X-Streamgate-Route"))
+	}
+	en := e.waitEntries(t, 2)
+	if en[1].Attempts != 2 || en[1].Outcome != usage.OutcomeOK {
+		t.Errorf("reject entry: got %+v, want ok after the chat route refused", en[1])
+	}
 }

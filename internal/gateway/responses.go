@@ -2,10 +2,12 @@ package gateway
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"net/http"
 
 	"github.com/streamgate/streamgate/internal/api"
+	"github.com/streamgate/streamgate/internal/config"
 	"github.com/streamgate/streamgate/internal/provider"
 	"github.com/streamgate/streamgate/internal/responses"
 )
@@ -26,9 +28,13 @@ import (
 // the client's body as sent, but for its model and a max_output_tokens the
 // context guard lowered, and the client gets the upstream's events (or
 // response object) as they came, measured and billed from the terminal
-// event's usage; what only such a route can serve (built-in tools, …:
+// event's usage; what only such a route can serve (prompt, truncation, …:
 // responses.Parsed.Untranslatable) makes the others skip with a 400 naming
-// it. A request that uses the gateway's state (previous_response_id,
+// it. Built-in tools (web_search, …) prefer such a route (call.prefer); a
+// route that translates leaves out those its adapter does not map
+// (provider.ToolRunner), naming them in X-Streamgate-Dropped-Tools
+// (builtin.go), or, with responses.builtin_tools: reject, skips with a
+// 400 as for the others. A request that uses the gateway's state (previous_response_id,
 // item_reference) is not passed through (its ids are the gateway's, not
 // the upstream's), and an answer passed through is not stored.
 func (g *Gateway) responsesAPI(w http.ResponseWriter, r *http.Request) {
@@ -50,6 +56,10 @@ func (g *Gateway) responsesAPI(w http.ResponseWriter, r *http.Request) {
 	req, routes := g.admit(w, r, c, parse, chatRoutes)
 	if req == nil {
 		return
+	}
+	if len(req.Builtins) > 0 && req.Native != nil {
+		// A route that runs the built-in tools as sent goes first.
+		c.prefer = func(t *target) bool { return provider.Passes(t.provider, req) }
 	}
 	if st != nil {
 		// Reads of this id wait for its write from now on: a client that
@@ -127,9 +137,22 @@ func (g *Gateway) parseResponses(w http.ResponseWriter, r *http.Request, keyID s
 		return nil, nil, nil, err
 	}
 	req := &provider.Request{Stream: rq.Stream, Body: p.Body, Chat: p.Chat}
+	u := p.Untranslatable
+	if g.cur().cfg.Responses.BuiltinTools == config.BuiltinReject {
+		u = cmp.Or(u, p.BuiltinErr)
+		if u != nil && stateful {
+			// No route passes a request with the gateway's ids through.
+			return nil, nil, nil, invalid(u.Param, "%s", u.Msg)
+		}
+		if p.Chat != nil {
+			p.Chat.WebSearch = nil
+		}
+	} else {
+		req.Builtins = p.Builtins
+	}
 	if !stateful {
 		req.Native = &provider.Native{Dialect: provider.DialectResponses, Body: body}
-		if u := p.Untranslatable; u != nil {
+		if u != nil {
 			req.Native.Err = &provider.Error{Status: http.StatusBadRequest, Retryable: true, Type: "invalid_request_error",
 				Code: "unsupported_parameter", Message: u.Msg, Err: provider.ErrUntranslatable}
 		}

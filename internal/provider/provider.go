@@ -145,6 +145,12 @@ type Request struct {
 	// none: the session identity affinity placed the request by, so the
 	// upstream's cache routing agrees with the gateway's.
 	CacheKey string
+	// Builtins are the types of the Responses built-in tools (web_search,
+	// …) of a request that a translating adapter leaves out of Chat (but
+	// for those it maps, see ToolRunner), for the gateway to name what an
+	// attempt dropped; nil: none. A route that passes the request through
+	// (Passes) gets them in Native.Body.
+	Builtins []string
 	// Built, when not nil, is called by Caller.Post (and PostNative) once the upstream body
 	// is built, as it is sent, for each upstream call (it may be called
 	// more than once, and from several goroutines for a hedge): the
@@ -197,6 +203,15 @@ type Native struct {
 // dialect; for any other Request it translates, as every adapter does.
 type Speaker interface {
 	Speaks(dialect string) bool
+}
+
+// ToolRunner is an optional capability of a Provider whose adapter maps a
+// built-in tool onto its upstream's own when it translates ("web_search":
+// api.ChatRequest.WebSearch to Anthropic's web search server tool or
+// Gemini's Google Search grounding): RunsTool reports whether it runs the
+// tool named (web_search for every variant of it).
+type ToolRunner interface {
+	RunsTool(name string) bool
 }
 
 // Passes reports whether p sends req as its client sent it: req has a

@@ -25,9 +25,17 @@
 // custom_tool_call items; namespace tools as their function and custom
 // tools, named namespace__name, whose calls come back with their namespace;
 // built-in tools (web_search, file_search, …) are left out and named in
-// Parsed.Untranslatable, as are other things only an upstream that speaks
-// the Responses API can serve (the gateway passes such requests through
-// to one, see Pass, and refuses them elsewhere). tool_choice, parallel_tool_calls, temperature, top_p, user
+// Parsed.Builtins (a route that passes the Responses API through gets
+// them; the gateway drops them elsewhere, or refuses with
+// Parsed.BuiltinErr), and web_search (or web_search_preview) asks a
+// translating adapter for its provider's own search tool
+// (api.ChatRequest.WebSearch), whose calls and citations come back as
+// web_search_call items and url_citation annotations (see Encoder); a
+// web_search_call input item, a search that ran before, is left out (its
+// results are in the answer that followed it). Other things only an
+// upstream that speaks the Responses API can serve are named in
+// Parsed.Untranslatable (the gateway passes such requests through to one,
+// see Pass, and refuses them elsewhere). tool_choice, parallel_tool_calls, temperature, top_p, user
 // map to their chat namesakes; max_output_tokens → max_completion_tokens;
 // reasoning.effort → reasoning_effort (which the anthropic adapter turns
 // into extended thinking); text.format → response_format; text.verbosity,
@@ -179,6 +187,15 @@ type Parsed struct {
 	// left: input of such items only). Nil when a chat route serves the
 	// whole request.
 	Untranslatable *Error
+	// Builtins are the types of the built-in tools of the request, each
+	// once, in the order declared: left out of Chat (but web_search, see
+	// api.ChatRequest.WebSearch), served only by a route that passes the
+	// Responses API through or by an adapter that maps them. Nil: none.
+	Builtins []string
+	// BuiltinErr is the refusal of the first built-in tool, for a gateway
+	// that refuses them on translated routes (responses.builtin_tools:
+	// reject); nil when Builtins is.
+	BuiltinErr *Error
 }
 
 // Parse translates a Responses request, decoded by Decode, into its chat
@@ -210,15 +227,18 @@ func (r *Request) Parse() (*Parsed, error) {
 		chat.ReasoningEffort = *r.Reasoning.Effort
 	}
 	var err error
-	var builtin *Error
-	if chat.Tools, builtin, err = chatTools(r.Tools, tools); err != nil {
+	var (
+		builtin  *Error
+		builtins []string
+	)
+	if chat.Tools, chat.WebSearch, builtins, builtin, err = chatTools(r.Tools, tools); err != nil {
 		return nil, err
 	}
-	untr = cmpOrErr(untr, builtin)
-	if chat.ToolChoice, builtin, err = toolChoice(r.ToolChoice, tools); err != nil {
+	var choice *Error
+	if chat.ToolChoice, choice, err = toolChoice(r.ToolChoice, tools); err != nil {
 		return nil, err
 	}
-	untr = cmpOrErr(untr, builtin)
+	untr = cmpOrErr(untr, choice)
 	if r.Text != nil {
 		if chat.ResponseFormat, err = responseFormat(r.Text.Format); err != nil {
 			return nil, err
@@ -239,7 +259,7 @@ func (r *Request) Parse() (*Parsed, error) {
 	}
 	if len(chat.Messages) == 0 {
 		if untr != nil { // only items a chat route cannot take: no chat form
-			return &Parsed{Meta: meta, Untranslatable: untr}, nil
+			return &Parsed{Meta: meta, Untranslatable: untr, Builtins: builtins, BuiltinErr: builtinErr(builtins, builtin)}, nil
 		}
 		return nil, errorf("input", "the request has no input: give input (a string or items) or instructions")
 	}
@@ -247,7 +267,15 @@ func (r *Request) Parse() (*Parsed, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Parsed{Chat: chat, Body: out, Meta: meta, Untranslatable: untr}, nil
+	return &Parsed{Chat: chat, Body: out, Meta: meta, Untranslatable: untr, Builtins: builtins, BuiltinErr: builtinErr(builtins, builtin)}, nil
+}
+
+// builtinErr is err when builtins is not empty.
+func builtinErr(builtins []string, err *Error) *Error {
+	if len(builtins) == 0 {
+		return nil
+	}
+	return err
 }
 
 // cmpOrErr returns a unless it is nil, else b.
@@ -323,9 +351,10 @@ func isString(raw json.RawMessage) bool {
 
 // chatTools turns "tools" into chat functions, recording each in tools
 // under its chat name. A namespace's tools are functions named after it
-// (chatName); a built-in tool is left out, and the first one named in
-// builtin (only a Responses route can serve it).
-func chatTools(raws []json.RawMessage, tools map[string]toolRef) (out []api.Tool, builtin *Error, err error) {
+// (chatName); a built-in tool is left out, its type named in builtins
+// (once) and the first one's refusal in builtin; web_search's options are
+// ws (see readWebSearch).
+func chatTools(raws []json.RawMessage, tools map[string]toolRef) (out []api.Tool, ws *api.WebSearch, builtins []string, builtin *Error, err error) {
 	var add func(raws []json.RawMessage, namespace, path string) error
 	add = func(raws []json.RawMessage, namespace, path string) error {
 		for i, raw := range raws {
@@ -335,6 +364,14 @@ func chatTools(raws []json.RawMessage, tools map[string]toolRef) (out []api.Tool
 			if errors.As(err, &bt) {
 				if builtin == nil {
 					builtin = &Error{Param: tp + ".type", Msg: bt.Error()}
+				}
+				if !slices.Contains(builtins, bt.typ) {
+					builtins = append(builtins, bt.typ)
+				}
+				if IsWebSearch(bt.typ) && ws == nil {
+					if ws, err = readWebSearch(raw, tp); err != nil {
+						return err
+					}
 				}
 				continue
 			}
@@ -359,7 +396,43 @@ func chatTools(raws []json.RawMessage, tools map[string]toolRef) (out []api.Tool
 		return nil
 	}
 	err = add(raws, "", "tools")
-	return out, builtin, err
+	return out, ws, builtins, builtin, err
+}
+
+// IsWebSearch reports whether a built-in tool's type is OpenAI's web
+// search: web_search, web_search_preview and their dated versions
+// (web_search_2025_08_26, web_search_preview_2025_03_11).
+func IsWebSearch(typ string) bool { return strings.HasPrefix(typ, "web_search") }
+
+// readWebSearch reads a web_search tool's options: filters.allowed_domains
+// and an approximate user_location. search_context_size has no
+// counterpart in the providers' search tools and is ignored.
+func readWebSearch(raw json.RawMessage, path string) (*api.WebSearch, error) {
+	var t struct {
+		Filters *struct {
+			AllowedDomains []string `json:"allowed_domains"`
+		} `json:"filters"`
+		UserLocation *struct {
+			Type string `json:"type"`
+			api.UserLocation
+		} `json:"user_location"`
+	}
+	if err := json.Unmarshal(raw, &t); err != nil {
+		return nil, errorf(path, "%s is not a valid web search tool: %v", path, err)
+	}
+	ws := &api.WebSearch{}
+	if t.Filters != nil {
+		ws.AllowedDomains = t.Filters.AllowedDomains
+	}
+	if l := t.UserLocation; l != nil {
+		if l.Type != "" && l.Type != "approximate" {
+			return nil, errorf(path+".user_location.type", "user_location.type must be approximate, got %q", l.Type)
+		}
+		if l.UserLocation != (api.UserLocation{}) {
+			ws.UserLocation = &l.UserLocation
+		}
+	}
+	return ws, nil
 }
 
 // builtinTool is a tool of a built-in type (web_search, file_search, …),
@@ -833,6 +906,11 @@ func (c *converter) item(raw json.RawMessage, path string) error {
 	typ := head.kind()
 	switch typ {
 	case "message", "function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output", "reasoning":
+	case "web_search_call":
+		// A search that ran (on a route that mapped web_search, or
+		// passed it through): what it found is in the answer after it,
+		// and no chat route can send it back.
+		return nil
 	case "":
 		return errorf(path+".type", "missing required field: %s.type", path)
 	default:

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 
@@ -117,6 +118,50 @@ func TestParseFormats(t *testing.T) {
 	}
 }
 
+// TestParseBuiltins: built-in tools are left out of the chat form and
+// named in Builtins, each once, with the first one's refusal in
+// BuiltinErr; web_search's options reach WebSearch; a web_search_call
+// input item is left out.
+func TestParseBuiltins(t *testing.T) {
+	p := parse(t, `{"model":"m","input":[{"role":"user","content":"q"},{"type":"web_search_call","id":"ws_1","status":"completed","action":{"type":"search","query":"q"}},{"role":"assistant","content":"a"}],
+		"tools":[{"type":"function","name":"f"},{"type":"web_search","filters":{"allowed_domains":["example.com"]},"user_location":{"type":"approximate","city":"Seoul","country":"KR"},"search_context_size":"low"},{"type":"file_search","vector_store_ids":["vs_1"]},{"type":"web_search"}]}`)
+	if p.Untranslatable != nil {
+		t.Errorf("Untranslatable: got %+v, want nil: built-in tools are dropped or mapped, not untranslatable", p.Untranslatable)
+	}
+	if !slices.Equal(p.Builtins, []string{"web_search", "file_search"}) {
+		t.Errorf("Builtins: got %q, want [web_search file_search]", p.Builtins)
+	}
+	if e := p.BuiltinErr; e == nil || e.Param != "tools[1].type" || !strings.Contains(e.Msg, `"web_search"`) {
+		t.Errorf("BuiltinErr: got %+v, want one naming tools[1].type web_search", e)
+	}
+	ws := p.Chat.WebSearch
+	if ws == nil || !slices.Equal(ws.AllowedDomains, []string{"example.com"}) || ws.UserLocation == nil || *ws.UserLocation != (api.UserLocation{City: "Seoul", Country: "KR"}) {
+		t.Errorf("WebSearch: got %+v, want allowed example.com, location Seoul KR", ws)
+	}
+	if len(p.Chat.Tools) != 1 || p.Chat.Tools[0].Function.Name != "f" {
+		t.Errorf("chat tools: got %+v, want f alone", p.Chat.Tools)
+	}
+	if len(p.Chat.Messages) != 2 || p.Chat.Messages[0].Role != "user" || p.Chat.Messages[1].Role != "assistant" {
+		t.Errorf("messages: got %+v, want user and assistant, the web_search_call left out", p.Chat.Messages)
+	}
+	if strings.Contains(string(p.Body), "web_search") {
+		t.Errorf("chat body: got %s, want no web_search in it (no chat route has the tool)", p.Body)
+	}
+	p = parse(t, `{"model":"m","input":"x","tools":[{"type":"web_search_preview_2025_03_11"}]}`)
+	if p.Chat.WebSearch == nil || p.Chat.WebSearch.UserLocation != nil || !slices.Equal(p.Builtins, []string{"web_search_preview_2025_03_11"}) {
+		t.Errorf("web_search_preview: got WebSearch %+v, builtins %q", p.Chat.WebSearch, p.Builtins)
+	}
+	p = parse(t, `{"model":"m","input":"x","tools":[{"type":"code_interpreter","container":{"type":"auto"}}]}`)
+	if p.Chat.WebSearch != nil || !slices.Equal(p.Builtins, []string{"code_interpreter"}) || p.Chat.Tools != nil {
+		t.Errorf("code_interpreter: got WebSearch %+v, builtins %q, tools %+v", p.Chat.WebSearch, p.Builtins, p.Chat.Tools)
+	}
+	var r Request
+	Decode([]byte(`{"model":"m","input":"x","tools":[{"type":"web_search","user_location":{"type":"exact"}}]}`), &r)
+	if _, err := r.Parse(); err == nil || !strings.Contains(err.Error(), "user_location.type must be approximate") {
+		t.Errorf("user_location exact: got %v, want a 400 naming user_location.type", err)
+	}
+}
+
 // TestParseRefuses: what the gateway cannot serve is a 400 naming it.
 // TestParseUntranslatable: what only a route that passes the Responses
 // API through can serve is no error: it is left out of the chat form and
@@ -126,13 +171,10 @@ func TestParseUntranslatable(t *testing.T) {
 	for _, tt := range []struct{ body, param, says string }{
 		{`{"model":"m","input":"x","truncation":"auto"}`, "truncation", `"auto"`},
 		{`{"model":"m","input":"x","include":["message.output_text.logprobs"]}`, "include[0]", "logprobs"},
-		{`{"model":"m","input":"x","tools":[{"type":"web_search"}]}`, "tools[0].type", `"web_search"`},
 		{`{"model":"m","input":"x","tool_choice":{"type":"web_search_preview"}}`, "tool_choice.type", "web_search_preview"},
 		{`{"model":"m","input":[{"type":"item_reference","id":"msg_1"}]}`, "input[0].type", "item_reference"},
-		{`{"model":"m","input":[{"type":"web_search_call","id":"ws_1"}]}`, "input[0].type", "web_search_call"},
 		{`{"model":"m","input":"x","prompt":{"id":"pmpt_1"}}`, "prompt", "prompt"},
 		{`{"model":"m","input":"x","max_tool_calls":3}`, "max_tool_calls", "max_tool_calls"},
-		{`{"model":"m","input":"x","tools":[{"type":"function","name":"f"},{"type":"web_search"}],"tool_choice":"auto"}`, "tools[1].type", `"web_search"`},
 	} {
 		var r Request
 		if err := Decode([]byte(tt.body), &r); err != nil {
