@@ -101,3 +101,28 @@ func Hex4(b []byte) (rune, bool) {
 	}
 	return r, true
 }
+
+// EscapedRunes counts the characters (code points) of the text between a
+// JSON string's quotes, s, as its decoded form has them, without decoding
+// it: an escape is one, a surrogate pair's two \u escapes one, an invalid
+// UTF-8 byte one (it decodes to U+FFFD).
+func EscapedRunes(s []byte) int {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '\\' && i+5 < len(s) && s[i+1] == 'u':
+			// A low surrogate (\uDC00-\uDFFF) completes the pair before it.
+			if r, ok := Hex4(s[i+2 : i+6]); !ok || r < 0xDC00 || r > 0xDFFF {
+				n++
+			}
+			i += 5
+		case c == '\\':
+			n++
+			i++
+		case utf8.RuneStart(c):
+			n++
+		}
+	}
+	return n
+}

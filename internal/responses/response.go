@@ -17,6 +17,7 @@ const (
 	kindReasoning byte = 'r'
 	kindCall      byte = 'f' // a function_call
 	kindCustom    byte = 'c' // a custom_tool_call
+	kindSearch    byte = 'w' // a web_search_call (search.go)
 )
 
 // item is one output item: what its events and the final response say
@@ -41,6 +42,11 @@ type item struct {
 	// blocks are a reasoning item's Anthropic thinking blocks, as JSON
 	// array elements (written into its encrypted_content); nil when none.
 	blocks []byte
+	// base is the characters of message text before a message item's;
+	// annots its url_citation annotations, as JSON array elements.
+	base   int
+	annots []byte
+	nannot int
 }
 
 // itemID is the id of the output item at index i: a prefix of its type
@@ -54,6 +60,8 @@ func (m *Meta) itemID(kind byte, i int) string {
 		p = "fc_"
 	case kindCustom:
 		p = "ctc_"
+	case kindSearch:
+		p = "ws_"
 	}
 	return p + m.base + strconv.FormatInt(int64(i), 16)
 }
@@ -110,6 +118,8 @@ func (m *Meta) appendItem(b []byte, it *item, added bool) []byte {
 		b = api.AppendString(b, it.name)
 		b = appendNamespace(b, it)
 		b = append(b, '}')
+	case kindSearch:
+		b = appendSearch(b, it, status)
 	case kindCustom:
 		b = append(b, `,"type":"custom_tool_call","status":"`...)
 		b = append(b, status...)
@@ -152,7 +162,9 @@ func (m *Meta) call(it *item, name string) {
 func appendPart(b []byte, it *item) []byte {
 	switch it.kind {
 	case kindMessage:
-		b = append(b, `{"type":"output_text","annotations":[],"logprobs":[],"text":"`...)
+		b = append(b, `{"type":"output_text","annotations":[`...)
+		b = append(b, it.annots...)
+		b = append(b, `],"logprobs":[],"text":"`...)
 	case kindRefusal:
 		b = append(b, `{"type":"refusal","refusal":"`...)
 	}
@@ -341,11 +353,22 @@ func FromCompletion(body []byte, m *Meta) ([]byte, error) {
 		case msg.ReasoningContent != "":
 			add(kindReasoning).text = escaped(nil, msg.ReasoningContent)
 		}
+		for _, c := range msg.WebSearchCalls {
+			it := add(kindSearch)
+			it.callID, it.text = c.ID, escaped(nil, c.Query)
+			if it.status = c.Status; it.status != "failed" {
+				it.status = "completed"
+			}
+		}
 		if msg.Refusal != "" {
 			add(kindRefusal).text = escaped(nil, msg.Refusal)
 		}
 		if msg.Content != "" {
-			add(kindMessage).text = escaped(nil, msg.Content)
+			it := add(kindMessage)
+			it.text = escaped(nil, msg.Content)
+			for i := range msg.Annotations {
+				it.annotate(&msg.Annotations[i])
+			}
 		}
 		for i, tc := range msg.ToolCalls {
 			var it item

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/streamgate/streamgate/internal/api"
 	"github.com/streamgate/streamgate/internal/relay"
@@ -64,10 +65,13 @@ type Encoder struct {
 	usage    usage
 	hasUsage bool
 	chunks   int // content chunks
+	runes    int // characters of message text so far (annotations count in them)
 	buf      []byte
 	aux      []byte
 	chunk    chunk
 	pass     *passEncoder // see Pass; nil until asked
+	// searching counts the web_search_call items open (search.go).
+	searching int
 	// last is the writer of the latest event: the relay writes the events
 	// of a role chunk to a writer of its own, held until content commits
 	// the stream (see Error).
@@ -95,6 +99,8 @@ type choice struct {
 		Refusal          string              `json:"refusal"`
 		ThinkingBlocks   []api.ThinkingBlock `json:"thinking_blocks"`
 		ToolCalls        []api.ToolCall      `json:"tool_calls"`
+		WebSearchCalls   []api.WebSearchCall `json:"web_search_calls"`
+		Annotations      []api.Annotation    `json:"annotations"`
 	} `json:"delta"`
 	FinishReason *string `json:"finish_reason"`
 }
@@ -124,6 +130,10 @@ var (
 	evArgsDone         = []byte("response.function_call_arguments.done")
 	evCustomInputDelta = []byte("response.custom_tool_call_input.delta")
 	evCustomInputDone  = []byte("response.custom_tool_call_input.done")
+	evSearchInProgress = []byte("response.web_search_call.in_progress")
+	evSearchSearching  = []byte("response.web_search_call.searching")
+	evSearchCompleted  = []byte("response.web_search_call.completed")
+	evAnnotationAdded  = []byte("response.output_text.annotation.added")
 )
 
 // Reset implements relay.Encoder.
@@ -138,6 +148,7 @@ func (e *Encoder) Event(w *sse.Writer, ev *sse.Event, info *api.ChunkInfo) error
 		// string is copied, still escaped, without a decode.
 		if raw, ok := plainText(ev.Data); ok {
 			e.chunks++
+			e.runes += api.EscapedRunes(raw[1 : len(raw)-1])
 			return e.rawText(w, raw[1:len(raw)-1])
 		}
 	}
@@ -195,6 +206,17 @@ func (e *Encoder) Event(w *sse.Writer, ev *sse.Event, info *api.ChunkInfo) error
 		}
 		if d.Content != "" {
 			if err := e.text(w, kindMessage, d.Content); err != nil {
+				return err
+			}
+			e.runes += utf8.RuneCountInString(d.Content)
+		}
+		for j := range d.Annotations {
+			if err := e.annotation(w, &d.Annotations[j]); err != nil {
+				return err
+			}
+		}
+		for j := range d.WebSearchCalls {
+			if err := e.searchCall(w, &d.WebSearchCalls[j]); err != nil {
 				return err
 			}
 		}
@@ -318,7 +340,7 @@ func (e *Encoder) text(w *sse.Writer, kind byte, s string) error {
 // open adds an item of kind and writes its output_item.added.
 func (e *Encoder) open(w *sse.Writer, kind byte) error {
 	i := len(e.items)
-	e.items = append(e.items, item{kind: kind, open: true, id: e.m.itemID(kind, i)})
+	e.items = append(e.items, item{kind: kind, open: true, id: e.m.itemID(kind, i), base: e.runes})
 	if kind == kindCall || kind == kindCustom {
 		if e.run < 0 {
 			e.run = i
@@ -501,6 +523,16 @@ func (e *Encoder) callOf(tc *api.ToolCall) int {
 func (e *Encoder) closeAll(w *sse.Writer, status string) error {
 	if err := e.closeCur(w, status); err != nil {
 		return err
+	}
+	if e.searching > 0 {
+		for i := range e.items {
+			if it := &e.items[i]; it.kind == kindSearch && it.open {
+				if err := e.closeItem(w, i, status); err != nil {
+					return err
+				}
+			}
+		}
+		e.searching = 0
 	}
 	if e.run < 0 {
 		return nil

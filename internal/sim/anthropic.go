@@ -121,6 +121,9 @@ type anthropicUsage struct {
 	OutputTokensDetails *struct {
 		ThinkingTokens int `json:"thinking_tokens"`
 	} `json:"output_tokens_details,omitempty"`
+	ServerToolUse *struct {
+		WebSearchRequests int `json:"web_search_requests"`
+	} `json:"server_tool_use,omitempty"`
 	ServiceTier string `json:"service_tier"`
 }
 
@@ -133,6 +136,11 @@ func newAnthropicUsage(pl *plan, output int) anthropicUsage {
 		ServiceTier:              "standard",
 	}
 	u.CacheCreation.Ephemeral5m, u.CacheCreation.Ephemeral1h = pl.cache.write5m, pl.cache.write1h
+	if pl.search != nil {
+		u.ServerToolUse = &struct {
+			WebSearchRequests int `json:"web_search_requests"`
+		}{1}
+	}
 	if pl.thinkTokens > 0 {
 		u.OutputTokensDetails = &struct {
 			ThinkingTokens int `json:"thinking_tokens"`
@@ -152,6 +160,9 @@ type anthropicBlock struct {
 	ID        string          `json:"id,omitempty"`
 	Name      string          `json:"name,omitempty"`
 	Input     json.RawMessage `json:"input,omitempty"`
+	ToolUseID string          `json:"tool_use_id,omitempty"`
+	Content   json.RawMessage `json:"content,omitempty"`   // web_search_tool_result
+	Citations json.RawMessage `json:"citations,omitempty"` // text
 }
 
 // anthropicStop spells the stop reasons as Anthropic's stop_reason.
@@ -179,7 +190,14 @@ func (anthropicDialect) complete(w http.ResponseWriter, pl *plan, text string) {
 	case pl.tool != nil:
 		blocks = append(blocks, anthropicBlock{Type: "tool_use", ID: pl.tool.id, Name: pl.tool.name, Input: pl.tool.args})
 	case pl.tokens > 0 || len(blocks) == 0:
-		blocks = append(blocks, anthropicBlock{Type: "text", Text: &text})
+		tb := anthropicBlock{Type: "text", Text: &text}
+		if ws := pl.search; ws != nil {
+			in, _ := json.Marshal(map[string]string{"query": ws.query})
+			blocks = append(blocks, anthropicBlock{Type: "server_tool_use", ID: ws.id, Name: "web_search", Input: in},
+				anthropicBlock{Type: "web_search_tool_result", ToolUseID: ws.id, Content: ws.anthropicResults()})
+			tb.Citations = append(append([]byte{'['}, ws.anthropicCitation()...), ']')
+		}
+		blocks = append(blocks, tb)
 	}
 	writeJSON(w, http.StatusOK, struct {
 		ID           string           `json:"id"`
@@ -334,6 +352,11 @@ func (e *anthropicEncoder) start(st *streamState, flush bool) error {
 func (e *anthropicEncoder) open(st *streamState, flush bool) error {
 	pl := e.pl
 	e.answer = true
+	if pl.search != nil {
+		if err := e.searchBlocks(st); err != nil {
+			return err
+		}
+	}
 	b := append(e.event("content_block_start"), `,"content_block":`...)
 	if pl.tool == nil {
 		b = append(b, `{"type":"text","text":""}}`...)
@@ -353,6 +376,14 @@ func (e *anthropicEncoder) open(st *streamState, flush bool) error {
 		}
 	}
 	if pl.tool == nil {
+		if pl.search != nil {
+			// The answer cites the search: its citation comes first.
+			b = append(e.event("content_block_delta"), `,"delta":{"type":"citations_delta","citation":`...)
+			b = append(b, pl.search.anthropicCitation()...)
+			if err := e.emit(st, evContentBlockDelta, append(b, `}}`...), false); err != nil {
+				return err
+			}
+		}
 		if e.block > 0 && flush {
 			return st.sw.Flush()
 		}
@@ -360,6 +391,44 @@ func (e *anthropicEncoder) open(st *streamState, flush bool) error {
 	}
 	b = append(e.event("content_block_delta"), `,"delta":{"type":"input_json_delta","partial_json":""}}`...)
 	return e.emit(st, evContentBlockDelta, b, flush)
+}
+
+// searchBlocks writes the search before the answer: its server_tool_use
+// block (the query as input_json_delta fragments) and its
+// web_search_tool_result block; a ping follows the first block's start.
+func (e *anthropicEncoder) searchBlocks(st *streamState) error {
+	ws := e.pl.search
+	b := append(e.event("content_block_start"), `,"content_block":{"type":"server_tool_use","id":`...)
+	b = api.AppendString(b, ws.id)
+	b = append(b, `,"name":"web_search","input":{}}}`...)
+	if err := e.emit(st, evContentBlockStart, b, false); err != nil {
+		return err
+	}
+	if e.block == 0 {
+		if err := st.emit(evPing, dataPing, false); err != nil {
+			return err
+		}
+	}
+	in, _ := json.Marshal(map[string]string{"query": ws.query})
+	half := len(in) / 2
+	for _, frag := range []string{"", string(in[:half]), string(in[half:])} {
+		b = append(e.event("content_block_delta"), `,"delta":{"type":"input_json_delta","partial_json":`...)
+		b = api.AppendString(b, frag)
+		if err := e.emit(st, evContentBlockDelta, append(b, `}}`...), false); err != nil {
+			return err
+		}
+	}
+	if err := e.stop(st); err != nil {
+		return err
+	}
+	b = append(e.event("content_block_start"), `,"content_block":{"type":"web_search_tool_result","tool_use_id":`...)
+	b = api.AppendString(b, ws.id)
+	b = append(b, `,"content":`...)
+	b = append(b, ws.anthropicResults()...)
+	if err := e.emit(st, evContentBlockStart, append(b, `}}`...), false); err != nil {
+		return err
+	}
+	return e.stop(st)
 }
 
 // stop ends the block open.
@@ -443,6 +512,9 @@ func (e *anthropicEncoder) finish(st *streamState, sent int) error {
 	b = append(b, anthropicStop[e.pl.stop]...)
 	b = append(b, `","stop_sequence":null},`...)
 	b = e.usage(b, sent, false)
+	if e.pl.search != nil {
+		b = append(b[:len(b)-1], `,"server_tool_use":{"web_search_requests":1}}`...)
+	}
 	b = append(b, '}')
 	if err := e.emit(st, evMessageDelta, b, false); err != nil {
 		return err

@@ -297,6 +297,15 @@ func anthropicParse(body *anthropicRequest, count bool) (*request, error) {
 	}
 
 	for i, raw := range body.Tools {
+		var head struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(raw, &head) == nil && strings.HasPrefix(head.Type, "web_search") {
+			if err := anthropicSearchTool(raw, i); err != nil {
+				return nil, err
+			}
+			req.search = true
+		}
 		var t struct {
 			Name         string          `json:"name"`
 			InputSchema  json.RawMessage `json:"input_schema"`
@@ -305,7 +314,7 @@ func anthropicParse(body *anthropicRequest, count bool) (*request, error) {
 		if json.Unmarshal(raw, &t) != nil {
 			return nil, paramError{"tools", fmt.Sprintf("tools.%d: Input should be a valid dictionary or object", i)}
 		}
-		if t.Name != "" {
+		if t.Name != "" && !strings.HasPrefix(head.Type, "web_search") {
 			req.tools = append(req.tools, tool{name: t.Name, schema: t.InputSchema})
 		}
 		u := anthropicUnit{raw: raw, tokens: estimateTokens(string(canonicalJSON(raw, "cache_control"))), path: fmt.Sprintf("tools.%d", i)}
@@ -342,6 +351,9 @@ func anthropicParse(body *anthropicRequest, count bool) (*request, error) {
 			return nil, paramError{"messages", fmt.Sprintf("messages.%d.content: %v", i, err)}
 		}
 		contents[i] = c
+		if m.Role == "user" {
+			req.question = strings.Join(c.texts, " ")
+		}
 		lead := m.Role
 		if i == 0 {
 			// Changing the thinking settings invalidates the cached

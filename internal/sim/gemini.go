@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -152,6 +153,12 @@ func (c *geminiThinkingConfig) ask() (thinkingAsk, error) {
 type geminiTool struct {
 	FunctionDeclarations  []geminiFunction `json:"functionDeclarations"`
 	FunctionDeclarations2 []geminiFunction `json:"function_declarations"`
+	// Google Search grounding (search.go), and the retrieval tool of
+	// Gemini 1.5 that newer models refuse.
+	GoogleSearch           json.RawMessage `json:"google_search"`
+	GoogleSearch2          json.RawMessage `json:"googleSearch"`
+	GoogleSearchRetrieval  json.RawMessage `json:"google_search_retrieval"`
+	GoogleSearchRetrieval2 json.RawMessage `json:"googleSearchRetrieval"`
 }
 
 type geminiFunction struct {
@@ -176,6 +183,9 @@ func geminiParse(body *geminiRequest, model string, stream bool) (*request, erro
 	}
 	for i := range body.Contents {
 		req.promptTokens += 3 + estimateTokens(body.Contents[i].text())
+		if body.Contents[i].Role != "model" {
+			req.question = body.Contents[i].text()
+		}
 	}
 	h := newPromptHash()
 	sys.hash(&h)
@@ -201,7 +211,12 @@ func geminiParse(body *geminiRequest, model string, stream bool) (*request, erro
 		}
 		req.thinking = ask
 	}
-	for _, t := range body.Tools {
+	for i, t := range body.Tools {
+		search, err := geminiSearchTool(&t, i)
+		if err != nil {
+			return nil, err
+		}
+		req.search = req.search || search
 		for _, f := range append(t.FunctionDeclarations, t.FunctionDeclarations2...) {
 			if f.Name == "" {
 				continue
@@ -441,9 +456,10 @@ func (geminiDialect) complete(w http.ResponseWriter, pl *plan, text string) {
 		Role  string `json:"role"`
 	}
 	type candidate struct {
-		Content      content `json:"content"`
-		FinishReason string  `json:"finishReason"`
-		Index        int     `json:"index"`
+		Content           content         `json:"content"`
+		FinishReason      string          `json:"finishReason"`
+		Index             int             `json:"index"`
+		GroundingMetadata json.RawMessage `json:"groundingMetadata,omitempty"`
 	}
 	type usage struct {
 		PromptTokenCount        int `json:"promptTokenCount"`
@@ -458,7 +474,7 @@ func (geminiDialect) complete(w http.ResponseWriter, pl *plan, text string) {
 		ModelVersion  string      `json:"modelVersion"`
 		ResponseID    string      `json:"responseId"`
 	}{
-		Candidates: []candidate{{Content: content{Parts: parts, Role: "model"}, FinishReason: geminiFinish[pl.stop]}},
+		Candidates: []candidate{{Content: content{Parts: parts, Role: "model"}, FinishReason: geminiFinish[pl.stop], GroundingMetadata: pl.search.geminiGrounding(len(text))}},
 		UsageMetadata: usage{pl.promptTokens, pl.tokens, pl.promptTokens + pl.tokens + pl.thinkTokens,
 			pl.cache.read, pl.thinkTokens},
 		ModelVersion: pl.model,
@@ -481,6 +497,9 @@ type geminiEncoder struct {
 	buf    []byte
 	pl     *plan
 	suffix []byte // ,"modelVersion":...,"responseId":...}
+	// textBytes is the answer's text so far in bytes, decoded: a search's
+	// groundingSupports segment spans it (search.go).
+	textBytes int
 }
 
 var _ encoder = (*geminiEncoder)(nil)
@@ -556,6 +575,10 @@ func (e *geminiEncoder) text(st *streamState, toks [][]byte, sent int) error {
 	b := append(e.buf[:0], `{"candidates":[{"content":{"parts":[{"text":"`...)
 	for _, t := range toks {
 		b = append(b, t...)
+		if e.pl.search != nil {
+			d, _ := api.AppendUnescaped(nil, t)
+			e.textBytes += len(d)
+		}
 	}
 	b = append(b, `"}`...)
 	b = e.tail(b, "", sent)
@@ -582,6 +605,11 @@ func (e *geminiEncoder) finish(st *streamState, sent int) error {
 	}
 	b = append(b, '}')
 	b = e.tail(b, geminiFinish[e.pl.stop], sent)
+	if g := e.pl.search.geminiGrounding(e.textBytes); g != nil {
+		// groundingMetadata in the candidate, after its index.
+		i := bytes.Index(b, []byte(`"index":0}`)) + len(`"index":0`)
+		b = append(b[:i], append(append([]byte(`,"groundingMetadata":`), g...), b[i:]...)...)
+	}
 	e.buf = b
 	return st.emit(nil, b, true)
 }

@@ -29,8 +29,12 @@ type request struct {
 	seed         *int64 // the body's seed, nil when none
 	includeUsage bool   // OpenAI stream_options.include_usage
 	tools        []tool // functions offered
-	thinking     thinkingAsk
-	signed       []signedBlock // Anthropic: thinking blocks passed back, to verify
+	// search: the provider's web search tool is offered (search.go);
+	// question is the last user message's text, what it searches for.
+	search   bool
+	question string
+	thinking thinkingAsk
+	signed   []signedBlock // Anthropic: thinking blocks passed back, to verify
 	// cache returns the request's prompt cache checkpoints for a minimum
 	// cacheable prefix of min tokens; nil = nothing to cache.
 	cache func(min int) *cacheQuery
@@ -57,8 +61,9 @@ type plan struct {
 	promptTokens int
 	tokens       int // answer tokens to send (text or tool call), thinking not included
 	stop         stopReason
-	chunks       int       // content chunks, visible thinking's included
-	tool         *toolCall // the forced tool call; nil = a text answer
+	chunks       int        // content chunks, visible thinking's included
+	tool         *toolCall  // the forced tool call; nil = a text answer
+	search       *webSearch // the search before a text answer (search.go); nil: none
 	firstAfter   time.Duration
 
 	// Thinking (see thinking.go): thinkTokens are output tokens spent
@@ -353,6 +358,9 @@ func (s *Server) plan(r *http.Request, req *request, d dialect) (*plan, error) {
 		// A tool call ignores the output limit: it is a few tokens.
 		pl.tool = newToolCall(forced, d.toolCallID(key), p.TokensPerChunk, d.wholeToolCall())
 		pl.tokens, pl.chunks, pl.stop = pl.tool.tokens, len(pl.tool.frags), stopTool
+	}
+	if req.search && pl.tool == nil {
+		pl.search = newWebSearch(req.question, key)
 	}
 	pl.chunks += pl.thinkChunks
 	// Thinking that is not streamed still takes its time before the first

@@ -145,7 +145,11 @@ func (c *Client) Open(ctx context.Context, req *provider.Request) (provider.Stre
 	if native {
 		return &passStream{stream{c: c, body: resp.Body, r: r, ctx: ctx, model: req.Model}}, nil
 	}
-	return &stream{c: c, body: resp.Body, r: r, ctx: ctx, model: req.Model, buf: make([]byte, 0, 512)}, nil
+	st := &stream{c: c, body: resp.Body, r: r, ctx: ctx, model: req.Model, buf: make([]byte, 0, 512)}
+	if req.Chat != nil && req.Chat.WebSearch != nil {
+		st.search = &searchState{}
+	}
+	return st, nil
 }
 
 // Complete implements provider.Provider: a non-streaming Messages request

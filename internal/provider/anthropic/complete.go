@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/streamgate/streamgate/internal/api"
 	"github.com/streamgate/streamgate/internal/provider"
@@ -35,6 +36,13 @@ type contentBlock struct {
 	ID        string          `json:"id"`
 	Name      string          `json:"name"`
 	Input     json.RawMessage `json:"input"`
+	ToolUseID string          `json:"tool_use_id"` // a server tool result's
+	Content   json.RawMessage `json:"content"`     // a server tool result's
+	Citations []struct {
+		Type  string `json:"type"`
+		URL   string `json:"url"`
+		Title string `json:"title"`
+	} `json:"citations"` // a text block's
 }
 
 // messageUsage is a Message's usage, its counts read by the rule of
@@ -92,10 +100,39 @@ func completion(body []byte, model string, now time.Time) ([]byte, error) {
 	}
 	var text, reasoning strings.Builder
 	msg := api.RespMsg{Role: "assistant"}
+	runes := 0 // characters of text so far: the citations' offsets
 	for _, b := range m.Content {
 		switch b.Type {
 		case "text":
 			text.WriteString(b.Text)
+			start := runes
+			runes += utf8.RuneCountInString(b.Text)
+			for _, c := range b.Citations {
+				if c.Type == "web_search_result_location" && c.URL != "" {
+					msg.Annotations = append(msg.Annotations, api.Annotation{Type: "url_citation",
+						URLCitation: api.URLCitation{StartIndex: start, EndIndex: runes, URL: c.URL, Title: c.Title}})
+				}
+			}
+		case "server_tool_use":
+			if b.Name == "web_search" {
+				var in struct {
+					Query string `json:"query"`
+				}
+				_ = json.Unmarshal(b.Input, &in)
+				msg.WebSearchCalls = append(msg.WebSearchCalls, api.WebSearchCall{ID: b.ID, Status: "searching", Query: in.Query})
+			}
+		case "web_search_tool_result":
+			for i := range msg.WebSearchCalls {
+				if c := &msg.WebSearchCalls[i]; c.ID == b.ToolUseID {
+					c.Status = "completed"
+					var e struct {
+						Type string `json:"type"`
+					}
+					if json.Unmarshal(b.Content, &e) == nil && e.Type == "web_search_tool_result_error" {
+						c.Status = "failed"
+					}
+				}
+			}
 		case "thinking":
 			reasoning.WriteString(b.Thinking)
 			msg.ThinkingBlocks = append(msg.ThinkingBlocks, api.ThinkingBlock{Type: "thinking", Thinking: b.Thinking, Signature: b.Signature})

@@ -70,6 +70,8 @@
 //	stop                         stop_sequences (empty strings dropped)
 //	tools (type function)        {name, description, input_schema: parameters, or an empty
 //	                             object schema; strict}; other tool types → rejected, retryable
+//	WebSearch (not encoded; the  the web search server tool {type:web_search_20250305,
+//	Responses front's web_search) name:web_search, allowed_domains, user_location}: see search.go
 //	tool_choice                  "auto" → {type:auto}, "required" → {type:any}, "none" →
 //	                             {type:none}, {function:{name}} → {type:tool,name}; dropped,
 //	                             with parallel_tool_calls, when there are no tools

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/streamgate/streamgate/internal/api"
@@ -89,12 +90,18 @@ type imageSource struct {
 	URL       string `json:"url,omitempty"`
 }
 
+// tool is a client tool (Type "": a function) or a server tool (Type
+// web_search_20250305, see webSearchTool).
 type tool struct {
+	Type         string          `json:"type,omitempty"`
 	Name         string          `json:"name"`
 	Description  string          `json:"description,omitempty"`
-	InputSchema  json.RawMessage `json:"input_schema"`
+	InputSchema  json.RawMessage `json:"input_schema,omitempty"` // set for every client tool: required there
 	Strict       *bool           `json:"strict,omitempty"`
 	CacheControl json.RawMessage `json:"cache_control,omitempty"`
+	// A web search tool's options.
+	AllowedDomains []string      `json:"allowed_domains,omitempty"`
+	UserLocation   *userLocation `json:"user_location,omitempty"`
 }
 
 type toolChoice struct {
@@ -543,6 +550,9 @@ func (out *request) tools(chat *api.ChatRequest) error {
 		}
 		out.Tools = append(out.Tools, tool{Name: t.Function.Name, Description: t.Function.Description, InputSchema: schema, Strict: t.Function.Strict,
 			CacheControl: t.CacheControl})
+	}
+	if ws := chat.WebSearch; ws != nil && !slices.ContainsFunc(out.Tools, func(t tool) bool { return t.Name == "web_search" }) {
+		out.Tools = append(out.Tools, webSearchTool(ws))
 	}
 	if len(out.Tools) == 0 {
 		return nil // tool_choice and parallel_tool_calls mean nothing without tools

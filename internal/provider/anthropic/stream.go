@@ -22,6 +22,7 @@ const (
 	kindText                  // "text"
 	kindThinking              // "thinking"
 	kindTool                  // "tool_use": a client tool call
+	kindSearch                // "server_tool_use" of web_search, when the request asked for it (search.go)
 )
 
 // blockState is what the stream keeps of one content block.
@@ -57,8 +58,10 @@ type fields struct {
 
 	// delta (content_block_delta, message_delta)
 	dType, text, thinking, partial, signature, stop, stopSeq []byte
+	citation                                                 []byte // a citations_delta's, raw
 	// content_block (content_block_start)
 	cbType, cbID, cbName, cbText, cbThinking, cbInput, cbData []byte
+	cbToolUseID, cbContent                                    []byte // a server tool result's (cbContent raw)
 	// message (message_start)
 	msgID, msgModel []byte
 	// usage (message.usage of message_start, usage of message_delta)
@@ -155,6 +158,7 @@ type stream struct {
 	// answer), so it counts them (see Reported).
 	covered  bool
 	sink     api.TextSink // see CountText; nil: none
+	search   *searchState // the answer's web searches (search.go); nil: the request asked for none
 	stopped  bool         // message_stop was read: the usage chunk is next, then io.EOF
 	usageOut bool         // the usage chunk was returned
 	err      error        // sticky end: io.EOF or the stream's error
@@ -376,6 +380,8 @@ func (s *stream) parseDelta(sc *scanner) error {
 			f.stop, err = sc.strOrSkip()
 		case "stop_sequence":
 			f.stopSeq, err = sc.strOrSkip()
+		case "citation":
+			f.citation, err = sc.raw()
 		default:
 			err = sc.skip()
 		}
@@ -413,6 +419,10 @@ func (s *stream) parseBlock(sc *scanner) error {
 			f.cbInput, err = sc.raw()
 		case "data":
 			f.cbData, err = sc.strOrSkip()
+		case "tool_use_id":
+			f.cbToolUseID, err = sc.strOrSkip()
+		case "content":
+			f.cbContent, err = sc.raw()
 		default:
 			err = sc.skip()
 		}
@@ -571,6 +581,14 @@ func (s *stream) translate() error {
 			lit = f.partial
 		case deltaSignature:
 			lit = f.signature
+		case deltaOther:
+			if s.search != nil && is(f.dType, "citations_delta") && f.citation != nil {
+				if _, err := s.block(f.index, f.hasIx); err != nil {
+					return err
+				}
+				s.cite(f.citation)
+				return nil
+			}
 		}
 		return s.blockDelta(f.index, f.hasIx, f.delta, lit)
 	case evBlockStart:
@@ -585,6 +603,12 @@ func (s *stream) translate() error {
 			// ""), while its input is {}: OpenAI clients parse "arguments".
 			b.args = true
 			s.toolArgs(b.tool, []byte(`"{}"`))
+		}
+		switch {
+		case b.kind == kindSearch:
+			s.searchEnd()
+		case b.kind == kindText && s.search != nil:
+			s.textEnd()
 		}
 	case evMessageDelta:
 		s.addUsage()
@@ -629,6 +653,9 @@ func (s *stream) blockDelta(index int64, hasIx bool, kind deltaKind, lit []byte)
 	}
 	switch kind {
 	case deltaText:
+		if s.search != nil {
+			s.search.runes += escapedRunes(lit)
+		}
 		s.content(keyContent, lit)
 	case deltaThinking:
 		s.content(keyReasoning, lit)
@@ -636,6 +663,9 @@ func (s *stream) blockDelta(index int64, hasIx bool, kind deltaKind, lit []byte)
 		if b.kind == kindTool && len(lit) > 2 { // "" adds nothing; a server tool's input is not a call
 			b.args = true
 			s.toolArgs(b.tool, lit)
+		}
+		if b.kind == kindSearch && len(lit) > 2 {
+			s.search.args = append(s.search.args, lit[1:len(lit)-1]...)
 		}
 	case deltaSignature:
 		if b.kind == kindThinking && len(lit) > 2 {
@@ -680,6 +710,10 @@ func (s *stream) blockStart() error {
 	f := &s.f
 	switch b.kind {
 	case kindText:
+		if s.search != nil {
+			s.search.textStart = s.search.runes
+			s.search.runes += escapedRunes(f.cbText)
+		}
 		s.content(keyContent, f.cbText)
 	case kindThinking:
 		s.content(keyReasoning, f.cbThinking)
@@ -691,7 +725,13 @@ func (s *stream) blockStart() error {
 			args = api.AppendString(nil, string(f.cbInput))
 		}
 		s.toolStart(b.tool, f.cbID, f.cbName, args)
+	case kindSearch:
+		s.searchStart(f.cbID)
 	default:
+		if s.search != nil && is(f.cbType, "web_search_tool_result") {
+			s.searchResult(f.cbToolUseID, f.cbContent)
+			return nil
+		}
 		if is(f.cbType, "redacted_thinking") && len(f.cbData) > 2 {
 			s.thinkingBlock(`"thinking_blocks":[{"type":"redacted_thinking","data":`, f.cbData)
 		}
@@ -722,6 +762,8 @@ func (s *stream) newBlock() (*blockState, error) {
 		s.tools++
 		in := f.cbInput
 		b.args = len(in) > 0 && !emptyObject(in) && string(in) != "null"
+	case s.search != nil && is(f.cbType, "server_tool_use") && is(f.cbName, "web_search"):
+		b.kind = kindSearch
 	}
 	s.blocks = append(s.blocks, b)
 	return &s.blocks[len(s.blocks)-1], nil

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -26,8 +27,9 @@ type genResponse struct {
 				} `json:"functionCall"`
 			} `json:"parts"`
 		} `json:"content"`
-		FinishReason string `json:"finishReason"`
-		Index        int    `json:"index"`
+		FinishReason      string     `json:"finishReason"`
+		Index             int        `json:"index"`
+		GroundingMetadata *grounding `json:"groundingMetadata"`
 	} `json:"candidates"`
 	PromptFeedback *struct {
 		BlockReason string `json:"blockReason"`
@@ -100,6 +102,12 @@ func completion(body []byte, model string, created int64, seed [8]byte) ([]byte,
 		}
 		if cand.FinishReason != "" {
 			finish = cand.FinishReason
+		}
+		if g := cand.GroundingMetadata; g != nil {
+			var seen []string
+			msg.WebSearchCalls, msg.Annotations = g.searches(&seen, "ws_"+string(hexSeed[:])+"_", []byte(text.String()))
+			// One entry per search, as it ended (see api.RespMsg).
+			msg.WebSearchCalls = slices.DeleteFunc(msg.WebSearchCalls, func(c api.WebSearchCall) bool { return c.Status != "completed" })
 		}
 	}
 	if err := toolCallFailure(finish); found && err != nil {

@@ -54,6 +54,8 @@
 //	                              parametersJsonSchema}: OpenAI sends JSON Schema, which
 //	                              "parameters" (OpenAPI subset) would refuse
 //	                              (additionalProperties, $ref, anyOf…)
+//	WebSearch (the Responses      a tools[] entry {"google_search":{}}; groundingMetadata
+//	front's web_search)           back as web search calls and annotations (search.go)
 //	tool_choice auto/none/        toolConfig.functionCallingConfig.mode AUTO/NONE/ANY
 //	  required
 //	tool_choice {function:{name}} mode ANY, allowedFunctionNames [name]
@@ -307,6 +309,9 @@ func (c *Client) Open(ctx context.Context, req *provider.Request) (provider.Stre
 	r.Reset(resp.Body)
 	s := &stream{c: c, body: resp.Body, r: r, ctx: ctx}
 	s.t.init(req.Model, c.now().Unix(), c.seed())
+	if req.Chat != nil && req.Chat.WebSearch != nil {
+		s.t.search = &searchState{}
+	}
 	s.hb.Data = heartbeat
 	return s, nil
 }

@@ -51,7 +51,8 @@ type (
 		Response json.RawMessage `json:"response"`
 	}
 	tool struct {
-		FunctionDeclarations []functionDeclaration `json:"functionDeclarations"`
+		FunctionDeclarations []functionDeclaration `json:"functionDeclarations,omitempty"`
+		GoogleSearch         *googleSearch         `json:"google_search,omitempty"` // search.go
 	}
 	functionDeclaration struct {
 		Name                 string          `json:"name"`
@@ -145,6 +146,9 @@ func Body(req *provider.Request) ([]byte, error) {
 	}
 	if err := translateTools(chat, &g); err != nil {
 		return nil, err
+	}
+	if chat.WebSearch != nil {
+		g.Tools = append(g.Tools, tool{GoogleSearch: &googleSearch{}})
 	}
 	gc, err := translateConfig(chat, req.Body)
 	if err != nil {

@@ -56,6 +56,7 @@ type event struct {
 	errCode    int
 	errMsg     []byte // decoded
 	errStatus  []byte // decoded
+	grounding  []byte // candidate 0's groundingMetadata, raw; nil when none
 }
 
 func (e *event) reset() {
@@ -105,6 +106,7 @@ type translator struct {
 	// candidatesTokenCount (which counts the text of its own event too).
 	uncovered bool
 	sink      api.TextSink // see stream.CountText; nil: none
+	search    *searchState // the answer's grounding (search.go); nil: the request asked for no search
 	prefix    []byte       // `{"id":…,"model":…,"choices":` of every chunk
 
 	s    scanner
@@ -149,6 +151,16 @@ func (t *translator) translate(data []byte) (int, error) {
 	// it (issue 22: content relayed after a finish chunk opened a second
 	// block on /v1/messages).
 	t.delta()
+	if t.search != nil {
+		for i := range e.parts {
+			if p := &e.parts[i]; !p.call && !p.thought {
+				t.search.text, _ = api.AppendUnescaped(t.search.text, p.text)
+			}
+		}
+		if e.grounding != nil {
+			t.grounded(e.grounding)
+		}
+	}
 	switch {
 	case e.finish != nil:
 		t.finished, t.blocked = true, false
@@ -600,7 +612,7 @@ func (t *translator) candidate() error {
 	}
 	e.candidates++
 	mark := len(e.parts)
-	var finish []byte
+	var finish, grounding []byte
 	var finEsc, hasFinish, other bool
 	err := s.obj(func(key []byte) error {
 		switch string(key) {
@@ -623,6 +635,10 @@ func (t *translator) candidate() error {
 			raw, esc, ok, err := s.text()
 			finish, finEsc, hasFinish = raw, esc, ok
 			return err
+		case "groundingMetadata":
+			v, err := s.value()
+			grounding = v
+			return err
 		case "index":
 			// Only candidate 0 is translated: the adapter never asks for
 			// more (n > 1 is refused).
@@ -641,6 +657,9 @@ func (t *translator) candidate() error {
 	}
 	if hasFinish && len(finish) > 0 {
 		e.finish = t.decode(finish, finEsc)
+	}
+	if t.search != nil && len(grounding) > 0 && grounding[0] == '{' {
+		e.grounding = grounding
 	}
 	return nil
 }
