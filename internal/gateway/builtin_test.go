@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -88,6 +89,27 @@ func TestResponsesBuiltinToolsAcrossKinds(t *testing.T) {
 				t.Fatalf("non-stream: got %v, header %q", err, hr.Header.Get(gateway.HeaderDroppedTools))
 			}
 			checkSearch(t, tt.model+" non-stream", *res, tt.events != nil, tt.model == "m-anthropic")
+
+			// The next turn, as Codex sends it (store false, the whole
+			// conversation): the web_search_call item and the annotated
+			// message go back as input.
+			items := []string{`{"role":"user","content":"What is new in Go?"}`}
+			for _, it := range res.Output {
+				items = append(items, it.RawJSON())
+			}
+			items = append(items, `{"role":"user","content":"And in Rust?"}`)
+			body := `{"model":"` + tt.model + `","store":false,"tools":[{"type":"function","name":"exec_command","parameters":{"type":"object"}},{"type":"web_search"}],"input":[` + strings.Join(items, ",") + `]}`
+			resp := do(t, "POST", e.url+"/v1/responses", devKey, body, "X-Sim-TTFT", "1ms", "X-Sim-ITL", "1ms")
+			entries++
+			var next responses.Response
+			if err := json.NewDecoder(resp.Body).Decode(&next); err != nil || resp.StatusCode != http.StatusOK || next.Status != "completed" {
+				t.Fatalf("second turn: got %d %v %+v", resp.StatusCode, err, next)
+			}
+			for _, it := range next.Output {
+				if it.Type == "web_search_call" && tt.events != nil && it.AsWebSearchCall().Action.Query != "and in rust" {
+					t.Errorf("second turn: searched %s, want the new question", it.RawJSON())
+				}
+			}
 		})
 	}
 	e.waitEntries(t, entries)

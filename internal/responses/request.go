@@ -257,6 +257,7 @@ func (r *Request) Parse() (*Parsed, error) {
 	if err != nil {
 		return nil, err
 	}
+	meta.search = chat.WebSearch != nil
 	if len(chat.Messages) == 0 {
 		if untr != nil { // only items a chat route cannot take: no chat form
 			return &Parsed{Meta: meta, Untranslatable: untr, Builtins: builtins, BuiltinErr: builtinErr(builtins, builtin)}, nil
@@ -650,7 +651,10 @@ type Meta struct {
 	// is written as summary_text, else as reasoning_text.
 	summary bool
 	tools   map[string]toolRef // the declared tools by chat name
-	base    string             // the random part of the ids
+	// search: the request asked for web search (api.ChatRequest.WebSearch):
+	// the encoder counts the text's characters for the annotations.
+	search bool
+	base   string // the random part of the ids
 }
 
 // meta builds the request's Meta.

@@ -148,7 +148,9 @@ func (e *Encoder) Event(w *sse.Writer, ev *sse.Event, info *api.ChunkInfo) error
 		// string is copied, still escaped, without a decode.
 		if raw, ok := plainText(ev.Data); ok {
 			e.chunks++
-			e.runes += api.EscapedRunes(raw[1 : len(raw)-1])
+			if e.m.search {
+				e.runes += api.EscapedRunes(raw[1 : len(raw)-1])
+			}
 			return e.rawText(w, raw[1:len(raw)-1])
 		}
 	}
@@ -208,7 +210,9 @@ func (e *Encoder) Event(w *sse.Writer, ev *sse.Event, info *api.ChunkInfo) error
 			if err := e.text(w, kindMessage, d.Content); err != nil {
 				return err
 			}
-			e.runes += utf8.RuneCountInString(d.Content)
+			if e.m.search {
+				e.runes += utf8.RuneCountInString(d.Content)
+			}
 		}
 		for j := range d.Annotations {
 			if err := e.annotation(w, &d.Annotations[j]); err != nil {
