@@ -112,7 +112,35 @@ type Responses struct {
 	// one) and names them in X-Streamgate-Dropped-Tools; BuiltinReject
 	// refuses the request there with 400 naming the tool.
 	BuiltinTools string `yaml:"builtin_tools"`
+	// WebSocket is OpenAI's WebSocket mode of the Responses API: GET
+	// /v1/responses with an upgrade (what Codex's built-in provider tries
+	// first).
+	WebSocket WebSocket `yaml:"websocket"`
 }
+
+// WebSocket is the `responses: websocket:` block.
+type WebSocket struct {
+	// Enabled serves the upgrade; nil (absent) means true. false: an
+	// upgrade is answered 426, so a client falls back to HTTP at once.
+	Enabled *bool `yaml:"enabled,omitempty"`
+	// Idle closes a socket on which no response runs and no frame came for
+	// this long; 0s means DefaultWebSocketIdle.
+	Idle Duration `yaml:"idle"`
+	// MaxLifetime is the longest a socket lives (OpenAI's is 60 minutes):
+	// past it, the response running ends, and the next response.create is
+	// answered with the error websocket_connection_limit_reached and the
+	// socket closed; 0s means DefaultWebSocketLifetime.
+	MaxLifetime Duration `yaml:"max_lifetime"`
+}
+
+// On reports whether WebSocket mode is on (Enabled absent or true).
+func (w WebSocket) On() bool { return w.Enabled == nil || *w.Enabled }
+
+// Defaults of responses.websocket.
+const (
+	DefaultWebSocketIdle     = 10 * time.Minute
+	DefaultWebSocketLifetime = 60 * time.Minute
+)
 
 // Values of responses.builtin_tools.
 const (

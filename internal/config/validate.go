@@ -83,6 +83,12 @@ func (c *Config) Validate() error {
 	default:
 		v.add("responses.builtin_tools", "must be drop or reject, got %q", c.Responses.BuiltinTools)
 	}
+	if d := c.Responses.WebSocket.Idle.D(); d < 0 || (d > 0 && d < time.Second) {
+		v.add("responses.websocket.idle", "must be at least 1s (0s: the default, %s), got %s", DefaultWebSocketIdle, d)
+	}
+	if d := c.Responses.WebSocket.MaxLifetime.D(); d < 0 || (d > 0 && d < time.Second) {
+		v.add("responses.websocket.max_lifetime", "must be at least 1s (0s: the default, %s), got %s", DefaultWebSocketLifetime, d)
+	}
 	v.otel(c.OTel)
 	for i, tp := range c.TrustedProxies {
 		if _, err := ParsePrefix(tp); err != nil {

@@ -202,6 +202,8 @@ type Gateway struct {
 	handlers sync.WaitGroup // requests being served
 	sims     []func()       // stop in-process simulators
 
+	sockets sockets // the open Responses WebSockets (websocket.go)
+
 	abortMu sync.Mutex
 	abort   context.CancelCauseFunc // ends the requests of the running Serve
 }
@@ -533,6 +535,9 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener, grace time.Duratio
 	// Dashboard pages hold their event streams open forever: they end
 	// when the drain begins instead of holding it for the grace period.
 	srv.RegisterOnShutdown(g.dash.Shutdown)
+	// Responses WebSockets are hijacked connections, which Shutdown does
+	// not track: they close once their response ends.
+	srv.RegisterOnShutdown(g.sockets.drain)
 	// The dashboard keeps the last hour from now on, page open or not.
 	g.dash.Start()
 	watched := g.watchKeys(base)

@@ -38,6 +38,10 @@ import (
 // item_reference) is not passed through (its ids are the gateway's, not
 // the upstream's), and an answer passed through is not stored.
 func (g *Gateway) responsesAPI(w http.ResponseWriter, r *http.Request) {
+	if isUpgrade(r) { // WebSocket mode (websocket.go)
+		g.responsesSocket(w, r)
+		return
+	}
 	info := infoFrom(r.Context())
 	c := newCall(info)
 	defer g.finish(c)
@@ -123,8 +127,12 @@ func (g *Gateway) parseResponses(w http.ResponseWriter, r *http.Request, keyID s
 		// Only a JSON null decodes into a struct without error.
 		return nil, nil, nil, invalid("", "invalid JSON body: want an object, got null")
 	}
-	stateful := usesState(&rq) // before resolveState replaces the references
-	if g.respStore != nil {
+	stateful := usesState(&rq)                // before resolveState replaces the references
+	if s := socketOf(r.Context()); s != nil { // a frame of the Responses WebSocket: the socket's state first
+		if st, err = g.socketState(r.Context(), s, keyID, &rq); err != nil {
+			return nil, nil, nil, responsesError(err)
+		}
+	} else if g.respStore != nil {
 		if st, err = g.resolveState(r.Context(), keyID, &rq); err != nil {
 			return nil, nil, nil, responsesError(err)
 		}
