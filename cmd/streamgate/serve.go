@@ -44,6 +44,8 @@ func newServeCmd(e *env) *cobra.Command {
   POST /v1/responses               OpenAI Responses API, streaming and not; stored ones:
                                    GET and DELETE /v1/responses/{id},
                                    GET /v1/responses/{id}/input_items
+  GET  /v1/responses + Upgrade     the Responses API over a WebSocket (OpenAI's WebSocket
+                                   mode: response.create frames; Codex's built-in provider)
   POST /v1/messages                Anthropic Messages API, streaming and not;
                                    POST /v1/messages/count_tokens
   POST /v1/embeddings              OpenAI embeddings
