@@ -54,6 +54,7 @@ type benchFlags struct {
 	sessions, turns             int
 	thinkTime                   time.Duration
 	sessionID                   string
+	transport                   string
 	systemTokens                int
 	hedgeIdealFrom              string
 	hedgeAfter                  time.Duration
@@ -149,6 +150,7 @@ delay (arrival - server stamp), so you know whether the client skewed figures.
 	fl.IntVar(&f.sessions, "sessions", 0, "run N multi-turn conversations at once, each a closed loop of --turns turns whose history grows (replaces --requests, --concurrency, --rate, --duration, --warmup)")
 	fl.IntVar(&f.turns, "turns", bench.DefaultTurns, "with --sessions: turns per session")
 	fl.DurationVar(&f.thinkTime, "think-time", 0, "with --sessions: wait this long (±25%) between a turn's end and the next send")
+	fl.StringVar(&f.transport, "transport", bench.TransportHTTP, "with --sessions and --api responses: http (each turn a POST with the whole conversation) or ws (one WebSocket per session, OpenAI's WebSocket mode: a warm-up with the system prompt, then each turn's new message only, chained with previous_response_id and store: false, as Codex's built-in provider sends them)")
 	fl.StringVar(&f.sessionID, "session-id", bench.SessionIDHeader, "with --sessions: how a session tells its identity <run-id>-<n>: header (X-Session-Id), body (prompt_cache_key; messages: metadata.user_id) or none")
 	fl.IntVar(&f.systemTokens, "system-tokens", 1500, "with --sessions: tokens of the system prompt every session shares (0: none)")
 	fl.StringVar(&f.hedgeIdealFrom, "hedge-ideal-from", "", "an unhedged run's --requests-out FILE: report what an ideal hedge (--hedge-after, --hedge-budget) would give, min(X1, after + X2) resampled from its first-token times, and this run's TTFT p99 against it (hedge_ideal)")
@@ -292,6 +294,7 @@ func benchConfigs(e *env, f *benchFlags, fs interface{ Changed(string) bool }) (
 	}
 	if f.sessions > 0 {
 		base.Sessions, base.Turns, base.ThinkTime, base.SessionID, base.SystemTokens = f.sessions, f.turns, f.thinkTime, f.sessionID, f.systemTokens
+		base.Transport = f.transport
 	}
 	if f.caFile != "" {
 		pool, err := config.LoadCAs(f.caFile)

@@ -83,6 +83,14 @@ type Config struct {
 	ThinkTime    time.Duration
 	SessionID    string
 	SystemTokens int
+	// Transport is how a session's turns travel: TransportHTTP ("" too),
+	// a request each, the whole conversation in each; or TransportWS
+	// (--api responses only): one WebSocket per session (OpenAI's
+	// WebSocket mode at GET {base}/responses), warmed up with the system
+	// prompt (generate: false, not measured), then each turn's new user
+	// message only, chained with previous_response_id and store: false,
+	// as Codex's built-in provider sends them.
+	Transport string
 	// Seed makes the request sequence and the arrival times reproducible.
 	Seed uint64
 
@@ -180,6 +188,7 @@ type ConfigEcho struct {
 	ThinkTime    string `json:"think_time,omitempty"`
 	SessionID    string `json:"session_id,omitempty"`
 	SystemTokens int    `json:"system_tokens,omitempty"`
+	Transport    string `json:"transport,omitempty"`
 }
 
 // RunResult is one benchmark point: one model at one load.

@@ -37,6 +37,9 @@ type Request struct {
 	// otherwise).
 	Session int `json:"session,omitempty"`
 	Turn    int `json:"turn,omitempty"`
+	// BodyBytes is the request body's size (a session's turn; over a
+	// WebSocket its frame's).
+	BodyBytes int `json:"body_bytes,omitempty"`
 
 	Status      int    `json:"status"`
 	Kind        string `json:"error_kind,omitempty"` // "" on success

@@ -133,6 +133,7 @@ func Echo(cfgs []Config) ConfigEcho {
 	}
 	if c.Sessions > 0 {
 		e.Sessions, e.Turns, e.SessionID, e.SystemTokens = c.Sessions, cmpOr(c.Turns, DefaultTurns), cmpOrStr(c.SessionID, SessionIDHeader), c.SystemTokens
+		e.Transport = cmpOrStr(c.Transport, TransportHTTP)
 		e.Requests, e.Warmup = e.Sessions*e.Turns, 0
 		if c.ThinkTime > 0 {
 			e.ThinkTime = c.ThinkTime.String()
@@ -231,7 +232,7 @@ func prepare(cfg Config, cache map[string][]Prompt) (*runner, error) {
 		if err := checkSessions(&cfg); err != nil {
 			return nil, err
 		}
-	} else if cfg.Turns != 0 || cfg.ThinkTime != 0 || cfg.SessionID != "" || cfg.SystemTokens != 0 {
+	} else if cfg.Turns != 0 || cfg.ThinkTime != 0 || cfg.SessionID != "" || cfg.SystemTokens != 0 || (cfg.Transport != "" && cfg.Transport != TransportHTTP) {
 		return nil, errors.New("bench: turns, think time, session id and system tokens need sessions")
 	}
 	if cfg.Requests == 0 && cfg.Duration == 0 {
@@ -351,6 +352,11 @@ func (r *runner) sendWith(ctx context.Context, req *Request, body []byte, hdr ht
 	})
 	st.req = nil
 	r.pool.Put(st)
+	r.recorded(req, measured)
+}
+
+// recorded files a request that ended.
+func (r *runner) recorded(req *Request, measured bool) {
 	r.mu.Lock()
 	delete(r.inflight, req)
 	if measured {

@@ -66,6 +66,11 @@ type SessionStats struct {
 	// CacheReadShareLater is cache reads / prompt tokens over the later
 	// turns alone (nil when none reported prompt tokens).
 	CacheReadShareLater *float64 `json:"cache_read_share_later_turns,omitempty"`
+	// Transport is how the turns travelled (http or ws); RequestBytes the
+	// bytes of the turns' request bodies (ws: their response.create
+	// frames), per turn sent.
+	Transport    string `json:"transport"`
+	RequestBytes Dist   `json:"request_bytes_per_turn"`
 }
 
 // checkSessions validates a session run's config and sets its request
@@ -84,6 +89,10 @@ func checkSessions(cfg *Config) error {
 		return errors.New("bench: negative turns, think time or system tokens")
 	case cfg.SessionID != "" && !slices.Contains(SessionIDModes, cfg.SessionID):
 		return fmt.Errorf("bench: session id %q: want one of %s", cfg.SessionID, strings.Join(SessionIDModes, ", "))
+	case cfg.Transport != "" && cfg.Transport != TransportHTTP && cfg.Transport != TransportWS:
+		return fmt.Errorf("bench: transport %q: want http or ws", cfg.Transport)
+	case cfg.Transport == TransportWS && cfg.API != APIResponses:
+		return errors.New("bench: transport ws is the Responses API's WebSocket mode: it needs --api responses")
 	}
 	if cfg.Turns == 0 {
 		cfg.Turns = DefaultTurns
@@ -176,6 +185,10 @@ func (r *runner) session(stopCtx, reqCtx context.Context, n int) {
 		hdr.Set(HeaderSessionID, id)
 	}
 	extra := r.sessionExtra(id)
+	if cfg.Transport == TransportWS {
+		sent = r.wsSession(stopCtx, reqCtx, n, id, hdr, extra, rng)
+		return
+	}
 	var history []turnMessage
 	for turn := 1; turn <= turns; turn++ {
 		if turn > 1 && cfg.ThinkTime > 0 {
@@ -205,6 +218,7 @@ func (r *runner) session(stopCtx, reqCtx context.Context, n int) {
 			return
 		}
 		sent++
+		req.BodyBytes = len(body)
 		r.sendWith(reqCtx, req, body, hdr, true)
 		if !req.OK() {
 			return
@@ -384,8 +398,12 @@ func dialectText(apiName string, dst, name, data []byte) []byte {
 func (r *runner) sessionStats(rr *RunResult, recs []*Request) {
 	cfg := &r.cfg
 	st := &SessionStats{Count: cfg.Sessions, Turns: cfg.Turns, ThinkTimeMs: ms(cfg.ThinkTime), SessionID: cfg.SessionID,
-		RunID: r.runID, SystemTokens: cfg.SystemTokens, TurnsNotSent: int(r.notSent.Load())}
-	var first, later []float64
+		RunID: r.runID, SystemTokens: cfg.SystemTokens, TurnsNotSent: int(r.notSent.Load()), Transport: cmpOrStr(cfg.Transport, TransportHTTP)}
+	var first, later, sizes []float64
+	for _, q := range recs {
+		sizes = append(sizes, float64(q.BodyBytes))
+	}
+	st.RequestBytes = Summarize(sizes)
 	var laterIn, laterRead int
 	for _, q := range recs {
 		if !q.OK() {
