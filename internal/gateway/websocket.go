@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -99,12 +101,14 @@ func (g *Gateway) responsesSocket(w http.ResponseWriter, r *http.Request) {
 	// No permessage-deflate: the CPU per event would grow several times
 	// for bytes that loopback and LANs carry for free (Codex offers it; a
 	// server may decline, RFC 7692).
-	c, err := websocket.Accept(w, r, nil)
+	hw := &hijackWriter{ResponseWriter: w}
+	c, err := websocket.Accept(hw, r, nil)
 	if err != nil {
 		return // Accept answered (400, 403 for a foreign Origin)
 	}
 	c.SetReadLimit(g.maxBody) // a frame is a request body: bounded alike
 	s := newSocket(g, c, r, wc)
+	s.conn = hw.conn
 	g.sockets.add(s)
 	defer g.sockets.remove(s)
 	s.serve()
@@ -113,10 +117,11 @@ func (g *Gateway) responsesSocket(w http.ResponseWriter, r *http.Request) {
 // socket is one open WebSocket: its frames, its one running response and
 // its state.
 type socket struct {
-	g   *Gateway
-	c   *websocket.Conn
-	up  *http.Request // the upgrade: headers and address of every response
-	ctx context.Context
+	g    *Gateway
+	c    *websocket.Conn
+	conn *batchConn    // under c: the frames of one relay flush leave in one write
+	up   *http.Request // the upgrade: headers and address of every response
+	ctx  context.Context
 	// cancel ends the socket: its reads and the running response, whose
 	// upstream is cancelled as a gone HTTP client's is (client_cancelled).
 	cancel context.CancelFunc
@@ -508,13 +513,14 @@ type frameWriter struct {
 	body   []byte // an error answer's body
 	carry  []byte // the start of an event a later Write ends
 	join   []byte // a multi-line data's lines, joined
-	wctx   context.Context
-	cancel context.CancelFunc
-	err    error
+	// deadline closes the socket when a write outlives the write deadline
+	// (see SetWriteDeadline); nil: none.
+	deadline *time.Timer
+	err      error
 }
 
 func newFrameWriter(s *socket) *frameWriter {
-	return &frameWriter{s: s, h: http.Header{}, wctx: s.ctx}
+	return &frameWriter{s: s, h: http.Header{}}
 }
 
 func (w *frameWriter) Header() http.Header { return w.h }
@@ -530,17 +536,19 @@ func (w *frameWriter) WriteHeader(code int) {
 func (w *frameWriter) FlushError() error { return w.err }
 
 // SetWriteDeadline bounds the writes of frames (timeouts.client_write,
-// through http.ResponseController): a write past it closes the socket, as
-// a stalled HTTP client's connection is.
+// through http.ResponseController, which the relay renews every half of
+// it): a client that has not read for that long has its socket closed, as
+// a stalled HTTP client's connection is, and the write fails. One timer
+// per deadline, not a context per write: a write with a cancellable
+// context costs coder/websocket a context.AfterFunc every frame.
 func (w *frameWriter) SetWriteDeadline(t time.Time) error {
-	if w.cancel != nil {
-		w.cancel()
+	if w.deadline != nil {
+		w.deadline.Stop()
+		w.deadline = nil
 	}
-	if t.IsZero() {
-		w.wctx, w.cancel = w.s.ctx, nil
-		return nil
+	if !t.IsZero() {
+		w.deadline = time.AfterFunc(time.Until(t), func() { w.s.c.CloseNow() })
 	}
-	w.wctx, w.cancel = context.WithDeadline(w.s.ctx, t)
 	return nil
 }
 
@@ -555,6 +563,14 @@ func (w *frameWriter) Write(p []byte) (int, error) {
 	if w.err != nil {
 		return 0, w.err
 	}
+	// The events of one relay flush leave in one write, as the SSE
+	// path's do (coder/websocket flushes every message).
+	w.s.conn.hold()
+	defer func() {
+		if err := w.s.conn.release(); err != nil && w.err == nil {
+			w.err = err
+		}
+	}()
 	data := p
 	if len(w.carry) > 0 {
 		w.carry = append(w.carry, p...)
@@ -630,7 +646,7 @@ func (w *frameWriter) event(block []byte) error {
 			w.s.finishing.Store(true)
 		}
 	}
-	return w.s.c.Write(w.wctx, websocket.MessageText, data)
+	return w.s.c.Write(context.Background(), websocket.MessageText, data) // bounded by SetWriteDeadline
 }
 
 // keep reads the response of a terminal event into the socket's state.
@@ -645,8 +661,8 @@ func (w *frameWriter) keep(data []byte) {
 
 // end sends an HTTP error answer as its in-band error frame.
 func (w *frameWriter) end() {
-	if w.cancel != nil {
-		w.cancel()
+	if w.deadline != nil {
+		w.deadline.Stop()
 	}
 	if w.status != 0 && w.status != http.StatusOK {
 		w.s.finishing.Store(true)
@@ -691,4 +707,71 @@ func (ss *sockets) drain() {
 	for s := range ss.open {
 		s.closeWhenIdle(websocket.StatusGoingAway, closeDrain, false)
 	}
+}
+
+// hijackWriter hands coder/websocket the hijacked connection wrapped in a
+// batchConn.
+type hijackWriter struct {
+	http.ResponseWriter
+	conn *batchConn
+}
+
+func (h *hijackWriter) Unwrap() http.ResponseWriter { return h.ResponseWriter }
+
+func (h *hijackWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, brw, err := http.NewResponseController(h.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := brw.Writer.Flush(); err != nil { // the 101 answer, if still buffered
+		c.Close()
+		return nil, nil, err
+	}
+	h.conn = &batchConn{Conn: c}
+	brw.Writer.Reset(h.conn)
+	return h.conn, brw, nil
+}
+
+// batchConn is a socket's connection: between hold and release, what is
+// written collects and leaves in one write (the frames of one relay
+// flush); otherwise writes go through. Other writers meanwhile (an error
+// frame, a pong) join the batch.
+type batchConn struct {
+	net.Conn
+	mu      sync.Mutex
+	holding bool
+	buf     []byte
+}
+
+func (b *batchConn) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.holding {
+		b.buf = append(b.buf, p...)
+		return len(p), nil
+	}
+	return b.Conn.Write(p)
+}
+
+func (b *batchConn) hold() {
+	b.mu.Lock()
+	b.holding = true
+	b.mu.Unlock()
+}
+
+// release writes what collected since hold.
+func (b *batchConn) release() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.holding = false
+	if len(b.buf) == 0 {
+		return nil
+	}
+	_, err := b.Conn.Write(b.buf)
+	if cap(b.buf) > 64<<10 {
+		b.buf = nil // a huge batch is not kept
+	} else {
+		b.buf = b.buf[:0]
+	}
+	return err
 }
