@@ -213,7 +213,7 @@ func TestParseShapeErrors(t *testing.T) {
 		{
 			name: "responses block: unknown field",
 			yaml: base + "responses: {store_retension: 48h}\n",
-			want: []string{`t.yaml:3: responses.store_retension: unknown field "store_retension" (known fields: builtin_tools, store_retention)`},
+			want: []string{`t.yaml:3: responses.store_retension: unknown field "store_retension" (known fields: builtin_tools, store_retention, websocket)`},
 		},
 		{
 			name: "responses.store_retention negative",
