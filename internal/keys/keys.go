@@ -135,6 +135,13 @@ var migrations = map[string][][]string{
 	}, teamsMigration(`DOUBLE PRECISION`, `TIMESTAMPTZ`)},
 }
 
+// Schema is the keys' schema in dialect (sqldb.SQLite or sqldb.Postgres).
+// Version 2 (teams) adds a column with a default, a table and an index: a
+// version-1 binary runs against it (its keys have no team).
+func Schema(dialect string) sqldb.Schema {
+	return sqldb.Schema{Component: schemaComponent, Steps: migrations[dialect], Compatible: []int{2}}
+}
+
 // Store is the keys' table in the gateway's database. It is safe for
 // concurrent use.
 type Store struct {
@@ -153,7 +160,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("keys: %w", err)
 	}
-	if err := db.Migrate(ctx, schemaComponent, migrations[db.Dialect]); err != nil {
+	if err := db.MigrateSchema(ctx, Schema(db.Dialect)); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("keys: open %s: %w", db.Name, err)
 	}

@@ -104,6 +104,12 @@ var migrations = map[string][][]string{
 	}},
 }
 
+// Schema is the stored responses' schema in dialect (sqldb.SQLite or
+// sqldb.Postgres).
+func Schema(dialect string) sqldb.Schema {
+	return sqldb.Schema{Component: schemaComponent, Steps: migrations[dialect]}
+}
+
 // Store is the stored responses. It is safe for concurrent use.
 type Store struct {
 	db        *sqldb.DB
@@ -127,7 +133,7 @@ func Open(ctx context.Context, dsn string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("responses store: %w", err)
 	}
-	if err := db.Migrate(ctx, schemaComponent, migrations[db.Dialect]); err != nil {
+	if err := db.MigrateSchema(ctx, Schema(db.Dialect)); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("responses store: open %s: %w", db.Name, err)
 	}

@@ -146,66 +146,12 @@ func openPostgres(ctx context.Context, dsn string) (*DB, error) {
 	return &DB{DB: db, Dialect: Postgres, Name: name}, nil
 }
 
-// Migrate brings the schema of component to version len(migrations) in one
-// transaction: migrations[i] holds the statements from version i to i+1, of
-// db's dialect. The version is kept in streamgate_schema (component,
-// version), created if missing. A schema at the latest version is left
-// untouched; one newer than len(migrations) (written by a newer binary) is an
-// error naming both versions; a failing statement rolls everything back. On
-// PostgreSQL a transaction-scoped advisory lock, shared by all components,
-// serialises concurrent migrations; on SQLite the transaction's BEGIN
-// IMMEDIATE does. Errors start with "schema:" and name component.
+// Migrate brings the schema of component to version len(migrations):
+// MigrateSchema of a Schema with no step marked compatible, so that every
+// binary older than the database refuses it. Components that state which
+// steps are compatible call MigrateSchema.
 func (db *DB) Migrate(ctx context.Context, component string, migrations [][]string) error {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("schema: %s: begin: %w", component, err)
-	}
-	defer tx.Rollback()
-	if db.Dialect == Postgres {
-		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(`+strconv.Itoa(migrationLock)+`)`); err != nil {
-			return fmt.Errorf("schema: %s: lock: %w", component, err)
-		}
-	}
-	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS streamgate_schema (
-		component TEXT PRIMARY KEY,
-		version   INTEGER NOT NULL
-	)`); err != nil {
-		return fmt.Errorf("schema: %s: create streamgate_schema: %w", component, err)
-	}
-	var version int
-	err = tx.QueryRowContext(ctx, `SELECT version FROM streamgate_schema WHERE component = $1`, component).Scan(&version)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		version = 0
-	case err != nil:
-		return fmt.Errorf("schema: %s: read version: %w", component, err)
-	}
-	latest := len(migrations)
-	if version > latest {
-		return fmt.Errorf("schema: %s schema version %d is newer than this binary's %d: upgrade streamgate", component, version, latest)
-	}
-	if version == latest {
-		return nil // nothing to write; the deferred rollback ends the read
-	}
-	for v := version; v < latest; v++ {
-		for _, stmt := range migrations[v] {
-			if _, err := tx.ExecContext(ctx, stmt); err != nil {
-				return fmt.Errorf("schema: %s: migrate to version %d: %w", component, v+1, err)
-			}
-		}
-	}
-	if version == 0 {
-		_, err = tx.ExecContext(ctx, `INSERT INTO streamgate_schema (component, version) VALUES ($1, $2)`, component, latest)
-	} else {
-		_, err = tx.ExecContext(ctx, `UPDATE streamgate_schema SET version = $2 WHERE component = $1`, component, latest)
-	}
-	if err != nil {
-		return fmt.Errorf("schema: %s: record version %d: %w", component, latest, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("schema: %s: commit: %w", component, err)
-	}
-	return nil
+	return db.MigrateSchema(ctx, Schema{Component: component, Steps: migrations})
 }
 
 // IsUniqueViolation reports whether err is a UNIQUE constraint (or unique

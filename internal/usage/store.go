@@ -79,11 +79,25 @@ func Open(ctx context.Context, dsn string) (Store, error) {
 		return nil, fmt.Errorf("usage: %w", err)
 	}
 	d := dialectOf(db)
-	if err := db.Migrate(ctx, schemaComponent, d.migrations); err != nil {
+	if err := db.MigrateSchema(ctx, Schema(db.Dialect)); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("usage: open %s: %w", db.Name, err)
 	}
 	return &sqlStore{db: db.DB, d: d}, nil
+}
+
+// Schema is the ledger's schema in dialect (sqldb.SQLite or
+// sqldb.Postgres). Version 2 (ttft_ns NULL when there was no first token)
+// is the one step a version-1 binary cannot read; every later step adds
+// columns with defaults or indexes, so a binary of version 2 or later runs
+// against any later schema (rows it writes lack the newer columns' data:
+// a version-5 binary records no team).
+func Schema(dialect string) sqldb.Schema {
+	d := sqliteDialect
+	if dialect == sqldb.Postgres {
+		d = postgresDialect
+	}
+	return sqldb.Schema{Component: schemaComponent, Steps: d.migrations, Compatible: []int{3, 4, 5, 6, 7}}
 }
 
 // idPrefix makes IDs unique across processes; idSeq within one.

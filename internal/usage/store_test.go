@@ -396,7 +396,16 @@ func TestSQLiteReopenAndSchemaVersion(t *testing.T) {
 	if err := db.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
 		t.Errorf("journal_mode: got %q, %v; want wal, nil", mode, err)
 	}
-	if _, err := db.Exec(`UPDATE streamgate_schema SET version = 99 WHERE component = 'usage'`); err != nil {
+	// A newer binary's compatible step: this one runs against it.
+	if _, err := db.Exec(`UPDATE streamgate_schema SET version = $1 + 1 WHERE component = 'usage'`, version); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(ctx, "sqlite://"+path); err != nil {
+		t.Fatalf("Open of a newer schema readable by this binary: %v", err)
+	}
+	s.Close()
+	// A newer binary's step this one cannot read.
+	if _, err := db.Exec(`UPDATE streamgate_schema SET version = 99, readable_from = 99 WHERE component = 'usage'`); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
