@@ -87,6 +87,9 @@ type Options struct {
 	Series SeriesFunc
 	// Budgets reads each key's budget and spend; nil: none shown.
 	Budgets func(context.Context) ([]Budget, error)
+	// TeamBudgets reads each team's budget and spend (/dashboard/teams);
+	// nil: none shown.
+	TeamBudgets func(context.Context) ([]TeamBudget, error)
 	// Replica names this gateway among its replicas; "": the hostname.
 	Replica string
 	// GrafanaURL is the board that sums every replica, linked from the
@@ -151,20 +154,22 @@ func replicaName(configured string) string {
 // Dashboard is the handler of /dashboard and the paths below it. Shutdown
 // ends its event streams; Close also waits for its goroutines.
 type Dashboard struct {
-	gather   prometheus.Gatherer
-	report   ReportFunc
-	models   atomic.Pointer[map[string]bool] // nil: every name is known; SetModels replaces it
-	routes   func() []RouteHealth
-	search   SearchFunc
-	series   SeriesFunc
-	budgets  func(context.Context) ([]Budget, error)
-	savings  SavingsFunc
-	replica  string
-	grafana  string
-	auth     authenticator
-	maxPages int
-	interval time.Duration
-	log      *slog.Logger
+	gather  prometheus.Gatherer
+	report  ReportFunc
+	models  atomic.Pointer[map[string]bool] // nil: every name is known; SetModels replaces it
+	routes  func() []RouteHealth
+	search  SearchFunc
+	series  SeriesFunc
+	budgets func(context.Context) ([]Budget, error)
+	savings SavingsFunc
+	// teamBudgets reads the teams' budgets (teams.go).
+	teamBudgets func(context.Context) ([]TeamBudget, error)
+	replica     string
+	grafana     string
+	auth        authenticator
+	maxPages    int
+	interval    time.Duration
+	log         *slog.Logger
 
 	ctx    context.Context // ended by Shutdown: ledger queries stop with it
 	cancel context.CancelFunc
@@ -206,22 +211,23 @@ type page struct {
 // Start is called.
 func New(opts Options) *Dashboard {
 	d := &Dashboard{
-		gather:   opts.Gatherer,
-		report:   opts.Report,
-		routes:   opts.Routes,
-		search:   opts.Search,
-		series:   opts.Series,
-		budgets:  opts.Budgets,
-		savings:  opts.Savings,
-		replica:  replicaName(opts.Replica),
-		grafana:  cmp.Or(opts.GrafanaURL, DefaultGrafanaURL),
-		auth:     newAuthenticator(opts.Open, opts.AdminKey, opts.Throttle),
-		maxPages: opts.MaxPages,
-		interval: opts.Interval,
-		log:      opts.Logger,
-		pages:    map[*page]struct{}{},
-		bounds:   map[string][]float64{},
-		gatherOK: true,
+		gather:      opts.Gatherer,
+		report:      opts.Report,
+		routes:      opts.Routes,
+		search:      opts.Search,
+		series:      opts.Series,
+		budgets:     opts.Budgets,
+		teamBudgets: opts.TeamBudgets,
+		savings:     opts.Savings,
+		replica:     replicaName(opts.Replica),
+		grafana:     cmp.Or(opts.GrafanaURL, DefaultGrafanaURL),
+		auth:        newAuthenticator(opts.Open, opts.AdminKey, opts.Throttle),
+		maxPages:    opts.MaxPages,
+		interval:    opts.Interval,
+		log:         opts.Logger,
+		pages:       map[*page]struct{}{},
+		bounds:      map[string][]float64{},
+		gatherOK:    true,
 	}
 	if d.maxPages <= 0 {
 		d.maxPages = DefaultMaxPages
@@ -254,6 +260,10 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d.servePage(w, r)
 	case "/dashboard/events":
 		d.serveEvents(w, r)
+	case "/dashboard/teams":
+		if d.allowed(w, r) {
+			d.ServeTeams(w, r)
+		}
 	case "/dashboard/history":
 		if d.allowed(w, r) {
 			d.ServeHistory(w, r)

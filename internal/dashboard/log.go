@@ -19,6 +19,7 @@ type requestRow struct {
 	Time      string `json:"time"` // RFC 3339, ms
 	RequestID string `json:"request_id"`
 	Key       string `json:"key"`
+	Team      string `json:"team"` // "": the key has none
 	Model     string `json:"model"`
 	Route     string `json:"route"`
 	// ProviderKey names the provider API key that served the request ("":
@@ -52,7 +53,7 @@ type requestPage struct {
 var errLedgerOff = errors.New("the usage ledger is off: set database in the config")
 
 // ServeRequests serves the request log: GET with q (a request id, key or
-// model), request_id, key, model, status, outcome, since (30m, 2h, 7d or
+// model), request_id, key, team, model, status, outcome, since (30m, 2h, 7d or
 // RFC 3339), limit (default 50, at most usage.MaxSearchLimit) and page
 // (from 0); newest first. It checks no credential: /dashboard/requests
 // asks for the dashboard's login, /admin/requests for the admin key.
@@ -81,7 +82,7 @@ func (d *Dashboard) ServeRequests(w http.ResponseWriter, r *http.Request) {
 	}
 	out := requestPage{Requests: make([]requestRow, 0, len(entries)), Page: page, Limit: q.Limit, More: more}
 	for _, e := range entries {
-		row := requestRow{Time: e.Time.UTC().Format("2006-01-02T15:04:05.000Z07:00"), RequestID: e.RequestID, Key: e.KeyID,
+		row := requestRow{Time: e.Time.UTC().Format("2006-01-02T15:04:05.000Z07:00"), RequestID: e.RequestID, Key: e.KeyID, Team: e.Team,
 			Model: e.Model, Route: e.Route, ProviderKey: e.ProviderKey, Status: e.Status, Outcome: e.Outcome, Stream: e.Stream, Attempts: e.Attempts,
 			TTFTMs: num(math.NaN()), DurationMs: num(ms(e.Duration)), InputTokens: e.InputTokens, OutputTokens: e.OutputTokens,
 			CacheReadTokens: e.CacheReadTokens, CacheHit: e.CacheReadTokens > 0, CostUSD: num(e.CostUSD), Error: e.Error}
@@ -98,7 +99,7 @@ func ms(d time.Duration) float64 { return float64(d) / 1e6 }
 // searchQuery reads the request log's parameters.
 func searchQuery(r *http.Request, now time.Time) (usage.SearchQuery, int, error) {
 	v := r.URL.Query()
-	q := usage.SearchQuery{RequestID: v.Get("request_id"), KeyID: v.Get("key"), Model: v.Get("model"),
+	q := usage.SearchQuery{RequestID: v.Get("request_id"), KeyID: v.Get("key"), Model: v.Get("model"), Team: v.Get("team"),
 		Outcome: v.Get("outcome"), Text: strings.TrimSpace(v.Get("q")), Limit: 50}
 	// A search box's three digits are a status code: nobody names a key 404.
 	if n, err := strconv.Atoi(q.Text); err == nil && n >= 100 && n <= 599 {

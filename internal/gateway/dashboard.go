@@ -69,3 +69,45 @@ func (g *Gateway) budgets(ctx context.Context) ([]dashboard.Budget, error) {
 	}
 	return out, errors.Join(errs...)
 }
+
+// teamBudgets are the budgets of the config's teams and the database's
+// teams (a config team wins over a database one of its name), with what
+// each spent in its current period (from the ledger, as the team budget
+// reads it).
+func (g *Gateway) teamBudgets(ctx context.Context) ([]dashboard.TeamBudget, error) {
+	now := time.Now()
+	var out []dashboard.TeamBudget
+	add := func(name string, limit float64, period string) error {
+		if !(limit > 0) {
+			return nil
+		}
+		if period == "" {
+			period = budget.Month
+		}
+		since, resets := budget.Window(period, now)
+		b := dashboard.TeamBudget{Team: name, Period: period, Since: since, Resets: resets, LimitUSD: limit}
+		if g.spentTeam != nil {
+			var err error
+			if b.SpentUSD, err = g.spentTeam(ctx, name, since); err != nil {
+				return err
+			}
+		}
+		out = append(out, b)
+		return nil
+	}
+	var errs []error
+	cfg := g.cur().cfg
+	for _, t := range cfg.Teams {
+		errs = append(errs, add(t.Name, t.BudgetUSD, t.BudgetPeriod))
+	}
+	if g.keyStore != nil {
+		ts, err := g.keyStore.ListTeams(ctx)
+		errs = append(errs, err)
+		for _, t := range ts {
+			if _, ok := cfg.Team(t.Name); !ok {
+				errs = append(errs, add(t.Name, t.BudgetUSD, t.BudgetPeriod))
+			}
+		}
+	}
+	return out, errors.Join(errs...)
+}

@@ -17,6 +17,7 @@ type SearchQuery struct {
 	RequestID string // the X-Request-Id the client got back
 	KeyID     string // the key's name
 	Model     string // the model the client asked for
+	Team      string // the key's team; "" matches any
 	Status    int    // the HTTP status sent; 0 matches any
 	Outcome   string // one of the Outcome constants; "" matches any
 	// Text matches an entry whose request id, key or model is Text (the
@@ -67,7 +68,7 @@ func Search(ctx context.Context, s Store, q SearchQuery) (page []Entry, more boo
 func (s *sqlStore) search(ctx context.Context, sq SearchQuery) ([]Entry, error) {
 	var q query
 	q.b.WriteString("SELECT " + columns + " FROM usage_entries")
-	q.where(s.d, Filter{Since: sq.Since, Until: sq.Until, KeyID: sq.KeyID, Model: sq.Model, Outcome: sq.Outcome})
+	q.where(s.d, Filter{Since: sq.Since, Until: sq.Until, KeyID: sq.KeyID, Model: sq.Model, Team: sq.Team, Outcome: sq.Outcome})
 	and := func(cond string) {
 		if !strings.Contains(q.b.String(), " WHERE ") {
 			q.b.WriteString(" WHERE ")
