@@ -91,6 +91,8 @@ restart (logged at WARN). On the embedded default there is no file to reload.
 Environment:
   STREAMGATE_LISTEN      listen address; overrides the config's listen (--addr overrides both)
   STREAMGATE_DATABASE    ledger database URL; overrides the config's database
+  STREAMGATE_REPLICA     this replica's name in /readyz, /healthz, the dashboard and logs;
+                         overrides the config's replica (default: host name:listen port)
   STREAMGATE_DEV_KEY     the development key of the embedded default (without --config);
                          unset: a random one is printed once
   ${VAR} in the config   any variable the config file names is read when it loads;
@@ -235,6 +237,7 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 		return err
 	}
 	defer stopTracing()
+	cfg.Replica = replicaName(e.getenv(EnvReplica), cfg.Replica, ln.Addr())
 	var reload func() (*config.Config, error) // nil on the embedded default: nothing to reload
 	if o.cfgPath != "" {
 		reload = func() (*config.Config, error) { return config.Load(o.cfgPath, e.getenv) }
@@ -248,7 +251,11 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 	// SIGHUP reloads the config file (POST /admin/reload does the same):
 	// the gateway logs the outcome. Stopped before gw.Close.
 	defer onHangup(o.logger, gw)()
+	// Each upstream asked once, in parallel: /readyz and the dashboard say
+	// "unknown" until it answered, "unreachable" when it did not.
+	gw.StartProbes(0)
 	warnCachePrices(o.logger, cfg)
+	warnEmptyAdminKey(o.logger, o.cfgPath, cfg.AdminKey)
 	if devKey != "" {
 		fmt.Fprintf(e.stdout, "streamgate: development key (shown once): %s\n", devKey)
 	}

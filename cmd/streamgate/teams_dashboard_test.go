@@ -17,11 +17,17 @@ import (
 // loopback port and returns its URL; the server stops when the test ends.
 func serveConfig(t *testing.T, cfg string, env map[string]string) (url string, stop func() int) {
 	t.Helper()
+	return serveConfigStderr(t, cfg, env, &strings.Builder{})
+}
+
+// serveConfigStderr is serveConfig writing serve's stderr (its log, at
+// warn) to stderr, which may be read once stop returned.
+func serveConfigStderr(t *testing.T, cfg string, env map[string]string, stderr *strings.Builder) (url string, stop func() int) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	exited := make(chan struct{}) // closed when serve returned code
 	code := 0
-	stderr := &strings.Builder{}
 	go func() {
 		code = run(ctx, []string{"serve", "--config", cfg, "--addr", "127.0.0.1:0", "--log-level", "warn"}, func(k string) string { return env[k] }, pw, stderr)
 		pw.Close()

@@ -17,6 +17,7 @@ import (
 func (g *Gateway) routeHealth() []dashboard.RouteHealth {
 	var out []dashboard.RouteHealth
 	st := g.cur()
+	states, _ := g.routeStatesNow()
 	for _, m := range st.cfg.Models {
 		rs := st.routes[m.Name]
 		if rs == nil {
@@ -24,7 +25,7 @@ func (g *Gateway) routeHealth() []dashboard.RouteHealth {
 		}
 		for _, t := range rs.targets {
 			s := t.rt.Snapshot()
-			out = append(out, dashboard.RouteHealth{Model: m.Name, Route: t.name, State: s.State.String(),
+			out = append(out, dashboard.RouteHealth{Model: m.Name, Route: t.name, State: states[t.name],
 				Attempts: s.Requests, Failures: s.Failures, ConsecutiveFailures: s.ConsecutiveFailures, Ejections: s.Ejections})
 		}
 	}

@@ -27,6 +27,10 @@ type endpoint struct {
 	check             provider.Checker
 	interval, timeout time.Duration
 	checking          atomic.Bool // a check goroutine runs
+	// prober answers the start-up probe (probe.go), whether or not the
+	// active check is on; nil when the provider has none.
+	prober provider.Checker
+	probe  atomic.Pointer[probeResult] // nil: never probed
 }
 
 // health is the gateway's upstream endpoints and their active checks.
@@ -90,6 +94,7 @@ func (h *health) add(key, name string, p provider.Provider, hc config.HealthChec
 		e.ep = route.NewEndpoint(name, route.Health{}, h.notify)
 	}
 	if c, ok := p.(provider.Checker); ok {
+		e.prober = c
 		if interval, timeout, on := hc.Every(); on {
 			e.check, e.interval, e.timeout = c, interval, timeout
 		}

@@ -281,19 +281,30 @@ func (g *Gateway) readyz(w http.ResponseWriter, r *http.Request) {
 	}
 	routes := map[string]map[string]string{}
 	st := g.cur()
+	all, upstreams := g.routeStatesNow()
+	var unreachable []string // models none of whose routes' upstreams answered
 	for _, m := range st.cfg.Models {
 		rs := st.routes[m.Name]
 		if rs == nil {
 			continue
 		}
 		states := map[string]string{}
+		down := len(rs.targets) > 0
 		for _, t := range rs.targets {
-			states[t.name] = t.rt.State().String()
+			states[t.name] = all[t.name]
+			down = down && all[t.name] == probeUnreachable
 		}
 		routes[m.Name] = states
 		if !rs.set.Ready() {
 			status = "degraded"
 		}
+		if down {
+			status = "degraded"
+			unreachable = append(unreachable, m.Name)
+		}
+	}
+	if len(unreachable) > 0 {
+		reasons = append(reasons, "no upstream of "+strings.Join(unreachable, ", ")+" answered the start-up probe (see upstreams)")
 	}
 	// Rate limits: shared through Redis, or counted by this replica alone
 	// (no redis: configured, or Redis unreachable: the gateway keeps
@@ -305,7 +316,7 @@ func (g *Gateway) readyz(w http.ResponseWriter, r *http.Request) {
 			limits = "local (redis unreachable: " + why + ")"
 		}
 	}
-	body := map[string]any{"status": status, "replica": g.replica, "ledger": ledger, "routes": routes, "rate_limits": limits}
+	body := map[string]any{"status": status, "replica": g.replica, "ledger": ledger, "routes": routes, "upstreams": upstreams, "rate_limits": limits}
 	if len(reasons) > 0 {
 		body["reason"] = strings.Join(reasons, "; ")
 	}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// At start each upstream is probed once: /readyz says "unknown" until it
+// answered, then "unreachable" for one that does not (status degraded,
+// the error named) and "healthy" for one that does; the replica is named
+// host:port unless STREAMGATE_REPLICA says otherwise; an admin_key that
+// expands empty is warned about.
+func TestServeProbesUpstreamsAtStart(t *testing.T) {
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadURL := "http://" + dead.Addr().String() + "/v1"
+	dead.Close() // nothing listens there now: connections are refused
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "gw.yaml")
+	yaml := `admin_key: ${STREAMGATE_TEST_ADMIN_KEY_UNSET}
+providers:
+  - {name: down, kind: openai, base_url: ` + deadURL + `, api_key: sk-x}
+  - {name: sim, kind: sim}
+keys: [{name: dev, key: sk-dev}]
+models:
+  - {name: m-down, routes: [{provider: down, model: gpt-x}]}
+  - {name: m-sim, routes: [{provider: sim, model: sim-fast}]}
+`
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, env string }{{"default name", ""}, {"STREAMGATE_REPLICA", "gw-7"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			stderr := &strings.Builder{}
+			url, stop := serveConfigStderr(t, cfg, map[string]string{EnvReplica: tc.env}, stderr)
+			var ready struct {
+				Status, Replica, Reason string
+				Routes                  map[string]map[string]string
+				Upstreams               map[string]struct {
+					Probe, Error, State string
+				}
+			}
+			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				resp, err := http.Get(url + "/readyz")
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err := json.Unmarshal(b, &ready); err != nil {
+					t.Fatalf("/readyz: %v in %s", err, b)
+				}
+				if st := ready.Routes["m-down"]["down/gpt-x"]; st != "unknown" {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("/readyz still unknown after 20s: %s", b)
+				}
+			}
+			if got := ready.Routes["m-down"]["down/gpt-x"]; got != "unreachable" {
+				t.Errorf("route on the dead upstream: got %q, want unreachable (%+v)", got, ready)
+			}
+			if ready.Status != "degraded" || !strings.Contains(ready.Reason, "m-down") {
+				t.Errorf("status %q reason %q, want degraded naming m-down", ready.Status, ready.Reason)
+			}
+			if u := ready.Upstreams["down"]; u.Probe != "unreachable" || u.Error == "" {
+				t.Errorf("upstream down: %+v, want unreachable with its error", u)
+			}
+			_, port, _ := net.SplitHostPort(strings.TrimPrefix(url, "http://"))
+			host, _ := os.Hostname()
+			want := host + ":" + port
+			if tc.env != "" {
+				want = tc.env
+			}
+			if ready.Replica != want {
+				t.Errorf("replica %q, want %q", ready.Replica, want)
+			}
+			// The sim answers: once probed its route is healthy.
+			for deadline := time.Now().Add(20 * time.Second); ready.Routes["m-sim"]["sim/sim-fast"] != "healthy"; time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("sim route: %+v, want healthy once probed", ready.Routes)
+				}
+				resp, _ := http.Get(url + "/readyz")
+				json.NewDecoder(resp.Body).Decode(&ready)
+				resp.Body.Close()
+			}
+			if code := stop(); code != 0 {
+				t.Errorf("exit %d", code)
+			}
+			if n := strings.Count(stderr.String(), "admin_key is empty once expanded"); n != 1 {
+				t.Errorf("stderr has %d admin_key warnings, want 1:\n%s", n, stderr)
+			}
+			if !strings.Contains(stderr.String(), "upstream endpoint unreachable at start") {
+				t.Errorf("stderr: %s\nwant the unreachable upstream logged", stderr)
+			}
+		})
+	}
+}
