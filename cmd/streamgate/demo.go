@@ -42,7 +42,7 @@ tables, each with the latency plots of its runs.`,
 		},
 	}
 	f := cmd.Flags()
-	f.BoolVar(&o.Quick, "quick", false, "smaller loads: the whole demo ends in under 60 s on 2 cores")
+	f.BoolVar(&o.Quick, "quick", false, "smaller loads: the whole demo takes about a minute (64 s measured on 2 shared cores, 2026-12)")
 	f.StringVar(&o.JSONPath, "json", "streamgate-demo.json", `write the merged benchmark result here ("-" for none)`)
 	f.StringVar(&o.HTMLPath, "html", "streamgate-demo.html", `write the HTML report here ("-" for none)`)
 	f.IntVar(&o.Concurrency, "concurrency", 0, "streams of the GC table (0 = 100 with --quick, else 300)")

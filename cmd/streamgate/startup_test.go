@@ -105,3 +105,22 @@ models:
 		})
 	}
 }
+
+// A team command's error is the team's, without the key store's "keys: "
+// prefix (issue 39).
+func TestTeamsErrorsWithoutKeysPrefix(t *testing.T) {
+	db := "sqlite://" + filepath.Join(t.TempDir(), "gw.db")
+	if code, _, errs := runCLI(t, nil, "teams", "create", "--name", "t1", "--database", db); code != 0 {
+		t.Fatal(errs)
+	}
+	if code, _, errs := runCLI(t, nil, "keys", "create", "--name", "k", "--team", "t1", "--database", db); code != 0 {
+		t.Fatal(errs)
+	}
+	for name, want := range map[string]string{"nope": `streamgate: team "nope": team not found`, "t1": `streamgate: delete team "t1": team in use by active keys`} {
+		code, _, errs := runCLI(t, nil, "teams", "delete", name, "--database", db)
+		errs = dropDatabaseLine(errs)
+		if code != 2 || !strings.HasPrefix(errs, want) {
+			t.Errorf("teams delete %s: exit %d, stderr %q; want 2 and %q", name, code, errs, want)
+		}
+	}
+}

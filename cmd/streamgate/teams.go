@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -52,7 +53,13 @@ The database is chosen as for streamgate keys.`,
 	pf.StringVar(&dsn, "database", "", "the database instead of the config's (sqlite://PATH or postgres://...; env STREAMGATE_DATABASE)")
 	pf.BoolVar(&asJSON, "json", false, "print JSON")
 
-	withStore := storeCommand(e, &dsn, &cfgPath)
+	keyStore := storeCommand(e, &dsn, &cfgPath)
+	// The teams' errors without the key store's "keys: " prefix: a team
+	// command's failure is not the keys'.
+	withStore := func(create bool, f func(ctx context.Context, s *keys.Store, db database) error) func(*cobra.Command, []string) error {
+		run := keyStore(create, f)
+		return func(c *cobra.Command, args []string) error { return unprefixed(run(c, args), "keys: ") }
+	}
 	// inConfig refuses a team the config defines: the config wins.
 	inConfig := func(name string) error {
 		names, err := configTeams(e, cfgPath)
@@ -247,3 +254,24 @@ func printTeams(w io.Writer, list []teamView) {
 func isTeamInput(err error) bool {
 	return errors.Is(err, keys.ErrTeamNotFound) || errors.Is(err, keys.ErrTeamTaken) || errors.Is(err, keys.ErrTeamInUse)
 }
+
+// unprefixed is err with prefix cut from its message, still wrapping it
+// (its exit status and errors.Is unchanged); nil for nil.
+func unprefixed(err error, prefix string) error {
+	if err == nil || !strings.HasPrefix(err.Error(), prefix) {
+		return err
+	}
+	var ue usageError
+	if errors.As(err, &ue) {
+		return usageError{cutPrefix{ue.err, prefix}}
+	}
+	return cutPrefix{err, prefix}
+}
+
+type cutPrefix struct {
+	err    error
+	prefix string
+}
+
+func (c cutPrefix) Error() string { return strings.TrimPrefix(c.err.Error(), c.prefix) }
+func (c cutPrefix) Unwrap() error { return c.err }

@@ -59,7 +59,7 @@ decimals): $0.002 is "0.002", never "0.00".
 
 --by team groups by the key's team, --by provider_key by the name of the
 provider API key that served the request (a provider with one api_key has
-none); entries without one show as "(none)".
+none); entries without one are the group "(none)", in the table, --json and --csv alike.
 
 Savings are priced at the current prices of the config read for them (named
 on stderr): --config, else ./streamgate.yaml when present, else the embedded
@@ -144,6 +144,14 @@ func runUsage(ctx context.Context, e *env, f *usageFlags, now time.Time) error {
 	}
 
 	rep := usage.NewBreakdown(q, rows, now)
+	// The entries without a key, route, team or provider key are the
+	// group "(none)" in every format, as the table has always shown them
+	// (the JSON and CSV said "" before).
+	for i := range rep.Groups {
+		if rep.Groups[i].Group == "" {
+			rep.Groups[i].Group = noneGroup
+		}
+	}
 	switch {
 	case f.json:
 		return printJSON(e.stdout, rep)
@@ -204,11 +212,7 @@ func writeUsageTable(w io.Writer, rep *usage.Breakdown) error {
 			t.OutputTokens, usd.Figure(t.CostUSD), usd.Figure(t.SavingsUSD))
 	}
 	for i := range rep.Groups {
-		name := rep.Groups[i].Group
-		if name == "" {
-			name = "(none)"
-		}
-		line(name, &rep.Groups[i].Totals)
+		line(rep.Groups[i].Group, &rep.Groups[i].Totals)
 	}
 	line("total", &rep.Total)
 	if err := tw.Flush(); err != nil {
@@ -253,3 +257,6 @@ func writeUsageCSV(w io.Writer, rep *usage.Breakdown) error {
 	cw.Flush()
 	return cw.Error()
 }
+
+// noneGroup names the group of the entries without a value of --by.
+const noneGroup = "(none)"

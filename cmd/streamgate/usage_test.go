@@ -410,6 +410,9 @@ models:
 					if by == "provider_key" {
 						g = e.ProviderKey
 					}
+					if g == "" {
+						g = "(none)" // as the table says it
+					}
 					if want[g] == nil {
 						want[g] = &usage.Totals{}
 					}
