@@ -444,7 +444,8 @@ func (p *parser) syntaxError(err error) error {
 	msg := err.Error()
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
 		line, _ := strconv.Atoi(m[1])
-		return &FieldError{File: p.file, Line: line, Msg: m[2]}
+		line, msg := yamlParserLine(line, m[2])
+		return &FieldError{File: p.file, Line: line, Msg: msg}
 	}
 	return &FieldError{File: p.file, Msg: strings.TrimPrefix(msg, "yaml: ")}
 }
