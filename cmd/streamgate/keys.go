@@ -94,6 +94,9 @@ create a SQLite file: the others fail when it does not exist.`,
 				for m := range strings.SplitSeq(models, ",") {
 					k.Models = append(k.Models, strings.TrimSpace(m))
 				}
+				if err := checkModels(e, cfgPath, db, k.Models); err != nil {
+					return err
+				}
 			}
 			if expires != "" {
 				t, err := gateway.ParseExpires(expires, time.Now())

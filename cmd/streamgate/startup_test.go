@@ -124,3 +124,23 @@ func TestTeamsErrorsWithoutKeysPrefix(t *testing.T) {
 		}
 	}
 }
+
+// keys create --models checks the names against the config it reads, and
+// says so when it reads none.
+func TestKeysCreateChecksModels(t *testing.T) {
+	dir := t.TempDir()
+	db := "sqlite://" + filepath.Join(dir, "gw.db")
+	cfg := filepath.Join(dir, "gw.yaml")
+	os.WriteFile(cfg, []byte("database: "+db+"\nproviders: [{name: sim, kind: sim}]\nmodels:\n  - {name: m1, routes: [{provider: sim, model: sim-fast}]}\n"), 0o600)
+	code, _, errs := runCLI(t, nil, "keys", "create", "--name", "a", "--models", "m1,nosuchmodel", "--config", cfg)
+	if code != 2 || !strings.Contains(errs, "--models: unknown model nosuchmodel (the models of "+cfg+": m1)") {
+		t.Errorf("unknown model: exit %d, stderr %q; want 2 naming it and the known ones", code, errs)
+	}
+	if code, _, errs := runCLI(t, nil, "keys", "create", "--name", "a", "--models", "m1", "--config", cfg); code != 0 {
+		t.Errorf("known model: exit %d, %s", code, errs)
+	}
+	code, _, errs = runCLI(t, nil, "keys", "create", "--name", "b", "--models", "whatever", "--database", db)
+	if code != 0 || !strings.Contains(errs, "--models whatever not checked") {
+		t.Errorf("no config: exit %d, stderr %q; want the key created and a warning", code, errs)
+	}
+}
