@@ -26,12 +26,12 @@ func init() { subcommands = append(subcommands, newBackupCmd, newMigrateCmd) }
 // gatewayTables are every table the gateway keeps in its database, the
 // version table first (TestGatewayTables checks the list against a
 // migrated database).
-var gatewayTables = []string{"streamgate_schema", "usage_entries", "api_keys", "teams", "responses", "response_items"}
+var gatewayTables = []string{"streamgate_schema", "usage_entries", "api_keys", "teams", "responses", "response_items", "streamgate_dev_key"}
 
 // schemas are the components keeping tables in the gateway's database, in
 // the order the gateway opens them.
 func schemas(dialect string) []sqldb.Schema {
-	return []sqldb.Schema{usage.Schema(dialect), keys.Schema(dialect), respstore.Schema(dialect)}
+	return []sqldb.Schema{usage.Schema(dialect), keys.Schema(dialect), respstore.Schema(dialect), devKeySchema()}
 }
 
 func newBackupCmd(e *env) *cobra.Command {
@@ -270,7 +270,7 @@ serve applies them all at start; migrate lets an operator see them first and tak
 one at a time.
 
 The database keeps a version per component (usage: the ledger; keys: API keys and
-teams; responses: stored /v1/responses). --dry-run prints, per component, the
+teams; responses: stored /v1/responses; dev_key: the embedded default's development key). --dry-run prints, per component, the
 database's version, this binary's, and each pending step's statements, and changes
 nothing. Without --dry-run every pending step is applied, each component in one
 transaction; with --component NAME --to N only that component's steps up to version N.
@@ -293,7 +293,7 @@ sqlite://streamgate.db; it is named on stderr, and must exist.`,
 		RunE: func(c *cobra.Command, _ []string) error {
 			toSet := c.Flags().Changed("to")
 			if toSet != (component != "") {
-				return usagef("--to and --component go together (a version is a component's: usage, keys or responses)")
+				return usagef("--to and --component go together (a version is a component's: usage, keys, responses or dev_key)")
 			}
 			db, err := chooseDatabase(e, dsn, cfgPath, false)
 			if err != nil {
@@ -326,7 +326,7 @@ sqlite://streamgate.db; it is named on stderr, and must exist.`,
 	}
 	f := cmd.Flags()
 	f.BoolVar(&dryRun, "dry-run", false, "show the versions and the pending steps; change nothing")
-	f.StringVar(&component, "component", "", "the component whose schema --to moves: usage, keys or responses")
+	f.StringVar(&component, "component", "", "the component whose schema --to moves: usage, keys, responses or dev_key")
 	f.IntVar(&to, "to", 0, "apply --component's steps up to this version, not beyond (never down)")
 	f.StringVar(&cfgPath, "config", "", "gateway config file whose database: to migrate (default: ./streamgate.yaml if present, else sqlite://streamgate.db)")
 	f.StringVar(&dsn, "database", "", "the database instead of the config's (sqlite://PATH or postgres://...; env STREAMGATE_DATABASE)")

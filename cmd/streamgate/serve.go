@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -64,7 +65,8 @@ func newServeCmd(e *env) *cobra.Command {
 Without --config it starts on the embedded default: an in-process simulated upstream
 serving the demo models (sim-fast, sim-gpt-4.1, sim-claude-sonnet-4.5,
 sim-gemini-2.5-flash, sim-deepseek-v3.2, sim-fallback), the ledger in
-sqlite://streamgate.db, a development key printed once (or STREAMGATE_DEV_KEY), and
+sqlite://streamgate.db, a development key (STREAMGATE_DEV_KEY, else one made at the
+first start and kept in the database, the same at every start: printed at each), and
 a one-time login link of the dashboard, "streamgate: dashboard (login link, works
 once): http://HOST:PORT/dashboard?token=..." (it has no admin_key: the link is the
 only way in; each start prints a new one).
@@ -94,7 +96,8 @@ Environment:
   STREAMGATE_REPLICA     this replica's name in /readyz, /healthz, the dashboard and logs;
                          overrides the config's replica (default: host name:listen port)
   STREAMGATE_DEV_KEY     the development key of the embedded default (without --config);
-                         unset: a random one is printed once
+                         unset: a random one made at the first start and kept in its
+                         database (table streamgate_dev_key), printed at every start
   ${VAR} in the config   any variable the config file names is read when it loads;
                          ${VAR:-default} when unset or empty; a provider api_key or a
                          key written as ${VAR} must have VAR set (${VAR:-} if optional)
@@ -231,6 +234,26 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 		}()
 		defer func() { stopPurge(); <-purged }()
 	}
+	devNote := ""
+	if devKey != "" && cfg.Database != "" {
+		// The embedded default keeps its development key in its database:
+		// the same at every start unless STREAMGATE_DEV_KEY says otherwise.
+		kept, fresh, err := keepDevKey(ctx, cfg.Database, devKey)
+		if err != nil {
+			return err
+		}
+		for i := range cfg.Keys {
+			if cfg.Keys[i].Key == devKey {
+				cfg.Keys[i].Key = kept
+			}
+		}
+		name, _, _ := describeDSN(cfg.Database)
+		devNote = "kept in " + name + ", the same at every start; STREAMGATE_DEV_KEY overrides it"
+		if fresh {
+			devNote = "new, " + devNote
+		}
+		devKey = kept
+	}
 	// Spans end with their requests: the flush (deferred) comes after Serve returned.
 	tracer, stopTracing, err := tracing.Start(ctx, cfg.OTel, releaseVersion(), o.logger)
 	if err != nil {
@@ -257,7 +280,7 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 	warnCachePrices(o.logger, cfg)
 	warnEmptyAdminKey(o.logger, o.cfgPath, cfg.AdminKey)
 	if devKey != "" {
-		fmt.Fprintf(e.stdout, "streamgate: development key (shown once): %s\n", devKey)
+		fmt.Fprintf(e.stdout, "streamgate: development key (%s): %s\n", cmp.Or(devNote, "shown once"), devKey)
 	}
 	if o.cfgPath == "" && !cfg.Dashboard.Open {
 		// The embedded default has no admin_key: this link is its login.

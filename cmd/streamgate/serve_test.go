@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -57,8 +58,8 @@ func serveInProcess(t *testing.T, grace string) *inProcess {
 	sc := bufio.NewScanner(pr)
 	for p.url == "" && sc.Scan() {
 		line := sc.Text()
-		if k, ok := strings.CutPrefix(line, "streamgate: development key (shown once): "); ok {
-			p.key = k
+		if m := devKeyLine.FindStringSubmatch(line); m != nil {
+			p.key = m[1]
 		}
 		if u, ok := strings.CutPrefix(line, "streamgate: dashboard (login link, works once): "); ok {
 			p.link = u
@@ -73,6 +74,9 @@ func serveInProcess(t *testing.T, grace string) *inProcess {
 	}
 	return p
 }
+
+// devKeyLine is the line serve prints its development key on.
+var devKeyLine = regexp.MustCompile(`^streamgate: development key \(.*\): (\S+)$`)
 
 // stream sends one short stream of 3 tokens and returns its status and body.
 func (p *inProcess) stream(t *testing.T) (int, string) {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
 	"io"
 	"net"
@@ -142,5 +144,58 @@ func TestKeysCreateChecksModels(t *testing.T) {
 	code, _, errs = runCLI(t, nil, "keys", "create", "--name", "b", "--models", "whatever", "--database", db)
 	if code != 0 || !strings.Contains(errs, "--models whatever not checked") {
 		t.Errorf("no config: exit %d, stderr %q; want the key created and a warning", code, errs)
+	}
+}
+
+// The embedded default keeps its development key in its database: the
+// same key at the next start, printed with where it lives; the key works.
+func TestServeDefaultKeepsDevKey(t *testing.T) {
+	db := "sqlite://" + filepath.Join(t.TempDir(), "gw.db")
+	start := func() (key, line string, stop func()) {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		pr, pw := io.Pipe()
+		done := make(chan struct{})
+		go func() {
+			run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--log-level", "warn"}, func(k string) string {
+				if k == "STREAMGATE_DATABASE" {
+					return db
+				}
+				return ""
+			}, pw, io.Discard)
+			pw.Close()
+			close(done)
+		}()
+		sc := bufio.NewScanner(pr)
+		url := ""
+		for url == "" && sc.Scan() {
+			if m := devKeyLine.FindStringSubmatch(sc.Text()); m != nil {
+				key, line = m[1], sc.Text()
+			}
+			if u, ok := strings.CutPrefix(sc.Text(), "streamgate: listening on "); ok {
+				url = u
+			}
+		}
+		go io.Copy(io.Discard, pr)
+		req, _ := http.NewRequest("GET", url+"/v1/models", nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Errorf("the printed key on /v1/models: %v %v", resp, err)
+		}
+		if resp != nil {
+			resp.Body.Close()
+		}
+		return key, line, func() { cancel(); <-done; http.DefaultClient.CloseIdleConnections() }
+	}
+	k1, line1, stop := start()
+	stop()
+	k2, line2, stop := start()
+	stop()
+	if k1 == "" || k1 != k2 {
+		t.Errorf("keys: %q then %q, want the same", k1, k2)
+	}
+	if !strings.Contains(line1, "new, kept in ") || strings.Contains(line2, "new,") || !strings.Contains(line2, "kept in "+strings.TrimPrefix(db, "sqlite://")) {
+		t.Errorf("lines %q and %q: want the first new, both naming the database", line1, line2)
 	}
 }

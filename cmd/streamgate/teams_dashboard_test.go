@@ -35,7 +35,9 @@ func serveConfigStderr(t *testing.T, cfg string, env map[string]string, stderr *
 	}()
 	sc := bufio.NewScanner(pr)
 	for url == "" && sc.Scan() {
-		url, _ = strings.CutPrefix(sc.Text(), "streamgate: listening on ")
+		if u, ok := strings.CutPrefix(sc.Text(), "streamgate: listening on "); ok {
+			url = u
+		}
 	}
 	go io.Copy(io.Discard, pr)
 	if url == "" {
