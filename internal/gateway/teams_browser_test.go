@@ -44,7 +44,9 @@ func TestDashboardBrowserTeams(t *testing.T) {
 	cfg.Dashboard.Open = true
 	cfg.Teams = []config.Team{{Name: "search", BudgetUSD: 1, BudgetPeriod: "day"}}
 	cfg.Keys = append(cfg.Keys, config.Key{Name: "s1", Key: "sk-s1", Team: "search"})
-	report := func(ctx context.Context, q usage.ReportQuery) ([]usage.ReportRow, error) { return usage.Report(ctx, store, q) }
+	report := func(ctx context.Context, q usage.ReportQuery) ([]usage.ReportRow, error) {
+		return usage.Report(ctx, store, q)
+	}
 	url, stop, _ := serveDashboard(t, gateway.Options{Config: cfg, Recorder: w, Report: report,
 		SpentTeam: func(ctx context.Context, team string, since time.Time) (float64, error) {
 			return usage.SpentTeam(ctx, store, team, since)
