@@ -262,44 +262,6 @@ func BenchmarkEncoderPassthrough(b *testing.B) {
 	}
 }
 
-// FuzzPlainText: when the fast path takes a valid JSON chunk, its
-// top-level "choices" has one choice whose delta holds only its content,
-// and the raw string decodes to that content.
-func FuzzPlainText(f *testing.F) {
-	for _, s := range []string{
-		`{"id":"c","choices":[{"index":0,"delta":{"content":" token"},"finish_reason":null}]}`,
-		`{"choices":[{"index":0,"delta":{"content":"a\"b\\\\c\u00e9"}}]}`,
-		`{"x":{"delta":{"content":"b"}},"choices":[{"index":0,"delta":{"role":"assistant","content":"a"}}]}`,
-		`{"choices":[{"delta":{"content":"x","reasoning_content":"y"}}]}`,
-		`{"choices":[{"delta":{"content":"x"}},{"delta":{"content":"y"}}]}`,
-		`{"choices":[{"delta":{"content":"x\\"}}]}`,
-		`{"choices":[{"delta":{"content":"x"}}`,
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		raw, ok := plainText(data)
-		if !ok || !json.Valid(data) {
-			return // the encoder decodes what the relay accepted (valid JSON) the slow way
-		}
-		var c struct {
-			Choices []struct {
-				Delta map[string]json.RawMessage `json:"delta"`
-			} `json:"choices"`
-		}
-		if err := json.Unmarshal(data, &c); err != nil {
-			return // not a chunk's shape: the relay would not have called it content
-		}
-		var want, got string
-		if len(c.Choices) != 1 || len(c.Choices[0].Delta) != 1 || json.Unmarshal(c.Choices[0].Delta["content"], &want) != nil {
-			t.Fatalf("plainText took %s (delta %v)", data, c.Choices)
-		}
-		if err := json.Unmarshal(raw, &got); err != nil || got != want {
-			t.Fatalf("plainText(%s) = %s: %q, %v; want %q", data, raw, got, err, want)
-		}
-	})
-}
-
 // encode writes chunks through an Encoder and returns the Anthropic events.
 func encode(t *testing.T, chunks ...string) []event {
 	t.Helper()

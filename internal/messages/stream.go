@@ -1,7 +1,6 @@
 package messages
 
 import (
-	"bytes"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -164,7 +163,7 @@ func (e *Encoder) Event(w *sse.Writer, ev *sse.Event, info *api.ChunkInfo) error
 	if e.started && e.open == 't' && info != nil && info.Content && !info.Finish && !info.HasUsage && !info.Error {
 		// The usual chunk, more text for the open text block: its content
 		// string is copied as the delta's, still escaped, without a decode.
-		if raw, ok := plainText(ev.Data); ok {
+		if raw, ok := api.PlainContent(ev.Data); ok {
 			return e.rawDelta(w, raw)
 		}
 	}
@@ -342,34 +341,6 @@ func (e *Encoder) delta(w *sse.Writer, kind byte, typ, field, text string) error
 	b = append(b, "}}"...)
 	e.buf = b
 	return w.Queue([]byte("content_block_delta"), b)
-}
-
-// plainText returns the content of a chunk whose one choice's delta holds
-// nothing but its content, written the way OpenAI and the adapters write it
-// ("choices":[{"index":0,"delta":{"content":"…"}), as the raw JSON string
-// (quotes and escapes as sent). "choices" and "delta" must each occur once,
-// so the member found is the top-level one; a raw '"' cannot occur inside a
-// JSON string, so the pattern cannot be found inside one. Anything else is
-// decoded the slow way.
-func plainText(data []byte) ([]byte, bool) {
-	const key = `"choices":[{"index":0,"delta":{"content":"`
-	i := bytes.Index(data, []byte(key))
-	if i < 0 || bytes.Count(data, []byte(`"choices":`)) != 1 || bytes.Count(data, []byte(`"delta":`)) != 1 {
-		return nil, false
-	}
-	start := i + len(key) - 1 // the opening quote
-	for k := start + 1; k < len(data); k++ {
-		switch data[k] {
-		case '\\':
-			k++
-		case '"':
-			if k+1 < len(data) && data[k+1] == '}' {
-				return data[start : k+1], true
-			}
-			return nil, false // the delta holds more
-		}
-	}
-	return nil, false
 }
 
 // rawDelta writes a text_delta whose text is raw, a JSON string as sent.

@@ -615,41 +615,6 @@ func FuzzDecode(f *testing.F) {
 	})
 }
 
-// FuzzPlainText: when the fast path takes a valid JSON chunk, its
-// top-level "choices" has one choice whose delta holds only its content,
-// and the raw string decodes to that content.
-func FuzzPlainText(f *testing.F) {
-	for _, s := range []string{
-		`{"id":"c","choices":[{"index":0,"delta":{"content":" token"},"finish_reason":null}]}`,
-		`{"choices":[{"index":0,"delta":{"content":"a\"b\\\\c\u00e9"}}]}`,
-		`{"x":{"delta":{"content":"b"}},"choices":[{"index":0,"delta":{"role":"assistant","content":"a"}}]}`,
-		`{"choices":[{"index":0,"delta":{"content":"x\\"}}]}`,
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		raw, ok := plainText(data)
-		if !ok || !json.Valid(data) {
-			return
-		}
-		var c struct {
-			Choices []struct {
-				Delta map[string]json.RawMessage `json:"delta"`
-			} `json:"choices"`
-		}
-		if err := json.Unmarshal(data, &c); err != nil {
-			return
-		}
-		var want, got string
-		if len(c.Choices) != 1 || len(c.Choices[0].Delta) != 1 || json.Unmarshal(c.Choices[0].Delta["content"], &want) != nil {
-			t.Fatalf("fast path took %s", data)
-		}
-		if err := json.Unmarshal(raw, &got); err != nil || got != want {
-			t.Fatalf("raw %s decodes to %q, %v; want %q", raw, got, err, want)
-		}
-	})
-}
-
 // FuzzEncoder: whatever chunks an upstream sends (each line of the input
 // that the relay would relay: a JSON object ScanChunk accepts), the
 // stream written is well formed: every event a JSON object of its type,

@@ -1,7 +1,6 @@
 package responses
 
 import (
-	"bytes"
 	"encoding/json"
 	"strconv"
 	"time"
@@ -146,7 +145,7 @@ func (e *Encoder) Event(w *sse.Writer, ev *sse.Event, info *api.ChunkInfo) error
 	if e.cur >= 0 && info != nil && info.Content && !info.Finish && !info.HasUsage && !info.Error && e.items[e.cur].kind == kindMessage {
 		// The usual chunk, more text for the open message: its content
 		// string is copied, still escaped, without a decode.
-		if raw, ok := plainText(ev.Data); ok {
+		if raw, ok := api.PlainContent(ev.Data); ok {
 			e.chunks++
 			if e.m.search {
 				e.runes += api.EscapedRunes(raw[1 : len(raw)-1])
@@ -728,40 +727,3 @@ var keepAliveText = []byte("keep-alive")
 // ErrorBody implements relay.Encoder: the OpenAI error object, as OpenAI's
 // Responses API answers errors.
 func (e *Encoder) ErrorBody(_ int, body []byte) []byte { return body }
-
-// plainText returns the content of a chunk whose one choice's delta holds
-// nothing but its content, written the way OpenAI and the adapters write it
-// ("choices":[{"index":0,"delta":{"content":"…"}), as the raw JSON string
-// (quotes and escapes as sent). A raw '"' cannot occur inside a JSON
-// string, so the pattern, found where "choices" first occurs, is the
-// top-level member; no "choices" or "delta" may follow the content string
-// (a later duplicate would win, or another choice follow). Anything else
-// is decoded the slow way. messages.Encoder has the same fast path, which
-// counts the keys over the whole chunk instead; this one reads only the
-// few bytes around the content.
-func plainText(data []byte) ([]byte, bool) {
-	i := bytes.Index(data, choicesKey)
-	if i < 0 || !bytes.HasPrefix(data[i:], plainKey) {
-		return nil, false
-	}
-	start := i + len(plainKey) - 1 // the opening quote
-	for k := start + 1; k < len(data); k++ {
-		switch data[k] {
-		case '\\':
-			k++
-		case '"':
-			rest := data[k+1:]
-			if len(rest) == 0 || rest[0] != '}' || bytes.Contains(rest, choicesKey) || bytes.Contains(rest, deltaKey) {
-				return nil, false // the delta holds more, or more follows
-			}
-			return data[start : k+1], true
-		}
-	}
-	return nil, false
-}
-
-var (
-	plainKey   = []byte(`"choices":[{"index":0,"delta":{"content":"`)
-	choicesKey = []byte(`"choices":`)
-	deltaKey   = []byte(`"delta":`)
-)
