@@ -255,8 +255,11 @@ func TestTeamBudgetAcrossReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d requests served, team spend $%.7f of a $%.4f budget, largest request $%.7f; ledger $%.7f", n, served, budgetUSD, maxCost, ledger)
-	if served < budgetUSD {
-		t.Errorf("served $%.7f, less than the budget $%.4f: refused early", served, budgetUSD)
+	// A replica refuses while the others' requests in flight hold their
+	// reservations, which settle at their cost after; so the first refusal
+	// may leave up to one request per other replica of the budget unspent.
+	if floor := budgetUSD - 3*maxCost; served < floor {
+		t.Errorf("served $%.7f, less than the budget $%.4f less one request per replica ($%.7f): refused early", served, budgetUSD, floor)
 	}
 	if bound := budgetUSD + 3*maxCost; served > bound {
 		t.Errorf("served $%.7f, more than the budget plus one request per replica ($%.7f)", served, bound)
