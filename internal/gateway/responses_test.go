@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -533,4 +534,54 @@ func benchResponses(b *testing.B, chunks int) {
 			b.Fatalf("got status %d, want 200", w.status)
 		}
 	}
+}
+
+// TestResponsesAdditionalTools: a request as Codex sends it with its
+// default model (trimmed from a capture): the tools in an
+// additional_tools item, grouped in namespaces, "tools" empty, and a
+// configuration_update item. A chat route serves it; a call of a
+// namespaced tool comes back with its name and namespace.
+func TestResponsesAdditionalTools(t *testing.T) {
+	e := start(t, baseConfig())
+	raw, err := os.ReadFile("../responses/testdata/codex_additional_tools.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body map[string]any
+	if err := json.Unmarshal(raw, &body); err != nil {
+		t.Fatal(err)
+	}
+	body["model"], body["stream"] = "m-sim", false
+	plain, _ := json.Marshal(body)
+	resp := do(t, "POST", e.url+"/v1/responses", devKey, string(plain), "X-Sim-TTFT", "1ms", "X-Sim-ITL", "1ms")
+	b, _ := io.ReadAll(resp.Body)
+	var res responses.Response
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &res) != nil || res.OutputText() == "" || res.Reasoning.Effort != "low" {
+		t.Fatalf("got %d %s; want 200 with the sim's answer, reasoning effort low", resp.StatusCode, b)
+	}
+
+	body["stream"] = true
+	streamed, _ := json.Marshal(body)
+	resp = do(t, "POST", e.url+"/v1/responses", devKey, string(streamed), "X-Sim-TTFT", "1ms", "X-Sim-ITL", "1ms", "X-Sim-Tool-Call", "clock__sleep")
+	b, _ = io.ReadAll(resp.Body)
+	var done struct {
+		Response responses.Response `json:"response"`
+	}
+	for line := range strings.Lines(string(b)) {
+		if data, ok := strings.CutPrefix(line, "data: "); ok && strings.Contains(data, `"type":"response.completed"`) {
+			json.Unmarshal([]byte(data), &done)
+		}
+	}
+	out := done.Response.Output
+	if resp.StatusCode != http.StatusOK || len(out) == 0 {
+		t.Fatalf("got %d %s; want 200 and a completed response", resp.StatusCode, b)
+	}
+	call := out[len(out)-1].AsFunctionCall()
+	if call.Type != "function_call" || call.Name != "sleep" || call.Namespace != "clock" {
+		t.Errorf("got the call %s; want sleep in namespace clock", out[len(out)-1].RawJSON())
+	}
+	if !strings.Contains(string(b), `"name":"sleep","namespace":"clock"`) {
+		t.Errorf("no output_item.added names sleep in clock: %s", b)
+	}
+	e.waitEntries(t, 2)
 }

@@ -23,7 +23,12 @@
 // tools: function tools as they are; custom (freeform) tools as a function
 // with one string parameter "input", whose calls come back as
 // custom_tool_call items; namespace tools as their function and custom
-// tools, named namespace__name, whose calls come back with their namespace;
+// tools, named namespace__name (bare in the default namespace
+// "functions"), whose calls come back with their namespace (none for
+// "functions"); the tools of additional_tools input items (Codex
+// declares its tools there, "tools" empty) join tools, and a
+// configuration_update item's reasoning.effort is the request's (neither
+// item is a message);
 // built-in tools (web_search, file_search, …) are left out and named in
 // Parsed.Builtins (a route that passes the Responses API through gets
 // them; the gateway drops them elsewhere, or refuses with
@@ -153,12 +158,22 @@ type toolRef struct {
 
 // chatName is the chat function name of the tool name in namespace: the
 // name itself, or the namespace and the name joined by "__" (chat function
-// names allow letters, digits, "_" and "-").
+// names allow letters, digits, "_" and "-"). The namespace "functions"
+// is the default one (Codex's): its tools keep their names.
 func chatName(namespace, name string) string {
-	if namespace == "" {
+	if namespace = spaceOf(namespace); namespace == "" {
 		return name
 	}
 	return namespace + "__" + name
+}
+
+// spaceOf is the namespace a call is answered with: namespace, "" for the
+// default namespace "functions".
+func spaceOf(namespace string) string {
+	if namespace == "functions" {
+		return ""
+	}
+	return namespace
 }
 
 // Error is a request the gateway refuses; Param names the field.
@@ -201,6 +216,15 @@ type Parsed struct {
 // Parse translates a Responses request, decoded by Decode, into its chat
 // form. Errors are *Error naming the field.
 func (r *Request) Parse() (*Parsed, error) {
+	extra, effort := configItems(r.Prior, r.Input)
+	if effort != nil {
+		var rs Reasoning
+		if r.Reasoning != nil {
+			rs = *r.Reasoning
+		}
+		rs.Effort = effort
+		r.Reasoning = &rs
+	}
 	if err := r.validate(); err != nil {
 		return nil, err
 	}
@@ -231,7 +255,7 @@ func (r *Request) Parse() (*Parsed, error) {
 		builtin  *Error
 		builtins []string
 	)
-	if chat.Tools, chat.WebSearch, builtins, builtin, err = chatTools(r.Tools, tools); err != nil {
+	if chat.Tools, chat.WebSearch, builtins, builtin, err = chatTools(r.Tools, extra, tools); err != nil {
 		return nil, err
 	}
 	var choice *Error
@@ -350,14 +374,73 @@ func isString(raw json.RawMessage) bool {
 	return len(t) > 0 && t[0] == '"'
 }
 
-// chatTools turns "tools" into chat functions, recording each in tools
-// under its chat name. A namespace's tools are functions named after it
-// (chatName); a built-in tool is left out, its type named in builtins
-// (once) and the first one's refusal in builtin; web_search's options are
-// ws (see readWebSearch).
-func chatTools(raws []json.RawMessage, tools map[string]toolRef) (out []api.Tool, ws *api.WebSearch, builtins []string, builtin *Error, err error) {
-	var add func(raws []json.RawMessage, namespace, path string) error
-	add = func(raws []json.RawMessage, namespace, path string) error {
+// toolSource is the tools of an additional_tools input item and their
+// path ("input[0].tools").
+type toolSource struct {
+	raws []json.RawMessage
+	path string
+}
+
+// configItems reads the input items that configure the request rather
+// than converse (prior's first): the tools of additional_tools items
+// (Codex declares its tools there, grouped in namespaces, with "tools"
+// empty), and the reasoning effort of the last configuration_update item
+// that gives a valid one (nil: none). Items that do not decode are left
+// to convertInput to name.
+func configItems(prior []json.RawMessage, raw json.RawMessage) (extra []toolSource, effort *string) {
+	read := func(it json.RawMessage, path string) {
+		var head struct {
+			Type      string            `json:"type"`
+			Tools     []json.RawMessage `json:"tools"`
+			Reasoning *struct {
+				Effort *string `json:"effort"`
+			} `json:"reasoning"`
+		}
+		if json.Unmarshal(it, &head) != nil {
+			return
+		}
+		switch head.Type {
+		case "additional_tools":
+			if len(head.Tools) > 0 {
+				extra = append(extra, toolSource{raws: head.Tools, path: path + ".tools"})
+			}
+		case "configuration_update":
+			if rs := head.Reasoning; rs != nil && rs.Effort != nil {
+				switch *rs.Effort {
+				case "none", "minimal", "low", "medium", "high", "xhigh":
+					effort = rs.Effort
+				}
+			}
+		}
+	}
+	for i, it := range prior {
+		read(it, fmt.Sprintf("previous_response_id's item %d", i))
+	}
+	if !isSet(raw) || isString(raw) {
+		return extra, effort
+	}
+	var items []json.RawMessage
+	if json.Unmarshal(raw, &items) != nil {
+		return extra, effort
+	}
+	for i, it := range items {
+		read(it, fmt.Sprintf("input[%d]", i))
+	}
+	return extra, effort
+}
+
+// chatTools turns "tools", then the tools of additional_tools items
+// (extra), into chat functions, recording each in tools under its chat
+// name. A namespace's tools are functions named after it (chatName); a
+// built-in tool is left out, its type named in builtins (once) and the
+// first one's refusal in builtin; web_search's options are ws (see
+// readWebSearch). A tool declared twice in "tools" is an error; one an
+// additional_tools item declares again (Codex repeats them in the
+// history it resends) replaces the earlier declaration.
+func chatTools(raws []json.RawMessage, extra []toolSource, tools map[string]toolRef) (out []api.Tool, ws *api.WebSearch, builtins []string, builtin *Error, err error) {
+	at := map[string]int{} // index in out by chat name
+	var add func(raws []json.RawMessage, namespace, path string, again bool) error
+	add = func(raws []json.RawMessage, namespace, path string, again bool) error {
 		for i, raw := range raws {
 			tp := fmt.Sprintf("%s[%d]", path, i)
 			t, err := readTool(raw, tp, namespace == "")
@@ -380,23 +463,35 @@ func chatTools(raws []json.RawMessage, tools map[string]toolRef) (out []api.Tool
 				return err
 			}
 			if t.Type == "namespace" {
-				if err := add(t.Tools, t.Name, tp+".tools"); err != nil {
+				if err := add(t.Tools, t.Name, tp+".tools", again); err != nil {
 					return err
 				}
 				continue
 			}
 			name := chatName(namespace, t.Name)
-			if _, dup := tools[name]; dup {
-				return errorf(tp+".name", "tool %q is declared twice", name)
-			}
-			tools[name] = toolRef{name: t.Name, namespace: namespace, custom: t.Type == "custom"}
+			tools[name] = toolRef{name: t.Name, namespace: spaceOf(namespace), custom: t.Type == "custom"}
 			f := functionOf(t)
 			f.Function.Name = name
+			if i, dup := at[name]; dup {
+				if !again {
+					return errorf(tp+".name", "tool %q is declared twice", name)
+				}
+				out[i] = f
+				continue
+			}
+			at[name] = len(out)
 			out = append(out, f)
 		}
 		return nil
 	}
-	err = add(raws, "", "tools")
+	if err = add(raws, "", "tools", false); err != nil {
+		return out, ws, builtins, builtin, err
+	}
+	for _, src := range extra {
+		if err = add(src.raws, "", src.path, true); err != nil {
+			break
+		}
+	}
 	return out, ws, builtins, builtin, err
 }
 
@@ -910,6 +1005,10 @@ func (c *converter) item(raw json.RawMessage, path string) error {
 	typ := head.kind()
 	switch typ {
 	case "message", "function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output", "reasoning":
+	case "additional_tools", "configuration_update":
+		// Read before the conversation (configItems): the tools join
+		// the request's, the reasoning effort is the request's.
+		return nil
 	case "web_search_call":
 		// A search that ran (on a route that mapped web_search, or
 		// passed it through): what it found is in the answer after it,

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -669,5 +670,120 @@ func BenchmarkEncoderPass(b *testing.B) {
 		if err := enc.Event(w, ev, info); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestAdditionalTools: Codex's additional_tools input items declare tools
+// (grouped in namespaces) that join the request's, the default namespace
+// "functions" keeping bare names and others namespace__name; a
+// configuration_update item sets the reasoning effort. Neither is
+// refused; built-in tools in them are left out as in "tools".
+func TestAdditionalTools(t *testing.T) {
+	captured, err := os.ReadFile("testdata/codex_additional_tools.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(tools string) string {
+		return `{"type":"additional_tools","id":"at_1","role":"developer","tools":[` + tools + `]}`
+	}
+	clock := `{"type":"namespace","name":"clock","tools":[{"type":"function","name":"sleep","parameters":{"type":"object"}}]}`
+	fns := `{"type":"namespace","name":"functions","description":"","tools":[{"type":"custom","name":"exec"},{"type":"function","name":"wait"}]}`
+	user := `{"role":"user","content":"hi"}`
+	tests := []struct {
+		name     string
+		body     string
+		tools    string // chat tool names
+		effort   string
+		msgs     int
+		builtins string
+		calls    string // the chat names of the input's calls
+	}{
+		{name: "captured", body: string(captured), tools: "exec,wait,clock__sleep,collaboration__spawn_agent", effort: "low", msgs: 2},
+		{name: "with tools", body: `{"model":"m","tools":[{"type":"function","name":"f"}],"input":[` + at(fns+","+clock) + `,` + user + `]}`,
+			tools: "f,exec,wait,clock__sleep", msgs: 1},
+		{name: "builtins dropped", body: `{"model":"m","input":[` + at(`{"type":"web_search"},{"type":"namespace","name":"x","tools":[{"type":"file_search"},{"type":"function","name":"g"}]}`) + `,` + user + `]}`,
+			tools: "x__g", msgs: 1, builtins: "web_search,file_search"},
+		{name: "declared again", body: `{"model":"m","input":[` + at(clock) + `,` + user + `,` + at(clock) + `]}`, tools: "clock__sleep", msgs: 1},
+		{name: "configuration_update without effort", body: `{"model":"m","reasoning":{"effort":"medium"},"input":[` + user + `,{"type":"configuration_update"},{"type":"configuration_update","reasoning":{"effort":"bogus"}}]}`,
+			effort: "medium", msgs: 1},
+		{name: "last effort wins", body: `{"model":"m","input":[{"type":"configuration_update","reasoning":{"effort":"high"}},` + user + `,{"type":"configuration_update","reasoning":{"effort":"minimal"}}]}`,
+			effort: "minimal", msgs: 1},
+		{name: "calls with namespaces", body: `{"model":"m","input":[` + at(fns+","+clock) + `,` + user + `,
+			{"type":"function_call","call_id":"c1","name":"sleep","namespace":"clock","arguments":"{}"},
+			{"type":"function_call","call_id":"c2","name":"wait","namespace":"functions","arguments":"{}"},
+			{"type":"custom_tool_call","call_id":"c3","name":"exec","input":"1"},
+			{"type":"function_call_output","call_id":"c1","output":"ok"},{"type":"function_call_output","call_id":"c2","output":"ok"},
+			{"type":"custom_tool_call_output","call_id":"c3","output":"ok"}]}`,
+			tools: "exec,wait,clock__sleep", msgs: 5, calls: "clock__sleep,wait,exec"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := parse(t, tt.body)
+			if p.Untranslatable != nil {
+				t.Fatalf("untranslatable: %v", p.Untranslatable)
+			}
+			var names, calls []string
+			for _, tl := range p.Chat.Tools {
+				names = append(names, tl.Function.Name)
+			}
+			for _, m := range p.Chat.Messages {
+				for _, c := range m.ToolCalls {
+					calls = append(calls, c.Function.Name)
+				}
+			}
+			if got := strings.Join(names, ","); got != tt.tools {
+				t.Errorf("chat tools: got %q, want %q", got, tt.tools)
+			}
+			if got := strings.Join(calls, ","); got != tt.calls {
+				t.Errorf("input calls: got %q, want %q", got, tt.calls)
+			}
+			if p.Chat.ReasoningEffort != tt.effort {
+				t.Errorf("reasoning effort: got %q, want %q", p.Chat.ReasoningEffort, tt.effort)
+			}
+			if len(p.Chat.Messages) != tt.msgs {
+				t.Errorf("got %d messages, want %d: %+v", len(p.Chat.Messages), tt.msgs, p.Chat.Messages)
+			}
+			if got := strings.Join(p.Builtins, ","); got != tt.builtins {
+				t.Errorf("builtins: got %q, want %q", got, tt.builtins)
+			}
+		})
+	}
+}
+
+// TestAdditionalToolsCalls: the calls of additional tools come back named
+// as declared: a namespace's with it, the default namespace's ("functions")
+// with none.
+func TestAdditionalToolsCalls(t *testing.T) {
+	captured, err := os.ReadFile("testdata/codex_additional_tools.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := parse(t, string(captured))
+	enc := NewEncoder(p.Meta)
+	out := run(t, enc, []string{role,
+		`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","function":{"name":"clock__sleep","arguments":"{\"duration_ms\":1}"}}]}}]}`,
+		`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"c2","function":{"name":"wait","arguments":"{}"}}]}}]}`,
+		`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":2,"id":"c3","function":{"name":"exec","arguments":"{\"input\":\"1+1\"}"}}]}}]}`,
+		fin("tool_calls"), usage1}, enc.Done)
+	evs := events(t, out)
+	var added []string
+	for _, ev := range evs {
+		if ev.Type == "response.output_item.added" {
+			added = append(added, ev.Item.Name+"/"+ev.Item.Namespace)
+		}
+	}
+	if got := strings.Join(added, ","); got != "sleep/clock,wait/,exec/" {
+		t.Errorf("output_item.added: got %s, want sleep/clock,wait/,exec/", got)
+	}
+	res := evs[len(evs)-1].AsResponseCompleted().Response
+	s, w, x := res.Output[0].AsFunctionCall(), res.Output[1].AsFunctionCall(), res.Output[2].AsCustomToolCall()
+	if s.Name != "sleep" || s.Namespace != "clock" || w.Name != "wait" || w.Namespace != "" || x.Name != "exec" || x.Namespace != "" || x.Input != "1+1" {
+		t.Errorf("got %s", res.RawJSON())
+	}
+	if raw := res.Output[1].RawJSON(); strings.Contains(raw, "namespace") {
+		t.Errorf("a default-namespace call has a namespace: %s", raw)
+	}
+	if !strings.Contains(res.RawJSON(), `"reasoning":{"effort":"low"`) {
+		t.Errorf("the configuration_update's effort is not echoed: %s", res.RawJSON())
 	}
 }
