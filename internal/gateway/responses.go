@@ -127,6 +127,7 @@ func (g *Gateway) parseResponses(w http.ResponseWriter, r *http.Request, keyID s
 		// Only a JSON null decodes into a struct without error.
 		return nil, nil, nil, invalid("", "invalid JSON body: want an object, got null")
 	}
+	rq.Warmup = isWarmup(r.Context())
 	stateful := usesState(&rq)                // before resolveState replaces the references
 	if s := socketOf(r.Context()); s != nil { // a frame of the Responses WebSocket: the socket's state first
 		if st, err = g.socketState(r.Context(), s, keyID, &rq); err != nil {

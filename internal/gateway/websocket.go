@@ -277,7 +277,7 @@ func (s *socket) run(f wsFrame, done chan struct{}) {
 	defer fw.end()
 	r := s.request(f.body)
 	if !f.generate {
-		s.g.warmup(fw, r)
+		s.g.warmup(fw, r.WithContext(context.WithValue(r.Context(), warmupKey{}, true)))
 		return
 	}
 	s.g.ServeHTTP(fw, r)
@@ -775,3 +775,10 @@ func (b *batchConn) release() error {
 	}
 	return err
 }
+
+// warmupKey marks the context of a warm-up's request (generate: false).
+type warmupKey struct{}
+
+// isWarmup reports whether ctx is a warm-up's: its request may have no
+// input, since no model is called.
+func isWarmup(ctx context.Context) bool { w, _ := ctx.Value(warmupKey{}).(bool); return w }

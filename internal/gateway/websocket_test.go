@@ -402,3 +402,45 @@ func TestResponsesWebSocketRefusals(t *testing.T) {
 		}
 	})
 }
+
+// TestResponsesWebSocketWarmupToolsOnly: Codex's warm-up for its default
+// model carries no message, only its tools as an additional_tools item and
+// a configuration_update: it is answered (no input is no error when no
+// model is called), and the turn chained from it reaches the upstream with
+// those tools, flattened, and the user's message.
+func TestResponsesWebSocketWarmupToolsOnly(t *testing.T) {
+	up := &recordingUpstream{}
+	srv := httptest.NewServer(up)
+	defer srv.Close()
+	cfg := baseConfig()
+	cfg.MaxBody = 1 << 20
+	cfg.Providers = []config.Provider{{Name: "up", Kind: "openai", BaseURL: srv.URL}}
+	cfg.Models = []config.Model{{Name: "m-up", Routes: []config.Route{{Provider: "up", Model: "up"}}}}
+	e := startWith(t, gateway.Options{Config: cfg, KeepAlive: -1})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := wsDial(t, ctx, e.url)
+	defer c.Close(websocket.StatusNormalClosure, "")
+	extra := map[string]any{"type": "additional_tools", "id": "at_1", "role": "developer", "tools": []any{
+		map[string]any{"type": "namespace", "name": "clock", "description": "", "tools": []any{
+			map[string]any{"type": "function", "name": "sleep", "strict": false, "parameters": map[string]any{"type": "object"}}}}}}
+	wsSend(t, ctx, c, map[string]any{"type": "response.create", "generate": false, "model": "m-up", "store": false, "tools": []any{},
+		"input": []any{extra, map[string]any{"type": "configuration_update", "reasoning": map[string]any{"effort": "low"}}}})
+	warm := wsRead(t, ctx, c)
+	if warm.terminal != "response.completed" {
+		t.Fatalf("tools-only warm-up: got %v %v, want response.completed", warm.types, warm.err)
+	}
+	wsSend(t, ctx, c, map[string]any{"type": "response.create", "model": "m-up", "store": false, "tools": []any{},
+		"previous_response_id": warm.final["id"], "input": []any{userItem("USER-C")}})
+	if first := wsRead(t, ctx, c); first.terminal == "" {
+		t.Fatalf("turn 1: got %v %v", first.types, first.err)
+	}
+	bodies := up.all()
+	if len(bodies) != 1 {
+		t.Fatalf("the upstream got %d requests, want 1", len(bodies))
+	}
+	b, _ := json.Marshal(bodies[0])
+	if !strings.Contains(string(b), `"clock__sleep"`) || !strings.Contains(string(b), "USER-C") {
+		t.Errorf("the turn after a tools-only warm-up: upstream body %s, want the clock__sleep tool and the user's message", b)
+	}
+}

@@ -78,6 +78,11 @@ import (
 
 // Request is the body of POST /v1/responses, the members the gateway reads.
 type Request struct {
+	// Warmup marks a warm-up (the Responses WebSocket's generate: false):
+	// no model is called, so a request with no input (Codex's warm-up may
+	// carry only tools and settings as items) is no error. Not a member.
+	Warmup bool `json:"-"`
+
 	Model                string            `json:"model"`
 	Input                json.RawMessage   `json:"input"` // a string or an array of items
 	Instructions         *string           `json:"instructions"`
@@ -283,6 +288,9 @@ func (r *Request) Parse() (*Parsed, error) {
 	}
 	meta.search = chat.WebSearch != nil
 	if len(chat.Messages) == 0 {
+		if r.Warmup {
+			return &Parsed{Meta: meta, Builtins: builtins}, nil
+		}
 		if untr != nil { // only items a chat route cannot take: no chat form
 			return &Parsed{Meta: meta, Untranslatable: untr, Builtins: builtins, BuiltinErr: builtinErr(builtins, builtin)}, nil
 		}
