@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/streamgate/streamgate/internal/redact"
 	"github.com/streamgate/streamgate/internal/route"
 )
 
@@ -72,7 +73,7 @@ func (g *Gateway) StartProbes(timeout time.Duration) <-chan struct{} {
 					if h.ctx.Err() != nil {
 						return // closing: leave it unknown
 					}
-					r.state, r.err = probeUnreachable, err.Error()
+					r.state, r.err = probeUnreachable, redact.Text(err.Error(), "") // /readyz is open: no upstream address
 					h.log.LogAttrs(context.Background(), slog.LevelWarn, "upstream endpoint unreachable at start",
 						slog.String("endpoint", e.ep.Name), slog.String("routes", strings.Join(e.routes, ",")), slog.String("error", r.err))
 				}
