@@ -274,9 +274,6 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 	// SIGHUP reloads the config file (POST /admin/reload does the same):
 	// the gateway logs the outcome. Stopped before gw.Close.
 	defer onHangup(o.logger, gw)()
-	// Each upstream asked once, in parallel: /readyz and the dashboard say
-	// "unknown" until it answered, "unreachable" when it did not.
-	gw.StartProbes(0)
 	warnCachePrices(o.logger, cfg)
 	warnEmptyAdminKey(o.logger, o.cfgPath, cfg.AdminKey)
 	if devKey != "" {
@@ -292,6 +289,10 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 		fmt.Fprintf(e.stderr, "streamgate: database: %s (%s)\n", name, kind)
 	}
 	fmt.Fprintf(e.stdout, "streamgate: listening on http://%s\n", ln.Addr())
+	// After the start lines, which the probes' log lines would race
+	// with on a shared writer. Each upstream asked once, in parallel: /readyz and the dashboard say
+	// "unknown" until it answered, "unreachable" when it did not.
+	gw.StartProbes(0)
 	if pprofLn != nil {
 		defer servePprof(pprofLn, o.logger)()
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -29,7 +30,7 @@ func serveConfigStderr(t *testing.T, cfg string, env map[string]string, stderr *
 	exited := make(chan struct{}) // closed when serve returned code
 	code := 0
 	go func() {
-		code = run(ctx, []string{"serve", "--config", cfg, "--addr", "127.0.0.1:0", "--log-level", "warn"}, func(k string) string { return env[k] }, pw, stderr)
+		code = run(ctx, []string{"serve", "--config", cfg, "--addr", "127.0.0.1:0", "--log-level", "warn"}, func(k string) string { return env[k] }, pw, &lockedWriter{w: stderr})
 		pw.Close()
 		close(exited)
 	}()
@@ -230,4 +231,18 @@ models:
 	if code := stop(); code != 0 {
 		t.Errorf("serve exit %d", code)
 	}
+}
+
+// lockedWriter serializes the writes of serve's goroutines (its log lines,
+// the probes', its own start and stop lines) to a writer that is not safe
+// for concurrent use, as os.Stderr is.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
