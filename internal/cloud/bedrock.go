@@ -68,17 +68,6 @@ type Bedrock struct {
 // Anthropic SSE events they carry; an error answer is rewritten into
 // Anthropic's error shape with AWS's status.
 func (b *Bedrock) RoundTrip(r *http.Request) (*http.Response, error) {
-	body, err := readBody(r)
-	if err != nil {
-		return nil, err
-	}
-	var head struct {
-		Model  string `json:"model"`
-		Stream bool   `json:"stream"`
-	}
-	if err := json.Unmarshal(body, &head); err != nil || head.Model == "" {
-		return nil, fmt.Errorf("bedrock: the request body has no model: %v", err)
-	}
 	set := map[string]json.RawMessage{
 		"model":             nil,
 		"stream":            nil,
@@ -87,27 +76,20 @@ func (b *Bedrock) RoundTrip(r *http.Request) (*http.Response, error) {
 	if betas := betaList(r.Header.Values("Anthropic-Beta")); betas != nil {
 		set["anthropic_beta"] = betas
 	}
-	if body, err = api.SetMembers(body, set); err != nil {
+	out, body, stream, err := moveClaude(r, set, func(model string, stream bool) string {
+		if stream {
+			return b.Endpoint + "/model/" + cloudauth.PathEscape(model) + "/invoke-with-response-stream"
+		}
+		return b.Endpoint + "/model/" + cloudauth.PathEscape(model) + "/invoke"
+	})
+	if err != nil {
 		return nil, fmt.Errorf("bedrock: %w", err)
 	}
-	op := "/invoke"
-	if head.Stream {
-		op = "/invoke-with-response-stream"
-	}
-	u, err := url.Parse(b.Endpoint + "/model/" + cloudauth.PathEscape(head.Model) + op)
-	if err != nil {
-		return nil, fmt.Errorf("bedrock: endpoint: %w", err)
-	}
-	out := r.Clone(r.Context())
-	out.URL, out.Host = u, u.Host
-	out.Body = io.NopCloser(bytes.NewReader(body))
-	out.ContentLength = int64(len(body))
-	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	for _, h := range []string{"Anthropic-Version", "Anthropic-Beta", "X-Api-Key", "Authorization"} {
 		out.Header.Del(h)
 	}
 	out.Header.Set("Content-Type", "application/json")
-	if head.Stream {
+	if stream {
 		out.Header.Set("Accept", "application/vnd.amazon.eventstream")
 	} else {
 		out.Header.Set("Accept", "application/json")
@@ -130,13 +112,45 @@ func (b *Bedrock) RoundTrip(r *http.Request) (*http.Response, error) {
 	if resp.StatusCode/100 != 2 {
 		return awsError(resp), nil
 	}
-	if head.Stream {
+	if stream {
 		resp.Header.Set("Content-Type", "text/event-stream")
 		resp.Header.Del("Content-Length")
 		resp.ContentLength = -1
 		resp.Body = newFrameReader(resp.Body)
 	}
 	return resp, nil
+}
+
+// moveClaude is the request a cloud's Claude endpoint gets for the
+// anthropic adapter's Messages request r: the body with the members of set
+// changed (api.SetMembers; the rest byte for byte), sent to the URL that
+// target makes of the body's model and stream flag. It returns the new
+// request, its body and the stream flag.
+func moveClaude(r *http.Request, set map[string]json.RawMessage, target func(model string, stream bool) string) (*http.Request, []byte, bool, error) {
+	body, err := readBody(r)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	var head struct {
+		Model  string `json:"model"`
+		Stream bool   `json:"stream"`
+	}
+	if err := json.Unmarshal(body, &head); err != nil || head.Model == "" {
+		return nil, nil, false, fmt.Errorf("the request body has no model: %v", err)
+	}
+	if body, err = api.SetMembers(body, set); err != nil {
+		return nil, nil, false, err
+	}
+	u, err := url.Parse(target(head.Model, head.Stream))
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("endpoint: %w", err)
+	}
+	out := r.Clone(r.Context())
+	out.URL, out.Host = u, u.Host
+	out.Body = io.NopCloser(bytes.NewReader(body))
+	out.ContentLength = int64(len(body))
+	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	return out, body, head.Stream, nil
 }
 
 func readBody(r *http.Request) ([]byte, error) {

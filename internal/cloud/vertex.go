@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/streamgate/streamgate/internal/api"
 	"github.com/streamgate/streamgate/internal/cloudauth"
 )
 
@@ -85,36 +84,18 @@ type VertexAnthropic struct {
 
 // RoundTrip implements http.RoundTripper.
 func (v *VertexAnthropic) RoundTrip(r *http.Request) (*http.Response, error) {
-	body, err := readBody(r)
-	if err != nil {
-		return nil, err
-	}
-	var head struct {
-		Model  string `json:"model"`
-		Stream bool   `json:"stream"`
-	}
-	if err := json.Unmarshal(body, &head); err != nil || head.Model == "" {
-		return nil, fmt.Errorf("vertex: the request body has no model: %v", err)
-	}
-	if body, err = api.SetMembers(body, map[string]json.RawMessage{
+	out, _, _, err := moveClaude(r, map[string]json.RawMessage{
 		"model":             nil,
 		"anthropic_version": json.RawMessage(`"` + VertexAnthropicVersion + `"`),
-	}); err != nil {
-		return nil, fmt.Errorf("vertex: %w", err)
-	}
-	method := ":rawPredict"
-	if head.Stream {
-		method = ":streamRawPredict"
-	}
-	u, err := url.Parse(v.Publisher + "/models/" + cloudauth.PathEscape(head.Model) + method)
+	}, func(model string, stream bool) string {
+		if stream {
+			return v.Publisher + "/models/" + cloudauth.PathEscape(model) + ":streamRawPredict"
+		}
+		return v.Publisher + "/models/" + cloudauth.PathEscape(model) + ":rawPredict"
+	})
 	if err != nil {
 		return nil, fmt.Errorf("vertex: %w", err)
 	}
-	out := r.Clone(r.Context())
-	out.URL, out.Host = u, u.Host
-	out.Body = io.NopCloser(bytes.NewReader(body))
-	out.ContentLength = int64(len(body))
-	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	out.Header.Del("Anthropic-Version") // the body carries Vertex's
 	return (&Bearer{Base: v.Base, Tokens: v.Tokens}).RoundTrip(out)
 }
