@@ -36,26 +36,40 @@ type toStore struct {
 // (Prior) and its item_reference items (replaced by the items). It says
 // whether the response is kept (rq.Keep, store true or absent) and
 // returns what to store then, else nil.
+// referencedItems replaces rq's input by its items, each item_reference read
+// from the response store (none: the reference is not found), and returns
+// them.
+func (g *Gateway) referencedItems(ctx context.Context, keyID string, rq *responses.Request) ([]json.RawMessage, error) {
+	items, err := responses.Items(rq.Input, func(id string) (json.RawMessage, error) {
+		notFound := &notFoundError{param: "input", code: "item_not_found", msg: fmt.Sprintf("Item with id '%s' not found.", id)}
+		if g.respStore == nil {
+			return nil, notFound
+		}
+		it, err := g.respStore.Item(ctx, keyID, id)
+		if errors.Is(err, respstore.ErrNotFound) {
+			return nil, notFound
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", errRespStore, err)
+		}
+		return it, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if rq.Input, err = json.Marshal(items); err != nil {
+		return nil, invalid("input", "input cannot be read: %v", err)
+	}
+	return items, nil
+}
+
 func (g *Gateway) resolveState(ctx context.Context, keyID string, rq *responses.Request) (*toStore, error) {
 	keep := rq.Store == nil || *rq.Store
 	var items []json.RawMessage
 	if keep || responses.HasReference(rq.Input) {
 		var err error
-		items, err = responses.Items(rq.Input, func(id string) (json.RawMessage, error) {
-			it, err := g.respStore.Item(ctx, keyID, id)
-			if errors.Is(err, respstore.ErrNotFound) {
-				return nil, &notFoundError{param: "input", code: "item_not_found", msg: fmt.Sprintf("Item with id '%s' not found.", id)}
-			}
-			if err != nil {
-				return nil, fmt.Errorf("%w: %w", errRespStore, err)
-			}
-			return it, nil
-		})
-		if err != nil {
+		if items, err = g.referencedItems(ctx, keyID, rq); err != nil {
 			return nil, err
-		}
-		if rq.Input, err = json.Marshal(items); err != nil {
-			return nil, invalid("input", "input cannot be read: %v", err)
 		}
 	}
 	prev, err := g.chain(ctx, keyID, rq)

@@ -21,7 +21,6 @@ import (
 	"github.com/streamgate/streamgate/internal/api"
 	"github.com/streamgate/streamgate/internal/config"
 	"github.com/streamgate/streamgate/internal/responses"
-	"github.com/streamgate/streamgate/internal/respstore"
 )
 
 // Responses over WebSocket (OpenAI's WebSocket mode, which Codex's built-in
@@ -410,24 +409,9 @@ func (g *Gateway) warmup(w *frameWriter, r *http.Request) {
 // conversation so far as the socket's pending entry, and returns what to
 // store of the response (store true and a response store), else nil.
 func (g *Gateway) socketState(ctx context.Context, s *socket, keyID string, rq *responses.Request) (*toStore, error) {
-	items, err := responses.Items(rq.Input, func(id string) (json.RawMessage, error) {
-		if g.respStore == nil {
-			return nil, &notFoundError{param: "input", code: "item_not_found", msg: fmt.Sprintf("Item with id '%s' not found.", id)}
-		}
-		it, err := g.respStore.Item(ctx, keyID, id)
-		if errors.Is(err, respstore.ErrNotFound) {
-			return nil, &notFoundError{param: "input", code: "item_not_found", msg: fmt.Sprintf("Item with id '%s' not found.", id)}
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", errRespStore, err)
-		}
-		return it, nil
-	})
+	items, err := g.referencedItems(ctx, keyID, rq)
 	if err != nil {
 		return nil, err
-	}
-	if rq.Input, err = json.Marshal(items); err != nil {
-		return nil, invalid("input", "input cannot be read: %v", err)
 	}
 	entry := &wsEntry{own: rq.Instructions}
 	stored := "" // the stored response continued, if any
