@@ -205,22 +205,8 @@ func TestDashboardBrowser(t *testing.T) {
 	browser, pageErrors := openBrowser(t, ctx)
 
 	// The ledger as `serve` has it: SQLite, the batching writer, usage.Report.
-	store, err := usage.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "usage.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	w := usage.NewWriter(store, usage.WriterOptions{FlushInterval: 50 * time.Millisecond})
-	runCtx, stopRun := context.WithCancel(context.Background())
-	ran := make(chan error, 1)
-	go func() { ran <- w.Run(runCtx) }()
-	defer func() {
-		fctx, c := context.WithTimeout(context.Background(), 5*time.Second)
-		w.Close(fctx)
-		c()
-		stopRun()
-		<-ran
-	}()
+	store := tempLedger(t)
+	w := runLedger(t, store, 50*time.Millisecond)
 
 	cfg := baseConfig()
 	cfg.Timeouts.FirstToken = config.Duration(5 * time.Second)

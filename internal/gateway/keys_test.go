@@ -278,3 +278,22 @@ func tempLedger(t *testing.T) usage.Store {
 	t.Cleanup(func() { s.Close() })
 	return s
 }
+
+// runLedger runs the batching ledger writer serve runs over store,
+// flushing every flush; it is closed (its queue written) when the test
+// ends, before store.
+func runLedger(t *testing.T, store usage.Store, flush time.Duration) *usage.Writer {
+	t.Helper()
+	w := usage.NewWriter(store, usage.WriterOptions{FlushInterval: flush})
+	runCtx, stopRun := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- w.Run(runCtx) }()
+	t.Cleanup(func() {
+		fctx, c := context.WithTimeout(context.Background(), 5*time.Second)
+		w.Close(fctx)
+		c()
+		stopRun()
+		<-ran
+	})
+	return w
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,22 +23,8 @@ func TestDashboardBrowserTeams(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	browser, pageErrors := openBrowser(t, ctx)
-	store, err := usage.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "usage.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	w := usage.NewWriter(store, usage.WriterOptions{FlushInterval: 20 * time.Millisecond})
-	runCtx, stopRun := context.WithCancel(context.Background())
-	ran := make(chan error, 1)
-	go func() { ran <- w.Run(runCtx) }()
-	defer func() {
-		fctx, c := context.WithTimeout(context.Background(), 5*time.Second)
-		w.Close(fctx)
-		c()
-		stopRun()
-		<-ran
-	}()
+	store := tempLedger(t)
+	w := runLedger(t, store, 20*time.Millisecond)
 	cfg := baseConfig()
 	cfg.Dashboard.Open = true
 	cfg.Teams = []config.Team{{Name: "search", BudgetUSD: 1, BudgetPeriod: "day"}}
