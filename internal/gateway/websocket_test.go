@@ -274,14 +274,7 @@ func (u *recordingUpstream) all() []map[string]any {
 // output chained from the first: every upstream request holds the
 // warm-up's instructions and the whole conversation, in order.
 func TestResponsesWebSocketWarmupReachesUpstream(t *testing.T) {
-	up := &recordingUpstream{}
-	srv := httptest.NewServer(up)
-	defer srv.Close()
-	cfg := baseConfig()
-	cfg.MaxBody = 1 << 20
-	cfg.Providers = []config.Provider{{Name: "up", Kind: "openai", BaseURL: srv.URL}}
-	cfg.Models = []config.Model{{Name: "m-up", Routes: []config.Route{{Provider: "up", Model: "up"}}}}
-	e := startWith(t, gateway.Options{Config: cfg, KeepAlive: -1})
+	e, up := recordingEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c := wsDial(t, ctx, e.url)
@@ -409,14 +402,7 @@ func TestResponsesWebSocketRefusals(t *testing.T) {
 // model is called), and the turn chained from it reaches the upstream with
 // those tools, flattened, and the user's message.
 func TestResponsesWebSocketWarmupToolsOnly(t *testing.T) {
-	up := &recordingUpstream{}
-	srv := httptest.NewServer(up)
-	defer srv.Close()
-	cfg := baseConfig()
-	cfg.MaxBody = 1 << 20
-	cfg.Providers = []config.Provider{{Name: "up", Kind: "openai", BaseURL: srv.URL}}
-	cfg.Models = []config.Model{{Name: "m-up", Routes: []config.Route{{Provider: "up", Model: "up"}}}}
-	e := startWith(t, gateway.Options{Config: cfg, KeepAlive: -1})
+	e, up := recordingEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c := wsDial(t, ctx, e.url)
@@ -443,4 +429,17 @@ func TestResponsesWebSocketWarmupToolsOnly(t *testing.T) {
 	if !strings.Contains(string(b), `"clock__sleep"`) || !strings.Contains(string(b), "USER-C") {
 		t.Errorf("the turn after a tools-only warm-up: upstream body %s, want the clock__sleep tool and the user's message", b)
 	}
+}
+
+// recordingEnv is the gateway with one model, m-up, routed to a
+// recordingUpstream (an OpenAI-dialect fake that keeps every body).
+func recordingEnv(t *testing.T) (*env, *recordingUpstream) {
+	up := &recordingUpstream{}
+	srv := httptest.NewServer(up)
+	t.Cleanup(srv.Close)
+	cfg := baseConfig()
+	cfg.MaxBody = 1 << 20
+	cfg.Providers = []config.Provider{{Name: "up", Kind: "openai", BaseURL: srv.URL}}
+	cfg.Models = []config.Model{{Name: "m-up", Routes: []config.Route{{Provider: "up", Model: "up"}}}}
+	return startWith(t, gateway.Options{Config: cfg, KeepAlive: -1}), up
 }
