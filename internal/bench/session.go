@@ -200,16 +200,7 @@ func (r *runner) session(stopCtx, reqCtx context.Context, n int) {
 		if stopCtx.Err() != nil {
 			return
 		}
-		p := rng.IntN(len(r.prompts))
-		var drawn int
-		if cfg.OutputTokens.Mean > 0 {
-			drawn = cfg.OutputTokens.draw(rng)
-		}
-		mt := cmpOr(cfg.MaxTokens, cmpOr(drawn, r.prompts[p].MaxTokens))
-		text := userText(r.prompts[p])
-		if turn == 1 {
-			text = "Session " + id + ". " + text
-		}
+		p, text, mt := r.turnPrompt(cfg, rng, id, turn)
 		history = append(history, turnMessage{"user", text})
 		body, err := sessionBody(cfg.API, cfg.Model, r.system, history, extra, cmpOr(mt, r.bodies.fixed))
 		req := &Request{Index: n*turns + turn - 1, Prompt: p, MaxTokens: mt, Session: n + 1, Turn: turn, collect: true,
@@ -463,4 +454,21 @@ func sessionTables(runs []RunResult) []Table {
 		return nil
 	}
 	return []Table{t}
+}
+
+// turnPrompt draws a session turn's prompt (its index), its user text
+// (the first turn names the session, so sessions' prefixes differ) and its
+// max_tokens (0: the prompt's own, or none).
+func (r *runner) turnPrompt(cfg *Config, rng *mrand.Rand, id string, turn int) (int, string, int) {
+	p := rng.IntN(len(r.prompts))
+	var drawn int
+	if cfg.OutputTokens.Mean > 0 {
+		drawn = cfg.OutputTokens.draw(rng)
+	}
+	mt := cmpOr(cfg.MaxTokens, cmpOr(drawn, r.prompts[p].MaxTokens))
+	text := userText(r.prompts[p])
+	if turn == 1 {
+		text = "Session " + id + ". " + text
+	}
+	return p, text, mt
 }

@@ -58,16 +58,7 @@ func (r *runner) wsSession(stopCtx, reqCtx context.Context, n int, id string, hd
 		if stopCtx.Err() != nil {
 			return sent
 		}
-		p := rng.IntN(len(r.prompts))
-		var drawn int
-		if cfg.OutputTokens.Mean > 0 {
-			drawn = cfg.OutputTokens.draw(rng)
-		}
-		mt := cmpOr(cfg.MaxTokens, cmpOr(drawn, r.prompts[p].MaxTokens))
-		text := userText(r.prompts[p])
-		if turn == 1 {
-			text = "Session " + id + ". " + text
-		}
+		p, text, mt := r.turnPrompt(cfg, rng, id, turn)
 		m := map[string]any{"type": "response.create", "model": cfg.Model, "store": false, "input": []turnMessage{{"user", text}}}
 		if prev != "" {
 			m["previous_response_id"] = prev
