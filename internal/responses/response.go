@@ -240,6 +240,9 @@ type final struct {
 	err        []byte // the error object of a failed response
 	usage      *usage // nil: null (in progress)
 	done       int64  // when it ended: completed_at of a completed response
+	// raw, when not nil, is the output as items already written (hosted
+	// MCP's, see AppendResponse), in place of the items.
+	raw []json.RawMessage
 }
 
 // appendResponse appends the response object of m with its output items
@@ -279,6 +282,12 @@ func (m *Meta) appendResponse(b []byte, items []item, f *final) []byte {
 			b = append(b, ',')
 		}
 		b = m.appendItem(b, &items[i], false)
+	}
+	for i, it := range f.raw {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, it...)
 	}
 	b = append(b, "],"...)
 	b = append(b, m.echo...)
