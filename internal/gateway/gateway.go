@@ -204,6 +204,10 @@ type Gateway struct {
 
 	sockets sockets // the open Responses WebSockets (websocket.go)
 
+	// hosted runs the tools of a /v1/responses request's mcp tools
+	// (hostedmcp.go); nil: no MCP server is configured.
+	hosted hostedMCP
+
 	abortMu sync.Mutex
 	abort   context.CancelCauseFunc // ends the requests of the running Serve
 }

@@ -42,6 +42,9 @@ func (g *Gateway) responsesAPI(w http.ResponseWriter, r *http.Request) {
 		g.responsesSocket(w, r)
 		return
 	}
+	if g.hosted != nil && !isHostedRound(r.Context()) && g.hostedResponses(w, r) { // mcp tools (hostedmcp.go)
+		return
+	}
 	info := infoFrom(r.Context())
 	c := newCall(info)
 	defer g.finish(c)
@@ -128,6 +131,9 @@ func (g *Gateway) parseResponses(w http.ResponseWriter, r *http.Request, keyID s
 		return nil, nil, nil, invalid("", "invalid JSON body: want an object, got null")
 	}
 	rq.Warmup = isWarmup(r.Context())
+	if err := g.mcpTools(&rq); err != nil {
+		return nil, nil, nil, err
+	}
 	stateful := usesState(&rq)                // before resolveState replaces the references
 	if s := socketOf(r.Context()); s != nil { // a frame of the Responses WebSocket: the socket's state first
 		if st, err = g.socketState(r.Context(), s, keyID, &rq); err != nil {
