@@ -473,6 +473,13 @@ func (g *Gateway) newTurn(w http.ResponseWriter, r *http.Request, p *auth.Princi
 	if t.servers, t.list, err = readServers(rq.Tools, g.hosted.Servers()); err != nil {
 		return t, err
 	}
+	for i := range t.servers {
+		// What a request would send its MCP server goes nowhere, and is
+		// neither echoed nor stored with the response.
+		if b, err := api.SetMembers(rq.Tools[i], map[string]json.RawMessage{"headers": nil, "authorization": nil}); err == nil {
+			rq.Tools[i] = b
+		}
+	}
 	if rq.Model == "" {
 		return t, invalid("model", "missing required field: model")
 	}

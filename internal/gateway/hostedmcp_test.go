@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -19,10 +18,14 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/streamgate/streamgate/internal/config"
 	"github.com/streamgate/streamgate/internal/gateway"
+	"github.com/streamgate/streamgate/internal/respstore"
 	"github.com/streamgate/streamgate/internal/sim"
+	"github.com/streamgate/streamgate/internal/sqldb/sqldbtest"
 	"github.com/streamgate/streamgate/internal/usage"
 )
 
@@ -35,6 +38,7 @@ type mcpFake struct {
 	started chan string       // a tool's name as its call begins (slow tools)
 	ended   chan error        // a slow tool's context error as it ends
 	hidden  map[string]string // key → the one tool it may use (its mcp_tools)
+	release chan struct{}     // ends the "wait" tool's calls
 }
 
 type fakeCall struct {
@@ -49,10 +53,11 @@ var docsTools = []gateway.HostedTool{
 	{Name: "broken", InputSchema: json.RawMessage(`{"type":"object","properties":{}}`)},
 	{Name: "down", InputSchema: json.RawMessage(`{"type":"object","properties":{}}`)},
 	{Name: "slow", InputSchema: json.RawMessage(`{"type":"object","properties":{}}`)},
+	{Name: "wait", InputSchema: json.RawMessage(`{"type":"object","properties":{}}`)},
 }
 
 func newMCPFake() *mcpFake {
-	return &mcpFake{started: make(chan string, 8), ended: make(chan error, 8), hidden: map[string]string{"limited": "search"}}
+	return &mcpFake{started: make(chan string, 8), ended: make(chan error, 8), hidden: map[string]string{"limited": "search"}, release: make(chan struct{})}
 }
 
 func (f *mcpFake) Servers() []string { return []string{"docs", "wiki"} }
@@ -89,6 +94,14 @@ func (f *mcpFake) CallTool(ctx context.Context, c *gateway.HostedCaller, server,
 		return nil, &gateway.HostedCallError{Code: -32602, Message: "invalid params: query missing"}
 	case "down":
 		return nil, errors.New("post http://10.9.9.9:3001/mcp: connection reset by peer")
+	case "wait":
+		f.started <- tool
+		select {
+		case <-f.release:
+			return &gateway.HostedResult{Content: text("waited")}, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	case "slow":
 		f.started <- tool
 		<-ctx.Done()
@@ -166,7 +179,7 @@ type hostedEnv struct {
 	up   *scripted
 }
 
-func startHosted(t *testing.T) *hostedEnv {
+func startHosted(t *testing.T, opts ...func(*gateway.Options)) *hostedEnv {
 	t.Helper()
 	up := startScripted(t)
 	cfg := baseConfig()
@@ -185,7 +198,11 @@ func startHosted(t *testing.T) *hostedEnv {
 		{Name: "m-gemini", Routes: []config.Route{{Provider: "up-gemini", Model: "sim-fast"}}, Price: price},
 	}
 	cfg.Keys = append(cfg.Keys, config.Key{Name: "limited", Key: "sk-limited", Team: ""})
-	e := startWith(t, gateway.Options{Config: cfg, KeepAlive: -1})
+	o := gateway.Options{Config: cfg, KeepAlive: -1}
+	for _, f := range opts {
+		f(&o)
+	}
+	e := startWith(t, o)
 	fake := newMCPFake()
 	e.gw.SetHostedMCP(fake)
 	return &hostedEnv{env: e, fake: fake, up: up}
@@ -693,4 +710,226 @@ func TestHostedMCPMaxCalls(t *testing.T) {
 	}
 }
 
-var _ = fmt.Sprintf
+// TestHostedMCPStored: with a response store, a hosted response is kept
+// as returned; previous_response_id continues it (the approval of its
+// request, then a plain request without mcp tools, whose route gets the
+// calls as function calls and outputs); input_items lists the input.
+func TestHostedMCPStored(t *testing.T) {
+	store, err := respstore.Open(sqldbtest.Context(t), sqldbtest.SQLiteDSN(t), respstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	h := startHosted(t, func(o *gateway.Options) { o.Responses = store })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c := h.client("docs__fetch,")
+	p := hostedParams("m-openai", docsTool(""))
+	p.Store = openai.Bool(true)
+	s := readMCPStream(t, c.Responses.NewStreaming(ctx, p))
+	first := s.final
+	if !slices.Equal(outputTypes(&first), []string{"mcp_list_tools", "mcp_approval_request"}) || !strings.Contains(first.RawJSON(), `"store":true`) {
+		t.Fatalf("first: got %s", first.RawJSON())
+	}
+	req := first.Output[1].AsMcpApprovalRequest()
+
+	p = hostedParams("m-openai", docsTool(""))
+	p.Store, p.PreviousResponseID = openai.Bool(true), openai.String(first.ID)
+	p.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{
+		responses.ResponseInputItemParamOfMcpApprovalResponse(req.ID, true)}}
+	b0 := len(h.up.all())
+	second, err := c.Responses.New(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(outputTypes(second), []string{"mcp_list_tools", "mcp_call", "message"}) || second.Output[1].AsMcpCall().ApprovalRequestID != req.ID {
+		t.Fatalf("second: got %s", second.RawJSON())
+	}
+	if b := h.up.all()[b0]; !strings.Contains(b, "what do the docs say?") || !strings.Contains(b, `fetch found:`) {
+		t.Errorf("the model call lacks the first turn or the call's output: %s", b)
+	}
+	got, err := c.Responses.Get(ctx, second.ID, responses.ResponseGetParams{})
+	if err != nil || got.RawJSON() != second.RawJSON() {
+		t.Errorf("GET: got %v %s\nwant %s", err, got.RawJSON(), second.RawJSON())
+	}
+	items, err := c.Responses.InputItems.List(ctx, second.ID, responses.InputItemListParams{})
+	if err != nil || len(items.Data) != 1 || items.Data[0].Type != "mcp_approval_response" {
+		t.Errorf("input_items: got %v %+v", err, items)
+	}
+
+	// A plain request continuing it: the calls reach the route as what
+	// they stand for.
+	b0 = len(h.up.all())
+	third, err := c.Responses.New(ctx, responses.ResponseNewParams{Model: "m-anthropic", PreviousResponseID: openai.String(second.ID),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("and then?")}})
+	if err != nil || third.Status != "completed" {
+		t.Fatalf("third: got %v", err)
+	}
+	if b := h.up.all()[b0]; !strings.Contains(b, `"tool_use"`) || !strings.Contains(b, `"name":"docs__fetch"`) || !strings.Contains(b, `fetch found:`) {
+		t.Errorf("the plain request's route lacks the call: %s", b)
+	}
+}
+
+// TestHostedMCPWebSocket: a response.create with an mcp tool on the
+// Responses WebSocket is a hosted turn (its events as frames), and the
+// next one continues it on the socket with store false: the model gets
+// the call as a function call and its output.
+func TestHostedMCPWebSocket(t *testing.T) {
+	h := startHosted(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c := wsDial(t, ctx, h.url, "X-Sim-Script", "docs__search,")
+	tool := map[string]any{"type": "mcp", "server_label": "docs", "require_approval": "never"}
+	wsSend(t, ctx, c, map[string]any{"type": "response.create", "model": "m-gemini", "store": false,
+		"input": []any{userItem("what do the docs say?")}, "tools": []any{tool}})
+	r := wsRead(t, ctx, c)
+	if r.terminal != "response.completed" || !slices.Contains(r.types, "response.mcp_call.completed") || outputText(r.final) == "" {
+		t.Fatalf("got %s %v", r.terminal, r.types)
+	}
+	out, _ := r.final["output"].([]any)
+	if len(out) != 3 || out[1].(map[string]any)["type"] != "mcp_call" {
+		t.Fatalf("got output %v", out)
+	}
+	b0 := len(h.up.all())
+	wsSend(t, ctx, c, map[string]any{"type": "response.create", "model": "m-gemini", "store": false, "previous_response_id": r.final["id"],
+		"input": []any{userItem("thanks")}, "tools": []any{tool}})
+	r = wsRead(t, ctx, c)
+	if r.terminal != "response.completed" {
+		t.Fatalf("second: got %s %v", r.terminal, r.err)
+	}
+	if b := h.up.all()[b0]; !strings.Contains(b, "what do the docs say?") || !strings.Contains(b, "search found:") || !strings.Contains(b, "thanks") {
+		t.Errorf("the second turn's model call lacks the first: %s", b)
+	}
+}
+
+// TestHostedMCPKeepAlive: while a tool runs, the stream gets keep-alive
+// comments (the client's connection and its proxies stay open), and the
+// turn goes on when the tool answers.
+func TestHostedMCPKeepAlive(t *testing.T) {
+	h := startHosted(t, func(o *gateway.Options) { o.KeepAlive = 10 * time.Millisecond })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	body, _ := json.Marshal(hostedParams("m-openai", docsTool("never")))
+	body, _ = setStream(body)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.url+"/v1/responses", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+devKey)
+	req.Header.Set("X-Sim-TTFT", "1ms")
+	req.Header.Set("X-Sim-ITL", "1ms")
+	req.Header.Set("X-Sim-Script", "docs__wait,")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	step := 0 // 0: before the call's arguments are done, 1: waiting for a keep-alive, 2: released
+	var last string
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case step == 0 && strings.Contains(line, "response.mcp_call_arguments.done"):
+			step = 1
+		case step == 1 && line == ": keep-alive":
+			close(h.fake.release)
+			step = 2
+		case strings.HasPrefix(line, "event: "):
+			last = line
+		}
+	}
+	if step != 2 || last != "event: response.completed" {
+		t.Errorf("got step %d, last event %q; want a keep-alive while the tool ran, then the answer", step, last)
+	}
+}
+
+// TestHostedMCPTrace: with tracing on, the turn is one trace: its span,
+// each model call's request span under it, and a span per tool call.
+func TestHostedMCPTrace(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { tp.Shutdown(context.Background()) })
+	h := startHosted(t, func(o *gateway.Options) { o.Tracer = tp.Tracer("test") })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	rc := h.client("docs__search,")
+	if _, err := rc.Responses.New(ctx, hostedParams("m-openai", docsTool("never"))); err != nil {
+		t.Fatal(err)
+	}
+	var spans tracetest.SpanStubs
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		spans = exp.GetSpans()
+		if slices.ContainsFunc(spans, func(s tracetest.SpanStub) bool { return strings.HasPrefix(s.Name, "responses mcp") }) {
+			break
+		}
+	}
+	var turn tracetest.SpanStub
+	for _, s := range spans {
+		if strings.HasPrefix(s.Name, "responses mcp") {
+			turn = s
+		}
+	}
+	if !turn.SpanContext.IsValid() {
+		t.Fatalf("no turn span among %d", len(spans))
+	}
+	var calls, tools int
+	for _, s := range spans {
+		if s.SpanContext.TraceID() != turn.SpanContext.TraceID() {
+			t.Errorf("span %q in another trace", s.Name)
+		}
+		switch {
+		case strings.HasPrefix(s.Name, "chat ") && s.Parent.SpanID() == turn.SpanContext.SpanID():
+			calls++
+		case s.Name == "execute_tool search" && s.Parent.SpanID() == turn.SpanContext.SpanID():
+			tools++
+		}
+	}
+	if calls != 2 || tools != 1 {
+		var names []string
+		for _, s := range spans {
+			names = append(names, s.Name)
+		}
+		t.Errorf("got %d model call spans and %d tool spans under the turn, want 2 and 1: %v", calls, tools, names)
+	}
+}
+
+// TestHostedMCPClientSecrets: the headers and authorization an mcp tool
+// carries for its server reach no one (the model's upstream, the MCP
+// side) and are not echoed in the response; a tool_choice naming an MCP
+// tool forces it on the first model call only.
+func TestHostedMCPClientSecrets(t *testing.T) {
+	h := startHosted(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	tool := docsTool("never")
+	tool.OfMcp.Headers = map[string]string{"Authorization": "Bearer client-secret-1"}
+	tool.OfMcp.Authorization = openai.String("client-secret-2")
+	p := hostedParams("m-openai", tool)
+	p.ToolChoice = responses.ResponseNewParamsToolChoiceUnion{OfMcpTool: &responses.ToolChoiceMcpParam{ServerLabel: "docs", Name: openai.String("fetch")}}
+	rc := h.client("docs__fetch,")
+	b0 := len(h.up.all())
+	got, err := rc.Responses.New(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(got.RawJSON(), "client-secret") {
+		t.Errorf("the response echoes the tool's secrets: %s", got.RawJSON())
+	}
+	bodies := h.up.all()[b0:]
+	if len(bodies) != 2 {
+		t.Fatalf("got %d model calls, want 2", len(bodies))
+	}
+	for _, b := range bodies {
+		if strings.Contains(b, "client-secret") || strings.Contains(b, "docs.example.com") {
+			t.Errorf("a model call got the tool's secrets or URL: %s", b)
+		}
+	}
+	choice := func(b string) string {
+		var v struct {
+			ToolChoice json.RawMessage `json:"tool_choice"`
+		}
+		json.Unmarshal([]byte(b), &v)
+		return string(v.ToolChoice)
+	}
+	if choice(bodies[0]) != `{"function":{"name":"docs__fetch"},"type":"function"}` || choice(bodies[1]) != `"auto"` {
+		t.Errorf("tool_choice: got %s\nthen %s", bodies[0], bodies[1])
+	}
+}
