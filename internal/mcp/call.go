@@ -149,7 +149,7 @@ func (g *Gateway) runTool(ctx context.Context, c *Caller, e *entry, tool string,
 	// The _meta the server gets: the client's, with the gateway's progress
 	// token (each upstream session carries the calls of many clients) and
 	// the call's trace context.
-	m := append(object(nil), meta...)
+	m := upstreamMeta(meta)
 	var tok *progressToken
 	if pt := m.get("progressToken"); pt != nil {
 		tok = &progressToken{client: pt, ours: g.tokenPrefix + strconv.FormatUint(g.tokens.Add(1), 10)}
@@ -390,12 +390,38 @@ func shownNotification(server string, m *jsonrpc.Message) *jsonrpc.Message {
 	return &c
 }
 
+// upstreamMeta is the _meta of a client's request as its server gets it:
+// without the client's protocol version, which describes the client's hop
+// (the server's client, package upstream, declares its own era), with the
+// rest as the client sent it (its capabilities, which a 2026-07-28 server
+// reads to ask for input, its trace context, its progress token).
+func upstreamMeta(meta object) object {
+	m := append(object(nil), meta...)
+	m.del(metaVersion)
+	return m
+}
+
+// upstreamParams is a client's params with upstreamMeta.
+func upstreamParams(params object) object {
+	p := append(object(nil), params...)
+	if raw := p.get("_meta"); raw != nil {
+		if meta, err := parseObject(raw); err == nil {
+			if meta = upstreamMeta(meta); len(meta) > 0 {
+				p.set("_meta", meta.raw())
+			} else {
+				p.del("_meta")
+			}
+		}
+	}
+	return p
+}
+
 // forward passes the request to one server with params (rewritten by the
 // caller), its messages bridged, and answers with the server's response,
 // its result rewritten by fix (nil: as it came).
 func (ex *exchange) forward(e *entry, params object, fix func(object) object) {
 	req := &jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: ex.msg.ID, Method: ex.msg.Method}
-	if params != nil {
+	if params = upstreamParams(params); params != nil {
 		req.Params = params.raw()
 	}
 	resp, err := e.Server.Call(ex.r.Context(), req, ex.bridge(e))

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.uber.org/goleak"
 )
 
@@ -94,23 +96,24 @@ type env struct {
 	gw      *Gateway
 	gov     *testGovernor
 	srv     *httptest.Server
-	docs    *sdkServer
-	fs      *sdkServer
+	docs    *recorder
+	fs      *recorder
 	sdkDocs *sdk.Server
 }
 
 func newEnv(t *testing.T, mod func(*Options)) *env {
 	t.Helper()
 	e := &env{sdkDocs: docsServer()}
-	e.docs = newSDKServer(t, e.sdkDocs)
-	e.fs = newSDKServer(t, fsServer())
+	e.docs = newRecorder(t, e.sdkDocs)
+	e.fs = newRecorder(t, fsServer())
 	allow, servers := CallerAllow([]string{"docs__echo"})
 	e.gov = &testGovernor{keys: map[string]*Caller{
 		"sk-dev": {Key: "dev", Team: "core"},
 		"sk-one": {Key: "one", Allow: allow, Servers: servers},
 		"sk-ops": {Key: "ops"},
 	}}
-	opts := Options{Servers: []ServerSpec{{Name: "docs", Server: e.docs, ToolPrices: map[string]float64{"echo": 0.002}}, {Name: "fs", Server: e.fs}},
+	opts := Options{Servers: []ServerSpec{{Name: "docs", Server: e.docs.open(t, "docs", map[string]string{"Authorization": "Bearer docs-token"}),
+		ToolPrices: map[string]float64{"echo": 0.002}}, {Name: "fs", Server: e.fs.open(t, "fs", nil)}},
 		Governor: e.gov, Sealer: testSealer(t), KeepAlive: time.Second, Logger: slog.New(slog.DiscardHandler)}
 	if mod != nil {
 		mod(&opts)
@@ -545,8 +548,8 @@ func TestProgress(t *testing.T) {
 			params = &sdk.CallToolParams{Name: "docs__meta"}
 			params.SetProgressToken("client-token-2")
 			meta := callTextParams(t, cs, params)
-			if strings.Contains(meta, "client-token-2") || !strings.Contains(meta, `"progressToken":"sg-`) {
-				t.Fatalf("the server saw _meta %s: want the gateway's token, not the client's", meta)
+			if strings.Contains(meta, "client-token-2") || !strings.Contains(meta, `"progressToken"`) {
+				t.Fatalf("the server saw _meta %s: want a token of the gateway's, not the client's", meta)
 			}
 		})
 	}
@@ -695,5 +698,87 @@ func TestDeleteEndsSession(t *testing.T) {
 	}
 	if r := post(t, e.srv.URL+"/mcp", "sk-dev", h, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`); r.status != http.StatusNotFound {
 		t.Fatalf("after DELETE: got %d, want 404", r.status)
+	}
+}
+
+// headered sends the client's own credentials beside the gateway key.
+type headered struct{ rt http.RoundTripper }
+
+func (h headered) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer sk-dev")
+	r.Header.Set("Cookie", "session=client-cookie")
+	r.Header.Set("X-Api-Key", "client-x-api-key")
+	r.Header.Set("X-Custom", "client-custom")
+	return h.rt.RoundTrip(r)
+}
+
+// TestNoHeaderReachesServer: what a client sends besides its JSON-RPC
+// message — its Authorization (the gateway key), Cookie, x-api-key, any
+// header — reaches no server; a server gets only its configured headers.
+func TestNoHeaderReachesServer(t *testing.T) {
+	for _, era := range eras {
+		t.Run(era.name, func(t *testing.T) {
+			e := newEnv(t, nil)
+			for _, path := range []string{"/mcp", "/mcp/docs"} {
+				c := sdk.NewClient(&sdk.Implementation{Name: "x", Version: "1"}, nil)
+				cs, err := c.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: e.srv.URL + path,
+					HTTPClient: &http.Client{Transport: headered{http.DefaultTransport}}, MaxRetries: -1}, &sdk.ClientSessionOptions{ProtocolVersion: era.version})
+				if err != nil {
+					t.Fatal(err)
+				}
+				name := "docs__echo"
+				if path != "/mcp" {
+					name = "echo"
+				}
+				callText(t, cs, name, map[string]string{"text": "x"})
+				cs.Close()
+			}
+			for _, rec := range []*recorder{e.docs, e.fs} {
+				seen := rec.seen()
+				if len(seen) == 0 {
+					t.Fatal("the server saw no request")
+				}
+				for _, h := range seen {
+					for _, bad := range []string{"Cookie", "X-Api-Key", "X-Custom"} {
+						if v := h.Get(bad); v != "" {
+							t.Fatalf("a server got the client's %s: %q", bad, v)
+						}
+					}
+					if a := h.Get("Authorization"); a != "" && (rec != e.docs || a != "Bearer docs-token") {
+						t.Fatalf("a server got Authorization %q", a)
+					}
+					if rec == e.docs && h.Get("Authorization") != "Bearer docs-token" {
+						t.Fatalf("docs did not get its configured Authorization: %v", h)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestTraceparent: a tool call is a span whose context the server gets in
+// params._meta.traceparent, a child of the client's own.
+func TestTraceparent(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	defer tp.Shutdown(context.Background())
+	e := newEnv(t, func(o *Options) { o.Tracer = tp.Tracer("test") })
+	cs := connect(t, e.srv.URL+"/mcp", "sk-dev", "2025-11-25", nil)
+	const parent = "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01"
+	meta := callTextParams(t, cs, &sdk.CallToolParams{Name: "docs__meta", Meta: sdk.Meta{"traceparent": parent}})
+	var m struct {
+		Traceparent string `json:"traceparent"`
+	}
+	json.Unmarshal([]byte(meta), &m)
+	if !strings.HasPrefix(m.Traceparent, "00-0af7651916cd43dd8448eb211c80319c-") || m.Traceparent == parent {
+		t.Fatalf("the server's traceparent: got %q, want a child of the client's trace", m.Traceparent)
+	}
+	spans := exp.GetSpans()
+	if len(spans) != 1 || spans[0].Name != "tools/call docs__meta" || spans[0].Parent.SpanID().String() != "00f067aa0ba902b7" {
+		t.Fatalf("spans: got %+v", spans)
+	}
+	if !strings.Contains(m.Traceparent, spans[0].SpanContext.SpanID().String()) {
+		t.Fatalf("traceparent %q does not name the call's span %s", m.Traceparent, spans[0].SpanContext.SpanID())
 	}
 }
