@@ -108,6 +108,9 @@ func (g *Gateway) findTool(ctx context.Context, c *Caller, name string) (*entry,
 
 // refusedCall books a call refused before its tool was known.
 func (g *Gateway) refusedCall(c *Caller, e *entry, name string, err error) {
+	if len(name) > 128 { // a client's name, unbounded: the ledger keeps its start
+		name = name[:128]
+	}
 	call := ToolCall{Caller: c, Name: name, Start: time.Now(), Outcome: OutcomeRejected, Status: http.StatusNotFound, Err: err.Error()}
 	if e != nil {
 		call.Server = e.Name

@@ -29,10 +29,11 @@ type sub struct {
 // hub fans each server's notifications out to the clients listening on
 // this replica (each server is listened to once per replica).
 type hub struct {
-	mu     sync.Mutex
-	subs   map[*sub]struct{}
-	closed chan struct{}
-	once   sync.Once
+	mu      sync.Mutex
+	subs    map[*sub]struct{}
+	closed  chan struct{}
+	once    sync.Once
+	closing sync.Once
 }
 
 func (h *hub) done() chan struct{} {
@@ -70,7 +71,7 @@ func (h *hub) publish(n note) {
 	}
 }
 
-func (h *hub) closeAll() { close(h.done()) }
+func (h *hub) closeAll() { h.closing.Do(func() { close(h.done()) }) }
 
 // listen runs e's listener until e.stop: the server's unsolicited
 // notifications go to the hub (a list change also drops the server's name

@@ -325,6 +325,11 @@ func (g *Gateway) Close() error {
 	return nil
 }
 
+// Drain ends the notification streams open (a 2026-07-28 listen with its
+// closing response), as the server's shutdown begins: they would otherwise
+// hold its drain for the whole grace period. Later streams end at once.
+func (g *Gateway) Drain() { g.hub.closeAll() }
+
 // Health reports each server's state as its listener last saw it, for
 // the dashboard: ok, or the last error and since when.
 func (g *Gateway) Health() []ServerHealth {
