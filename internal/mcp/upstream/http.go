@@ -1,0 +1,842 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/streamgate/streamgate/internal/mcp/jsonrpc"
+	"github.com/streamgate/streamgate/internal/sse"
+)
+
+// httpServer is a Server over Streamable HTTP. Its session (era, version,
+// Mcp-Session-Id) is made on first use and again when the server forgets
+// it (404); a server that turns out to have only the legacy HTTP+SSE
+// transport is served by a mux of legacy links instead.
+type httpServer struct {
+	*core
+	url    *url.URL
+	tr     *http.Transport
+	client *http.Client
+
+	smu        sync.Mutex
+	sess       *session
+	connecting chan struct{} // closed when the handshake in progress ends
+	connErr    error         // the last handshake's failure
+	legacy     *mux
+
+	params paramHeaders // 2026-07-28 x-mcp-header bindings, by tool
+}
+
+// session is what one handshake found.
+type session struct {
+	modern  bool   // 2026-07-28: no session, _meta and Mcp-Method on every request
+	version string // MCP-Protocol-Version
+	id      string // Mcp-Session-Id, "" when the server gave none
+	info    Info
+}
+
+func newHTTP(c *core) (*httpServer, error) {
+	u, err := url.Parse(c.cfg.URL)
+	if err != nil {
+		return nil, err
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	// Calls run concurrently on one server: keep their connections.
+	tr.MaxIdleConnsPerHost = 64
+	h := &httpServer{core: c, url: u, tr: tr}
+	h.client = &http.Client{Transport: tr, CheckRedirect: func(req *http.Request, via []*http.Request) error {
+		// A redirect would carry the configured headers (a credential)
+		// elsewhere: configure the final URL instead.
+		return fmt.Errorf("the server redirects to %s; configure that URL instead", req.URL.Redacted())
+	}}
+	c.reply = h.Reply
+	return h, nil
+}
+
+var _ Server = (*httpServer)(nil)
+
+// Methods whose request the transport may send again on a fresh connection
+// when a pooled one turns out closed: reading them twice does no harm. A
+// tools/call is not among them.
+var retrySafe = map[string]bool{
+	"server/discover": true, "initialize": true, "ping": true, "tools/list": true, "prompts/list": true,
+	"prompts/get": true, "resources/list": true, "resources/templates/list": true, "resources/read": true,
+	"completion/complete": true, "subscriptions/listen": true,
+}
+
+// newRequest builds a request to the MCP endpoint with the configured
+// headers and the protocol's own, and no others.
+func (h *httpServer) newRequest(ctx context.Context, method string, target *url.URL, s *session, body []byte) *http.Request {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target.String(), rd)
+	if err != nil {
+		panic(err) // the URL was validated, the method is ours
+	}
+	for k, v := range h.cfg.Headers {
+		req.Header.Set(k, v)
+	}
+	if method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+	} else {
+		req.Header.Set("Accept", "text/event-stream")
+	}
+	if s != nil {
+		if s.id != "" {
+			req.Header.Set("Mcp-Session-Id", s.id)
+		}
+		if s.version != "" {
+			req.Header.Set("MCP-Protocol-Version", s.version)
+		}
+	}
+	return req
+}
+
+// post sends one message. For a 2026-07-28 session, method and name go in
+// Mcp-Method and Mcp-Name, and params in Mcp-Param-* headers.
+func (h *httpServer) post(ctx context.Context, s *session, body []byte, method, name string, params http.Header) (*http.Response, error) {
+	req := h.newRequest(ctx, http.MethodPost, h.url, s, body)
+	if s != nil && s.modern && method != "" {
+		req.Header.Set("Mcp-Method", method)
+		if name != "" {
+			req.Header.Set("Mcp-Name", headerValue(name))
+		}
+		for k, v := range params {
+			req.Header[k] = v
+		}
+	}
+	if retrySafe[method] {
+		// Marks the request replayable for net/http's retry on a pooled
+		// connection the server closed; a nil value is not sent.
+		req.Header["X-Idempotency-Key"] = nil
+	}
+	return h.client.Do(req)
+}
+
+// get opens a GET stream: the standalone stream, or a resumption of a
+// POST's stream after lastID.
+func (h *httpServer) get(ctx context.Context, s *session, lastID string) (*http.Response, error) {
+	req := h.newRequest(ctx, http.MethodGet, h.url, s, nil)
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	return h.client.Do(req)
+}
+
+// headerValue is s as a header value: as it is when it is plain visible
+// ASCII, else in the spec's Base64 sentinel form.
+func headerValue(s string) string {
+	safe := s != "" && s[0] != ' ' && s[len(s)-1] != ' ' && s[0] != '\t' && s[len(s)-1] != '\t' &&
+		!(strings.HasPrefix(s, "=?base64?") && strings.HasSuffix(s, "?="))
+	for i := 0; safe && i < len(s); i++ {
+		if c := s[i]; (c < 0x20 && c != '\t') || c > 0x7e {
+			safe = false
+		}
+	}
+	if safe {
+		return s
+	}
+	return "=?base64?" + base64.StdEncoding.EncodeToString([]byte(s)) + "?="
+}
+
+// nameOf is what Mcp-Name carries for a request.
+func nameOf(method string, params json.RawMessage) string {
+	var p struct {
+		Name string `json:"name"`
+		URI  string `json:"uri"`
+	}
+	switch method {
+	case "tools/call", "prompts/get":
+		_ = json.Unmarshal(params, &p)
+		return p.Name
+	case "resources/read":
+		_ = json.Unmarshal(params, &p)
+		return p.URI
+	}
+	return ""
+}
+
+// statusError is a POST or GET the server refused.
+type statusError struct {
+	status int
+	rpc    *jsonrpc.Message // the JSON-RPC error response the body held, if any
+	body   string
+}
+
+func (e *statusError) Error() string {
+	if e.rpc != nil {
+		return fmt.Sprintf("HTTP %d: %d %s", e.status, e.rpc.Error.Code, e.rpc.Error.Message)
+	}
+	if e.body == "" {
+		return fmt.Sprintf("HTTP %d", e.status)
+	}
+	return fmt.Sprintf("HTTP %d: %s", e.status, e.body)
+}
+
+// refusal reads a non-2xx response (bounded) and closes it.
+func (h *httpServer) refusal(resp *http.Response) *statusError {
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	e := &statusError{status: resp.StatusCode, body: strings.TrimSpace(clipString(string(b), 300))}
+	if msgs, batch, err := jsonrpc.Decode(b, jsonrpc.Limits{}); err == nil && !batch && msgs[0].Error != nil {
+		e.rpc = &msgs[0]
+	}
+	return e
+}
+
+func mediaType(resp *http.Response) string {
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	return mt
+}
+
+// readMessages reads the messages of a 2xx response body, one JSON value or
+// SSE events, passing each to fn until fn returns true (stopped). lastID is
+// the last SSE event id seen. It returns at the end of the body with a nil
+// error, or the read error; a message over the cap is ErrTooLarge.
+func (h *httpServer) readMessages(resp *http.Response, fn func(m *jsonrpc.Message) bool) (lastID string, stopped bool, err error) {
+	switch mt := mediaType(resp); mt {
+	case "application/json":
+		b, err := io.ReadAll(io.LimitReader(resp.Body, int64(h.max)+1))
+		if err != nil {
+			return "", false, err
+		}
+		if len(b) > h.max {
+			return "", false, h.tooLarge("the answer")
+		}
+		msgs, _, err := jsonrpc.Decode(b, h.limits())
+		if err != nil {
+			return "", false, h.errorf("the answer is not a JSON-RPC message: %v", err)
+		}
+		for i := range msgs {
+			if fn(&msgs[i]) {
+				return "", true, nil
+			}
+		}
+		return "", false, nil
+	case "text/event-stream":
+		r := sse.NewReader(resp.Body, h.max)
+		r.NoDone = true
+		for {
+			ev, err := r.Next()
+			if err != nil {
+				var long *sse.LineTooLongError
+				switch {
+				case err == io.EOF || errors.Is(err, sse.ErrTruncated):
+					return lastID, false, nil
+				case errors.As(err, &long):
+					return lastID, false, h.tooLarge("an event")
+				}
+				return lastID, false, err
+			}
+			if ev.ID != nil {
+				lastID = string(ev.ID)
+			}
+			if len(ev.Data) == 0 || (len(ev.Name) > 0 && string(ev.Name) != "message") {
+				continue // a priming event, or not a message
+			}
+			msgs, _, err := jsonrpc.Decode(bytes.Clone(ev.Data), h.limits())
+			if err != nil {
+				h.log.Warn("mcp upstream: an event that is not a message", "err", err)
+				continue
+			}
+			for i := range msgs {
+				if fn(&msgs[i]) {
+					return lastID, true, nil
+				}
+			}
+		}
+	default:
+		return "", false, h.errorf("answered with Content-Type %q, want application/json or text/event-stream", mt)
+	}
+}
+
+// drain reads what follows a response in its body (the stream's end), so
+// the connection goes back to the pool, then closes it; at most 64 KiB and
+// a second.
+func drain(body io.ReadCloser, cancel context.CancelFunc) {
+	t := time.AfterFunc(time.Second, cancel)
+	_, _ = io.CopyN(io.Discard, body, 64<<10)
+	t.Stop()
+	body.Close()
+}
+
+// mint makes the ReplyTo of a server request on session s.
+func (h *httpServer) mint(s *session) func(*jsonrpc.Message, *call) string {
+	return func(m *jsonrpc.Message, about *call) string {
+		r := &replyTo{Kind: "h", Session: s.id, Version: s.version, ID: m.ID}
+		if about != nil {
+			r.Call = about.id
+		}
+		return r.encode()
+	}
+}
+
+// ensure returns the session, making one if need be (one handshake at a
+// time; waiting callers share it), or the legacy mux.
+func (h *httpServer) ensure(ctx context.Context) (*session, *mux, error) {
+	for {
+		if h.isClosed() {
+			return nil, nil, ErrClosed
+		}
+		h.smu.Lock()
+		if h.legacy != nil || h.sess != nil {
+			s, lg := h.sess, h.legacy
+			h.smu.Unlock()
+			return s, lg, nil
+		}
+		ch := h.connecting
+		if ch == nil {
+			ch = make(chan struct{})
+			h.connecting = ch
+			h.wg.Go(func() {
+				s, lg, err := h.handshake()
+				h.smu.Lock()
+				h.sess, h.legacy, h.connErr, h.connecting = s, lg, err, nil
+				h.smu.Unlock()
+				close(ch)
+			})
+		}
+		h.smu.Unlock()
+		select {
+		case <-ch:
+			h.smu.Lock()
+			s, lg, err := h.sess, h.legacy, h.connErr
+			h.smu.Unlock()
+			if s == nil && lg == nil {
+				if err == nil {
+					err = ErrClosed
+				}
+				return nil, nil, err
+			}
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-h.closed:
+			return nil, nil, ErrClosed
+		}
+	}
+}
+
+// expire forgets session s (the server answered 404 for it): the next
+// use makes a new one.
+func (h *httpServer) expire(s *session) {
+	h.smu.Lock()
+	if h.sess == s {
+		h.sess = nil
+		h.log.Info("mcp upstream: session expired; initializing again")
+	}
+	h.smu.Unlock()
+}
+
+// handshake finds the era: server/discover (2026-07-28), else initialize
+// (2025-11-25 or older), else the legacy HTTP+SSE transport when the POST
+// is refused with 400, 404 or 405 and no JSON-RPC error (the spec's
+// backwards-compatibility rule).
+func (h *httpServer) handshake() (*session, *mux, error) {
+	ctx, cancel := context.WithTimeout(h.base, handshakeTimeout)
+	defer cancel()
+	modern := &session{modern: true, version: Version2026}
+	msg, _, probeErr := h.exchange(ctx, modern, "server/discover", struct{}{})
+	if probeErr == nil {
+		if msg.Result != nil && modernResult(msg.Result) {
+			modern.info = Info{ProtocolVersion: Version2026, Result: msg.Result}
+			return modern, nil, nil
+		}
+		probeErr = errors.New("the server does not offer " + Version2026)
+	}
+	msg, hdr, err := h.exchange(ctx, &session{}, "initialize", h.initParams())
+	if err == nil {
+		version, err := h.initialized(msg)
+		if err != nil {
+			return nil, nil, err
+		}
+		s := &session{version: version, id: hdr.Get("Mcp-Session-Id"), info: Info{ProtocolVersion: version, Result: msg.Result}}
+		resp, err := h.post(ctx, s, notification("notifications/initialized", struct{}{}), "notifications/initialized", "", nil)
+		if err != nil {
+			return nil, nil, h.errorf("notifications/initialized: %w", err)
+		}
+		if resp.StatusCode/100 != 2 {
+			return nil, nil, h.errorf("notifications/initialized: %w", h.refusal(resp))
+		}
+		drain(resp.Body, func() {})
+		return s, nil, nil
+	}
+	var se *statusError
+	if errors.As(err, &se) && se.rpc == nil && (se.status == 400 || se.status == 404 || se.status == 405) {
+		lg := newMux(h.core, legacyDialer(h))
+		h.reply = h.Reply // newMux took it
+		if _, lerr := lg.ready(ctx); lerr != nil {
+			lg.shutdown()
+			return nil, nil, h.errorf("no MCP server answers at the URL: server/discover: %v; initialize: %v; legacy HTTP+SSE: %v", probeErr, err, lerr)
+		}
+		h.log.Info("mcp upstream: the server has only the legacy HTTP+SSE transport")
+		return nil, lg, nil
+	}
+	return nil, nil, h.errorf("initialize: %w (server/discover: %v)", err, probeErr)
+}
+
+// exchange sends a request of the Server's own and reads its response.
+func (h *httpServer) exchange(ctx context.Context, s *session, method string, params any) (*jsonrpc.Message, http.Header, error) {
+	id := h.nextID.Add(1)
+	body, err := h.request(id, method, params, s.version)
+	if err != nil {
+		return nil, nil, err
+	}
+	resp, err := h.post(ctx, s, body, method, "", nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	if resp.StatusCode/100 != 2 {
+		return nil, resp.Header, h.refusal(resp)
+	}
+	defer resp.Body.Close()
+	var answer *jsonrpc.Message
+	_, _, err = h.readMessages(resp, func(m *jsonrpc.Message) bool {
+		if got, ok := idOf(m.ID); ok && got == id && m.IsResponse() {
+			answer = m
+			return true
+		}
+		return false
+	})
+	if answer == nil {
+		if err == nil {
+			err = errors.New("the answer has no response")
+		}
+		return nil, resp.Header, h.errorf("%s: %w", method, err)
+	}
+	return answer, resp.Header, nil
+}
+
+// Call implements Server.
+func (h *httpServer) Call(ctx context.Context, req *jsonrpc.Message, on func(Event)) (*jsonrpc.Message, error) {
+	s, lg, err := h.ensure(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if lg != nil {
+		return lg.Call(ctx, req, on)
+	}
+	cl, err := h.newCall(ctx, req, on)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.done()
+	for attempt := 0; ; attempt++ {
+		resp, retry, err := h.start(cl, s, req, attempt)
+		if retry && attempt < 2 {
+			if s, lg, err = h.ensure(cl.ctx); err != nil {
+				return nil, h.callErr(cl, err)
+			}
+			if lg != nil {
+				return lg.Call(ctx, req, on)
+			}
+			continue
+		}
+		if err != nil || resp != nil {
+			return resp, h.callErr(cl, err)
+		}
+		break
+	}
+	resp, err := cl.wait()
+	if err == nil && s.modern && req.Method == "tools/list" && resp.Result != nil {
+		h.params.learn(resp.Result)
+	}
+	if err != nil && cancelsUpstream(err) && !s.modern {
+		// 2026-07-28 takes the closed stream as the cancellation; earlier
+		// eras want notifications/cancelled.
+		h.wg.Go(func() {
+			ctx, cancel := context.WithTimeout(h.base, 10*time.Second)
+			defer cancel()
+			if resp, err := h.post(ctx, s, cl.cancelled(err), "notifications/cancelled", "", nil); err == nil {
+				drain(resp.Body, func() {})
+			}
+		})
+	}
+	return resp, err
+}
+
+// callErr is err, or the call's own end when that came first.
+func (h *httpServer) callErr(cl *call, err error) error {
+	if err != nil && cl.ctx.Err() != nil {
+		return cl.err()
+	}
+	return err
+}
+
+// start POSTs the call's request. A 2xx answer is read by a goroutine of
+// its own that passes its messages to the call (start returns nothing);
+// retry asks for a new attempt (the session expired, or 2026-07-28 header
+// bindings were refreshed); a JSON-RPC error the server answered with is
+// returned as the response.
+func (h *httpServer) start(cl *call, s *session, req *jsonrpc.Message, attempt int) (resp *jsonrpc.Message, retry bool, err error) {
+	body, err := cl.encode(req, s.version)
+	if err != nil {
+		return nil, false, err
+	}
+	var params http.Header
+	if s.modern && req.Method == "tools/call" {
+		params = h.params.headers(req.Params)
+	}
+	// The request lives until its answer is read to the end, not only
+	// until the call has its response: cancelling it then would close a
+	// connection the pool could keep.
+	rctx, rcancel := context.WithCancel(context.WithoutCancel(cl.ctx))
+	stop := context.AfterFunc(cl.ctx, func() {
+		if !cl.answered.Load() {
+			rcancel()
+		}
+	})
+	hr, err := h.post(rctx, s, body, req.Method, nameOf(req.Method, req.Params), params)
+	if err != nil {
+		stop()
+		rcancel()
+		return nil, false, h.errorf("%s: %w", req.Method, err)
+	}
+	if hr.StatusCode/100 != 2 {
+		stop()
+		defer rcancel()
+		se := h.refusal(hr)
+		switch {
+		case se.status == http.StatusNotFound && s.id != "":
+			h.expire(s)
+			return nil, true, nil
+		case se.rpc != nil && s.modern && se.rpc.Error.Code == codeUnsupportedVersion:
+			h.expire(s)
+			return nil, true, nil
+		case se.rpc != nil && s.modern && se.rpc.Error.Code == codeHeaderMismatch && req.Method == "tools/call" && attempt == 0:
+			if h.refreshParams(cl.ctx, s) {
+				return nil, true, nil
+			}
+		}
+		if se.rpc != nil {
+			m := se.rpc
+			m.ID = cl.callerID
+			return m, false, nil
+		}
+		return nil, false, h.errorf("%s: %w", req.Method, se)
+	}
+	h.wg.Go(func() {
+		defer rcancel()
+		defer stop()
+		h.follow(cl, s, hr, rctx, rcancel)
+	})
+	return nil, false, nil
+}
+
+// MCP error codes this client acts on.
+const (
+	codeHeaderMismatch     = -32020
+	codeUnsupportedVersion = -32022
+)
+
+// follow reads a call's answer until its response. In 2025-11-25 a stream
+// that ends before the response, after an event with an id, is resumed with
+// GET and Last-Event-ID (the server may close connections to poll).
+func (h *httpServer) follow(cl *call, s *session, hr *http.Response, rctx context.Context, rcancel context.CancelFunc) {
+	lastID := ""
+	for resumes := 0; ; {
+		var readErr error
+		if hr != nil {
+			id, stopped, err := h.readMessages(hr, func(m *jsonrpc.Message) bool { return h.about(cl, s, m) })
+			if stopped {
+				drain(hr.Body, rcancel)
+				return
+			}
+			hr.Body.Close()
+			hr, readErr = nil, err
+			if id != "" && id != lastID {
+				lastID, resumes = id, 0
+			}
+		}
+		switch {
+		case cl.ctx.Err() != nil:
+			return
+		case errors.Is(readErr, ErrTooLarge):
+			cl.cancel(fmt.Errorf("%s: %w", cl.method, readErr))
+			return
+		case s.modern || lastID == "" || resumes >= 5:
+			why := "the stream ended before the response"
+			if readErr != nil {
+				why += ": " + readErr.Error()
+			}
+			cl.cancel(h.errorf("%s: %s: %w", cl.method, why, errGone))
+			return
+		}
+		if !h.sleep(cl.ctx, backoff(resumes)) {
+			return
+		}
+		resumes++
+		resp, err := h.get(rctx, s, lastID)
+		if err != nil {
+			continue
+		}
+		if resp.StatusCode/100 != 2 {
+			se := h.refusal(resp)
+			if se.status == http.StatusNotFound || se.status == http.StatusMethodNotAllowed {
+				if se.status == http.StatusNotFound && s.id != "" {
+					h.expire(s)
+				}
+				cl.cancel(h.errorf("%s: the stream ended before the response, and resuming it failed: %v: %w", cl.method, se, errGone))
+				return
+			}
+			continue
+		}
+		hr = resp
+	}
+}
+
+// about passes a message from a call's own stream to the call; it reports
+// the call's response.
+func (h *httpServer) about(cl *call, s *session, m *jsonrpc.Message) bool {
+	switch {
+	case m.IsResponse():
+		if id, ok := idOf(m.ID); ok && id == cl.id {
+			cl.answered.Store(true)
+			cl.deliver(Event{Msg: m})
+			return true
+		}
+	case m.IsRequest() && m.Method != "ping":
+		cl.deliver(Event{Msg: m, ReplyTo: h.mint(s)(m, cl)})
+		return false
+	case m.Method == "notifications/progress":
+		if tok, ok := tokenOf(m.Params); !ok || tok == cl.id {
+			cl.deliver(Event{Msg: m})
+			return false
+		}
+	case m.IsNotification():
+		cl.deliver(Event{Msg: m})
+		return false
+	}
+	h.route(m, false, h.mint(s))
+	return false
+}
+
+// Notify implements Server.
+func (h *httpServer) Notify(ctx context.Context, n *jsonrpc.Message) error {
+	if !n.IsNotification() {
+		return h.errorf("Notify takes a notification, got %s", describe(n))
+	}
+	switch n.Method {
+	case "notifications/cancelled":
+		return h.cancelByCaller(n)
+	case "notifications/initialized":
+		return nil
+	}
+	s, lg, err := h.ensure(ctx)
+	if err != nil {
+		return err
+	}
+	if lg != nil {
+		return lg.Notify(ctx, n)
+	}
+	if s.modern && n.Method == "notifications/roots/list_changed" {
+		return nil // removed in 2026-07-28
+	}
+	body, err := json.Marshal(&jsonrpc.Message{JSONRPC: jsonrpc.Version, Method: n.Method, Params: n.Params})
+	if err != nil {
+		return err
+	}
+	resp, err := h.post(ctx, s, body, n.Method, "", nil)
+	if err != nil {
+		return h.errorf("%s: %w", n.Method, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		se := h.refusal(resp)
+		if se.status == http.StatusNotFound && s.id != "" {
+			h.expire(s)
+		}
+		return h.errorf("%s: %w", n.Method, se)
+	}
+	drain(resp.Body, func() {})
+	return nil
+}
+
+// Reply implements Server. The answer goes to the session named in
+// replyTo, whichever session this replica has.
+func (h *httpServer) Reply(ctx context.Context, to string, resp *jsonrpc.Message) error {
+	r, err := h.decodeReplyTo(to)
+	if err != nil {
+		return err
+	}
+	switch r.Kind {
+	case "l":
+		_, lg, err := h.ensure(ctx)
+		if err != nil {
+			return err
+		}
+		if lg == nil {
+			return h.errorf("reply-to is for a legacy HTTP+SSE server, which this one is not (any more)")
+		}
+		return lg.Reply(ctx, to, resp)
+	case "h":
+	default:
+		return h.errorf("reply-to is for another kind of server")
+	}
+	body, err := replyMessage(r, resp)
+	if err != nil {
+		return err
+	}
+	h.touchCall(r)
+	hr, err := h.post(ctx, &session{id: r.Session, version: r.Version}, body, "", "", nil)
+	if err != nil {
+		return h.errorf("reply: %w", err)
+	}
+	if hr.StatusCode/100 != 2 {
+		se := h.refusal(hr)
+		if se.status == http.StatusNotFound {
+			return h.errorf("reply: the session that asked has ended: %w", se)
+		}
+		return h.errorf("reply: %w", se)
+	}
+	drain(hr.Body, func() {})
+	return nil
+}
+
+// Listen implements Server.
+func (h *httpServer) Listen(ctx context.Context, on func(Event)) error {
+	return h.listen(ctx, on, h.stream)
+}
+
+// stream keeps the unsolicited stream open while there are listeners: the
+// GET stream of a 2025-11-25 session (resumed with Last-Event-ID, reopened
+// when it ends), subscriptions/listen in 2026-07-28.
+func (h *httpServer) stream(ctx context.Context) {
+	var sess *session
+	lastID := ""
+	for failures := 0; ctx.Err() == nil; {
+		s, lg, err := h.ensure(ctx)
+		if lg != nil {
+			lg.subscribe(ctx)
+			return
+		}
+		if err == nil && s.modern {
+			err = h.subscribe(ctx, s)
+		} else if err == nil {
+			if s != sess {
+				sess, lastID = s, ""
+			}
+			var id string
+			id, err = h.getStream(ctx, s, lastID)
+			if id != "" {
+				lastID = id
+			}
+			if errors.Is(err, errNoStream) {
+				h.log.Debug("mcp upstream: the server offers no GET stream")
+				<-ctx.Done()
+				return
+			}
+		}
+		if err == nil {
+			failures = 0
+		} else {
+			h.log.Debug("mcp upstream: listen stream", "err", err)
+		}
+		if !h.sleep(ctx, backoff(failures)) {
+			return
+		}
+		failures++
+	}
+}
+
+var errNoStream = errors.New("no GET stream")
+
+// getStream reads the GET stream once, until it ends.
+func (h *httpServer) getStream(ctx context.Context, s *session, lastID string) (string, error) {
+	resp, err := h.get(ctx, s, lastID)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode/100 != 2 {
+		se := h.refusal(resp)
+		switch {
+		case se.status == http.StatusMethodNotAllowed:
+			return "", errNoStream
+		case se.status == http.StatusNotFound && s.id != "":
+			h.expire(s)
+		}
+		return "", se
+	}
+	defer resp.Body.Close()
+	id, _, err := h.readMessages(resp, func(m *jsonrpc.Message) bool {
+		h.route(m, false, h.mint(s))
+		return false
+	})
+	return id, err
+}
+
+// subscribe runs one 2026-07-28 subscriptions/listen until it ends.
+func (h *httpServer) subscribe(ctx context.Context, s *session) error {
+	id := h.nextID.Add(1)
+	body, err := h.request(id, "subscriptions/listen", listenParams, s.version)
+	if err != nil {
+		return err
+	}
+	resp, err := h.post(ctx, s, body, "subscriptions/listen", "", nil)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		return h.refusal(resp)
+	}
+	defer resp.Body.Close()
+	_, _, err = h.readMessages(resp, func(m *jsonrpc.Message) bool {
+		if m.IsResponse() {
+			return true // the server ended the subscription
+		}
+		if m.IsNotification() {
+			h.fromSubscription(Event{Msg: m})
+		}
+		return false
+	})
+	return err
+}
+
+// Info implements Server.
+func (h *httpServer) Info(ctx context.Context) (Info, error) {
+	s, lg, err := h.ensure(ctx)
+	if err != nil {
+		return Info{}, err
+	}
+	if lg != nil {
+		return lg.Info(ctx)
+	}
+	return s.info, nil
+}
+
+// Close implements Server.
+func (h *httpServer) Close() error {
+	if !h.close() {
+		return nil
+	}
+	h.smu.Lock()
+	s, lg := h.sess, h.legacy
+	h.smu.Unlock()
+	if lg != nil {
+		lg.shutdown()
+	}
+	h.wg.Wait()
+	if s != nil && s.id != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		req := h.newRequest(ctx, http.MethodDelete, h.url, s, nil)
+		req.Header.Del("Accept")
+		if resp, err := h.client.Do(req); err == nil {
+			drain(resp.Body, func() {})
+		}
+		cancel()
+	}
+	h.tr.CloseIdleConnections()
+	return nil
+}
