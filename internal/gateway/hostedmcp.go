@@ -137,8 +137,8 @@ func isHostedRound(ctx context.Context) bool { v, _ := ctx.Value(hostedRoundKey{
 // responses handler's). A request whose key fails is left to the handler
 // (it answers 401).
 func (g *Gateway) hostedResponses(w http.ResponseWriter, r *http.Request) bool {
-	if r.Method != http.MethodPost {
-		return false
+	if r.Method != http.MethodPost || len(g.hosted.Servers()) == 0 {
+		return false // without servers, the handler refuses mcp tools (mcpTools)
 	}
 	st := g.cur()
 	p, err := st.keys.Authenticate(r)
@@ -1188,28 +1188,19 @@ func (t *turn) runCalls(calls []*hostedCall) bool {
 	return ok
 }
 
-// callTool runs c's tool.
+// callTool runs c's tool. Its span is the MCP endpoint's (a child of the
+// turn's, through ctx).
 func (t *turn) callTool(ctx context.Context, c *hostedCall) {
 	defer close(c.done)
-	var span trace.Span
-	if tr := t.g.cur().tracing; tr != nil && t.span != nil {
-		ctx, span = tr.tracer.Start(ctx, "execute_tool "+c.fn.tool.Name, trace.WithSpanKind(trace.SpanKindInternal),
-			trace.WithAttributes(semconv.GenAIOperationNameExecuteTool, semconv.GenAIToolName(c.fn.tool.Name),
-				attribute.String("streamgate.mcp.server", c.fn.server.label), attrRequestID.String(t.info.id)))
-		defer span.End()
-	}
 	args := json.RawMessage(c.args)
 	if strings.TrimSpace(c.args) == "" {
 		args = json.RawMessage("{}")
 	}
 	if !json.Valid(args) {
 		c.err = &hostedCallError{Code: -32602, Message: "the model's arguments are not valid JSON"}
-	} else {
-		c.res, c.err = t.g.hosted.CallTool(ctx, t.caller, c.fn.server.label, c.fn.tool.Name, args)
+		return
 	}
-	if span != nil && (c.err != nil || c.res != nil && c.res.IsError) {
-		span.SetStatus(codes.Error, "tool call failed")
-	}
+	c.res, c.err = t.g.hosted.CallTool(ctx, t.caller, c.fn.server.label, c.fn.tool.Name, args)
 }
 
 // end ends the response: its terminal event, or its response object.

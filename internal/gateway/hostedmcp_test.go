@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
@@ -182,6 +183,19 @@ type hostedEnv struct {
 func startHosted(t *testing.T, opts ...func(*gateway.Options)) *hostedEnv {
 	t.Helper()
 	up := startScripted(t)
+	o := gateway.Options{Config: hostedConfig(up), KeepAlive: -1}
+	for _, f := range opts {
+		f(&o)
+	}
+	e := startWith(t, o)
+	fake := newMCPFake()
+	e.gw.SetHostedMCP(fake)
+	return &hostedEnv{env: e, fake: fake, up: up}
+}
+
+// hostedConfig is the config of a hosted-MCP test: models m-openai,
+// m-anthropic and m-gemini on up, keys dev and limited.
+func hostedConfig(up *scripted) *config.Config {
 	cfg := baseConfig()
 	cfg.Timeouts.FirstToken = config.Duration(5 * time.Second)
 	cfg.Timeouts.Idle = config.Duration(5 * time.Second)
@@ -197,15 +211,8 @@ func startHosted(t *testing.T, opts ...func(*gateway.Options)) *hostedEnv {
 		{Name: "m-anthropic", Routes: []config.Route{{Provider: "up-anthropic", Model: "sim-fast"}}, Price: price},
 		{Name: "m-gemini", Routes: []config.Route{{Provider: "up-gemini", Model: "sim-fast"}}, Price: price},
 	}
-	cfg.Keys = append(cfg.Keys, config.Key{Name: "limited", Key: "sk-limited", Team: ""})
-	o := gateway.Options{Config: cfg, KeepAlive: -1}
-	for _, f := range opts {
-		f(&o)
-	}
-	e := startWith(t, o)
-	fake := newMCPFake()
-	e.gw.SetHostedMCP(fake)
-	return &hostedEnv{env: e, fake: fake, up: up}
+	cfg.Keys = append(cfg.Keys, config.Key{Name: "limited", Key: "sk-limited"})
+	return cfg
 }
 
 // client is the SDK on the gateway; script is each model call's tool.
@@ -841,8 +848,9 @@ func TestHostedMCPKeepAlive(t *testing.T) {
 	}
 }
 
-// TestHostedMCPTrace: with tracing on, the turn is one trace: its span,
-// each model call's request span under it, and a span per tool call.
+// TestHostedMCPTrace: with tracing on, the turn is one trace: its span
+// and each model call's request span under it (a tool call's span is the
+// MCP endpoint's: TestHostedMCPRealServer).
 func TestHostedMCPTrace(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
@@ -854,41 +862,42 @@ func TestHostedMCPTrace(t *testing.T) {
 	if _, err := rc.Responses.New(ctx, hostedParams("m-openai", docsTool("never"))); err != nil {
 		t.Fatal(err)
 	}
-	var spans tracetest.SpanStubs
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		spans = exp.GetSpans()
-		if slices.ContainsFunc(spans, func(s tracetest.SpanStub) bool { return strings.HasPrefix(s.Name, "responses mcp") }) {
-			break
-		}
+	turn, spans := turnSpan(t, exp)
+	if n := turnChildren(t, spans, turn, "chat "); n != 2 {
+		t.Errorf("got %d model call spans under the turn, want 2", n)
 	}
-	var turn tracetest.SpanStub
-	for _, s := range spans {
-		if strings.HasPrefix(s.Name, "responses mcp") {
-			turn = s
-		}
-	}
-	if !turn.SpanContext.IsValid() {
-		t.Fatalf("no turn span among %d", len(spans))
-	}
-	var calls, tools int
+}
+
+// turnChildren checks that every span is in turn's trace and counts
+// those under it named with prefix.
+func turnChildren(t *testing.T, spans tracetest.SpanStubs, turn tracetest.SpanStub, prefix string) int {
+	t.Helper()
+	n := 0
 	for _, s := range spans {
 		if s.SpanContext.TraceID() != turn.SpanContext.TraceID() {
 			t.Errorf("span %q in another trace", s.Name)
 		}
-		switch {
-		case strings.HasPrefix(s.Name, "chat ") && s.Parent.SpanID() == turn.SpanContext.SpanID():
-			calls++
-		case s.Name == "execute_tool search" && s.Parent.SpanID() == turn.SpanContext.SpanID():
-			tools++
+		if strings.HasPrefix(s.Name, prefix) && s.Parent.SpanID() == turn.SpanContext.SpanID() {
+			n++
 		}
 	}
-	if calls != 2 || tools != 1 {
-		var names []string
+	return n
+}
+
+// turnSpan waits for the turn's span among exp's and returns it with
+// them all.
+func turnSpan(t *testing.T, exp *tracetest.InMemoryExporter) (tracetest.SpanStub, tracetest.SpanStubs) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		spans := exp.GetSpans()
 		for _, s := range spans {
-			names = append(names, s.Name)
+			if strings.HasPrefix(s.Name, "responses mcp") {
+				return s, spans
+			}
 		}
-		t.Errorf("got %d model call spans and %d tool spans under the turn, want 2 and 1: %v", calls, tools, names)
 	}
+	t.Fatal("no turn span")
+	return tracetest.SpanStub{}, nil
 }
 
 // TestHostedMCPClientSecrets: the headers and authorization an mcp tool
@@ -933,3 +942,130 @@ func TestHostedMCPClientSecrets(t *testing.T) {
 		t.Errorf("tool_choice: got %s\nthen %s", bodies[0], bodies[1])
 	}
 }
+
+// TestHostedMCPRealServer: hosted MCP over the gateway's MCP endpoint
+// (package mcp) to a Go SDK MCP server over loopback HTTP: the tool runs
+// on the server; the ledger has the model calls and the tool call (route
+// mcp/docs, its price) under the request's id; the tool call's span is
+// under the turn's; a key's mcp_tools narrow what is listed; a client
+// that goes away ends the call (client_cancelled in its ledger row).
+func TestHostedMCPRealServer(t *testing.T) {
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	s := sdk.NewServer(&sdk.Implementation{Name: "docs", Version: "1"}, nil)
+	type in struct {
+		Text string `json:"text"`
+	}
+	sdk.AddTool(s, &sdk.Tool{Name: "search", Description: "Search the docs"}, func(_ context.Context, _ *sdk.CallToolRequest, a in) (*sdk.CallToolResult, any, error) {
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "found " + a.Text}}}, nil, nil
+	})
+	sdk.AddTool(s, &sdk.Tool{Name: "slow"}, func(ctx context.Context, _ *sdk.CallToolRequest, a in) (*sdk.CallToolResult, any, error) {
+		started <- struct{}{}
+		select {
+		case <-ctx.Done():
+		case <-release:
+		}
+		return nil, nil, ctx.Err()
+	})
+	srv := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil))
+	t.Cleanup(func() {
+		srv.Close()
+		for ss := range s.Sessions() {
+			ss.Close()
+		}
+	})
+	up := startScripted(t)
+	cfg := hostedConfig(up)
+	cfg.MCP.Servers = []config.MCPServer{{Name: "docs", URL: srv.URL, ToolPrices: map[string]float64{"search": 0.002}}}
+	cfg.Keys[len(cfg.Keys)-1].MCPTools = []string{"docs__slow"} // limited
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { tp.Shutdown(context.Background()) })
+	e := startWith(t, gateway.Options{Config: cfg, KeepAlive: -1, Tracer: tp.Tracer("test")})
+	t.Cleanup(sync.OnceFunc(func() { close(release) })) // before the gateway closes: a call still running ends
+	h := &hostedEnv{env: e, up: up}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	var hdr *http.Response
+	rc := h.client("docs__search,", option.WithResponseInto(&hdr))
+	s1 := readMCPStream(t, rc.Responses.NewStreaming(ctx, hostedParams("m-anthropic", docsTool("never"))))
+	res := &s1.final
+	if s1.terminal != "response.completed" || !slices.Equal(outputTypes(res), []string{"mcp_list_tools", "mcp_call", "message"}) {
+		t.Fatalf("got %s %s", s1.terminal, res.RawJSON())
+	}
+	if lt := res.Output[0].AsMcpListTools(); len(lt.Tools) != 2 || lt.Tools[0].Name != "search" || lt.Tools[0].Description != "Search the docs" {
+		t.Errorf("listed: got %s", lt.RawJSON())
+	}
+	if call := res.Output[1].AsMcpCall(); call.Output != "found sim" || call.Arguments != `{"text":"sim"}` {
+		t.Errorf("call: got %s, want the server's answer", call.RawJSON())
+	}
+	reqID := hdr.Header.Get("X-Request-Id")
+	es := hostedEntries(t, e, 3)
+	var models, tools int
+	for _, en := range es {
+		switch {
+		case en.RequestID != reqID:
+			t.Errorf("ledger row %+v not under request %s", en, reqID)
+		case en.Model == "docs__search" && en.Route == "mcp/docs" && en.CostUSD == 0.002 && en.Outcome == usage.OutcomeOK && en.KeyID == "dev":
+			tools++
+		case en.Model == "m-anthropic" && en.Outcome == usage.OutcomeOK && en.CostUSD > 0:
+			models++
+		}
+	}
+	if models != 2 || tools != 1 {
+		t.Errorf("ledger: got %+v, want 2 model calls and the tool call", es)
+	}
+	turn, spans := turnSpan(t, exp)
+	if n := turnChildren(t, spans, turn, "tools/call docs__search"); n != 1 {
+		t.Errorf("got %d tool call spans under the turn, want 1", n)
+	}
+
+	// The limited key lists only its tool; leaving while it runs cancels
+	// it on the server.
+	body, _ := json.Marshal(hostedParams("m-openai", docsTool("never")))
+	body, _ = setStream(body)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.url+"/v1/responses", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer sk-limited")
+	req.Header.Set("X-Sim-TTFT", "1ms")
+	req.Header.Set("X-Sim-ITL", "1ms")
+	req.Header.Set("X-Sim-Script", "docs__slow,")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if line := sc.Text(); strings.HasPrefix(line, "data: ") && strings.Contains(line, `"type":"mcp_list_tools"`) && strings.Contains(line, "output_item.done") {
+			if strings.Contains(line, `"search"`) || !strings.Contains(line, `"slow"`) {
+				t.Errorf("the limited key's tools: %s", line)
+			}
+			break
+		}
+	}
+	select {
+	case <-started:
+	case <-ctx.Done():
+		t.Fatal("the slow tool never ran")
+	}
+	resp.Body.Close()
+	// The call ends as the client left: its ledger row says so. (That the
+	// server then gets notifications/cancelled is package upstream's: a
+	// Go SDK server in 2025-11-25 gets none today, and its handler runs on
+	// until the session ends.)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		i := slices.IndexFunc(e.rec.all(), func(en usage.Entry) bool { return en.Model == "docs__slow" })
+		if i >= 0 {
+			if en := e.rec.all()[i]; en.Outcome != usage.OutcomeClientCancelled || en.Status != StatusClientClosed || en.KeyID != "limited" {
+				t.Errorf("the slow call's ledger row: got %+v, want client_cancelled", en)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the slow call has no ledger row")
+		}
+	}
+}
+
+// StatusClientClosed is the ledger's status of a client that went away.
+const StatusClientClosed = gateway.StatusClientClosed
