@@ -19,6 +19,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
+	"github.com/openai/openai-go/v3/shared"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
@@ -1069,3 +1070,31 @@ func TestHostedMCPRealServer(t *testing.T) {
 
 // StatusClientClosed is the ledger's status of a client that went away.
 const StatusClientClosed = gateway.StatusClientClosed
+
+// TestHostedMCPThinking: Claude with extended thinking in a hosted turn:
+// its signed thinking goes back to it with its tool call (Anthropic
+// refuses a tool loop without it, and so does the sim), though the client
+// did not ask for encrypted_content, which it does not get.
+func TestHostedMCPThinking(t *testing.T) {
+	h := startHosted(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	p := hostedParams("m-anthropic", docsTool("never"))
+	p.Reasoning = shared.ReasoningParam{Effort: shared.ReasoningEffortLow}
+	rc := h.client("docs__search,")
+	s := readMCPStream(t, rc.Responses.NewStreaming(ctx, p))
+	if s.terminal != "response.completed" {
+		t.Fatalf("got %s %s", s.terminal, s.final.RawJSON())
+	}
+	types := outputTypes(&s.final)
+	if !slices.Contains(types, "reasoning") || !slices.Contains(types, "mcp_call") || types[len(types)-1] != "message" {
+		t.Errorf("got output %v, want reasoning, the call and the answer", types)
+	}
+	if strings.Contains(s.final.RawJSON(), "encrypted_content") {
+		t.Errorf("the client got encrypted_content it did not ask for: %s", s.final.RawJSON())
+	}
+	bodies := h.up.all()
+	if last := bodies[len(bodies)-1]; !strings.Contains(last, `"type":"thinking"`) || !strings.Contains(last, `"signature"`) {
+		t.Errorf("the second model call lacks the signed thinking: %s", last)
+	}
+}
