@@ -36,7 +36,9 @@ import (
 // (builtin.go), or, with responses.builtin_tools: reject, skips with a
 // 400 as for the others. A request that uses the gateway's state (previous_response_id,
 // item_reference) is not passed through (its ids are the gateway's, not
-// the upstream's), and an answer passed through is not stored.
+// the upstream's), and an answer passed through is not stored. A request
+// with mcp tools is run by the gateway (hostedResponses, hostedmcp.go),
+// each of its model calls a request of this handler.
 func (g *Gateway) responsesAPI(w http.ResponseWriter, r *http.Request) {
 	if isUpgrade(r) { // WebSocket mode (websocket.go)
 		g.responsesSocket(w, r)
