@@ -205,12 +205,14 @@ func hostedConfig(up *scripted) *config.Config {
 		{Name: "up-openai", Kind: "openai", BaseURL: up.url + "/v1", APIKey: "sk-up"},
 		{Name: "up-anthropic", Kind: "anthropic", BaseURL: up.url, APIKey: "sk-up"},
 		{Name: "up-gemini", Kind: "gemini", BaseURL: up.url, APIKey: "sk-up"},
+		{Name: "up-responses", Kind: "openai", BaseURL: up.url + "/v1", APIKey: "sk-up", Responses: true},
 	}
 	price := config.Price{Input: 1, Output: 2}
 	cfg.Models = []config.Model{
 		{Name: "m-openai", Routes: []config.Route{{Provider: "up-openai", Model: "sim-fast"}}, Price: price},
 		{Name: "m-anthropic", Routes: []config.Route{{Provider: "up-anthropic", Model: "sim-fast"}}, Price: price},
 		{Name: "m-gemini", Routes: []config.Route{{Provider: "up-gemini", Model: "sim-fast"}}, Price: price},
+		{Name: "m-responses", Routes: []config.Route{{Provider: "up-responses", Model: "sim-fast"}}, Price: price},
 	}
 	cfg.Keys = append(cfg.Keys, config.Key{Name: "limited", Key: "sk-limited"})
 	return cfg
@@ -1096,5 +1098,25 @@ func TestHostedMCPThinking(t *testing.T) {
 	bodies := h.up.all()
 	if last := bodies[len(bodies)-1]; !strings.Contains(last, `"type":"thinking"`) || !strings.Contains(last, `"signature"`) {
 		t.Errorf("the second model call lacks the signed thinking: %s", last)
+	}
+}
+
+// TestHostedMCPPassthrough: a model call of a turn on a route that passes
+// the Responses API through (the upstream's own events, renumbered into
+// the turn's stream): the model gets the functions, and its answer comes
+// after the mcp_list_tools item.
+func TestHostedMCPPassthrough(t *testing.T) {
+	h := startHosted(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	b0 := len(h.up.all())
+	rc := h.client("")
+	s := readMCPStream(t, rc.Responses.NewStreaming(ctx, hostedParams("m-responses", docsTool("never"))))
+	if s.terminal != "response.completed" || !slices.Equal(outputTypes(&s.final), []string{"mcp_list_tools", "message"}) || s.final.OutputText() != s.text {
+		t.Fatalf("got %s %s", s.terminal, s.final.RawJSON())
+	}
+	b := h.up.all()[b0]
+	if !strings.Contains(b, `"input"`) || !strings.Contains(b, `"name":"docs__search"`) || strings.Contains(b, `"type":"mcp"`) {
+		t.Errorf("the passed-through model call: %s", b)
 	}
 }
