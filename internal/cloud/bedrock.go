@@ -94,16 +94,8 @@ func (b *Bedrock) RoundTrip(r *http.Request) (*http.Response, error) {
 	} else {
 		out.Header.Set("Accept", "application/json")
 	}
-	if b.Signer != nil {
-		now := time.Now
-		if b.Now != nil {
-			now = b.Now
-		}
-		if err := b.Signer.Sign(out, cloudauth.PayloadHash(body), now()); err != nil {
-			return nil, fmt.Errorf("bedrock: %w", err)
-		}
-	} else {
-		out.Header.Set("Authorization", "Bearer "+b.APIKey)
+	if err := authorizeAWS(out, body, b.Signer, b.APIKey, b.Now); err != nil {
+		return nil, err
 	}
 	resp, err := b.Base.RoundTrip(out)
 	if err != nil {
@@ -119,6 +111,55 @@ func (b *Bedrock) RoundTrip(r *http.Request) (*http.Response, error) {
 		resp.Body = newFrameReader(resp.Body)
 	}
 	return resp, nil
+}
+
+// authorizeAWS signs out, whose body is body, with signer (SigV4 at now(),
+// nil now meaning time.Now), or sets apiKey as its bearer token when
+// signer is nil: Bedrock's two ways to authenticate.
+func authorizeAWS(out *http.Request, body []byte, signer *cloudauth.SigV4, apiKey string, now func() time.Time) error {
+	if signer == nil {
+		out.Header.Set("Authorization", "Bearer "+apiKey)
+		return nil
+	}
+	if now == nil {
+		now = time.Now
+	}
+	if err := signer.Sign(out, cloudauth.PayloadHash(body), now()); err != nil {
+		return fmt.Errorf("bedrock: %w", err)
+	}
+	return nil
+}
+
+// BedrockAuth is the RoundTripper that authenticates a request to Bedrock
+// as it is, without moving it: the converse adapter's requests, which it
+// already addresses to Bedrock's paths in Bedrock's dialect.
+type BedrockAuth struct {
+	// Base sends the authenticated request.
+	Base http.RoundTripper
+	// Signer signs each request with SigV4; nil when APIKey is used.
+	Signer *cloudauth.SigV4
+	// APIKey is a Bedrock API key, sent as a bearer token instead of a
+	// signature.
+	APIKey string
+	// Now is the signing clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// RoundTrip implements http.RoundTripper.
+func (a *BedrockAuth) RoundTrip(r *http.Request) (*http.Response, error) {
+	body, err := readBody(r)
+	if err != nil {
+		return nil, fmt.Errorf("bedrock: %w", err)
+	}
+	out := r.Clone(r.Context())
+	out.Body = io.NopCloser(bytes.NewReader(body))
+	out.ContentLength = int64(len(body))
+	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	out.Header.Del("Authorization")
+	if err := authorizeAWS(out, body, a.Signer, a.APIKey, a.Now); err != nil {
+		return nil, err
+	}
+	return a.Base.RoundTrip(out)
 }
 
 // moveClaude is the request a cloud's Claude endpoint gets for the

@@ -10,6 +10,7 @@ import (
 	"github.com/streamgate/streamgate/internal/cloudauth"
 	"github.com/streamgate/streamgate/internal/provider"
 	"github.com/streamgate/streamgate/internal/provider/anthropic"
+	"github.com/streamgate/streamgate/internal/provider/converse"
 	"github.com/streamgate/streamgate/internal/provider/gemini"
 	"github.com/streamgate/streamgate/internal/provider/openai"
 )
@@ -34,15 +35,16 @@ func getenv(c provider.Config) func(string) string {
 	return os.Getenv
 }
 
-// newBedrock is kind bedrock: Claude through InvokeModel under the
-// anthropic adapter. (Bedrock's other models, through ConverseStream, are
-// refused at config load.)
+// newBedrock is kind bedrock: Claude (ids with "anthropic.") through
+// InvokeModel under the anthropic adapter, every other model through
+// Converse under the converse adapter, one signer (or API key) for both.
 func newBedrock(c provider.Config) (provider.Provider, error) {
 	endpoint := strings.TrimRight(c.BaseURL, "/")
 	if endpoint == "" {
 		endpoint = BedrockEndpoint(c.Cloud.Region)
 	}
-	b := &Bedrock{Base: transport(c), Endpoint: endpoint, APIKey: c.APIKey}
+	rt := transport(c)
+	b := &Bedrock{Base: rt, Endpoint: endpoint, APIKey: c.APIKey}
 	if c.APIKey == "" {
 		creds := cloudauth.AWSCredentials{AccessKeyID: c.Cloud.AWSAccessKeyID, SecretAccessKey: c.Cloud.AWSSecretAccessKey, SessionToken: c.Cloud.AWSSessionToken}
 		if creds.AccessKeyID == "" {
@@ -53,7 +55,50 @@ func newBedrock(c provider.Config) (provider.Provider, error) {
 		}
 		b.Signer = &cloudauth.SigV4{Service: "bedrock", Region: c.Cloud.Region, Creds: creds}
 	}
-	return anthropic.New(endpoint, "", anthropic.Options{Transport: b, ConnectTimeout: c.ConnectTimeout}), nil
+	return &bedrock{
+		claude:   anthropic.New(endpoint, "", anthropic.Options{Transport: b, ConnectTimeout: c.ConnectTimeout}),
+		converse: converse.New(endpoint, converse.Options{Transport: &BedrockAuth{Base: rt, Signer: b.Signer, APIKey: c.APIKey}}),
+	}, nil
+}
+
+// bedrock is kind bedrock: one adapter per dialect, picked by the route's
+// model (IsBedrockAnthropic).
+type bedrock struct {
+	claude   *anthropic.Client
+	converse *converse.Client
+}
+
+// bedrock has no Checker: Bedrock's runtime endpoint has no request that
+// proves the credentials without spending tokens (its models list is
+// another service's), so its health is the requests' (passive).
+var _ provider.ModelSpeaker = (*bedrock)(nil)
+
+func (b *bedrock) pick(model string) provider.Provider {
+	if IsBedrockAnthropic(model) {
+		return b.claude
+	}
+	return b.converse
+}
+
+func (b *bedrock) Open(ctx context.Context, req *provider.Request) (provider.Stream, error) {
+	return b.pick(req.Model).Open(ctx, req)
+}
+
+func (b *bedrock) Complete(ctx context.Context, req *provider.Request) ([]byte, error) {
+	return b.pick(req.Model).Complete(ctx, req)
+}
+
+// SpeaksFor implements provider.ModelSpeaker: a Messages client's request
+// to Claude passes through as sent; Converse models translate.
+func (b *bedrock) SpeaksFor(dialect, model string) bool {
+	return IsBedrockAnthropic(model) && b.claude.Speaks(dialect)
+}
+
+// CloseIdleConnections closes both adapters' idle connections (one
+// transport).
+func (b *bedrock) CloseIdleConnections() {
+	b.claude.CloseIdleConnections()
+	b.converse.CloseIdleConnections()
 }
 
 // IsVertexAnthropic reports whether a Vertex model is Claude (publisher

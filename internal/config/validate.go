@@ -439,8 +439,6 @@ func (v *problems) model(path string, m Model, providers map[string]int, list []
 		}
 		if r.Model == "" {
 			v.add(rp+".model", "required (the model name the provider expects)")
-		} else if i, ok := providers[r.Provider]; ok && list[i].Kind == "bedrock" && !strings.Contains(r.Model, "anthropic.") {
-			v.add(rp+".model", "%q: kind bedrock serves Claude models (ids containing \"anthropic.\", through InvokeModel); Bedrock's other models (ConverseStream) are not supported by this version", r.Model)
 		}
 		if r.Weight < 0 {
 			v.add(rp+".weight", "must not be negative, got %d", r.Weight)

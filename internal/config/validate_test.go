@@ -87,6 +87,20 @@ func TestValidConfigs(t *testing.T) {
 	}
 }
 
+// TestValidateBedrockModels: kind bedrock takes any model id: Claude's
+// through InvokeModel, the others (and opaque ARNs) through Converse.
+func TestValidateBedrockModels(t *testing.T) {
+	for _, m := range []string{"anthropic.claude-3-5-haiku-20241022-v1:0", "us.amazon.nova-pro-v1:0", "meta.llama3-70b-instruct-v1:0",
+		"arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/a1b2c3"} {
+		c := validConfig()
+		c.Providers[1] = Provider{Name: "sim", Kind: "bedrock", Region: "us-east-1"}
+		c.Models[0].Routes[1].Model = m
+		if err := c.Validate(); err != nil {
+			t.Errorf("%s: %v", m, err)
+		}
+	}
+}
+
 func TestValidateEachProblem(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -137,8 +151,6 @@ func TestValidateEachProblem(t *testing.T) {
 			c.Providers[1] = Provider{Name: "sim", Kind: "bedrock", Region: "us-east-1", AWS: &AWSKeys{AccessKeyID: "a"}}
 			c.Models[0].Routes[1].Model = "anthropic.claude-x"
 		}, "providers[1].aws: access_key_id and secret_access_key are both required"},
-		{"bedrock non-Claude model", func(c *Config) { c.Providers[1] = Provider{Name: "sim", Kind: "bedrock", Region: "us-east-1"} },
-			`models[0].routes[1].model: "sim-fast": kind bedrock serves Claude models (ids containing "anthropic.", through InvokeModel); Bedrock's other models (ConverseStream) are not supported by this version`},
 		{"vertex without project and region", func(c *Config) {
 			c.Providers[1] = Provider{Name: "sim", Kind: "vertex", CredentialsFile: "testdata/spec.yaml"}
 		},
