@@ -67,7 +67,7 @@ func TestConverseStreamSDK(t *testing.T) {
 		ModelId: aws.String("us.amazon.nova-pro-v1:0"),
 		System: []types.SystemContentBlock{&types.SystemContentBlockMemberText{Value: system},
 			&types.SystemContentBlockMemberCachePoint{Value: types.CachePointBlock{Type: types.CachePointTypeDefault}}},
-		Messages: []types.Message{{Role: types.ConversationRoleUser, Content: []types.ContentBlock{&types.ContentBlockMemberText{Value: "hello"}}}},
+		Messages:        []types.Message{{Role: types.ConversationRoleUser, Content: []types.ContentBlock{&types.ContentBlockMemberText{Value: "hello"}}}},
 		InferenceConfig: &types.InferenceConfiguration{MaxTokens: aws.Int32(20)},
 	}
 	var written int32
