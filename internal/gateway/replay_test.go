@@ -54,9 +54,9 @@ type replaySidecar struct {
 	// "documented" (written here after the provider's documentation) or
 	// "constructed" (written here for a behaviour servers of the dialect
 	// show, said in the note).
-	Origin      string     `json:"origin"`
-	Note        string     `json:"note"`
-	ContentType string     `json:"content_type"` // of the stream; "" is text/event-stream
+	Origin      string `json:"origin"`
+	Note        string `json:"note"`
+	ContentType string `json:"content_type"` // of the stream; "" is text/event-stream
 	// Clients are the client dialects the recording is replayed to
 	// (chat, messages, responses); nil: every one. A Responses stream
 	// reaches only /v1/responses clients (passed through).
@@ -153,7 +153,9 @@ func frameChunks(t *testing.T, dialect string, chunks []byte) []byte {
 
 // responsesOnly reports whether rec is a Responses stream, replayed to
 // /v1/responses clients only.
-func (rec *recording) responsesOnly() bool { return slices.Equal(rec.meta.Clients, []string{"responses"}) }
+func (rec *recording) responsesOnly() bool {
+	return slices.Equal(rec.meta.Clients, []string{"responses"})
+}
 
 // clients are the client dialects rec is replayed to.
 func (rec *recording) clients() []string {
