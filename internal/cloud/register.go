@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 
@@ -178,9 +179,28 @@ func (v *vertex) CloseIdleConnections() {
 	v.gemini.CloseIdleConnections()
 }
 
-// newAzure is kind azure: the openai adapter over Azure's paths.
+// newAzure is kind azure: the openai adapter over Azure's paths, with
+// the api-key header or an Entra ID token.
 func newAzure(c provider.Config) (provider.Provider, error) {
 	base := strings.TrimRight(c.BaseURL, "/")
-	az := &Azure{Base: transport(c), Resource: base, APIVersion: c.Cloud.APIVersion, APIKey: c.APIKey}
+	rt := transport(c)
+	az := &Azure{Base: rt, Resource: base, APIVersion: c.Cloud.APIVersion, APIKey: c.APIKey}
+	if c.Cloud.EntraClientID != "" {
+		az.APIKey = ""
+		az.Tokens = cloudauth.EntraTokenSource(EntraTokenURL(c.Cloud.EntraAuthority, c.Cloud.EntraTenantID),
+			c.Cloud.EntraClientID, c.Cloud.EntraClientSecret, EntraScope, &http.Client{Transport: rt})
+	}
 	return openai.New(base, "", openai.Options{Transport: az, Responses: c.Responses, ConnectTimeout: c.ConnectTimeout}), nil
+}
+
+// EntraScope is the scope of Entra ID tokens for Azure OpenAI / Foundry.
+const EntraScope = "https://cognitiveservices.azure.com/.default"
+
+// EntraTokenURL is the client-credentials token endpoint of a tenant at an
+// authority host ("" is https://login.microsoftonline.com).
+func EntraTokenURL(authority, tenant string) string {
+	if authority == "" {
+		authority = "https://login.microsoftonline.com"
+	}
+	return strings.TrimRight(authority, "/") + "/" + url.PathEscape(tenant) + "/oauth2/v2.0/token"
 }

@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -56,6 +57,10 @@ func cloudEnv(t *testing.T) (*env, *sim.Server) {
 		{Name: "vertex", Kind: "vertex", BaseURL: srv.URL, Project: "proj", Region: "us-east5", CredentialsFile: saPath},
 		{Name: "azure", Kind: "azure", BaseURL: srv.URL, APIKey: "azure-key", APIVersion: "2024-10-21"},
 		{Name: "azure-v1", Kind: "azure", BaseURL: srv.URL, APIKey: "azure-key"},
+		{Name: "azure-entra", Kind: "azure", BaseURL: srv.URL, APIVersion: "2024-10-21", Entra: &config.EntraApp{
+			TenantID: "contoso", ClientID: entraClient, ClientSecret: sim.SimEntraApps[entraClient], AuthorityHost: srv.URL}},
+		{Name: "azure-entra-wrong", Kind: "azure", BaseURL: srv.URL, APIVersion: "2024-10-21", Entra: &config.EntraApp{
+			TenantID: "contoso", ClientID: entraClient, ClientSecret: "not-the-secret", AuthorityHost: srv.URL}},
 	}
 	price := config.Price{Input: 3, Output: 15, CachedInput: ptr(0.3), CacheWrite: ptr(3.75)}
 	cfg.Models = []config.Model{
@@ -67,13 +72,18 @@ func cloudEnv(t *testing.T) (*env, *sim.Server) {
 		{Name: "m-vertex-gemini", Routes: []config.Route{{Provider: "vertex", Model: "gemini-2.5-flash"}}, Price: price},
 		{Name: "m-azure", Routes: []config.Route{{Provider: "azure", Model: "gpt-4o-deployment"}}, Price: price},
 		{Name: "m-azure-v1", Routes: []config.Route{{Provider: "azure-v1", Model: "gpt-4o-deployment"}}, Price: price},
+		{Name: "m-azure-entra", Routes: []config.Route{{Provider: "azure-entra", Model: "gpt-4o-deployment"}}, Price: price},
+		{Name: "m-azure-entra-wrong", Routes: []config.Route{{Provider: "azure-entra-wrong", Model: "gpt-4o-deployment"}}, Price: price},
 	}
 	return startWith(t, gateway.Options{Config: cfg, KeepAlive: -1}), s
 }
 
 func ptr[T any](v T) *T { return &v }
 
-var cloudModels = []string{"m-bedrock", "m-bedrock-key", "m-bedrock-nova", "m-bedrock-llama-key", "m-vertex-claude", "m-vertex-gemini", "m-azure", "m-azure-v1"}
+// entraClient is the simulator's Entra ID app registration.
+const entraClient = "00000000-0000-0000-0000-00000000a2e0"
+
+var cloudModels = []string{"m-bedrock", "m-bedrock-key", "m-bedrock-nova", "m-bedrock-llama-key", "m-vertex-claude", "m-vertex-gemini", "m-azure", "m-azure-v1", "m-azure-entra"}
 
 // TestCloudsOpenAIClient: openai-go through the gateway to Claude on
 // Bedrock (SigV4 and an API key), Claude and Gemini on Vertex and GPT on
@@ -327,5 +337,37 @@ func TestCloudsConverse(t *testing.T) {
 		if en.Outcome != "ok" || en.Route != "bedrock/us.amazon.nova-pro-v1:0" || en.OutputTokens == 0 || en.CostUSD <= 0 {
 			t.Errorf("entry: outcome %s via %s, %d output tokens, $%f", en.Outcome, en.Route, en.OutputTokens, en.CostUSD)
 		}
+	}
+}
+
+// TestCloudsAzureEntra: kind azure with entra gets a token from the
+// (simulated) Entra ID token endpoint by the client-credentials grant and
+// sends it as Authorization: Bearer: many requests, one grant; a wrong
+// client secret fails the route with Entra's own words, redacted of the
+// secret, and no request reaches Azure without a token.
+func TestCloudsAzureEntra(t *testing.T) {
+	e, s := cloudEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client := openai.NewClient(option.WithBaseURL(e.url+"/v1/"), option.WithAPIKey(devKey), option.WithMaxRetries(0),
+		option.WithHeader("X-Sim-TTFT", "1ms"), option.WithHeader("X-Sim-ITL", "1ms"))
+	for i := range 4 {
+		c, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "m-azure-entra", MaxTokens: openai.Int(5),
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello")}})
+		if err != nil || len(c.Choices) != 1 || c.Choices[0].Message.Content == "" {
+			t.Fatalf("request %d: got %+v, %v", i, c, err)
+		}
+	}
+	if n := s.EntraGrants(); n != 1 {
+		t.Errorf("%d Entra grants for 4 requests, want 1", n)
+	}
+	_, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "m-azure-entra-wrong", MaxTokens: openai.Int(5),
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello")}})
+	var ae *openai.Error
+	if !errors.As(err, &ae) || ae.StatusCode != 502 || ae.Code != "upstream_failed" || strings.Contains(ae.RawJSON(), "not-the-secret") {
+		t.Errorf("wrong secret: got %v, want the gateway's 502 upstream_failed without the secret", err)
+	}
+	if n := s.EntraGrants(); n != 1 {
+		t.Errorf("%d Entra grants after a refused one, want still 1", n)
 	}
 }

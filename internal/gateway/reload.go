@@ -131,6 +131,9 @@ func (g *Gateway) build(cfg *config.Config, prev *state) (*state, error) {
 		if p.AWS != nil {
 			pc.Cloud.AWSAccessKeyID, pc.Cloud.AWSSecretAccessKey, pc.Cloud.AWSSessionToken = p.AWS.AccessKeyID, p.AWS.SecretAccessKey, p.AWS.SessionToken
 		}
+		if e := p.Entra; e != nil {
+			pc.Cloud.EntraTenantID, pc.Cloud.EntraClientID, pc.Cloud.EntraClientSecret, pc.Cloud.EntraAuthority = e.TenantID, e.ClientID, e.ClientSecret, e.AuthorityHost
+		}
 		if p.CAFile != "" {
 			pool, err := config.LoadCAs(p.CAFile)
 			if err != nil {

@@ -21,7 +21,12 @@ import (
 	"github.com/streamgate/streamgate/internal/eventstream"
 )
 
-// headerRT adds headers (the sim's faults) to each request the SDK sends.
+// headerRT adds headers (the sim's faults) to each request the SDK sends,
+// and hands the SDK the answer read whole, from memory: the SDK v1.63's
+// event-stream reader sometimes reads a body its own deserializer has
+// closed ("use of closed network connection", about one run in five on a
+// loaded machine), which a body in memory, whose Close does nothing,
+// cannot fail.
 type headerRT struct {
 	base http.RoundTripper
 	h    http.Header
@@ -32,7 +37,14 @@ func (h headerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 	for k, v := range h.h {
 		r.Header[k] = v
 	}
-	return h.base.RoundTrip(r)
+	resp, err := h.base.RoundTrip(r)
+	if err != nil {
+		return nil, err
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	return resp, err
 }
 
 // converseClient is the AWS SDK's own Bedrock runtime client, signing
