@@ -26,6 +26,7 @@ import (
 	"github.com/streamgate/streamgate/internal/api"
 	"github.com/streamgate/streamgate/internal/cloudauth"
 	"github.com/streamgate/streamgate/internal/eventstream"
+	"github.com/streamgate/streamgate/internal/sse"
 )
 
 // BedrockAnthropicVersion is the anthropic_version Bedrock requires in the
@@ -292,20 +293,39 @@ func anthropicError(typ, msg string) []byte {
 }
 
 // frameReader turns a Bedrock InvokeModelWithResponseStream body into the
-// Anthropic SSE events its frames carry: a chunk frame's base64 "bytes"
-// is one Anthropic event, written as "event: {type}\ndata: {json}\n\n";
-// an exception or error frame becomes Anthropic's error event, so a
-// mid-stream failure reaches the client as an error, never a silent end.
-// Frames already read are converted together, so the events of one
-// upstream read leave in one write.
+// Anthropic events its frames carry: a chunk frame's base64 "bytes" is one
+// Anthropic event; an exception or error frame becomes Anthropic's error
+// event, so a mid-stream failure reaches the client as an error, never a
+// silent end. It is an sse.Events, which the anthropic adapter reads event
+// by event (the decoded bytes handed on, no SSE written and parsed again);
+// read as bytes, it writes each event as "event: {type}\ndata: {json}\n\n",
+// the events of one upstream read in one write.
 type frameReader struct {
 	body io.ReadCloser
+	hr   hookReader // the decoder's source: body, with the reader's hook
 	dec  *eventstream.Decoder
-	out  []byte
+	ev   sse.Event
+	out  []byte // Read: the SSE not yet read
 	off  int
 	err  error
 
 	scratch []byte // a chunk's decoded bytes, reused
+	errBuf  []byte // an error event's data, reused
+}
+
+var _ sse.Events = (*frameReader)(nil)
+
+// hookReader calls a reader's hook before each read of the body.
+type hookReader struct {
+	r    io.Reader
+	hook sse.ReadHook
+}
+
+func (h *hookReader) Read(p []byte) (int, error) {
+	if h.hook != nil {
+		h.hook.BeforeRead()
+	}
+	return h.r.Read(p)
 }
 
 // frameReaders are reused across streams, with their buffers; a reader
@@ -317,32 +337,71 @@ const maxPooledFrames = 64 << 10
 func newFrameReader(body io.ReadCloser) *frameReader {
 	if f, ok := frameReaders.Get().(*frameReader); ok {
 		f.body, f.off, f.err = body, 0, nil
+		f.hr = hookReader{r: body}
 		f.out = f.out[:0]
-		f.dec.Reset(body)
+		f.dec.Reset(&f.hr)
 		return f
 	}
-	return &frameReader{body: body, dec: eventstream.NewDecoder(body, 0), out: make([]byte, 0, 1024)}
+	f := &frameReader{body: body, out: make([]byte, 0, 1024)}
+	f.hr.r = body
+	f.dec = eventstream.NewDecoder(&f.hr, 0)
+	return f
 }
 
+// next decodes the frames up to the next one that carries an event for
+// the client (other event types carry nothing): its name and data, valid
+// until the next call. The end of input is io.EOF, a cut ErrTruncated.
+func (f *frameReader) next() (name, data []byte, err error) {
+	for {
+		if f.err != nil {
+			return nil, nil, f.err
+		}
+		m, err := f.dec.Next()
+		if err != nil {
+			switch {
+			case errors.Is(err, io.EOF):
+				f.err = io.EOF
+			case errors.Is(err, eventstream.ErrTruncated):
+				f.err = sse.ErrTruncated
+			default:
+				f.err = err
+			}
+			return nil, nil, f.err
+		}
+		if name, data, ok := f.event(&m); ok {
+			return name, data, nil
+		}
+	}
+}
+
+// NextEvent implements sse.Events.
+func (f *frameReader) NextEvent(h sse.ReadHook) (*sse.Event, error) {
+	f.hr.hook = h
+	name, data, err := f.next()
+	if err != nil {
+		return nil, err
+	}
+	f.ev = sse.Event{Name: name, Data: data}
+	return &f.ev, nil
+}
+
+// Read writes the events as SSE: those of the frames already read
+// together, so the events of one upstream read leave in one write.
 func (f *frameReader) Read(p []byte) (int, error) {
 	for f.off == len(f.out) {
 		if f.err != nil {
+			if f.err == sse.ErrTruncated {
+				return 0, io.ErrUnexpectedEOF
+			}
 			return 0, f.err
 		}
 		f.out, f.off = f.out[:0], 0
 		for {
-			m, err := f.dec.Next()
+			name, data, err := f.next()
 			if err != nil {
-				if errors.Is(err, io.EOF) {
-					f.err = io.EOF
-				} else if errors.Is(err, eventstream.ErrTruncated) {
-					f.err = io.ErrUnexpectedEOF
-				} else {
-					f.err = err
-				}
 				break
 			}
-			f.out = appendEvent(f.out, &m, &f.scratch)
+			f.out = appendSSE(f.out, name, data)
 			if !f.dec.Buffered() {
 				break
 			}
@@ -360,6 +419,8 @@ func (f *frameReader) Close() error {
 	}
 	err := f.body.Close()
 	f.body = nil
+	f.hr = hookReader{}
+	f.ev = sse.Event{}
 	f.dec.Reset(nil)
 	if cap(f.out) <= maxPooledFrames && cap(f.scratch) <= maxPooledFrames && f.dec.Size() <= maxPooledFrames {
 		frameReaders.Put(f)
@@ -367,28 +428,31 @@ func (f *frameReader) Close() error {
 	return err
 }
 
-// appendEvent appends the SSE form of one frame.
-func appendEvent(dst []byte, m *eventstream.Message, scratch *[]byte) []byte {
-	switch {
-	case m.Is(":message-type", "event"):
+// event reads one frame: a chunk's event (its type and decoded bytes), an
+// exception or error as Anthropic's error event; ok is false for a frame
+// that carries nothing for the client.
+func (f *frameReader) event(m *eventstream.Message) (name, data []byte, ok bool) {
+	mt, _, _ := m.Header(":message-type")
+	switch string(mt) {
+	case "event":
 		if !m.Is(":event-type", "chunk") {
-			return dst // other event types carry nothing for the client
+			return nil, nil, false // other event types carry nothing for the client
 		}
 		raw, ok := chunkBytes(m.Payload)
 		if !ok {
-			return appendSSE(dst, "error", anthropicError("api_error", "bedrock: a chunk frame without its bytes"))
+			return f.errorEvent("api_error", "bedrock: a chunk frame without its bytes")
 		}
 		need := base64.StdEncoding.DecodedLen(len(raw))
-		if cap(*scratch) < need {
-			*scratch = make([]byte, need)
+		if cap(f.scratch) < need {
+			f.scratch = make([]byte, need)
 		}
-		data := (*scratch)[:need]
-		n, err := base64.StdEncoding.Decode(data, raw)
+		n, err := base64.StdEncoding.Decode(f.scratch[:need], raw)
 		if err != nil {
-			return appendSSE(dst, "error", anthropicError("api_error", "bedrock: a chunk frame whose bytes are not base64"))
+			return f.errorEvent("api_error", "bedrock: a chunk frame whose bytes are not base64")
 		}
-		return appendSSE(dst, eventType(data[:n]), data[:n])
-	case m.Is(":message-type", "exception"):
+		data = f.scratch[:n]
+		return eventType(data), data, true
+	case "exception":
 		var e struct {
 			Message string `json:"message"`
 		}
@@ -397,14 +461,21 @@ func appendEvent(dst []byte, m *eventstream.Message, scratch *[]byte) []byte {
 		if e.Message == "" {
 			e.Message = name
 		}
-		return appendSSE(dst, "error", anthropicError(awsErrorType(name, 0), e.Message))
+		return f.errorEvent(awsErrorType(name, 0), e.Message)
 	default: // :message-type error: the code and message are headers
 		msg := m.String(":error-message")
 		if msg == "" {
 			msg = "bedrock stream error " + m.String(":error-code")
 		}
-		return appendSSE(dst, "error", anthropicError(awsErrorType(m.String(":error-code"), 0), msg))
+		return f.errorEvent(awsErrorType(m.String(":error-code"), 0), msg)
 	}
+}
+
+var errorName = []byte("error")
+
+func (f *frameReader) errorEvent(typ, msg string) ([]byte, []byte, bool) {
+	f.errBuf = append(f.errBuf[:0], anthropicError(typ, msg)...)
+	return errorName, f.errBuf, true
 }
 
 func appendSSE[S string | []byte](dst []byte, name S, data []byte) []byte {
@@ -420,11 +491,16 @@ func appendSSE[S string | []byte](dst []byte, name S, data []byte) []byte {
 // payload has none or escapes it (base64 needs no escapes).
 func chunkBytes(p []byte) ([]byte, bool) {
 	const key = `"bytes":`
-	i := bytes.Index(p, []byte(key))
-	if i < 0 {
-		return nil, false
+	var v []byte
+	if len(p) > len(key)+1 && p[0] == '{' && string(p[1:1+len(key)]) == key {
+		v = p[1+len(key):] // as Bedrock writes it: {"bytes":"…","p":"…"}
+	} else {
+		i := bytes.Index(p, []byte(key))
+		if i < 0 {
+			return nil, false
+		}
+		v = bytes.TrimLeft(p[i+len(key):], " \t\r\n")
 	}
-	v := bytes.TrimLeft(p[i+len(key):], " \t\r\n")
 	if len(v) == 0 || v[0] != '"' {
 		return nil, false
 	}
@@ -439,9 +515,11 @@ func chunkBytes(p []byte) ([]byte, bool) {
 // decoding: every Anthropic event starts {"type":"…".
 func eventType(data []byte) []byte {
 	const key = `"type":"`
-	i := bytes.Index(data, []byte(key))
-	if i < 0 || i > 8 {
-		return nil
+	i := 1 // as Anthropic writes it: {"type":"…"
+	if len(data) <= len(key) || data[0] != '{' || string(data[1:1+len(key)]) != key {
+		if i = bytes.Index(data, []byte(key)); i < 0 || i > 8 {
+			return nil
+		}
 	}
 	v := data[i+len(key):]
 	end := bytes.IndexByte(v, '"')
