@@ -5,8 +5,10 @@
 // anthropic adapter, its requests moved to Bedrock's InvokeModel paths,
 // signed with SigV4, its binary event-stream answer unwrapped into the
 // Anthropic events the adapter already parses), so no translation is
-// written twice. Signing and tokens live in package cloudauth, the
-// event-stream framing in package eventstream.
+// written twice. Bedrock's other models speak Converse, a dialect of its
+// own: the converse adapter (package provider/converse) under BedrockAuth.
+// Signing and tokens live in package cloudauth, the event-stream framing
+// in package eventstream.
 package cloud
 
 import (
