@@ -65,7 +65,7 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request, c *Caller) {
 		o.fail(nil, err)
 		return
 	}
-	msg, err := decodeMessage(body)
+	msg, err := decodeMessage(body, g.maxBody)
 	if err != nil {
 		o.fail(nil, err)
 		return
