@@ -11,6 +11,7 @@ import (
 	"github.com/streamgate/streamgate/internal/auth"
 	"github.com/streamgate/streamgate/internal/budget"
 	"github.com/streamgate/streamgate/internal/config"
+	"github.com/streamgate/streamgate/internal/dashboard"
 	"github.com/streamgate/streamgate/internal/mcp"
 	mcpupstream "github.com/streamgate/streamgate/internal/mcp/upstream"
 	"github.com/streamgate/streamgate/internal/metrics"
@@ -124,6 +125,19 @@ func (g *Gateway) reloadMCP(cfg *config.Config) error {
 	g.mcpOpen = opened
 	g.mcpMetrics.Servers(mcpNames(cfg))
 	return nil
+}
+
+// mcpHealth is the MCP servers' health for the dashboard.
+func (g *Gateway) mcpHealth() []dashboard.MCPHealth {
+	if g.mcp == nil {
+		return nil
+	}
+	hs := g.mcp.Health()
+	out := make([]dashboard.MCPHealth, len(hs))
+	for i, h := range hs {
+		out[i] = dashboard.MCPHealth{Server: h.Server, Known: h.Known, OK: h.OK, Error: h.Error}
+	}
+	return out
 }
 
 // errNoMCP: /mcp asked for with no MCP server configured.
