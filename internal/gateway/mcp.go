@@ -59,7 +59,7 @@ func (g *Gateway) newMCP(cfg *config.Config) error {
 		return err
 	}
 	gw, err := mcp.New(mcp.Options{Servers: specs, Governor: mcpGov{g}, Sealer: sealer, SessionTTL: cfg.MCP.SessionTTL.D(),
-		WriteError: g.writeError, Logger: g.log, Tracer: g.tracer, Metrics: m, MaxBody: g.maxBody, Version: metrics.ReadBuild().Version})
+		WriteError: g.writeError, ReadBody: g.mcpBody, Logger: g.log, Tracer: g.tracer, Metrics: m, MaxBody: g.maxBody, Version: metrics.ReadBuild().Version})
 	if err != nil {
 		closeOpened(opened, nil)
 		return err
@@ -125,6 +125,18 @@ func (g *Gateway) reloadMCP(cfg *config.Config) error {
 	g.mcpOpen = opened
 	g.mcpMetrics.Servers(mcpNames(cfg))
 	return nil
+}
+
+// mcpBody reads an MCP POST's body as every endpoint does (max_body_bytes,
+// timeouts.request_body), marked read so that the connection is not closed
+// under the stream that follows.
+func (g *Gateway) mcpBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	b, err := g.readBody(w, r)
+	if err != nil {
+		st := statusOf(err).status
+		return nil, &mcp.BodyError{Status: st, Err: err}
+	}
+	return b, nil
 }
 
 // mcpHealth is the MCP servers' health for the dashboard.

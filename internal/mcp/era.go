@@ -60,9 +60,9 @@ func rpcErr(code int, format string, args ...any) *rpcError {
 
 func (g *Gateway) post(w http.ResponseWriter, r *http.Request, c *Caller) {
 	o := newOut(w, r)
-	body, err := readBody(r, g.maxBody)
+	body, err := g.readBody(w, r)
 	if err != nil {
-		o.fail(nil, err)
+		o.fail(nil, bodyError(err))
 		return
 	}
 	msg, err := decodeMessage(body, g.maxBody)

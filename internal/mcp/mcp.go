@@ -160,6 +160,11 @@ type Options struct {
 	Metrics    *Metrics     // nil: none
 	// MaxBody bounds a POST body; 0 means 4 MiB.
 	MaxBody int64
+	// ReadBody reads a POST's body (the gateway's, with its limits and
+	// deadline, marking it read so the connection stays open for the
+	// stream); an error that is a *BodyError is answered with its status.
+	// Nil: the body is read here, up to MaxBody.
+	ReadBody func(http.ResponseWriter, *http.Request) ([]byte, error)
 	// PageSize is the items per page of /mcp's lists; 0 means 1000.
 	PageSize int
 	// ListTimeout bounds each server's part of a /mcp list; a server that
@@ -185,6 +190,7 @@ type Gateway struct {
 	tracer   trace.Tracer
 	m        *Metrics
 	maxBody  int64
+	readBody func(http.ResponseWriter, *http.Request) ([]byte, error)
 	pageSize int
 	listTO   time.Duration
 	keep     time.Duration
@@ -245,6 +251,10 @@ func New(opts Options) (*Gateway, error) {
 	}
 	if g.writeErr == nil {
 		g.writeErr = plainError
+	}
+	g.readBody = opts.ReadBody
+	if g.readBody == nil {
+		g.readBody = func(_ http.ResponseWriter, r *http.Request) ([]byte, error) { return readBody(r, g.maxBody) }
 	}
 	var p [4]byte
 	rand.Read(p[:])

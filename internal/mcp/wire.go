@@ -37,6 +37,30 @@ func errorf(status, code int, format string, args ...any) *rpcError {
 	return &rpcError{status: status, err: jsonrpc.Error{Code: code, Message: fmt.Sprintf(format, args...)}}
 }
 
+// BodyError is a request body that could not be read, answered with Status
+// (413 too large, 408 too slow, 400).
+type BodyError struct {
+	Status int
+	Err    error
+}
+
+func (e *BodyError) Error() string { return e.Err.Error() }
+func (e *BodyError) Unwrap() error { return e.Err }
+
+// bodyError is err (from Options.ReadBody) as the handler answers it.
+func bodyError(err error) error {
+	var re *rpcError
+	if errors.As(err, &re) {
+		return err
+	}
+	status := http.StatusBadRequest
+	var be *BodyError
+	if errors.As(err, &be) {
+		status = be.Status
+	}
+	return errorf(status, jsonrpc.CodeInvalidRequest, "request body: %v", err)
+}
+
 // readBody reads a POST body of at most limit bytes.
 func readBody(r *http.Request, limit int64) ([]byte, error) {
 	if r.ContentLength > limit {
