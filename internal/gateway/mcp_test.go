@@ -192,6 +192,29 @@ func TestMCPStream(t *testing.T) {
 	}
 }
 
+// TestMCPRebinding: a request to the loopback gateway under another Host
+// (a browser led by DNS rebinding) is refused with 403 before its key is read.
+func TestMCPRebinding(t *testing.T) {
+	cfg := baseConfig()
+	cfg.MCP.Servers = []config.MCPServer{{Name: "docs", URL: mcpUpstream(t)}}
+	e := start(t, cfg)
+	for host, want := range map[string]int{"evil.example.com": 403, "localhost:1234": 200, "127.0.0.1": 200} {
+		req, _ := http.NewRequest(http.MethodPost, e.url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}`))
+		req.Host = host
+		req.Header.Set("Origin", "http://"+host)
+		req.Header.Set("Authorization", "Bearer "+devKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("Host %s: got %d %s, want %d", host, resp.StatusCode, body, want)
+		}
+	}
+}
+
 // TestMCPOff: with no MCP server configured /mcp is not found, and says why.
 func TestMCPOff(t *testing.T) {
 	e := start(t, baseConfig())
