@@ -206,6 +206,8 @@ type Gateway struct {
 	// sends notifications/cancelled (key: session id + request id).
 	inflight sync.Map
 	ended    endedSessions
+	// levels are the log levels sessions set on this replica (setLevel).
+	levels levels
 
 	ctx    context.Context // ends at Close: the servers' listeners
 	cancel context.CancelFunc
@@ -438,6 +440,42 @@ func (g *Gateway) usable(c *Caller) []*entry {
 		}
 	}
 	return out
+}
+
+// levels are the log levels 2025-11-25 sessions set on this replica, until
+// their ids expire (bounded as endedSessions is).
+type levels struct {
+	mu sync.Mutex
+	m  map[[12]byte]level
+}
+
+type level struct {
+	name string
+	exp  time.Time
+}
+
+func (l *levels) set(id [12]byte, name string, exp time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m == nil {
+		l.m = map[[12]byte]level{}
+	}
+	if len(l.m) >= maxEnded {
+		now := time.Now()
+		for k, v := range l.m {
+			if !now.Before(v.exp) || len(l.m) >= maxEnded {
+				delete(l.m, k)
+			}
+		}
+	}
+	l.m[id] = level{name, exp}
+}
+
+func (l *levels) get(id [12]byte) (string, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	v, ok := l.m[id]
+	return v.name, ok
 }
 
 // endedSessions are the sessions DELETEd on this replica, until their ids
