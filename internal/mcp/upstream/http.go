@@ -372,6 +372,17 @@ func (h *httpServer) handshake() (*session, *mux, error) {
 			return nil, nil, h.errorf("notifications/initialized: %w", h.refusal(resp))
 		}
 		drain(resp.Body, func() {})
+		// The standalone GET stream carries what the server sends outside
+		// a call's own stream: unsolicited messages, and those about calls
+		// it answers with application/json (the Go SDK's JSON mode sends
+		// their progress and elicitations there). It is opened before the
+		// session is used, so that none is sent before it is there.
+		opened := make(chan struct{})
+		h.wg.Go(func() { h.standalone(s, opened) })
+		select {
+		case <-opened:
+		case <-ctx.Done():
+		}
 		return s, nil, nil
 	}
 	var se *statusError
@@ -434,31 +445,23 @@ func (h *httpServer) Call(ctx context.Context, req *jsonrpc.Message, on func(Eve
 		return nil, err
 	}
 	defer cl.done()
-	for attempt := 0; ; attempt++ {
-		resp, retry, err := h.start(cl, s, req, attempt)
-		if retry && attempt < 2 {
-			if s, lg, err = h.ensure(cl.ctx); err != nil {
-				return nil, h.callErr(cl, err)
-			}
-			if lg != nil {
-				return lg.Call(ctx, req, on)
-			}
-			continue
-		}
-		if err != nil || resp != nil {
-			return resp, h.callErr(cl, err)
-		}
-		break
+	resp, err := h.run(cl, s, req)
+	if lg, ok := err.(legacyErr); ok {
+		cl.done()
+		return lg.m.Call(ctx, req, on)
 	}
-	resp, err := cl.wait()
 	if err == nil && s.modern && req.Method == "tools/list" && resp.Result != nil {
 		h.params.learn(resp.Result)
 	}
-	if err != nil && cancelsUpstream(err) && !s.modern {
+	if err != nil && cancelsUpstream(err) && !h.current(s).modern {
 		// 2026-07-28 takes the closed stream as the cancellation; earlier
-		// eras want notifications/cancelled.
+		// eras want notifications/cancelled. The request may have reached
+		// the server whatever stage the call ended at.
+		s := h.current(s)
 		h.wg.Go(func() {
-			ctx, cancel := context.WithTimeout(h.base, 10*time.Second)
+			// Not h.base: a Close right after the call still cancels it
+			// upstream (Close waits for this).
+			ctx, cancel := context.WithTimeout(context.Background(), cancelTimeout)
 			defer cancel()
 			if resp, err := h.post(ctx, s, cl.cancelled(err), "notifications/cancelled", "", nil); err == nil {
 				drain(resp.Body, func() {})
@@ -468,23 +471,64 @@ func (h *httpServer) Call(ctx context.Context, req *jsonrpc.Message, on func(Eve
 	return resp, err
 }
 
-// callErr is err, or the call's own end when that came first.
-func (h *httpServer) callErr(cl *call, err error) error {
-	if err != nil && cl.ctx.Err() != nil {
-		return cl.err()
+// legacyErr reports that the server turned out to be a legacy one.
+type legacyErr struct{ m *mux }
+
+func (legacyErr) Error() string { return "legacy server" }
+
+// current is the session in use, s when there is none now.
+func (h *httpServer) current(s *session) *session {
+	h.smu.Lock()
+	defer h.smu.Unlock()
+	if h.sess != nil {
+		return h.sess
 	}
-	return err
+	return s
 }
 
-// start POSTs the call's request. A 2xx answer is read by a goroutine of
-// its own that passes its messages to the call (start returns nothing);
-// retry asks for a new attempt (the session expired, or 2026-07-28 header
-// bindings were refreshed); a JSON-RPC error the server answered with is
-// returned as the response.
-func (h *httpServer) start(cl *call, s *session, req *jsonrpc.Message, attempt int) (resp *jsonrpc.Message, retry bool, err error) {
+// run sends the call and waits for its response. The request is sent by a
+// goroutine of its own, so that the call's messages reach on while the POST
+// waits for its answer: a server that answers with application/json sends
+// them on the GET stream meanwhile, and may wait for a reply to one.
+func (h *httpServer) run(cl *call, s *session, req *jsonrpc.Message) (*jsonrpc.Message, error) {
+	h.wg.Go(func() { h.send(cl, s, req) })
+	resp, err := cl.wait()
+	var lg legacyErr
+	if errors.As(err, &lg) {
+		return nil, lg
+	}
+	return resp, err
+}
+
+// send POSTs the call's request (again on a new session when the server
+// forgot the old one, or after 2026-07-28 header bindings were refreshed)
+// and passes its answer to the call: the messages of a 2xx answer, a
+// JSON-RPC error the server refused it with, or the failure.
+func (h *httpServer) send(cl *call, s *session, req *jsonrpc.Message) {
+	for attempt := 0; ; attempt++ {
+		retry := h.post1(cl, s, req, attempt)
+		if !retry || attempt >= 2 {
+			return
+		}
+		var lg *mux
+		var err error
+		if s, lg, err = h.ensure(cl.ctx); err != nil {
+			cl.cancel(err)
+			return
+		}
+		if lg != nil {
+			cl.cancel(legacyErr{lg})
+			return
+		}
+	}
+}
+
+// post1 is one attempt of send; it reports whether to try again.
+func (h *httpServer) post1(cl *call, s *session, req *jsonrpc.Message, attempt int) (retry bool) {
 	body, err := cl.encode(req, s.version)
 	if err != nil {
-		return nil, false, err
+		cl.cancel(err)
+		return false
 	}
 	var params http.Header
 	if s.modern && req.Method == "tools/call" {
@@ -494,46 +538,42 @@ func (h *httpServer) start(cl *call, s *session, req *jsonrpc.Message, attempt i
 	// until the call has its response: cancelling it then would close a
 	// connection the pool could keep.
 	rctx, rcancel := context.WithCancel(context.WithoutCancel(cl.ctx))
+	defer rcancel()
 	stop := context.AfterFunc(cl.ctx, func() {
 		if !cl.answered.Load() {
 			rcancel()
 		}
 	})
+	defer stop()
 	hr, err := h.post(rctx, s, body, req.Method, nameOf(req.Method, req.Params), params)
 	if err != nil {
-		stop()
-		rcancel()
-		return nil, false, h.errorf("%s: %w", req.Method, err)
+		cl.cancel(h.errorf("%s: %w", req.Method, err))
+		return false
 	}
 	if hr.StatusCode/100 != 2 {
-		stop()
-		defer rcancel()
 		se := h.refusal(hr)
 		switch {
 		case se.status == http.StatusNotFound && s.id != "":
 			h.expire(s)
-			return nil, true, nil
+			return true
 		case se.rpc != nil && s.modern && se.rpc.Error.Code == codeUnsupportedVersion:
 			h.expire(s)
-			return nil, true, nil
+			return true
 		case se.rpc != nil && s.modern && se.rpc.Error.Code == codeHeaderMismatch && req.Method == "tools/call" && attempt == 0:
 			if h.refreshParams(cl.ctx, s) {
-				return nil, true, nil
+				return true
 			}
 		}
 		if se.rpc != nil {
-			m := se.rpc
-			m.ID = cl.callerID
-			return m, false, nil
+			cl.answered.Store(true)
+			cl.deliver(Event{Msg: se.rpc})
+			return false
 		}
-		return nil, false, h.errorf("%s: %w", req.Method, se)
+		cl.cancel(h.errorf("%s: %w", req.Method, se))
+		return false
 	}
-	h.wg.Go(func() {
-		defer rcancel()
-		defer stop()
-		h.follow(cl, s, hr, rctx, rcancel)
-	})
-	return nil, false, nil
+	h.follow(cl, s, hr, rctx, rcancel)
+	return false
 }
 
 // MCP error codes this client acts on.
@@ -710,39 +750,27 @@ func (h *httpServer) Listen(ctx context.Context, on func(Event)) error {
 	return h.listen(ctx, on, h.stream)
 }
 
-// stream keeps the unsolicited stream open while there are listeners: the
-// GET stream of a 2025-11-25 session (resumed with Last-Event-ID, reopened
-// when it ends), subscriptions/listen in 2026-07-28.
+// stream keeps subscriptions/listen open while there are listeners in
+// 2026-07-28; in earlier eras the standalone GET stream, open for the
+// whole session, carries the unsolicited messages already.
 func (h *httpServer) stream(ctx context.Context) {
-	var sess *session
-	lastID := ""
 	for failures := 0; ctx.Err() == nil; {
 		s, lg, err := h.ensure(ctx)
 		if lg != nil {
 			lg.subscribe(ctx)
 			return
 		}
-		if err == nil && s.modern {
+		if err == nil && !s.modern {
+			<-ctx.Done()
+			return
+		}
+		if err == nil {
 			err = h.subscribe(ctx, s)
-		} else if err == nil {
-			if s != sess {
-				sess, lastID = s, ""
-			}
-			var id string
-			id, err = h.getStream(ctx, s, lastID)
-			if id != "" {
-				lastID = id
-			}
-			if errors.Is(err, errNoStream) {
-				h.log.Debug("mcp upstream: the server offers no GET stream")
-				<-ctx.Done()
-				return
-			}
 		}
 		if err == nil {
 			failures = 0
 		} else {
-			h.log.Debug("mcp upstream: listen stream", "err", err)
+			h.log.Debug("mcp upstream: subscriptions/listen", "err", err)
 		}
 		if !h.sleep(ctx, backoff(failures)) {
 			return
@@ -751,30 +779,53 @@ func (h *httpServer) stream(ctx context.Context) {
 	}
 }
 
-var errNoStream = errors.New("no GET stream")
-
-// getStream reads the GET stream once, until it ends.
-func (h *httpServer) getStream(ctx context.Context, s *session, lastID string) (string, error) {
-	resp, err := h.get(ctx, s, lastID)
-	if err != nil {
-		return "", err
-	}
-	if resp.StatusCode/100 != 2 {
-		se := h.refusal(resp)
+// standalone reads the GET stream of session s until the session ends or
+// the Server closes, reopening it with Last-Event-ID when it ends; a server
+// that offers none (405) leaves it closed. opened is closed once the first
+// GET has been answered.
+func (h *httpServer) standalone(s *session, opened chan struct{}) {
+	once := sync.OnceFunc(func() { close(opened) })
+	defer once()
+	lastID := ""
+	for failures := 0; !h.isClosed(); {
+		resp, err := h.get(h.base, s, lastID)
+		once()
 		switch {
-		case se.status == http.StatusMethodNotAllowed:
-			return "", errNoStream
-		case se.status == http.StatusNotFound && s.id != "":
-			h.expire(s)
+		case err != nil:
+		case resp.StatusCode/100 != 2:
+			se := h.refusal(resp)
+			switch {
+			case se.status == http.StatusMethodNotAllowed:
+				h.log.Debug("mcp upstream: the server offers no GET stream")
+				return
+			case se.status == http.StatusNotFound:
+				h.expire(s)
+				return
+			}
+			err = se
+		default:
+			failures = 0
+			var id string
+			id, _, err = h.readMessages(resp, func(m *jsonrpc.Message) bool {
+				h.route(m, true, h.mint(s))
+				return false
+			})
+			resp.Body.Close()
+			if id != "" {
+				lastID = id
+			}
 		}
-		return "", se
+		if h.current(nil) != s {
+			return // the session ended
+		}
+		if err != nil {
+			h.log.Debug("mcp upstream: GET stream", "err", err)
+		}
+		if !h.sleep(h.base, backoff(failures)) {
+			return
+		}
+		failures++
 	}
-	defer resp.Body.Close()
-	id, _, err := h.readMessages(resp, func(m *jsonrpc.Message) bool {
-		h.route(m, false, h.mint(s))
-		return false
-	})
-	return id, err
 }
 
 // subscribe runs one 2026-07-28 subscriptions/listen until it ends.

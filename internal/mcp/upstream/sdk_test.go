@@ -15,6 +15,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -77,7 +78,9 @@ type bigIn struct {
 func newSDKServer(p *probe, versions ...string) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "sdk-test", Version: "1.0.0"}, &mcp.ServerOptions{SupportedProtocolVersions: versions})
 	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "echoes text"}, func(ctx context.Context, req *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
-		p.sawHeader(req.Extra.Header)
+		if req.Extra != nil {
+			p.sawHeader(req.Extra.Header)
+		}
 		return text("echo: " + in.Text), nil, nil
 	})
 	mcp.AddTool(s, &mcp.Tool{Name: "progress", Description: "reports progress"}, func(ctx context.Context, req *mcp.CallToolRequest, in progressIn) (*mcp.CallToolResult, any, error) {
@@ -149,16 +152,16 @@ func open(t *testing.T, cfg Config) Server {
 	return s
 }
 
-var lastID int
+var lastID atomic.Int64
 
 // request builds a caller's request with a fresh id.
 func request(method string, params any) *jsonrpc.Message {
-	lastID++
+	id := lastID.Add(1)
 	raw, err := json.Marshal(params)
 	if err != nil {
 		panic(err)
 	}
-	return &jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: json.RawMessage(fmt.Sprintf(`"caller-%d"`, lastID)), Method: method, Params: raw}
+	return &jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: json.RawMessage(fmt.Sprintf(`"caller-%d"`, id)), Method: method, Params: raw}
 }
 
 func toolCall(name string, args any) *jsonrpc.Message {
