@@ -10,9 +10,11 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/streamgate/streamgate/internal/mcp/jsonrpc"
@@ -28,6 +30,7 @@ type httpServer struct {
 	url    *url.URL
 	tr     *http.Transport
 	client *http.Client
+	fresh  *http.Client // a new connection for each request: do's second try
 
 	smu        sync.Mutex
 	sess       *session
@@ -55,11 +58,15 @@ func newHTTP(c *core) (*httpServer, error) {
 	// Calls run concurrently on one server: keep their connections.
 	tr.MaxIdleConnsPerHost = 64
 	h := &httpServer{core: c, url: u, tr: tr}
-	h.client = &http.Client{Transport: tr, CheckRedirect: func(req *http.Request, via []*http.Request) error {
-		// A redirect would carry the configured headers (a credential)
-		// elsewhere: configure the final URL instead.
+	// A redirect would carry the configured headers (a credential)
+	// elsewhere: configure the final URL instead.
+	noRedirect := func(req *http.Request, via []*http.Request) error {
 		return fmt.Errorf("the server redirects to %s; configure that URL instead", req.URL.Redacted())
-	}}
+	}
+	h.client = &http.Client{Transport: tr, CheckRedirect: noRedirect}
+	fresh := tr.Clone()
+	fresh.DisableKeepAlives = true
+	h.fresh = &http.Client{Transport: fresh, CheckRedirect: noRedirect}
 	c.reply = h.Reply
 	return h, nil
 }
@@ -124,7 +131,58 @@ func (h *httpServer) post(ctx context.Context, s *session, body []byte, method, 
 		// connection the server closed; a nil value is not sent.
 		req.Header["X-Idempotency-Key"] = nil
 	}
-	return h.client.Do(req)
+	return h.do(req, body)
+}
+
+// staleWindow bounds how soon after the request was written a pooled
+// connection's end counts as the server having closed it idle (see do).
+const staleWindow = 250 * time.Millisecond
+
+// do sends req, again (at most twice) when it went out on a pooled
+// connection that the server closed as idle at the same moment: issue 38's
+// lost results. The server closes a keep-alive connection only between
+// requests, so a request that met that close was never read: sending it
+// again runs nothing twice. It is told from a server that died while
+// working on the request by all of: a reused connection that sat idle, no
+// byte of an answer, a plain end of the connection (EOF, reset, broken
+// pipe), within staleWindow of writing the request. The second and third
+// tries go out on new connections, which no idle close can meet. net/http retries such
+// requests itself only for idempotent ones; a tools/call is not.
+func (h *httpServer) do(req *http.Request, body []byte) (*http.Response, error) {
+	for attempt := 0; ; attempt++ {
+		var reused bool
+		var wrote time.Time
+		trace := &httptrace.ClientTrace{
+			GotConn:      func(i httptrace.GotConnInfo) { reused = i.Reused },
+			WroteRequest: func(httptrace.WroteRequestInfo) { wrote = time.Now() },
+		}
+		r := req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+		if body != nil {
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		client := h.client
+		if attempt > 0 {
+			client = h.fresh
+		}
+		resp, err := client.Do(r)
+		if err == nil || attempt == 2 || req.Context().Err() != nil {
+			return resp, err
+		}
+		// net/http's own word that the server closed the connection before
+		// the request went out on it (its message: the error is not
+		// exported).
+		idle := strings.Contains(err.Error(), "server closed idle connection")
+		if !idle && (!reused || wrote.IsZero() || time.Since(wrote) > staleWindow || !closedConn(err)) {
+			return resp, err
+		}
+		h.log.Debug("mcp upstream: a pooled connection was closed under the request; sending it again", "err", err)
+	}
+}
+
+// closedConn reports the errors of a connection the peer closed.
+func closedConn(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // get opens a GET stream: the standalone stream, or a resumption of a
