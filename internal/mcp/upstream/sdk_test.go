@@ -120,6 +120,18 @@ func newSDKServer(p *probe, versions ...string) *mcp.Server {
 	mcp.AddTool(s, &mcp.Tool{Name: "big", Description: "a large result"}, func(ctx context.Context, req *mcp.CallToolRequest, in bigIn) (*mcp.CallToolResult, any, error) {
 		return text(strings.Repeat("x", in.Bytes)), nil, nil
 	})
+	mcp.AddTool(s, &mcp.Tool{Name: "poll", Description: "closes its stream mid-call (SEP-1699); the client resumes"}, func(ctx context.Context, req *mcp.CallToolRequest, in progressIn) (*mcp.CallToolResult, any, error) {
+		tok := req.Params.GetProgressToken()
+		for i := 1; i <= in.Steps; i++ {
+			if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i)}); err != nil {
+				return nil, nil, err
+			}
+			if i == 1 && req.Extra != nil && req.Extra.CloseSSEStream != nil {
+				req.Extra.CloseSSEStream(mcp.CloseSSEStreamArgs{RetryAfter: time.Millisecond})
+			}
+		}
+		return text(fmt.Sprintf("polled %d", in.Steps)), nil, nil
+	})
 	mcp.AddTool(s, &mcp.Tool{Name: "pid", Description: "the server's process id"}, func(ctx context.Context, req *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
 		return text(fmt.Sprint(os.Getpid())), nil, nil
 	})
@@ -257,7 +269,7 @@ func TestHTTPEras(t *testing.T) {
 			if !strings.Contains(string(info.Result), "sdk-test") {
 				t.Errorf("info result %s: want the server's name", info.Result)
 			}
-			if got := strings.Join(toolNames(t, s), ","); got != "ask,big,block,echo,pid,progress" {
+			if got := strings.Join(toolNames(t, s), ","); got != "ask,big,block,echo,pid,poll,progress" {
 				t.Errorf("tools: got %s", got)
 			}
 			if got := callTool(t, s, "echo", echoIn{Text: "hi"}); got != "echo: hi" {

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -349,6 +350,40 @@ func TestSessionExpired(t *testing.T) {
 	}
 	if h.sess.id == old || h.sess.id == "" {
 		t.Fatalf("session: got %q, want a new one (old %q)", h.sess.id, old)
+	}
+}
+
+// TestResume: a 2025-11-25 server closes a call's stream after its first
+// event (SEP-1699 polling); the call resumes it with GET and Last-Event-ID
+// and gets every notification and the result.
+func TestResume(t *testing.T) {
+	srv := newSDKServer(nil)
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{EventStore: mcp.NewMemoryEventStore(nil)})
+	var resumes atomic.Int64
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && r.Header.Get("Last-Event-ID") != "" {
+			resumes.Add(1)
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	s := open(t, Config{URL: ts.URL})
+	req := withToken(toolCall("poll", progressIn{Steps: 4}), "p")
+	var got []float64
+	resp, err := s.Call(context.Background(), req, func(ev Event) {
+		var pp progressParams
+		if ev.Msg.Method == "notifications/progress" && json.Unmarshal(ev.Msg.Params, &pp) == nil {
+			got = append(got, pp.Progress)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if txt := resultText(t, req, resp); txt != "polled 4" || !slices.Equal(got, []float64{1, 2, 3, 4}) {
+		t.Fatalf("got %q after progress %v, want polled 4 after 1..4", txt, got)
+	}
+	if resumes.Load() == 0 {
+		t.Fatal("no GET with Last-Event-ID: the stream was not resumed")
 	}
 }
 
