@@ -27,12 +27,17 @@ import (
 
 // serverEnv, when set, makes the test binary a stdio MCP server (the Go
 // SDK's) instead of running tests: the stdio tests start it as their
-// upstream.
+// upstream. Its value is "all" or the protocol versions the server offers,
+// separated by commas.
 const serverEnv = "STREAMGATE_TEST_MCP_STDIO_SERVER"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(serverEnv) != "" {
-		s := newSDKServer(nil)
+	if v := os.Getenv(serverEnv); v != "" {
+		var versions []string
+		if v != "all" {
+			versions = strings.Split(v, ",")
+		}
+		s := newSDKServer(nil, versions...)
 		if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 			fmt.Fprintln(os.Stderr, "stdio server:", err)
 			os.Exit(1)
@@ -131,6 +136,12 @@ func newSDKServer(p *probe, versions ...string) *mcp.Server {
 			}
 		}
 		return text(fmt.Sprintf("polled %d", in.Steps)), nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "grow", Description: "adds a tool (list_changed follows)"}, func(ctx context.Context, req *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+		mcp.AddTool(s, &mcp.Tool{Name: in.Text}, func(context.Context, *mcp.CallToolRequest, echoIn) (*mcp.CallToolResult, any, error) {
+			return text(in.Text), nil, nil
+		})
+		return text("added " + in.Text), nil, nil
 	})
 	mcp.AddTool(s, &mcp.Tool{Name: "pid", Description: "the server's process id"}, func(ctx context.Context, req *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
 		return text(fmt.Sprint(os.Getpid())), nil, nil
@@ -269,7 +280,7 @@ func TestHTTPEras(t *testing.T) {
 			if !strings.Contains(string(info.Result), "sdk-test") {
 				t.Errorf("info result %s: want the server's name", info.Result)
 			}
-			if got := strings.Join(toolNames(t, s), ","); got != "ask,big,block,echo,pid,poll,progress" {
+			if got := strings.Join(toolNames(t, s), ","); got != "ask,big,block,echo,grow,pid,poll,progress" {
 				t.Errorf("tools: got %s", got)
 			}
 			if got := callTool(t, s, "echo", echoIn{Text: "hi"}); got != "echo: hi" {

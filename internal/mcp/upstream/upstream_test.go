@@ -43,11 +43,13 @@ var kinds = []kind{
 		t.Cleanup(ts.Close)
 		return Config{URL: ts.URL}
 	}},
-	{"stdio", false, func(t *testing.T, _ *mcp.Server) Config { return stdioConfig() }},
+	{"stdio", false, func(t *testing.T, _ *mcp.Server) Config { return stdioConfig("all") }},
+	{"stdio 2025-11-25", false, func(t *testing.T, _ *mcp.Server) Config { return stdioConfig(Version2025) }},
 }
 
-func stdioConfig() Config {
-	return Config{Command: []string{os.Args[0]}, Env: map[string]string{serverEnv: "1"}}
+// stdioConfig runs this test binary as a stdio server offering versions.
+func stdioConfig(versions string) Config {
+	return Config{Command: []string{os.Args[0]}, Env: map[string]string{serverEnv: versions}}
 }
 
 // forKinds runs f against every kind of upstream.
@@ -288,46 +290,40 @@ func TestTooLarge(t *testing.T) {
 }
 
 func TestListen(t *testing.T) {
-	for _, k := range kinds {
-		if !k.inProcess {
-			continue
+	forKinds(t, func(t *testing.T, k kind, p *probe, cfg Config) {
+		s := open(t, cfg)
+		info, err := s.Info(context.Background())
+		if err != nil {
+			t.Fatal(err)
 		}
-		t.Run(k.name, func(t *testing.T) {
-			srv := newSDKServer(nil)
-			s := open(t, k.serve(t, srv))
-			if _, err := s.Info(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			got := make(chan string, 16)
-			ctx, cancel := context.WithCancel(context.Background())
-			listening := make(chan error, 1)
-			go func() {
-				listening <- s.Listen(ctx, func(ev Event) { got <- ev.Msg.Method })
-			}()
-			// The stream opens in the background: add tools until one
-			// change is seen.
-			deadline := time.After(10 * time.Second)
-			for i := 0; ; i++ {
-				mcp.AddTool(srv, &mcp.Tool{Name: fmt.Sprint("added", i)}, func(context.Context, *mcp.CallToolRequest, echoIn) (*mcp.CallToolResult, any, error) {
-					return text("added"), nil, nil
-				})
-				select {
-				case m := <-got:
-					if m != "notifications/tools/list_changed" {
-						t.Fatalf("got %s, want notifications/tools/list_changed", m)
-					}
-					cancel()
-					if err := <-listening; err != nil {
-						t.Fatalf("Listen: got %v, want nil after its context ended", err)
-					}
-					return
-				case <-time.After(100 * time.Millisecond):
-				case <-deadline:
-					t.Fatal("no list_changed notification")
+		got := make(chan string, 16)
+		ctx, cancel := context.WithCancel(context.Background())
+		listening := make(chan error, 1)
+		go func() {
+			listening <- s.Listen(ctx, func(ev Event) { got <- ev.Msg.Method })
+		}()
+		// The stream opens in the background: add tools until a change is
+		// seen.
+		deadline := time.After(10 * time.Second)
+		for i := 0; ; i++ {
+			callTool(t, s, "grow", echoIn{Text: fmt.Sprint("added", i)})
+			select {
+			case m := <-got:
+				if m != "notifications/tools/list_changed" {
+					t.Fatalf("got %s, want notifications/tools/list_changed", m)
 				}
+				cancel()
+				if err := <-listening; err != nil {
+					t.Fatalf("Listen: got %v, want nil after its context ended", err)
+				}
+				t.Logf("protocol %s", info.ProtocolVersion)
+				return
+			case <-time.After(100 * time.Millisecond):
+			case <-deadline:
+				t.Fatal("no list_changed notification")
 			}
-		})
-	}
+		}
+	})
 }
 
 // TestSessionExpired has the server forget the session: the next call
@@ -390,7 +386,7 @@ func TestResume(t *testing.T) {
 // TestStdioKilled kills a stdio server mid-call: the call fails at once,
 // and the restarted server serves the next one.
 func TestStdioKilled(t *testing.T) {
-	s := open(t, stdioConfig())
+	s := open(t, stdioConfig("all"))
 	pid, err := strconv.Atoi(callTool(t, s, "pid", echoIn{}))
 	if err != nil {
 		t.Fatal(err)
@@ -520,4 +516,43 @@ func TestConcurrentCalls(t *testing.T) {
 		}
 		wg.Wait()
 	})
+}
+
+// TestParamHeaders: a 2026-07-28 tool that mirrors an argument into a
+// header (x-mcp-header). A replica that never listed the tools is refused
+// by the server, lists them, and calls again with the header; a value
+// that is not plain ASCII goes in the spec's Base64 form.
+func TestParamHeaders(t *testing.T) {
+	p := &probe{}
+	srv := newSDKServer(p)
+	srv.AddTool(&mcp.Tool{Name: "region", InputSchema: json.RawMessage(`{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"},"q":{"type":"string"}}}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			p.sawHeader(req.Extra.Header)
+			return text("ok"), nil
+		})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
+	var lists atomic.Int64
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Method") == "tools/list" {
+			lists.Add(1)
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	s := open(t, Config{URL: ts.URL})
+	for _, tc := range []struct{ region, header string }{
+		{"eu-west 1", "eu-west 1"},
+		{"zürich", "=?base64?esO8cmljaA==?="},
+	} {
+		callTool(t, s, "region", map[string]string{"region": tc.region, "q": "x"})
+		p.mu.Lock()
+		got := p.headers[len(p.headers)-1].Get("Mcp-Param-Region")
+		p.mu.Unlock()
+		if got != tc.header {
+			t.Fatalf("Mcp-Param-Region: got %q, want %q", got, tc.header)
+		}
+	}
+	if lists.Load() != 1 {
+		t.Fatalf("tools/list: got %d, want 1 (after the first refusal)", lists.Load())
+	}
 }
