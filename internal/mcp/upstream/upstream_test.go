@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -555,4 +556,92 @@ func TestParamHeaders(t *testing.T) {
 	if lists.Load() != 1 {
 		t.Fatalf("tools/list: got %d, want 1 (after the first refusal)", lists.Load())
 	}
+}
+
+// logRecorder is a slog handler that keeps the records' messages and
+// attributes as text.
+type logRecorder struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString(r.Message)
+	r.Attrs(func(a slog.Attr) bool { fmt.Fprintf(&b, " %s=%v", a.Key, a.Value); return true })
+	l.mu.Lock()
+	l.lines = append(l.lines, b.String())
+	l.mu.Unlock()
+	return nil
+}
+func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logRecorder) WithGroup(string) slog.Handler      { return l }
+
+func (l *logRecorder) has(s string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, line := range l.lines {
+		if strings.Contains(line, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestStdioProcessGroup: the server's stderr lines reach the log, and
+// Close kills what the server started (its process group), not only the
+// server.
+func TestStdioProcessGroup(t *testing.T) {
+	pidFile := t.TempDir() + "/child.pid"
+	logs := &logRecorder{}
+	cfg := stdioConfig("all")
+	cfg.Name = "group"
+	// The shell starts a child that would outlive the server, then becomes
+	// the server.
+	cfg.Command = []string{"/bin/sh", "-c", `echo "hello from stderr" >&2; sleep 1000 & echo $! > "$1"; exec "$0"`, os.Args[0], pidFile}
+	s, err := Open(cfg, slog.New(logs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	callTool(t, s, "echo", echoIn{Text: "x"})
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !logs.has("hello from stderr") {
+		t.Errorf("logs %q: want the server's stderr line", logs.lines)
+	}
+	for deadline := time.Now().Add(5 * time.Second); alive(child); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server's child %d outlived Close", child)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := s.Call(context.Background(), toolCall("echo", echoIn{}), nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("a call after Close: got %v, want ErrClosed", err)
+	}
+}
+
+// alive reports a process that exists and is not a zombie.
+func alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the parenthesized command name.
+	if i := strings.LastIndexByte(string(stat), ')'); i >= 0 && i+2 < len(stat) {
+		return stat[i+2] != 'Z'
+	}
+	return true
 }
