@@ -446,7 +446,6 @@ func (h *httpServer) handshake() (*session, *mux, error) {
 	var se *statusError
 	if errors.As(err, &se) && se.rpc == nil && (se.status == 400 || se.status == 404 || se.status == 405) {
 		lg := newMux(h.core, legacyDialer(h))
-		h.reply = h.Reply // newMux took it
 		if _, lerr := lg.ready(ctx); lerr != nil {
 			lg.shutdown()
 			return nil, nil, h.errorf("no MCP server answers at the URL: server/discover: %v; initialize: %v; legacy HTTP+SSE: %v", probeErr, err, lerr)

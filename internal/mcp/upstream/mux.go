@@ -65,7 +65,9 @@ func newMux(c *core, d dialer) *mux {
 	var nonce [8]byte
 	_, _ = rand.Read(nonce[:])
 	m := &mux{core: c, d: d, instance: hex.EncodeToString(nonce[:]), changed: make(chan struct{})}
-	c.reply = m.Reply
+	if c.reply == nil { // a legacy server's keeps its httpServer's Reply
+		c.reply = m.Reply
+	}
 	return m
 }
 

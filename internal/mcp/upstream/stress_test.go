@@ -114,3 +114,79 @@ func containsText(result json.RawMessage, want string) bool {
 	}
 	return json.Unmarshal(result, &r) == nil && len(r.Content) == 1 && r.Content[0].Text == want
 }
+
+// BenchmarkCall is one echo tools/call through a Server against the Go
+// SDK's server, per era: the cost of this client on top of the server's.
+func BenchmarkCall(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		opts *mcp.StreamableHTTPOptions
+	}{
+		{"2025-11-25", nil},
+		{"2026-07-28", &mcp.StreamableHTTPOptions{Stateless: true}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return stressServer }, tc.opts))
+			defer ts.Close()
+			s, err := Open(Config{Name: "bench", URL: ts.URL}, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			req := toolCall("echo", echoIn{Text: "hi"})
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := s.Call(context.Background(), req, nil); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkCallClient is the client's own cost: a tools/call against a
+// minimal 2025-11-25 server that answers with fixed JSON.
+func BenchmarkCallClient(b *testing.B) {
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&m)
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case m.Method == "server/discover":
+			w.WriteHeader(http.StatusBadRequest)
+		case m.ID == nil:
+			w.WriteHeader(http.StatusAccepted)
+		case m.Method == "initialize":
+			w.Header().Set("Mcp-Session-Id", "s1")
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"b","version":"1"}}}`, m.ID)
+		default:
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"hi"}]}}`, m.ID)
+		}
+	}))
+	defer ts.Close()
+	s, err := Open(Config{Name: "bench", URL: ts.URL}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	req := toolCall("echo", echoIn{Text: "hi"})
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := s.Call(context.Background(), req, nil); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
