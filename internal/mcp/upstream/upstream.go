@@ -334,13 +334,17 @@ func (c *core) call(id int64) *call {
 func (c *core) only() *call {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.calls) != 1 {
-		return nil
-	}
+	var one *call
 	for _, cl := range c.calls {
-		return cl
+		if cl.long {
+			continue // a subscription is not a call a request can be about
+		}
+		if one != nil {
+			return nil
+		}
+		one = cl
 	}
-	return nil
+	return one
 }
 
 // failAll ends every call in flight that matches with err.
