@@ -47,6 +47,9 @@ type Principal struct {
 	Team string
 	// ModelBudgets are the key's budgets for single models.
 	ModelBudgets []config.ModelBudget
+	// MCPTools are the globs of the MCP tools the key may use (keys[].
+	// mcp_tools); empty: every tool. A database key has none.
+	MCPTools []string
 }
 
 // Allowed reports whether the principal may use model, by the key's rule
@@ -79,7 +82,7 @@ func NewKeys(keys []config.Key) *Keys {
 			continue
 		}
 		k.entries = append(k.entries, entry{sum: sha256.Sum256([]byte(c.Key)), p: &Principal{KeyID: c.Name, Models: c.Models, MaxStreams: c.MaxStreams, RPM: c.RPM, TPM: c.TPM,
-			BudgetUSD: c.BudgetUSD, BudgetPeriod: cmp.Or(c.BudgetPeriod, "month"), Team: c.Team, ModelBudgets: c.ModelBudgets}})
+			BudgetUSD: c.BudgetUSD, BudgetPeriod: cmp.Or(c.BudgetPeriod, "month"), Team: c.Team, ModelBudgets: c.ModelBudgets, MCPTools: c.MCPTools}})
 	}
 	return k
 }

@@ -53,6 +53,8 @@ type Config struct {
 	Models    []Model   `yaml:"models"`
 	OTel      *OTel     `yaml:"otel"` // traces over OTLP/HTTP; nil: off (see otel.go)
 	Responses Responses `yaml:"responses"`
+	// MCP are the MCP servers served at /mcp (see mcp.go).
+	MCP MCP `yaml:"mcp,omitempty"`
 
 	idx *index // name lookups; built by prepare, nil for a Config built in code
 }
@@ -327,6 +329,10 @@ type Key struct {
 	// ModelBudgets are the key's budgets for single models, beside its
 	// own: a request for such a model is admitted only while both allow.
 	ModelBudgets []ModelBudget `yaml:"model_budgets,omitempty"`
+	// MCPTools are globs ('*': any run of characters) over the tools the
+	// key may list and call at /mcp, named server__tool ("docs__*",
+	// "fs__read_file"); empty: every tool of every MCP server.
+	MCPTools []string `yaml:"mcp_tools,omitempty"`
 }
 
 // ModelBudget is a key's budget for one model.

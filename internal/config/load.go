@@ -513,6 +513,15 @@ func (p *parser) check(n *yaml.Node, t reflect.Type, path string) {
 			p.lines[ip] = item.Line
 			p.check(item, t.Elem(), ip)
 		}
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			p.problem(n, path, "want a mapping, got %s", kindName(n))
+			p.drop(n, path)
+			return
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			p.check(n.Content[i+1], t.Elem(), path+"."+n.Content[i].Value)
+		}
 	case reflect.String:
 		if n.Kind != yaml.ScalarNode {
 			p.problem(n, path, "want a single value, got %s", kindName(n))

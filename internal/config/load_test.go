@@ -208,7 +208,7 @@ func TestParseShapeErrors(t *testing.T) {
 		{
 			name: "unknown top-level field",
 			yaml: base + "listn: 127.0.0.1:1\n",
-			want: []string{`t.yaml:3: listn: unknown field "listn" (known fields: admin_key, dashboard, database, keepalive, keys, limits, listen, max_body_bytes, max_decoding_bytes, models, otel, providers, redis, replica, responses, teams, timeouts, trusted_proxies)`},
+			want: []string{`t.yaml:3: listn: unknown field "listn" (known fields: admin_key, dashboard, database, keepalive, keys, limits, listen, max_body_bytes, max_decoding_bytes, mcp, models, otel, providers, redis, replica, responses, teams, timeouts, trusted_proxies)`},
 		},
 		{
 			name: "responses block: unknown field",

@@ -67,7 +67,9 @@ func (c *Config) Clone() *Config {
 	out.Keys = append([]Key(nil), c.Keys...)
 	for i := range out.Keys {
 		out.Keys[i].Models = append([]string(nil), out.Keys[i].Models...)
+		out.Keys[i].MCPTools = append([]string(nil), out.Keys[i].MCPTools...)
 	}
+	out.MCP = c.MCP.clone()
 	out.Models = append([]Model(nil), c.Models...)
 	out.OTel = c.OTel.clone()
 	for i := range out.Models {
@@ -116,6 +118,7 @@ func (c Config) Redacted() Config {
 		out.Redis = redactURL(out.Redis)
 	}
 	out.OTel.redact() // header values, an endpoint's password
+	out.MCP.redact()
 	return *out
 }
 

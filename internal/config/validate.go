@@ -197,6 +197,7 @@ func (c *Config) Validate() error {
 			v.budget(mp, mb.BudgetUSD, mb.BudgetPeriod)
 		}
 	}
+	v.mcp(c.MCP, c.Keys)
 	return errors.Join(v...)
 }
 

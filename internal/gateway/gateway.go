@@ -29,6 +29,7 @@ import (
 	"github.com/streamgate/streamgate/internal/dashboard"
 	"github.com/streamgate/streamgate/internal/keys"
 	"github.com/streamgate/streamgate/internal/keyshare"
+	"github.com/streamgate/streamgate/internal/mcp"
 	"github.com/streamgate/streamgate/internal/metrics"
 	"github.com/streamgate/streamgate/internal/provider"
 	_ "github.com/streamgate/streamgate/internal/provider/anthropic" // registers kind anthropic
@@ -204,6 +205,13 @@ type Gateway struct {
 
 	sockets sockets // the open Responses WebSockets (websocket.go)
 
+	// mcp serves /mcp (mcp.go); mcpOpen are its servers' clients by name,
+	// mcpMu serializes their changes.
+	mcp        *mcp.Gateway
+	mcpOpen    map[string]mcpServer
+	mcpMetrics *mcp.Metrics
+	mcpMu      sync.Mutex
+
 	abortMu sync.Mutex
 	abort   context.CancelCauseFunc // ends the requests of the running Serve
 }
@@ -331,6 +339,10 @@ func New(opts Options) (*Gateway, error) {
 	}
 	g.st.Store(st)
 	g.shareKeys(st)
+	if err := g.newMCP(cfg); err != nil {
+		g.Close()
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
 	metrics.RegisterRouteState(g.reg, g.routeStates)
 	metrics.RegisterProviderKeys(g.reg, g.providerKeyStates)
 	g.throttle = opts.Throttle
@@ -341,7 +353,8 @@ func New(opts Options) (*Gateway, error) {
 	metrics.RegisterRouteState(dreg, g.routeStates)
 	g.dash = dashboard.New(dashboard.Options{Gatherer: dreg, Open: cfg.Dashboard.Open, AdminKey: cfg.AdminKey,
 		Throttle: g.throttle, Report: opts.Report, Logger: g.log, Models: st.modelNames(), Routes: g.routeHealth,
-		Search: opts.Search, Series: opts.Series, Budgets: g.budgets, TeamBudgets: g.teamBudgets, Replica: g.replica, Savings: g.cacheSavings})
+		Search: opts.Search, Series: opts.Series, Budgets: g.budgets, TeamBudgets: g.teamBudgets, Replica: g.replica, Savings: g.cacheSavings,
+		MCP: g.mcpHealth})
 	g.mux = g.routesTable()
 	return g, nil
 }
@@ -425,6 +438,8 @@ func (g *Gateway) routesTable() *http.ServeMux {
 	mux.Handle("/v1/responses/{id}/input_items", g.authed(g.inputItems))
 	mux.Handle("/v1/models", g.authed(g.models))
 	mux.Handle("/v1/models/{id...}", g.authed(g.model))
+	mux.HandleFunc("/mcp", g.serveMCP)
+	mux.HandleFunc("/mcp/{server}", g.serveMCP)
 	mux.HandleFunc("/healthz", g.healthz)
 	mux.HandleFunc("/readyz", g.readyz)
 	mux.Handle("/admin/routes", auth.Admin(admin, g.throttle, g.writeError)(onlyGet(g, http.HandlerFunc(g.adminRoutes))))
@@ -478,6 +493,9 @@ func (g *Gateway) Close() error {
 	}
 	if g.dash != nil { // nil when New failed early
 		g.dash.Close()
+	}
+	if g.mcp != nil {
+		g.mcp.Close() // its servers' clients: stdio processes end
 	}
 	for _, stop := range g.sims {
 		stop()
@@ -538,6 +556,8 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener, grace time.Duratio
 	// Responses WebSockets are hijacked connections, which Shutdown does
 	// not track: they close once their response ends.
 	srv.RegisterOnShutdown(g.sockets.drain)
+	// MCP notification streams are as long-lived.
+	srv.RegisterOnShutdown(g.mcp.Drain)
 	// The dashboard keeps the last hour from now on, page open or not.
 	g.dash.Start()
 	watched := g.watchKeys(base)

@@ -307,6 +307,11 @@ func (g *Gateway) Reload(ctx context.Context, cfg *config.Config) (*ReloadResult
 	if err == nil {
 		var next *state
 		if next, err = g.build(cfg, old); err == nil {
+			if err = g.reloadMCP(cfg); err != nil {
+				next.close(old)
+			}
+		}
+		if err == nil {
 			g.st.Store(next)
 			g.shareKeys(next)
 			g.dash.SetModels(next.modelNames()) // new models get rows of their own
@@ -408,6 +413,8 @@ func (g *Gateway) keepRunning(old, cfg *config.Config) []string {
 	keep("timeouts.request_body", old.Timeouts.RequestBody != cfg.Timeouts.RequestBody, func() { cfg.Timeouts.RequestBody = old.Timeouts.RequestBody })
 	keep("responses.store_retention", old.Responses != cfg.Responses, func() { cfg.Responses = old.Responses })
 	keep("limits", old.Limits != cfg.Limits, func() { cfg.Limits = old.Limits })
+	keep("mcp.session_secret", old.MCP.SessionSecret != cfg.MCP.SessionSecret, func() { cfg.MCP.SessionSecret = old.MCP.SessionSecret })
+	keep("mcp.session_ttl", old.MCP.SessionTTL != cfg.MCP.SessionTTL, func() { cfg.MCP.SessionTTL = old.MCP.SessionTTL })
 	if g.limiter == nil && hasKeyLimit(cfg.Keys) {
 		// No limiter was built at start: keys' max_streams wait for a restart.
 		kept = append(kept, "keys[].max_streams")

@@ -1,0 +1,271 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/streamgate/streamgate/internal/config"
+	"github.com/streamgate/streamgate/internal/gateway"
+	"github.com/streamgate/streamgate/internal/usage"
+)
+
+// mcpUpstream is a Go SDK MCP server over loopback HTTP with a tool echo.
+func mcpUpstream(t *testing.T) string {
+	t.Helper()
+	s := sdk.NewServer(&sdk.Implementation{Name: "docs", Version: "1"}, nil)
+	type in struct {
+		Text string `json:"text"`
+	}
+	sdk.AddTool(s, &sdk.Tool{Name: "echo"}, func(_ context.Context, _ *sdk.CallToolRequest, a in) (*sdk.CallToolResult, any, error) {
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: a.Text}}}, nil, nil
+	})
+	sdk.AddTool(s, &sdk.Tool{Name: "search"}, func(_ context.Context, _ *sdk.CallToolRequest, a in) (*sdk.CallToolResult, any, error) {
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "found " + a.Text}}}, nil, nil
+	})
+	// slow reports progress three times, a little apart, before it answers.
+	s.AddTool(&sdk.Tool{Name: "slow", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		for i := 1; i <= 3; i++ {
+			if tok := req.Params.GetProgressToken(); tok != nil {
+				req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i), Total: 3})
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "done"}}}, nil
+	})
+	srv := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil))
+	t.Cleanup(func() {
+		srv.Close()
+		for ss := range s.Sessions() {
+			ss.Close()
+		}
+	})
+	return srv.URL
+}
+
+type bearer struct{ key, header string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	if b.header == "" {
+		r.Header.Set("Authorization", "Bearer "+b.key)
+	} else {
+		r.Header.Set(b.header, b.key)
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func mcpConnect(t *testing.T, url string, b bearer) (*sdk.ClientSession, error) {
+	t.Helper()
+	c := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil)
+	cs, err := c.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: b}, MaxRetries: -1}, nil)
+	if err == nil {
+		t.Cleanup(func() { cs.Close() })
+	}
+	return cs, err
+}
+
+// TestMCPGateway: /mcp under the gateway's keys: a tool call is a ledger
+// row (model the prefixed tool, route mcp/{server}, cost its price) that
+// `usage` reports; x-api-key works as Bearer does; a key's mcp_tools and
+// rpm apply to tool calls; a wrong key gets the gateway's 401.
+func TestMCPGateway(t *testing.T) {
+	cfg := baseConfig()
+	cfg.MCP.Servers = []config.MCPServer{{Name: "docs", URL: mcpUpstream(t), ToolPrices: map[string]float64{"search": 0.002}}}
+	cfg.Keys = append(cfg.Keys, config.Key{Name: "limited", Key: "sk-limited", RPM: 2, MCPTools: []string{"docs__search"}})
+	e := start(t, cfg)
+	cs, err := mcpConnect(t, e.url+"/mcp", bearer{key: devKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "docs__search", Arguments: map[string]string{"text": "x"}})
+	if err != nil || res.IsError || res.Content[0].(*sdk.TextContent).Text != "found x" {
+		t.Fatalf("docs__search: %v %+v", err, res)
+	}
+	var row usage.Entry
+	for _, en := range e.rec.all() {
+		if en.Model == "docs__search" {
+			row = en
+		}
+	}
+	if row.Route != "mcp/docs" || row.KeyID != "dev" || row.CostUSD != 0.002 || row.Outcome != usage.OutcomeOK || row.Status != 200 || row.RequestID == "" || row.TokenSource != usage.SourceNone {
+		t.Fatalf("ledger row: got %+v", row)
+	}
+	// The ledger reports it, by model and by route.
+	store := tempLedger(t)
+	if err := store.Insert(context.Background(), []usage.Entry{row}); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := usage.Report(context.Background(), store, usage.ReportQuery{By: "route"})
+	if err != nil || len(rows) != 1 || rows[0].Group != "mcp/docs" || rows[0].CostUSD != 0.002 || rows[0].Requests != 1 {
+		t.Fatalf("usage by route: %v %+v", err, rows)
+	}
+
+	// A key limited to one tool, and to 2 requests a minute, by x-api-key.
+	lim, err := mcpConnect(t, e.url+"/mcp", bearer{key: "sk-limited", header: "X-Api-Key"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools, err := lim.ListTools(context.Background(), nil)
+	if err != nil || len(tools.Tools) != 1 || tools.Tools[0].Name != "docs__search" {
+		t.Fatalf("the limited key's tools: %v %+v", err, tools)
+	}
+	if _, err := lim.CallTool(context.Background(), &sdk.CallToolParams{Name: "docs__echo"}); err == nil || !strings.Contains(err.Error(), "not allowed") {
+		t.Fatalf("docs__echo for the limited key: got %v, want not allowed", err)
+	}
+	for i := range 2 {
+		if _, err := lim.CallTool(context.Background(), &sdk.CallToolParams{Name: "docs__search", Arguments: map[string]string{"text": "y"}}); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	_, err = lim.CallTool(context.Background(), &sdk.CallToolParams{Name: "docs__search", Arguments: map[string]string{"text": "z"}})
+	if err == nil || !strings.Contains(err.Error(), "rate limit") {
+		t.Fatalf("a third call in a minute: got %v, want the key's rate limit", err)
+	}
+	refused := 0
+	for _, en := range e.rec.all() {
+		if en.KeyID == "limited" && en.Outcome == usage.OutcomeRejected && strings.HasPrefix(en.Route, "mcp/") {
+			refused++
+		}
+	}
+	if refused != 2 {
+		t.Fatalf("refused tool calls in the ledger: got %d, want 2", refused)
+	}
+
+	// A wrong key: the gateway's own 401.
+	req, _ := http.NewRequest(http.MethodPost, e.url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
+	req.Header.Set("Authorization", "Bearer sk-wrong")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var oe struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if resp.StatusCode != 401 || json.Unmarshal(body, &oe) != nil || !strings.Contains(oe.Error.Message, "invalid API key") {
+		t.Fatalf("a wrong key: got %d %s", resp.StatusCode, body)
+	}
+	if _, err := mcpConnect(t, e.url+"/mcp", bearer{key: "sk-wrong"}); err == nil {
+		t.Fatal("the Go SDK client connected with a wrong key")
+	}
+}
+
+// TestMCPStream: a tool call answered as a stream (progress, then the
+// result) lasts past its first event through the gateway's front (its body
+// is read as every endpoint's is, so its connection is not closed under it).
+func TestMCPStream(t *testing.T) {
+	cfg := baseConfig()
+	cfg.MCP.Servers = []config.MCPServer{{Name: "docs", URL: mcpUpstream(t)}}
+	e := start(t, cfg)
+	progress := make(chan float64, 3)
+	c := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "1"}, &sdk.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, r *sdk.ProgressNotificationClientRequest) { progress <- r.Params.Progress }})
+	cs, err := c.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: e.url + "/mcp",
+		HTTPClient: &http.Client{Transport: bearer{key: devKey}}, MaxRetries: -1}, &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	p := &sdk.CallToolParams{Name: "docs__slow"}
+	p.SetProgressToken("t1")
+	res, err := cs.CallTool(context.Background(), p)
+	if err != nil || res.IsError || res.Content[0].(*sdk.TextContent).Text != "done" {
+		t.Fatalf("docs__slow: %v %+v", err, res)
+	}
+	for range 3 {
+		select {
+		case <-progress:
+		case <-time.After(10 * time.Second):
+			t.Fatal("fewer than 3 progress notifications")
+		}
+	}
+}
+
+// TestMCPRebinding: a request to the loopback gateway under another Host
+// (a browser led by DNS rebinding) is refused with 403 before its key is read.
+func TestMCPRebinding(t *testing.T) {
+	cfg := baseConfig()
+	cfg.MCP.Servers = []config.MCPServer{{Name: "docs", URL: mcpUpstream(t)}}
+	e := start(t, cfg)
+	for host, want := range map[string]int{"evil.example.com": 403, "localhost:1234": 200, "127.0.0.1": 200} {
+		req, _ := http.NewRequest(http.MethodPost, e.url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}`))
+		req.Host = host
+		req.Header.Set("Origin", "http://"+host)
+		req.Header.Set("Authorization", "Bearer "+devKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("Host %s: got %d %s, want %d", host, resp.StatusCode, body, want)
+		}
+	}
+}
+
+// TestMCPOff: with no MCP server configured /mcp is not found, and says why.
+func TestMCPOff(t *testing.T) {
+	e := start(t, baseConfig())
+	req, _ := http.NewRequest(http.MethodPost, e.url+"/mcp", strings.NewReader(`{}`))
+	req.Header.Set("Authorization", "Bearer "+devKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 404 || !strings.Contains(string(body), "no MCP server is configured") {
+		t.Fatalf("got %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestMCPReload: a reload that adds a server serves it at once, and the
+// clients listening hear that the tools changed.
+func TestMCPReload(t *testing.T) {
+	url := mcpUpstream(t)
+	cfg := baseConfig()
+	cfg.MCP.Servers = []config.MCPServer{{Name: "docs", URL: url}}
+	e := start(t, cfg)
+	changed := make(chan struct{}, 4)
+	c := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "1"}, &sdk.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { changed <- struct{}{} }})
+	cs, err := c.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: e.url + "/mcp",
+		HTTPClient: &http.Client{Transport: bearer{key: devKey}}, MaxRetries: -1}, &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	next := baseConfig()
+	next.MCP.Servers = []config.MCPServer{{Name: "docs", URL: url}, {Name: "more", URL: url}}
+	deadline := time.After(10 * time.Second)
+	for done := false; !done; {
+		// The client's GET stream may open after a first reload: reload until heard.
+		if _, err := e.gw.Reload(context.Background(), next.Clone()); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-changed:
+			done = true
+		case <-time.After(100 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("no tools/list_changed after the reload")
+		}
+	}
+	tools, err := cs.ListTools(context.Background(), nil)
+	if err != nil || len(tools.Tools) != 6 { // echo, search and slow of each server
+		t.Fatalf("tools after the reload: %v %+v", err, tools)
+	}
+	_ = gateway.MCPCaller
+}
