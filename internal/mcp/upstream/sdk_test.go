@@ -115,7 +115,10 @@ func newSDKServer(p *probe, versions ...string) *mcp.Server {
 			RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}},
 		}}, RequestState: "state-1"}, nil, nil
 	})
-	mcp.AddTool(s, &mcp.Tool{Name: "block", Description: "waits until cancelled"}, func(ctx context.Context, req *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+	mcp.AddTool(s, &mcp.Tool{Name: "block", Description: "waits until cancelled (after one progress notification when asked)"}, func(ctx context.Context, req *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+		if tok := req.Params.GetProgressToken(); tok != nil && in.Text == "tell" {
+			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: 1})
+		}
 		<-ctx.Done()
 		if p != nil && p.cancelled != nil {
 			p.cancelled <- "block"

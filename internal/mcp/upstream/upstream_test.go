@@ -243,11 +243,13 @@ func TestCancel(t *testing.T) {
 		// 2026-07-28 stream closed).
 		ctx2, cancel2 := context.WithCancel(context.Background())
 		go func() {
-			_, err := s.Call(ctx2, toolCall("block", echoIn{}), nil)
+			_, err := s.Call(ctx2, withToken(toolCall("block", echoIn{Text: "tell"}), "b"), func(ev Event) {
+				if ev.Msg.Method == "notifications/progress" {
+					cancel2() // the tool runs
+				}
+			})
 			done <- err
 		}()
-		time.Sleep(50 * time.Millisecond) // not a measurement: lets the call reach the server
-		cancel2()
 		<-done
 		select {
 		case <-p.cancelled:
@@ -393,11 +395,14 @@ func TestStdioKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
+	running := make(chan struct{}, 1)
 	go func() {
-		_, err := s.Call(context.Background(), toolCall("block", echoIn{}), nil)
+		_, err := s.Call(context.Background(), withToken(toolCall("block", echoIn{Text: "tell"}), "b"), func(ev Event) {
+			running <- struct{}{}
+		})
 		done <- err
 	}()
-	time.Sleep(50 * time.Millisecond) // not a measurement: lets the call reach the server
+	<-running // the tool runs
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
