@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/streamgate/streamgate/internal/mcp/upstream"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -499,7 +500,11 @@ func (ex *exchange) forwardNamed() {
 // URI names its server (mcp://server/…).
 func (ex *exchange) forwardURI() {
 	if route := ex.c.bind.Route; route != "" {
-		ex.forward(ex.g.servers.Load().get(route), ex.params, nil)
+		e := ex.g.servers.Load().get(route)
+		if ex.subscribedHere(e) {
+			return
+		}
+		ex.forward(e, ex.params, nil)
 		return
 	}
 	uri := ex.params.str("uri")
@@ -510,6 +515,9 @@ func (ex *exchange) forwardURI() {
 	}
 	if e == nil {
 		ex.o.fail(ex.msg.ID, rpcErr(jsonrpc.CodeInvalidParams, "no resource %q: the resources of /mcp are named %sserver/… (see resources/list)", uri, uriScheme))
+		return
+	}
+	if ex.subscribedHere(e) {
 		return
 	}
 	params := append(object(nil), ex.params...)
@@ -532,6 +540,27 @@ func (ex *exchange) forwardURI() {
 		res.set("contents", b)
 		return res
 	})
+}
+
+// subscribedHere answers a legacy client's resources/subscribe or
+// unsubscribe itself when e speaks MCP 2026-07-28, which has no such
+// methods (a client subscribes with subscriptions/listen there): the
+// request is acknowledged, as a stateless 2025-11-25 server does, and the
+// server's notifications/resources/updated still reach the session's
+// stream through the gateway's own listener of e. It reports whether it
+// answered.
+func (ex *exchange) subscribedHere(e *entry) bool {
+	if e == nil || (ex.msg.Method != "resources/subscribe" && ex.msg.Method != "resources/unsubscribe") {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ex.r.Context(), ex.g.listTO)
+	info, err := e.Server.Info(ctx)
+	cancel()
+	if err != nil || info.ProtocolVersion < upstream.Version2026 {
+		return false // forwarded: the server answers (or its error is the client's)
+	}
+	ex.o.reply(result(ex.msg.ID, struct{}{}))
+	return true
 }
 
 // complete serves completion/complete: its ref names a prompt or a resource.
