@@ -31,33 +31,15 @@ if [ -z "$sg" ]; then go build -o "$work/streamgate" ./cmd/streamgate; sg="$work
 gw=${GATEWAY_BIN:-$sg}
 simport=$((20000 + RANDOM % 10000)); defport=$((simport + 1)); prodport=$((simport + 2))
 "$sg" sim --addr "127.0.0.1:$simport" --ttft "$ttft" --ttft-p99 "$ttft" --itl "$itl" --itl-jitter 0 --tokens "$tokens" >"$work/sim.log" 2>&1 & pids+=($!)
-common="providers: [{name: sim, kind: openai, base_url: \"http://127.0.0.1:$simport/v1\"}]
-models: [{name: sim-model, routes: [{provider: sim, model: sim-model}], price: {input: 1, output: 1, cached_input: 1, cache_write: 1}}]"
-cat >"$work/default.yaml" <<YAML
-listen: 127.0.0.1:$defport
-database: sqlite://$work/usage.db
-keys: [{name: bench, key: sg-bench-0123456789abcdef}]
-$common
-YAML
-cat >"$work/prod.yaml" <<YAML
-listen: 127.0.0.1:$prodport
-database: "$dsn"
-redis: $redis
-$common
-YAML
+configs "$simport" "$defport" "$prodport"
 secret() { sed -n 's/^secret: //p' <<<"$1"; }
 lim=$(secret "$("$sg" keys create --database "$dsn" --name "limited-$RANDOM" --rpm 10000000 --tpm 1000000000 --budget-usd 1000000 --budget-period month)")
 free=$(secret "$("$sg" keys create --database "$dsn" --name "free-$RANDOM")")
 [ -n "$lim" ] && [ -n "$free" ] || { echo "keys create gave no secret" >&2; exit 1; }
 "$gw" serve --config "$work/default.yaml" --log-level warn >"$work/default.log" 2>&1 & defpid=$!; pids+=("$defpid")
 "$gw" serve --config "$work/prod.yaml" --log-level warn >"$work/prod.log" 2>&1 & prodpid=$!; pids+=("$prodpid")
-for port in "$defport" "$prodport" "$simport"; do
-  for _ in $(seq 100); do curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
-done
+healthy "$defport" "$prodport" "$simport"
 
-ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-hz=$(getconf CLK_TCK)
-chunks() { curl -fsS "http://127.0.0.1:$simport/metrics" | awk '$1 == "streamgate_sim_chunks_total" || index($1, "streamgate_sim_chunks_total{") == 1 { s += $2 } END { printf "%d", s }'; }
 bench() { # label url key C
   "$sg" bench --base-url "$2" ${3:+--api-key "$3"} --model sim-model --concurrency "$4" --requests $(($4 * waves)) \
     --warmup "$4" --max-tokens "$tokens" --no-progress --json "$work/$1.json" >/dev/null
@@ -73,9 +55,9 @@ for c in "${cs[@]}"; do
         prod-limited) port=$prodport; pid=$prodpid; key=$lim ;;
         prod-free) port=$prodport; pid=$prodpid; key=$free ;;
       esac
-      n0=$(chunks); g0=$(ticks "$pid")
+      n0=$(chunks "$simport"); g0=$(ticks "$pid")
       bench "$cfg-$c-$r" "http://127.0.0.1:$port/v1" "$key" "$c"
-      n1=$(chunks); g1=$(ticks "$pid")
+      n1=$(chunks "$simport"); g1=$(ticks "$pid")
       jq -r --arg c "$c" --arg r "$r" --arg cfg "$cfg" --arg d "$dttft" \
         --arg cpu "$(awk -v g=$((g1 - g0)) -v n=$((n1 - n0)) -v hz="$hz" 'BEGIN { printf "%.2f", g/hz*1e6/n }')" \
         '.runs[0] as $x | [$c, $r, $cfg, $cpu, (($x.ttft_ms.p99 - ($d|tonumber))*1000|round/1000),

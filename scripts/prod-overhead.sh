@@ -9,8 +9,9 @@
 # `data: [DONE]` line to the end of the body (p99 of PROBES sequential
 # streams sent during the load by a small client: bench does not report it),
 # and Redis round trips per request from INFO commandstats deltas (script
-# calls, the write-back included, over requests; the admission alone is
-# one per request).
+# calls, the write-back included, over requests; the admissions take at
+# most one per request, fewer when a key's admissions queue together and
+# share one).
 # Usage: scripts/prod-overhead.sh [CONCURRENCY]   (default 100)
 # Env: TOKENS (100), ITL (20ms), REQ_WAVES (3), ROUNDS (2 pairs), PROBES (100),
 #      RAMP (bench --ramp-up, e.g. 2s: streams start spread out, not in one burst),
@@ -28,28 +29,13 @@ sg="$work/streamgate"
 simport=$((20000 + RANDOM % 10000)); defport=$((simport + 1)); prodport=$((simport + 2))
 "$sg" sim --addr "127.0.0.1:$simport" --ttft 50ms --ttft-p99 50ms --itl "$itl" --itl-jitter 0 --tokens "$tokens" >"$work/sim.log" 2>&1 &
 simpid=$!; pids+=("$simpid")
-common="providers: [{name: sim, kind: openai, base_url: \"http://127.0.0.1:$simport/v1\"}]
-models: [{name: sim-model, routes: [{provider: sim, model: sim-model}], price: {input: 1, output: 1}}]"
-cat >"$work/default.yaml" <<YAML
-listen: 127.0.0.1:$defport
-database: sqlite://$work/usage.db
-keys: [{name: bench, key: sg-bench-0123456789abcdef}]
-$common
-YAML
-cat >"$work/prod.yaml" <<YAML
-listen: 127.0.0.1:$prodport
-database: "$dsn"
-redis: $redis
-$common
-YAML
+configs "$simport" "$defport" "$prodport"
 out=$("$sg" keys create --database "$dsn" --name "prod-$RANDOM" --rpm 1000000 --tpm 1000000000 --budget-usd 1000000 --budget-period month)
 psecret=$(sed -n 's/^secret: //p' <<<"$out")
 [ -n "$psecret" ] || { echo "keys create gave no secret: $out" >&2; exit 1; }
 "$sg" serve --config "$work/default.yaml" --log-level warn >"$work/default.log" 2>&1 & defpid=$!; pids+=("$defpid")
 "$sg" serve --config "$work/prod.yaml" --log-level warn >"$work/prod.log" 2>&1 & prodpid=$!; pids+=("$prodpid")
-for port in "$defport" "$prodport" "$simport"; do
-  for _ in $(seq 100); do curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
-done
+healthy "$defport" "$prodport" "$simport"
 
 # probe URL KEY: PROBES sequential streams; prints the p99 (ms) from the
 # [DONE] line to the end of the body.
@@ -78,9 +64,6 @@ gaps.sort()
 print("%.3f" % (gaps[min(len(gaps) - 1, int(len(gaps) * 0.99))] if gaps else float("nan")))
 PY
 
-ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-hz=$(getconf CLK_TCK)
-chunks() { curl -fsS "http://127.0.0.1:$simport/metrics" | awk '$1 == "streamgate_sim_chunks_total" || index($1, "streamgate_sim_chunks_total{") == 1 { s += $2 } END { printf "%d", s }'; }
 rcalls() { redis-cli -h "$rhost" -p "$rport" info commandstats | tr -d '\r' | awk -F'[=,:]' '/^cmdstat_(evalsha|eval):/ { s += $3 } END { printf "%d", s }'; }
 bench() { # label url key
   "$sg" bench --base-url "$2" ${3:+--api-key "$3"} --model sim-model --concurrency "$c" --requests $((c * waves)) \
@@ -92,12 +75,12 @@ printf '%-5s %-10s %12s %14s %14s %12s %8s\n' round config cpu_us/chunk ttft_p99
 for r in $(seq "$rounds"); do
   for cfg in default prod; do
     if [ "$cfg" = default ]; then port=$defport; pid=$defpid; key=sg-bench-0123456789abcdef; else port=$prodport; pid=$prodpid; key=$psecret; fi
-    n0=$(chunks); g0=$(ticks "$pid"); r0=$(rcalls)
+    n0=$(chunks "$simport"); g0=$(ticks "$pid"); r0=$(rcalls)
     python3 "$work/probe.py" 127.0.0.1 "$port" "$key" "$probes" >"$work/probe-$cfg-$r" &
     ppid=$!
     bench "$cfg-$r" "http://127.0.0.1:$port/v1" "$key"
     wait "$ppid"
-    n1=$(chunks); g1=$(ticks "$pid"); r1=$(rcalls)
+    n1=$(chunks "$simport"); g1=$(ticks "$pid"); r1=$(rcalls)
     reqs=$(( $(jq '.runs[0].requests' "$work/$cfg-$r.json") + probes ))
     jq -r --arg r "$r" --arg cfg "$cfg" --arg d "$dttft" --arg done "$(cat "$work/probe-$cfg-$r")" \
       --arg cpu "$(awk -v g=$((g1 - g0)) -v n=$((n1 - n0)) -v hz="$hz" 'BEGIN { printf "%.2f", g/hz*1e6/n }')" \

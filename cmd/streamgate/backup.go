@@ -34,6 +34,24 @@ func schemas(dialect string) []sqldb.Schema {
 	return []sqldb.Schema{usage.Schema(dialect), keys.Schema(dialect), respstore.Schema(dialect), devKeySchema()}
 }
 
+// withDatabase runs f on the database chosen as chooseDatabase does (never
+// created), opened for a command of at most 10 minutes (backup, migrate);
+// dsn is the one opened.
+func withDatabase(c *cobra.Command, e *env, flagDSN, cfgPath string, f func(ctx context.Context, db *sqldb.DB, dsn string) error) error {
+	db, err := chooseDatabase(e, flagDSN, cfgPath, false)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(c.Context(), 10*time.Minute)
+	defer cancel()
+	src, err := sqldb.Open(ctx, db.dsn)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	return f(ctx, src, db.dsn)
+}
+
 func newBackupCmd(e *env) *cobra.Command {
 	var cfgPath, dsn, out string
 	cmd := &cobra.Command{
@@ -71,21 +89,12 @@ sqlite://streamgate.db; it is named on stderr.`,
 			if out == "" {
 				return usagef("--out: required (the file to write)")
 			}
-			db, err := chooseDatabase(e, dsn, cfgPath, false)
-			if err != nil {
-				return err
-			}
-			ctx, cancel := context.WithTimeout(c.Context(), 10*time.Minute)
-			defer cancel()
-			src, err := sqldb.Open(ctx, db.dsn)
-			if err != nil {
-				return err
-			}
-			defer src.Close()
-			if src.Dialect == sqldb.Postgres {
-				return printPgDump(ctx, e, src, db.dsn, out)
-			}
-			return backupSQLite(ctx, e, src, out)
+			return withDatabase(c, e, dsn, cfgPath, func(ctx context.Context, src *sqldb.DB, dsn string) error {
+				if src.Dialect == sqldb.Postgres {
+					return printPgDump(ctx, e, src, dsn, out)
+				}
+				return backupSQLite(ctx, e, src, out)
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -295,33 +304,24 @@ sqlite://streamgate.db; it is named on stderr, and must exist.`,
 			if toSet != (component != "") {
 				return usagef("--to and --component go together (a version is a component's: usage, keys, responses or dev_key)")
 			}
-			db, err := chooseDatabase(e, dsn, cfgPath, false)
-			if err != nil {
-				return err
-			}
-			ctx, cancel := context.WithTimeout(c.Context(), 10*time.Minute)
-			defer cancel()
-			src, err := sqldb.Open(ctx, db.dsn)
-			if err != nil {
-				return err
-			}
-			defer src.Close()
-			all := schemas(src.Dialect)
-			if component != "" {
-				var found []sqldb.Schema
-				var names []string
-				for _, s := range all {
-					names = append(names, s.Component)
-					if s.Component == component {
-						found = append(found, s)
+			return withDatabase(c, e, dsn, cfgPath, func(ctx context.Context, src *sqldb.DB, _ string) error {
+				all := schemas(src.Dialect)
+				if component != "" {
+					var found []sqldb.Schema
+					var names []string
+					for _, s := range all {
+						names = append(names, s.Component)
+						if s.Component == component {
+							found = append(found, s)
+						}
 					}
+					if len(found) == 0 {
+						return usagef("--component %q: unknown (want %s)", component, strings.Join(names, ", "))
+					}
+					all = found
 				}
-				if len(found) == 0 {
-					return usagef("--component %q: unknown (want %s)", component, strings.Join(names, ", "))
-				}
-				all = found
-			}
-			return migrate(ctx, e, src, all, dryRun, toSet, to)
+				return migrate(ctx, e, src, all, dryRun, toSet, to)
+			})
 		},
 	}
 	f := cmd.Flags()

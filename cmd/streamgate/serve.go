@@ -51,6 +51,9 @@ func newServeCmd(e *env) *cobra.Command {
                                    POST /v1/messages/count_tokens
   POST /v1/embeddings              OpenAI embeddings
   GET  /v1/models, /v1/models/{id} the models the key may use
+  POST /mcp, /mcp/{server}         the MCP servers of mcp.servers (both MCP eras): every
+                                   one the key may use (tools server__tool), or one;
+                                   GET and DELETE for 2025-11-25 sessions
   GET  /healthz                    liveness: the process answers
   GET  /readyz                     readiness: 503 when this replica cannot serve, 200
                                    otherwise ("degraded" when the ledger is unreachable)

@@ -5,8 +5,10 @@
 // anthropic adapter, its requests moved to Bedrock's InvokeModel paths,
 // signed with SigV4, its binary event-stream answer unwrapped into the
 // Anthropic events the adapter already parses), so no translation is
-// written twice. Signing and tokens live in package cloudauth, the
-// event-stream framing in package eventstream.
+// written twice. Bedrock's other models speak Converse, a dialect of its
+// own: the converse adapter (package provider/converse) under BedrockAuth.
+// Signing and tokens live in package cloudauth, the event-stream framing
+// in package eventstream.
 package cloud
 
 import (
@@ -26,6 +28,7 @@ import (
 	"github.com/streamgate/streamgate/internal/api"
 	"github.com/streamgate/streamgate/internal/cloudauth"
 	"github.com/streamgate/streamgate/internal/eventstream"
+	"github.com/streamgate/streamgate/internal/sse"
 )
 
 // BedrockAnthropicVersion is the anthropic_version Bedrock requires in the
@@ -94,16 +97,8 @@ func (b *Bedrock) RoundTrip(r *http.Request) (*http.Response, error) {
 	} else {
 		out.Header.Set("Accept", "application/json")
 	}
-	if b.Signer != nil {
-		now := time.Now
-		if b.Now != nil {
-			now = b.Now
-		}
-		if err := b.Signer.Sign(out, cloudauth.PayloadHash(body), now()); err != nil {
-			return nil, fmt.Errorf("bedrock: %w", err)
-		}
-	} else {
-		out.Header.Set("Authorization", "Bearer "+b.APIKey)
+	if err := authorizeAWS(out, body, b.Signer, b.APIKey, b.Now); err != nil {
+		return nil, err
 	}
 	resp, err := b.Base.RoundTrip(out)
 	if err != nil {
@@ -119,6 +114,55 @@ func (b *Bedrock) RoundTrip(r *http.Request) (*http.Response, error) {
 		resp.Body = newFrameReader(resp.Body)
 	}
 	return resp, nil
+}
+
+// authorizeAWS signs out, whose body is body, with signer (SigV4 at now(),
+// nil now meaning time.Now), or sets apiKey as its bearer token when
+// signer is nil: Bedrock's two ways to authenticate.
+func authorizeAWS(out *http.Request, body []byte, signer *cloudauth.SigV4, apiKey string, now func() time.Time) error {
+	if signer == nil {
+		out.Header.Set("Authorization", "Bearer "+apiKey)
+		return nil
+	}
+	if now == nil {
+		now = time.Now
+	}
+	if err := signer.Sign(out, cloudauth.PayloadHash(body), now()); err != nil {
+		return fmt.Errorf("bedrock: %w", err)
+	}
+	return nil
+}
+
+// BedrockAuth is the RoundTripper that authenticates a request to Bedrock
+// as it is, without moving it: the converse adapter's requests, which it
+// already addresses to Bedrock's paths in Bedrock's dialect.
+type BedrockAuth struct {
+	// Base sends the authenticated request.
+	Base http.RoundTripper
+	// Signer signs each request with SigV4; nil when APIKey is used.
+	Signer *cloudauth.SigV4
+	// APIKey is a Bedrock API key, sent as a bearer token instead of a
+	// signature.
+	APIKey string
+	// Now is the signing clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// RoundTrip implements http.RoundTripper.
+func (a *BedrockAuth) RoundTrip(r *http.Request) (*http.Response, error) {
+	body, err := readBody(r)
+	if err != nil {
+		return nil, fmt.Errorf("bedrock: %w", err)
+	}
+	out := r.Clone(r.Context())
+	out.Body = io.NopCloser(bytes.NewReader(body))
+	out.ContentLength = int64(len(body))
+	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	out.Header.Del("Authorization")
+	if err := authorizeAWS(out, body, a.Signer, a.APIKey, a.Now); err != nil {
+		return nil, err
+	}
+	return a.Base.RoundTrip(out)
 }
 
 // moveClaude is the request a cloud's Claude endpoint gets for the
@@ -251,20 +295,39 @@ func anthropicError(typ, msg string) []byte {
 }
 
 // frameReader turns a Bedrock InvokeModelWithResponseStream body into the
-// Anthropic SSE events its frames carry: a chunk frame's base64 "bytes"
-// is one Anthropic event, written as "event: {type}\ndata: {json}\n\n";
-// an exception or error frame becomes Anthropic's error event, so a
-// mid-stream failure reaches the client as an error, never a silent end.
-// Frames already read are converted together, so the events of one
-// upstream read leave in one write.
+// Anthropic events its frames carry: a chunk frame's base64 "bytes" is one
+// Anthropic event; an exception or error frame becomes Anthropic's error
+// event, so a mid-stream failure reaches the client as an error, never a
+// silent end. It is an sse.Events, which the anthropic adapter reads event
+// by event (the decoded bytes handed on, no SSE written and parsed again);
+// read as bytes, it writes each event as "event: {type}\ndata: {json}\n\n",
+// the events of one upstream read in one write.
 type frameReader struct {
 	body io.ReadCloser
+	hr   hookReader // the decoder's source: body, with the reader's hook
 	dec  *eventstream.Decoder
-	out  []byte
+	ev   sse.Event
+	out  []byte // Read: the SSE not yet read
 	off  int
 	err  error
 
 	scratch []byte // a chunk's decoded bytes, reused
+	errBuf  []byte // an error event's data, reused
+}
+
+var _ sse.Events = (*frameReader)(nil)
+
+// hookReader calls a reader's hook before each read of the body.
+type hookReader struct {
+	r    io.Reader
+	hook sse.ReadHook
+}
+
+func (h *hookReader) Read(p []byte) (int, error) {
+	if h.hook != nil {
+		h.hook.BeforeRead()
+	}
+	return h.r.Read(p)
 }
 
 // frameReaders are reused across streams, with their buffers; a reader
@@ -276,32 +339,71 @@ const maxPooledFrames = 64 << 10
 func newFrameReader(body io.ReadCloser) *frameReader {
 	if f, ok := frameReaders.Get().(*frameReader); ok {
 		f.body, f.off, f.err = body, 0, nil
+		f.hr = hookReader{r: body}
 		f.out = f.out[:0]
-		f.dec.Reset(body)
+		f.dec.Reset(&f.hr)
 		return f
 	}
-	return &frameReader{body: body, dec: eventstream.NewDecoder(body, 0), out: make([]byte, 0, 1024)}
+	f := &frameReader{body: body, out: make([]byte, 0, 1024)}
+	f.hr.r = body
+	f.dec = eventstream.NewDecoder(&f.hr, 0)
+	return f
 }
 
+// next decodes the frames up to the next one that carries an event for
+// the client (other event types carry nothing): its name and data, valid
+// until the next call. The end of input is io.EOF, a cut ErrTruncated.
+func (f *frameReader) next() (name, data []byte, err error) {
+	for {
+		if f.err != nil {
+			return nil, nil, f.err
+		}
+		m, err := f.dec.Next()
+		if err != nil {
+			switch {
+			case errors.Is(err, io.EOF):
+				f.err = io.EOF
+			case errors.Is(err, eventstream.ErrTruncated):
+				f.err = sse.ErrTruncated
+			default:
+				f.err = err
+			}
+			return nil, nil, f.err
+		}
+		if name, data, ok := f.event(&m); ok {
+			return name, data, nil
+		}
+	}
+}
+
+// NextEvent implements sse.Events.
+func (f *frameReader) NextEvent(h sse.ReadHook) (*sse.Event, error) {
+	f.hr.hook = h
+	name, data, err := f.next()
+	if err != nil {
+		return nil, err
+	}
+	f.ev = sse.Event{Name: name, Data: data}
+	return &f.ev, nil
+}
+
+// Read writes the events as SSE: those of the frames already read
+// together, so the events of one upstream read leave in one write.
 func (f *frameReader) Read(p []byte) (int, error) {
 	for f.off == len(f.out) {
 		if f.err != nil {
+			if f.err == sse.ErrTruncated {
+				return 0, io.ErrUnexpectedEOF
+			}
 			return 0, f.err
 		}
 		f.out, f.off = f.out[:0], 0
 		for {
-			m, err := f.dec.Next()
+			name, data, err := f.next()
 			if err != nil {
-				if errors.Is(err, io.EOF) {
-					f.err = io.EOF
-				} else if errors.Is(err, eventstream.ErrTruncated) {
-					f.err = io.ErrUnexpectedEOF
-				} else {
-					f.err = err
-				}
 				break
 			}
-			f.out = appendEvent(f.out, &m, &f.scratch)
+			f.out = appendSSE(f.out, name, data)
 			if !f.dec.Buffered() {
 				break
 			}
@@ -319,6 +421,8 @@ func (f *frameReader) Close() error {
 	}
 	err := f.body.Close()
 	f.body = nil
+	f.hr = hookReader{}
+	f.ev = sse.Event{}
 	f.dec.Reset(nil)
 	if cap(f.out) <= maxPooledFrames && cap(f.scratch) <= maxPooledFrames && f.dec.Size() <= maxPooledFrames {
 		frameReaders.Put(f)
@@ -326,28 +430,31 @@ func (f *frameReader) Close() error {
 	return err
 }
 
-// appendEvent appends the SSE form of one frame.
-func appendEvent(dst []byte, m *eventstream.Message, scratch *[]byte) []byte {
-	switch {
-	case m.Is(":message-type", "event"):
+// event reads one frame: a chunk's event (its type and decoded bytes), an
+// exception or error as Anthropic's error event; ok is false for a frame
+// that carries nothing for the client.
+func (f *frameReader) event(m *eventstream.Message) (name, data []byte, ok bool) {
+	mt, _, _ := m.Header(":message-type")
+	switch string(mt) {
+	case "event":
 		if !m.Is(":event-type", "chunk") {
-			return dst // other event types carry nothing for the client
+			return nil, nil, false // other event types carry nothing for the client
 		}
 		raw, ok := chunkBytes(m.Payload)
 		if !ok {
-			return appendSSE(dst, "error", anthropicError("api_error", "bedrock: a chunk frame without its bytes"))
+			return f.errorEvent("api_error", "bedrock: a chunk frame without its bytes")
 		}
 		need := base64.StdEncoding.DecodedLen(len(raw))
-		if cap(*scratch) < need {
-			*scratch = make([]byte, need)
+		if cap(f.scratch) < need {
+			f.scratch = make([]byte, need)
 		}
-		data := (*scratch)[:need]
-		n, err := base64.StdEncoding.Decode(data, raw)
+		n, err := base64.StdEncoding.Decode(f.scratch[:need], raw)
 		if err != nil {
-			return appendSSE(dst, "error", anthropicError("api_error", "bedrock: a chunk frame whose bytes are not base64"))
+			return f.errorEvent("api_error", "bedrock: a chunk frame whose bytes are not base64")
 		}
-		return appendSSE(dst, eventType(data[:n]), data[:n])
-	case m.Is(":message-type", "exception"):
+		data = f.scratch[:n]
+		return eventType(data), data, true
+	case "exception":
 		var e struct {
 			Message string `json:"message"`
 		}
@@ -356,14 +463,21 @@ func appendEvent(dst []byte, m *eventstream.Message, scratch *[]byte) []byte {
 		if e.Message == "" {
 			e.Message = name
 		}
-		return appendSSE(dst, "error", anthropicError(awsErrorType(name, 0), e.Message))
+		return f.errorEvent(awsErrorType(name, 0), e.Message)
 	default: // :message-type error: the code and message are headers
 		msg := m.String(":error-message")
 		if msg == "" {
 			msg = "bedrock stream error " + m.String(":error-code")
 		}
-		return appendSSE(dst, "error", anthropicError(awsErrorType(m.String(":error-code"), 0), msg))
+		return f.errorEvent(awsErrorType(m.String(":error-code"), 0), msg)
 	}
+}
+
+var errorName = []byte("error")
+
+func (f *frameReader) errorEvent(typ, msg string) ([]byte, []byte, bool) {
+	f.errBuf = append(f.errBuf[:0], anthropicError(typ, msg)...)
+	return errorName, f.errBuf, true
 }
 
 func appendSSE[S string | []byte](dst []byte, name S, data []byte) []byte {
@@ -379,11 +493,16 @@ func appendSSE[S string | []byte](dst []byte, name S, data []byte) []byte {
 // payload has none or escapes it (base64 needs no escapes).
 func chunkBytes(p []byte) ([]byte, bool) {
 	const key = `"bytes":`
-	i := bytes.Index(p, []byte(key))
-	if i < 0 {
-		return nil, false
+	var v []byte
+	if len(p) > len(key)+1 && p[0] == '{' && string(p[1:1+len(key)]) == key {
+		v = p[1+len(key):] // as Bedrock writes it: {"bytes":"…","p":"…"}
+	} else {
+		i := bytes.Index(p, []byte(key))
+		if i < 0 {
+			return nil, false
+		}
+		v = bytes.TrimLeft(p[i+len(key):], " \t\r\n")
 	}
-	v := bytes.TrimLeft(p[i+len(key):], " \t\r\n")
 	if len(v) == 0 || v[0] != '"' {
 		return nil, false
 	}
@@ -398,9 +517,11 @@ func chunkBytes(p []byte) ([]byte, bool) {
 // decoding: every Anthropic event starts {"type":"…".
 func eventType(data []byte) []byte {
 	const key = `"type":"`
-	i := bytes.Index(data, []byte(key))
-	if i < 0 || i > 8 {
-		return nil
+	i := 1 // as Anthropic writes it: {"type":"…"
+	if len(data) <= len(key) || data[0] != '{' || string(data[1:1+len(key)]) != key {
+		if i = bytes.Index(data, []byte(key)); i < 0 || i > 8 {
+			return nil
+		}
 	}
 	v := data[i+len(key):]
 	end := bytes.IndexByte(v, '"')

@@ -1,6 +1,7 @@
 package cloud
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -17,6 +18,7 @@ import (
 	"github.com/streamgate/streamgate/internal/provider"
 	"github.com/streamgate/streamgate/internal/provider/anthropic"
 	"github.com/streamgate/streamgate/internal/sim"
+	"github.com/streamgate/streamgate/internal/sse"
 )
 
 // bedrockSim serves the simulator's Bedrock endpoints on loopback.
@@ -242,5 +244,56 @@ func TestBedrockRecordedException(t *testing.T) {
 	var pe *provider.Error
 	if text != "Hello" || !errors.As(err, &pe) || !strings.Contains(pe.Message, "Model Stream Error") {
 		t.Errorf("got text %q and %v, want Hello then an error naming Model Stream Error", text, err)
+	}
+}
+
+// countHook counts the reads it is told of.
+type countHook struct{ n int }
+
+func (c *countHook) BeforeRead() { c.n++ }
+
+// TestFrameReaderModes: the same frames read as events (what the anthropic
+// adapter reads, its hook told before each read of the body) and as SSE
+// bytes (what anything else reading the body gets) carry the same events;
+// a cut inside a frame is a truncation either way.
+func TestFrameReaderModes(t *testing.T) {
+	evs := anthropicEvents(3)
+	body := frameBody(evs)
+	f := newFrameReader(io.NopCloser(bytes.NewReader(body)))
+	var hook countHook
+	var got []string
+	for {
+		ev, err := f.NextEvent(&hook)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, string(ev.Name)+" "+string(ev.Data))
+	}
+	f.Close()
+	var want []string
+	for _, e := range evs {
+		want = append(want, string(eventType([]byte(e)))+" "+e)
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") || hook.n == 0 {
+		t.Errorf("events (%d reads told):\n%s\nwant\n%s", hook.n, strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	f = newFrameReader(io.NopCloser(bytes.NewReader(body)))
+	sseBytes, err := io.ReadAll(f)
+	f.Close()
+	if err != nil || string(sseBytes) != string(sseBody(evs)) {
+		t.Errorf("bytes: got %q, %v\nwant %q", sseBytes, err, sseBody(evs))
+	}
+	f = newFrameReader(io.NopCloser(bytes.NewReader(body[:len(body)-3])))
+	for {
+		if _, err = f.NextEvent(nil); err != nil {
+			break
+		}
+	}
+	f.Close()
+	if err != sse.ErrTruncated {
+		t.Errorf("cut: got %v, want sse.ErrTruncated", err)
 	}
 }

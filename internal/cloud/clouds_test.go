@@ -165,3 +165,48 @@ func TestAzure(t *testing.T) {
 		t.Errorf("no key: got %v, want 401", err)
 	}
 }
+
+// TestAzureEntra: kind azure with an Entra ID app registration: the
+// client-credentials grant at the (simulated) tenant's token endpoint, the
+// token sent as a bearer (no api-key), one grant for many requests; a
+// wrong secret fails before anything reaches Azure, in Entra's words.
+func TestAzureEntra(t *testing.T) {
+	s := sim.New(sim.Options{Seed: 7, Profile: sim.Profile{Name: "fast", TTFT: 1e6, ITL: 1e5, Tokens: 20}})
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	var client, secret string
+	for client, secret = range sim.SimEntraApps {
+	}
+	cfg := provider.Config{Kind: "azure", BaseURL: srv.URL, Cloud: provider.Cloud{APIVersion: "2024-10-21",
+		EntraTenantID: "contoso", EntraClientID: client, EntraClientSecret: secret, EntraAuthority: srv.URL}}
+	p, err := provider.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.(interface{ CloseIdleConnections() }).CloseIdleConnections()
+	for range 3 {
+		st, err := p.Open(context.Background(), chatRequest(t, "gpt-deployment", true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if text, _, err := readStream(t, st); err != nil || text == "" {
+			t.Fatalf("got %q, %v", text, err)
+		}
+	}
+	if n := s.EntraGrants(); n != 1 {
+		t.Errorf("%d grants for 3 requests, want 1", n)
+	}
+	cfg.Cloud.EntraClientSecret = "wrong"
+	bad, err := provider.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bad.(interface{ CloseIdleConnections() }).CloseIdleConnections()
+	_, err = bad.Open(context.Background(), chatRequest(t, "gpt-deployment", true))
+	if err == nil || !strings.Contains(err.Error(), "AADSTS7000215") {
+		t.Errorf("wrong secret: got %v, want Entra's AADSTS7000215", err)
+	}
+	if got := EntraTokenURL("", "contoso"); got != "https://login.microsoftonline.com/contoso/oauth2/v2.0/token" {
+		t.Errorf("token URL: got %s", got)
+	}
+}

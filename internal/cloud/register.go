@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 
 	"github.com/streamgate/streamgate/internal/cloudauth"
 	"github.com/streamgate/streamgate/internal/provider"
 	"github.com/streamgate/streamgate/internal/provider/anthropic"
+	"github.com/streamgate/streamgate/internal/provider/converse"
 	"github.com/streamgate/streamgate/internal/provider/gemini"
 	"github.com/streamgate/streamgate/internal/provider/openai"
 )
@@ -34,15 +36,16 @@ func getenv(c provider.Config) func(string) string {
 	return os.Getenv
 }
 
-// newBedrock is kind bedrock: Claude through InvokeModel under the
-// anthropic adapter. (Bedrock's other models, through ConverseStream, are
-// refused at config load.)
+// newBedrock is kind bedrock: Claude (ids with "anthropic.") through
+// InvokeModel under the anthropic adapter, every other model through
+// Converse under the converse adapter, one signer (or API key) for both.
 func newBedrock(c provider.Config) (provider.Provider, error) {
 	endpoint := strings.TrimRight(c.BaseURL, "/")
 	if endpoint == "" {
 		endpoint = BedrockEndpoint(c.Cloud.Region)
 	}
-	b := &Bedrock{Base: transport(c), Endpoint: endpoint, APIKey: c.APIKey}
+	rt := transport(c)
+	b := &Bedrock{Base: rt, Endpoint: endpoint, APIKey: c.APIKey}
 	if c.APIKey == "" {
 		creds := cloudauth.AWSCredentials{AccessKeyID: c.Cloud.AWSAccessKeyID, SecretAccessKey: c.Cloud.AWSSecretAccessKey, SessionToken: c.Cloud.AWSSessionToken}
 		if creds.AccessKeyID == "" {
@@ -53,7 +56,50 @@ func newBedrock(c provider.Config) (provider.Provider, error) {
 		}
 		b.Signer = &cloudauth.SigV4{Service: "bedrock", Region: c.Cloud.Region, Creds: creds}
 	}
-	return anthropic.New(endpoint, "", anthropic.Options{Transport: b, ConnectTimeout: c.ConnectTimeout}), nil
+	return &bedrock{
+		claude:   anthropic.New(endpoint, "", anthropic.Options{Transport: b, ConnectTimeout: c.ConnectTimeout}),
+		converse: converse.New(endpoint, converse.Options{Transport: &BedrockAuth{Base: rt, Signer: b.Signer, APIKey: c.APIKey}}),
+	}, nil
+}
+
+// bedrock is kind bedrock: one adapter per dialect, picked by the route's
+// model (IsBedrockAnthropic).
+type bedrock struct {
+	claude   *anthropic.Client
+	converse *converse.Client
+}
+
+// bedrock has no Checker: Bedrock's runtime endpoint has no request that
+// proves the credentials without spending tokens (its models list is
+// another service's), so its health is the requests' (passive).
+var _ provider.ModelSpeaker = (*bedrock)(nil)
+
+func (b *bedrock) pick(model string) provider.Provider {
+	if IsBedrockAnthropic(model) {
+		return b.claude
+	}
+	return b.converse
+}
+
+func (b *bedrock) Open(ctx context.Context, req *provider.Request) (provider.Stream, error) {
+	return b.pick(req.Model).Open(ctx, req)
+}
+
+func (b *bedrock) Complete(ctx context.Context, req *provider.Request) ([]byte, error) {
+	return b.pick(req.Model).Complete(ctx, req)
+}
+
+// SpeaksFor implements provider.ModelSpeaker: a Messages client's request
+// to Claude passes through as sent; Converse models translate.
+func (b *bedrock) SpeaksFor(dialect, model string) bool {
+	return IsBedrockAnthropic(model) && b.claude.Speaks(dialect)
+}
+
+// CloseIdleConnections closes both adapters' idle connections (one
+// transport).
+func (b *bedrock) CloseIdleConnections() {
+	b.claude.CloseIdleConnections()
+	b.converse.CloseIdleConnections()
 }
 
 // IsVertexAnthropic reports whether a Vertex model is Claude (publisher
@@ -133,9 +179,28 @@ func (v *vertex) CloseIdleConnections() {
 	v.gemini.CloseIdleConnections()
 }
 
-// newAzure is kind azure: the openai adapter over Azure's paths.
+// newAzure is kind azure: the openai adapter over Azure's paths, with
+// the api-key header or an Entra ID token.
 func newAzure(c provider.Config) (provider.Provider, error) {
 	base := strings.TrimRight(c.BaseURL, "/")
-	az := &Azure{Base: transport(c), Resource: base, APIVersion: c.Cloud.APIVersion, APIKey: c.APIKey}
+	rt := transport(c)
+	az := &Azure{Base: rt, Resource: base, APIVersion: c.Cloud.APIVersion, APIKey: c.APIKey}
+	if c.Cloud.EntraClientID != "" {
+		az.APIKey = ""
+		az.Tokens = cloudauth.EntraTokenSource(EntraTokenURL(c.Cloud.EntraAuthority, c.Cloud.EntraTenantID),
+			c.Cloud.EntraClientID, c.Cloud.EntraClientSecret, EntraScope, &http.Client{Transport: rt})
+	}
 	return openai.New(base, "", openai.Options{Transport: az, Responses: c.Responses, ConnectTimeout: c.ConnectTimeout}), nil
+}
+
+// EntraScope is the scope of Entra ID tokens for Azure OpenAI / Foundry.
+const EntraScope = "https://cognitiveservices.azure.com/.default"
+
+// EntraTokenURL is the client-credentials token endpoint of a tenant at an
+// authority host ("" is https://login.microsoftonline.com).
+func EntraTokenURL(authority, tenant string) string {
+	if authority == "" {
+		authority = "https://login.microsoftonline.com"
+	}
+	return strings.TrimRight(authority, "/") + "/" + url.PathEscape(tenant) + "/oauth2/v2.0/token"
 }

@@ -179,8 +179,12 @@ type Provider struct {
 	// neither aws nor api_key (a Bedrock API key, sent as a bearer token)
 	// the environment's AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY and the
 	// shared credentials file are read at start.
-	AWS    *AWSKeys `yaml:"aws,omitempty"`
-	APIKey string   `yaml:"api_key"`
+	AWS *AWSKeys `yaml:"aws,omitempty"`
+	// Entra is kind azure's Microsoft Entra ID app registration: its
+	// client-credentials grant's token is sent as Authorization: Bearer,
+	// instead of an api_key.
+	Entra  *EntraApp `yaml:"entra,omitempty"`
+	APIKey string    `yaml:"api_key"`
 	// APIKeys is a pool of the provider's API keys, instead of APIKey:
 	// each attempt takes the least-loaded key its limits allow, a 429
 	// benches only that key until its Retry-After, a 401/403 disables
@@ -232,6 +236,20 @@ type AWSKeys struct {
 	AccessKeyID     string `yaml:"access_key_id"`
 	SecretAccessKey string `yaml:"secret_access_key"`
 	SessionToken    string `yaml:"session_token"`
+}
+
+// EntraApp is a Microsoft Entra ID app registration (providers[].entra):
+// the client-credentials grant of ClientID and ClientSecret in TenantID,
+// for the scope https://cognitiveservices.azure.com/.default, at
+// {AuthorityHost}/{TenantID}/oauth2/v2.0/token. The token is cached until
+// 5 minutes before it expires, one grant in flight.
+type EntraApp struct {
+	TenantID     string `yaml:"tenant_id"`
+	ClientID     string `yaml:"client_id"`
+	ClientSecret string `yaml:"client_secret"`
+	// AuthorityHost is the Entra endpoint; empty is
+	// https://login.microsoftonline.com (another cloud's, or a test's).
+	AuthorityHost string `yaml:"authority_host"`
 }
 
 // ProviderKey is one key of a provider's pool (providers[].api_keys).

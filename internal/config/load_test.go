@@ -274,7 +274,7 @@ func TestParseShapeErrors(t *testing.T) {
 			name: "several shape problems together",
 			yaml: "providers:\n  - {name: sim, kind: sim, colour: blue}\nmodels:\n  - {name: m, retries: x, routes: [{provider: sim, model: m, wieght: 2}]}\ntimeouts: {connect: 3}\n",
 			want: []string{
-				`t.yaml:2: providers[0].colour: unknown field "colour" (known fields: api_key, api_keys, api_version, aws, base_url, ca_file, continuation, credentials_file, dialect, health_check, http2, kind, name, project, region, responses)`,
+				`t.yaml:2: providers[0].colour: unknown field "colour" (known fields: api_key, api_keys, api_version, aws, base_url, ca_file, continuation, credentials_file, dialect, entra, health_check, http2, kind, name, project, region, responses)`,
 				`t.yaml:4: models[0].retries: want an integer, got "x"`,
 				`t.yaml:4: models[0].routes[0].wieght: unknown field "wieght" (known fields: model, provider, weight)`,
 				`t.yaml:5: timeouts.connect: 3 has no unit; write a duration such as "5s" or "250ms"`,
@@ -342,7 +342,7 @@ func TestParseShapeErrors(t *testing.T) {
 func TestUnknownFieldFile(t *testing.T) {
 	_, err := Load(filepath.Join("testdata", "unknown_field.yaml"), nil)
 	want := []string{
-		`testdata/unknown_field.yaml:3: providers[0].baseurl: unknown field "baseurl" (known fields: api_key, api_keys, api_version, aws, base_url, ca_file, continuation, credentials_file, dialect, health_check, http2, kind, name, project, region, responses)`,
+		`testdata/unknown_field.yaml:3: providers[0].baseurl: unknown field "baseurl" (known fields: api_key, api_keys, api_version, aws, base_url, ca_file, continuation, credentials_file, dialect, entra, health_check, http2, kind, name, project, region, responses)`,
 		`testdata/unknown_field.yaml:7: models[0].prices: unknown field "prices" (known fields: affinity, affinity_epsilon, aliases, context_policy, context_window, continue_on_cut, hedge, max_output_tokens, name, price, retries, routes, smoothing, strategy)`,
 	}
 	if err == nil || err.Error() != strings.Join(want, "\n") {

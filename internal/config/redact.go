@@ -59,6 +59,10 @@ func (c *Config) Clone() *Config {
 			cp := *a
 			out.Providers[i].AWS = &cp
 		}
+		if e := out.Providers[i].Entra; e != nil {
+			cp := *e
+			out.Providers[i].Entra = &cp
+		}
 	}
 	out.Keys = append([]Key(nil), c.Keys...)
 	for i := range out.Keys {
@@ -98,6 +102,9 @@ func (c Config) Redacted() Config {
 		}
 		if a := out.Providers[i].AWS; a != nil {
 			a.SecretAccessKey, a.SessionToken = Redact(a.SecretAccessKey), Redact(a.SessionToken)
+		}
+		if e := out.Providers[i].Entra; e != nil {
+			e.ClientSecret = Redact(e.ClientSecret)
 		}
 	}
 	for i := range out.Keys {

@@ -386,6 +386,7 @@ func (v *problems) cloud(path string, p Provider) {
 	only("credentials_file", p.CredentialsFile != "", "vertex")
 	only("api_version", p.APIVersion != "", "azure")
 	only("aws", p.AWS != nil, "bedrock")
+	only("entra", p.Entra != nil, "azure")
 	switch p.Kind {
 	case "bedrock":
 		if p.Region == "" {
@@ -415,8 +416,22 @@ func (v *problems) cloud(path string, p Provider) {
 			}
 		}
 	case "azure":
-		if p.APIKey == "" && p.APIKeys == nil {
-			v.add(path+".api_key", "required for kind azure (sent as the api-key header)")
+		switch e := p.Entra; {
+		case e != nil && (p.APIKey != "" || p.APIKeys != nil):
+			v.add(path+".entra", "give entra (an Entra ID bearer token) or api_key, not both")
+		case e != nil:
+			for _, f := range []struct{ name, v string }{{"tenant_id", e.TenantID}, {"client_id", e.ClientID}, {"client_secret", e.ClientSecret}} {
+				if f.v == "" {
+					v.add(path+".entra."+f.name, "required (the app registration's client-credentials grant)")
+				}
+			}
+			if e.AuthorityHost != "" {
+				if u, err := url.Parse(e.AuthorityHost); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+					v.add(path+".entra.authority_host", "%s is not an absolute http(s) URL", redactURL(e.AuthorityHost))
+				}
+			}
+		case p.APIKey == "" && p.APIKeys == nil:
+			v.add(path+".api_key", "required for kind azure (sent as the api-key header), or entra")
 		}
 	}
 }
@@ -440,8 +455,6 @@ func (v *problems) model(path string, m Model, providers map[string]int, list []
 		}
 		if r.Model == "" {
 			v.add(rp+".model", "required (the model name the provider expects)")
-		} else if i, ok := providers[r.Provider]; ok && list[i].Kind == "bedrock" && !strings.Contains(r.Model, "anthropic.") {
-			v.add(rp+".model", "%q: kind bedrock serves Claude models (ids containing \"anthropic.\", through InvokeModel); Bedrock's other models (ConverseStream) are not supported by this version", r.Model)
 		}
 		if r.Weight < 0 {
 			v.add(rp+".weight", "must not be negative, got %d", r.Weight)

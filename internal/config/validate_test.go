@@ -87,6 +87,34 @@ func TestValidConfigs(t *testing.T) {
 	}
 }
 
+// TestValidateBedrockModels: kind bedrock takes any model id: Claude's
+// through InvokeModel, the others (and opaque ARNs) through Converse.
+func TestValidateBedrockModels(t *testing.T) {
+	for _, m := range []string{"anthropic.claude-3-5-haiku-20241022-v1:0", "us.amazon.nova-pro-v1:0", "meta.llama3-70b-instruct-v1:0",
+		"arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/a1b2c3"} {
+		c := validConfig()
+		c.Providers[1] = Provider{Name: "sim", Kind: "bedrock", Region: "us-east-1"}
+		c.Models[0].Routes[1].Model = m
+		if err := c.Validate(); err != nil {
+			t.Errorf("%s: %v", m, err)
+		}
+	}
+}
+
+// TestValidateEntra: kind azure with an Entra ID app registration needs
+// no api_key; its secret is redacted.
+func TestValidateEntra(t *testing.T) {
+	c := validConfig()
+	c.Providers[1] = Provider{Name: "sim", Kind: "azure", BaseURL: "https://r.openai.azure.com",
+		Entra: &EntraApp{TenantID: "contoso", ClientID: "app", ClientSecret: "entra-secret-value-123"}}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.Redacted(); r.Providers[1].Entra.ClientSecret == "entra-secret-value-123" || c.Providers[1].Entra.ClientSecret != "entra-secret-value-123" {
+		t.Errorf("redacted %q, original %q", r.Providers[1].Entra.ClientSecret, c.Providers[1].Entra.ClientSecret)
+	}
+}
+
 func TestValidateEachProblem(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -137,8 +165,6 @@ func TestValidateEachProblem(t *testing.T) {
 			c.Providers[1] = Provider{Name: "sim", Kind: "bedrock", Region: "us-east-1", AWS: &AWSKeys{AccessKeyID: "a"}}
 			c.Models[0].Routes[1].Model = "anthropic.claude-x"
 		}, "providers[1].aws: access_key_id and secret_access_key are both required"},
-		{"bedrock non-Claude model", func(c *Config) { c.Providers[1] = Provider{Name: "sim", Kind: "bedrock", Region: "us-east-1"} },
-			`models[0].routes[1].model: "sim-fast": kind bedrock serves Claude models (ids containing "anthropic.", through InvokeModel); Bedrock's other models (ConverseStream) are not supported by this version`},
 		{"vertex without project and region", func(c *Config) {
 			c.Providers[1] = Provider{Name: "sim", Kind: "vertex", CredentialsFile: "testdata/spec.yaml"}
 		},
@@ -149,7 +175,16 @@ func TestValidateEachProblem(t *testing.T) {
 			"providers[1].api_key: kind vertex authenticates with credentials_file (or application-default credentials), not an API key"},
 		{"azure without key", func(c *Config) {
 			c.Providers[1] = Provider{Name: "sim", Kind: "azure", BaseURL: "https://r.openai.azure.com"}
-		}, "providers[1].api_key: required for kind azure (sent as the api-key header)"},
+		}, "providers[1].api_key: required for kind azure (sent as the api-key header), or entra"},
+		{"entra with an api key", func(c *Config) {
+			c.Providers[1] = Provider{Name: "sim", Kind: "azure", BaseURL: "https://r.openai.azure.com", APIKey: "k", Entra: &EntraApp{TenantID: "t", ClientID: "c", ClientSecret: "s"}}
+		}, "providers[1].entra: give entra (an Entra ID bearer token) or api_key, not both"},
+		{"entra without its secret", func(c *Config) {
+			c.Providers[1] = Provider{Name: "sim", Kind: "azure", BaseURL: "https://r.openai.azure.com", Entra: &EntraApp{TenantID: "t", ClientID: "c"}}
+		}, "providers[1].entra.client_secret: required (the app registration's client-credentials grant)"},
+		{"entra on another kind", func(c *Config) {
+			c.Providers[0].Entra = &EntraApp{TenantID: "t", ClientID: "c", ClientSecret: "s"}
+		}, "providers[0].entra: only for kind azure (a provider of kind openai does not read it)"},
 		{"cloud fields on another kind", func(c *Config) { c.Providers[0].Region, c.Providers[0].APIVersion = "us-east-1", "2024-10-21" },
 			"providers[0].region: only for kind bedrock or vertex (a provider of kind openai does not read it)\nproviders[0].api_version: only for kind azure (a provider of kind openai does not read it)"},
 		{"base_url missing", func(c *Config) { c.Providers[0].BaseURL = "" }, "providers[0].base_url: required for kind openai"},

@@ -79,6 +79,9 @@ type Options struct {
 	// Routes reads each route's health as the router keeps it (attempts,
 	// failures, state), sampled with the metrics; nil: the metrics only.
 	Routes func() []RouteHealth
+	// MCP reads each MCP server's health (package mcp), sampled with the
+	// metrics; nil: the MCP panel shows the metrics only.
+	MCP func() []MCPHealth
 	// Search pages the request log (usage.Search on the ledger); nil: the
 	// request log answers 404 usage_ledger_off.
 	Search SearchFunc
@@ -110,6 +113,14 @@ type SavingsFunc func(model string, cacheRead, cacheWrite int64) float64
 
 // DefaultGrafanaURL is the board of deploy/grafana as deploy/compose.yaml serves it.
 const DefaultGrafanaURL = "http://127.0.0.1:3000/d/streamgate"
+
+// MCPHealth is one MCP server's health as its listener last saw it.
+type MCPHealth struct {
+	Server string
+	Known  bool // false until it connected or failed once
+	OK     bool
+	Error  string // the last failure when not OK
+}
 
 // RouteHealth is one route's health as the router keeps it. The counts
 // are cumulative; the dashboard shows their increase over its window, so
@@ -154,14 +165,15 @@ func replicaName(configured string) string {
 // Dashboard is the handler of /dashboard and the paths below it. Shutdown
 // ends its event streams; Close also waits for its goroutines.
 type Dashboard struct {
-	gather  prometheus.Gatherer
-	report  ReportFunc
-	models  atomic.Pointer[map[string]bool] // nil: every name is known; SetModels replaces it
-	routes  func() []RouteHealth
-	search  SearchFunc
-	series  SeriesFunc
-	budgets func(context.Context) ([]Budget, error)
-	savings SavingsFunc
+	gather    prometheus.Gatherer
+	report    ReportFunc
+	models    atomic.Pointer[map[string]bool] // nil: every name is known; SetModels replaces it
+	routes    func() []RouteHealth
+	mcpHealth func() []MCPHealth // Options.MCP
+	search    SearchFunc
+	series    SeriesFunc
+	budgets   func(context.Context) ([]Budget, error)
+	savings   SavingsFunc
 	// teamBudgets reads the teams' budgets (teams.go).
 	teamBudgets func(context.Context) ([]TeamBudget, error)
 	replica     string
@@ -214,6 +226,7 @@ func New(opts Options) *Dashboard {
 		gather:      opts.Gatherer,
 		report:      opts.Report,
 		routes:      opts.Routes,
+		mcpHealth:   opts.MCP,
 		search:      opts.Search,
 		series:      opts.Series,
 		budgets:     opts.Budgets,
@@ -398,6 +411,9 @@ func (d *Dashboard) tick() {
 		for _, h := range d.routes() {
 			s.health[routeKey{h.Model, h.Route}] = h
 		}
+	}
+	if d.mcpHealth != nil {
+		s.mcpHealth = d.mcpHealth()
 	}
 	d.mu.Lock()
 	always := d.always

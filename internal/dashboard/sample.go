@@ -23,7 +23,20 @@ const (
 	mGCPause       = "streamgate_gc_pause_seconds"
 	mRouteState    = "streamgate_route_state"
 	mRouteInflight = "streamgate_route_inflight"
+	mMCPCalls      = "streamgate_mcp_tool_calls_total"
+	mMCPDuration   = "streamgate_mcp_tool_call_duration_seconds"
 )
+
+// mcpErrorOutcomes are the outcomes of streamgate_mcp_tool_calls_total the
+// MCP panel counts as errors: the server failed or went quiet. A tool's
+// own isError answer, a refusal and a client gone are not.
+var mcpErrorOutcomes = map[string]bool{"error": true, "timeout": true}
+
+// mcpSample is one MCP server's cumulative figures at a sampling.
+type mcpSample struct {
+	calls, errors float64
+	dur           hist
+}
 
 // unknownModel is the one row of every request whose model is none of the
 // configured ones (a client's typo, or a request refused before its model
@@ -69,6 +82,9 @@ type sample struct {
 	outcomes, rejected, reasons map[string]float64
 	// health is each route's health as the router keeps it (Options.Routes).
 	health map[routeKey]RouteHealth
+	// mcp are the MCP servers' tool calls, mcpHealth their health (Options.MCP).
+	mcp       map[string]*mcpSample
+	mcpHealth []MCPHealth
 }
 
 // parse reads a sample out of gathered metric families; families it does
@@ -76,7 +92,7 @@ type sample struct {
 // Bounds equal to those in bounds (by metric name) are shared with it, so
 // the ring of samples holds one copy of each metric's bucket bounds.
 func parse(at time.Time, mfs []*dto.MetricFamily, bounds map[string][]float64) *sample {
-	s := &sample{at: at, routes: map[routeKey]*routeSample{}, models: map[string]*modelSample{}, inflight: math.NaN(),
+	s := &sample{at: at, routes: map[routeKey]*routeSample{}, models: map[string]*modelSample{}, inflight: math.NaN(), mcp: map[string]*mcpSample{},
 		outcomes: map[string]float64{}, rejected: map[string]float64{}, reasons: map[string]float64{}}
 	route := func(m *dto.Metric) *routeSample {
 		k := routeKey{label(m, "model"), label(m, "route")}
@@ -86,6 +102,15 @@ func parse(at time.Time, mfs []*dto.MetricFamily, bounds map[string][]float64) *
 			s.routes[k] = r
 		}
 		return r
+	}
+	server := func(m *dto.Metric) *mcpSample {
+		name := label(m, "server")
+		ms := s.mcp[name]
+		if ms == nil {
+			ms = &mcpSample{}
+			s.mcp[name] = ms
+		}
+		return ms
 	}
 	model := func(m *dto.Metric) *modelSample {
 		name := cmp.Or(label(m, "model"), unknownModel)
@@ -168,6 +193,14 @@ func parse(at time.Time, mfs []*dto.MetricFamily, bounds map[string][]float64) *
 				route(m).state = m.GetGauge().GetValue()
 			case mRouteInflight:
 				route(m).inflight = m.GetGauge().GetValue()
+			case mMCPCalls:
+				ms := server(m)
+				ms.calls += m.GetCounter().GetValue()
+				if mcpErrorOutcomes[label(m, "outcome")] {
+					ms.errors += m.GetCounter().GetValue()
+				}
+			case mMCPDuration:
+				server(m).dur = readHist(m)
 			}
 		}
 	}

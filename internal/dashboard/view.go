@@ -59,6 +59,7 @@ type view struct {
 	ChunkOverP99S num         `json:"chunk_overhead_p99_s"`
 	Models        []modelView `json:"models"`
 	Routes        []routeView `json:"routes"`
+	MCP           []mcpView   `json:"mcp"`                  // the MCP servers (empty: none configured)
 	Cost          *costView   `json:"cost_today,omitempty"` // nil: no ledger
 	Budgets       *budgetView `json:"budgets,omitempty"`    // nil: no ledger
 	History       historyView `json:"history"`
@@ -157,6 +158,58 @@ type routeView struct {
 	Ejections           uint64 `json:"ejections"` // since the gateway started
 }
 
+// mcpView is one MCP server over the window: its tool calls, their errors
+// and durations, and its health.
+type mcpView struct {
+	Server     string `json:"server"`
+	Health     string `json:"health"` // ok, down, "" not known yet
+	Error      string `json:"error"`  // the last failure while down
+	CallsPerS  num    `json:"calls_per_s"`
+	ErrorRatio num    `json:"error_ratio"`
+	P50S       num    `json:"duration_p50_s"`
+	P99S       num    `json:"duration_p99_s"`
+}
+
+// mcpViews are the MCP servers of now over the window since old.
+func mcpViews(now, old *sample, span float64) []mcpView {
+	names := map[string]struct{}{}
+	for k := range now.mcp {
+		names[k] = struct{}{}
+	}
+	health := map[string]MCPHealth{}
+	for _, h := range now.mcpHealth {
+		names[h.Server] = struct{}{}
+		health[h.Server] = h
+	}
+	out := []mcpView{}
+	for _, name := range slices.Sorted(maps.Keys(names)) {
+		r, o := now.mcp[name], old.mcp[name]
+		if r == nil {
+			r = &mcpSample{}
+		}
+		if o == nil {
+			o = &mcpSample{}
+		}
+		v := mcpView{Server: name, CallsPerS: num(math.NaN()), ErrorRatio: num(math.NaN()), P50S: num(math.NaN()), P99S: num(math.NaN())}
+		if h, ok := health[name]; ok && h.Known {
+			v.Health = "down"
+			if h.OK {
+				v.Health = "ok"
+			} else {
+				v.Error = h.Error
+			}
+		}
+		if span > 0 {
+			v.CallsPerS = num(rate(r.calls, o.calls, span))
+			v.ErrorRatio = num(ratio(increase(r.errors, o.errors), increase(r.calls, o.calls)))
+			d := r.dur.sub(o.dur)
+			v.P50S, v.P99S = num(d.quantile(.5)), num(d.quantile(.99))
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
 // costView is the ledger's cost since 00:00 UTC.
 type costView struct {
 	Since   string    `json:"since"`  // RFC 3339
@@ -224,7 +277,7 @@ func compute(samples []*sample, window time.Duration, savings SavingsFunc) view 
 		RequestsPerS: num(math.NaN()), OutputTokensPerS: num(math.NaN()), ErrorRatio: num(math.NaN()),
 		GCPausesPerS: num(math.NaN()), GCPauseP99S: num(math.NaN()), GCPauseMaxS: num(math.NaN()),
 		ChunkOverP50S: num(math.NaN()), ChunkOverP99S: num(math.NaN()), RejectedPerS: num(math.NaN()),
-		Models: []modelView{}, Routes: []routeView{}, ErrorsByKind: []kindRow{}, RejectedByCode: []kindRow{}, AttemptFailures: []kindRow{}}
+		Models: []modelView{}, Routes: []routeView{}, MCP: []mcpView{}, ErrorsByKind: []kindRow{}, RejectedByCode: []kindRow{}, AttemptFailures: []kindRow{}}
 	if len(samples) == 0 {
 		return v
 	}
@@ -239,6 +292,7 @@ func compute(samples []*sample, window time.Duration, savings SavingsFunc) view 
 	if span > 0 {
 		v.SpanS = num(span)
 	}
+	v.MCP = mcpViews(now, old, span)
 
 	var chunks hist
 	rkeys := map[routeKey]struct{}{}

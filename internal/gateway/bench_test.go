@@ -73,6 +73,12 @@ func cannedStream(n int) []byte {
 // content chunks; tracer traces its requests (nil: tracing off).
 func benchGateway(b *testing.B, chunks int, tracer trace.Tracer) *gateway.Gateway {
 	b.Helper()
+	return benchGatewayWith(b, chunks, func(o *gateway.Options) { o.Tracer = tracer })
+}
+
+// benchGatewayWith is benchGateway with its Options changed by opt.
+func benchGatewayWith(b *testing.B, chunks int, opt func(*gateway.Options)) *gateway.Gateway {
+	b.Helper()
 	cfg := &config.Config{
 		Timeouts:  config.Timeouts{Connect: config.Duration(time.Second), FirstToken: config.Duration(30 * time.Second), Idle: config.Duration(30 * time.Second)},
 		Providers: []config.Provider{{Name: "mem", Kind: "openai", BaseURL: "http://upstream.invalid/v1"}},
@@ -83,13 +89,14 @@ func benchGateway(b *testing.B, chunks int, tracer trace.Tracer) *gateway.Gatewa
 		stream: cannedStream(chunks),
 		json:   []byte(`{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":1,"total_tokens":13}}`),
 	}
-	gw, err := gateway.New(gateway.Options{
+	o := gateway.Options{
 		Config:    cfg,
 		KeepAlive: -1,
-		Tracer:    tracer,
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)), // info: the access line is written
 		Providers: map[string]provider.Provider{"mem": openai.New("http://upstream.invalid/v1", "", openai.Options{Transport: ct})},
-	})
+	}
+	opt(&o)
+	gw, err := gateway.New(o)
 	if err != nil {
 		b.Fatal(err)
 	}

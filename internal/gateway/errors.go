@@ -162,6 +162,8 @@ func statusOf(err error) httpError {
 		return e(http.StatusNotFound, "invalid_request_error", "admin_api_off", "")
 	case errors.Is(err, errModelNotAllowed):
 		return final(http.StatusForbidden, "permission_error", "model_not_allowed", "model")
+	case errors.Is(err, errRebinding):
+		return final(http.StatusForbidden, "permission_error", "host_not_allowed", "")
 	case errors.Is(err, errUnknownModel):
 		return final(http.StatusNotFound, "invalid_request_error", "model_not_found", "model")
 	case errors.Is(err, errKeyNotFound):

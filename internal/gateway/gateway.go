@@ -358,7 +358,8 @@ func New(opts Options) (*Gateway, error) {
 	metrics.RegisterRouteState(dreg, g.routeStates)
 	g.dash = dashboard.New(dashboard.Options{Gatherer: dreg, Open: cfg.Dashboard.Open, AdminKey: cfg.AdminKey,
 		Throttle: g.throttle, Report: opts.Report, Logger: g.log, Models: st.modelNames(), Routes: g.routeHealth,
-		Search: opts.Search, Series: opts.Series, Budgets: g.budgets, TeamBudgets: g.teamBudgets, Replica: g.replica, Savings: g.cacheSavings})
+		Search: opts.Search, Series: opts.Series, Budgets: g.budgets, TeamBudgets: g.teamBudgets, Replica: g.replica, Savings: g.cacheSavings,
+		MCP: g.mcpHealth})
 	g.mux = g.routesTable()
 	return g, nil
 }

@@ -678,6 +678,7 @@ func (t *turn) run() {
 		defer t.endSpan()
 	}
 	if st := t.st; st != nil {
+		st.id = t.meta.ID
 		defer t.g.keep(st, t.g.respStore.Begin(t.meta.ID))
 	}
 	for _, s := range t.list {
@@ -1225,9 +1226,6 @@ func (t *turn) end() {
 		return
 	}
 	resp := t.response(e)
-	if t.st != nil && e.Status != "failed" {
-		t.st.body = resp
-	}
 	h := t.w.Header()
 	t.routeHeaders()
 	h.Set("Content-Type", "application/json")
@@ -1236,7 +1234,8 @@ func (t *turn) end() {
 	t.w.Write(resp)
 }
 
-// response is the response object as it ends with e.
+// response is the response object as it ends with e, kept for the
+// store (store true) as it is returned.
 func (t *turn) response(e *responses.Ending) []byte {
 	out := make([]json.RawMessage, 0, len(t.output))
 	for _, it := range t.output {
@@ -1244,7 +1243,11 @@ func (t *turn) response(e *responses.Ending) []byte {
 			out = append(out, t.clientItem(it))
 		}
 	}
-	return t.meta.AppendResponse(make([]byte, 0, 2048), out, e)
+	if t.st == nil {
+		return t.meta.AppendResponse(make([]byte, 0, 2048), out, e, nil)
+	}
+	t.st.body = t.meta.AppendResponse(make([]byte, 0, 2048), out, e, &t.st.output)
+	return t.st.body
 }
 
 // clientItem is item as the client gets it: a reasoning item's

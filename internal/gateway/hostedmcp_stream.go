@@ -452,7 +452,7 @@ func (t *turn) preamble(model string) bool {
 	if model != "" {
 		t.meta.Model = model
 	}
-	resp := t.meta.AppendResponse(nil, nil, &responses.Ending{Status: "in_progress"})
+	resp := t.meta.AppendResponse(nil, nil, &responses.Ending{Status: "in_progress"}, nil)
 	var err error
 	for _, typ := range []string{"response.created", "response.in_progress"} {
 		if err == nil {
@@ -504,9 +504,6 @@ func (t *turn) emitEnd() {
 		typ = "response.failed"
 	}
 	resp := t.response(e)
-	if t.st != nil {
-		t.st.body = resp
-	}
 	err := t.emit(typ, func(b []byte) []byte {
 		b = append(b, `,"response":`...)
 		return append(b, resp...)

@@ -5,12 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"reflect"
+	"strings"
 
 	"github.com/streamgate/streamgate/internal/auth"
 	"github.com/streamgate/streamgate/internal/budget"
 	"github.com/streamgate/streamgate/internal/config"
+	"github.com/streamgate/streamgate/internal/dashboard"
 	"github.com/streamgate/streamgate/internal/mcp"
 	mcpupstream "github.com/streamgate/streamgate/internal/mcp/upstream"
 	"github.com/streamgate/streamgate/internal/metrics"
@@ -58,7 +62,7 @@ func (g *Gateway) newMCP(cfg *config.Config) error {
 		return err
 	}
 	gw, err := mcp.New(mcp.Options{Servers: specs, Governor: mcpGov{g}, Sealer: sealer, SessionTTL: cfg.MCP.SessionTTL.D(),
-		WriteError: g.writeError, Logger: g.log, Tracer: g.tracer, Metrics: m, MaxBody: g.maxBody, Version: metrics.ReadBuild().Version})
+		WriteError: g.writeError, ReadBody: g.mcpBody, Logger: g.log, Tracer: g.tracer, Metrics: m, MaxBody: g.maxBody, Version: metrics.ReadBuild().Version})
 	if err != nil {
 		closeOpened(opened, nil)
 		return err
@@ -126,13 +130,73 @@ func (g *Gateway) reloadMCP(cfg *config.Config) error {
 	return nil
 }
 
+// mcpBody reads an MCP POST's body as every endpoint does (max_body_bytes,
+// timeouts.request_body), marked read so that the connection is not closed
+// under the stream that follows.
+func (g *Gateway) mcpBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	b, err := g.readBody(w, r)
+	if err != nil {
+		st := statusOf(err).status
+		return nil, &mcp.BodyError{Status: st, Err: err}
+	}
+	return b, nil
+}
+
+// mcpHealth is the MCP servers' health for the dashboard.
+func (g *Gateway) mcpHealth() []dashboard.MCPHealth {
+	if g.mcp == nil {
+		return nil
+	}
+	hs := g.mcp.Health()
+	out := make([]dashboard.MCPHealth, len(hs))
+	for i, h := range hs {
+		out[i] = dashboard.MCPHealth{Server: h.Server, Known: h.Known, OK: h.OK, Error: h.Error}
+	}
+	return out
+}
+
 // errNoMCP: /mcp asked for with no MCP server configured.
 var errNoMCP = fmt.Errorf("%w: no MCP server is configured (mcp.servers)", errUnknownPath)
+
+// errRebinding: an MCP request that reached a loopback listener from a
+// loopback peer under a Host that is not a loopback name.
+var errRebinding = errors.New("host not allowed")
+
+// rebound reports an MCP request that a browser may have been led to by DNS
+// rebinding (MCP's transport asks local servers to refuse it, as the Go
+// SDK's server does): it reached a loopback address of the gateway from a
+// loopback peer — not a trusted proxy's client — under a Host that is not
+// a loopback name.
+func rebound(r *http.Request) bool {
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok || local == nil || !loopback(local.String()) || loopback(r.Host) {
+		return false
+	}
+	return loopback(r.RemoteAddr)
+}
+
+// loopback reports whether hostport names a loopback address or localhost.
+func loopback(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host = hostport
+	}
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Unmap().IsLoopback()
+}
 
 // serveMCP serves /mcp and /mcp/{server}.
 func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request) {
 	if len(g.cur().cfg.MCP.Servers) == 0 {
 		g.writeError(w, r, errNoMCP)
+		return
+	}
+	if rebound(r) {
+		g.writeError(w, r, fmt.Errorf("%w: Host %q on a loopback address (DNS rebinding protection of MCP): a reverse proxy on this host must be listed in trusted_proxies and send X-Forwarded-For", errRebinding, r.Host))
 		return
 	}
 	g.mcp.ServeHTTP(w, r)

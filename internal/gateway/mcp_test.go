@@ -30,6 +30,16 @@ func mcpUpstream(t *testing.T) string {
 	sdk.AddTool(s, &sdk.Tool{Name: "search"}, func(_ context.Context, _ *sdk.CallToolRequest, a in) (*sdk.CallToolResult, any, error) {
 		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "found " + a.Text}}}, nil, nil
 	})
+	// slow reports progress three times, a little apart, before it answers.
+	s.AddTool(&sdk.Tool{Name: "slow", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		for i := 1; i <= 3; i++ {
+			if tok := req.Params.GetProgressToken(); tok != nil {
+				req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i), Total: 3})
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "done"}}}, nil
+	})
 	srv := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil))
 	t.Cleanup(func() {
 		srv.Close()
@@ -151,6 +161,60 @@ func TestMCPGateway(t *testing.T) {
 	}
 }
 
+// TestMCPStream: a tool call answered as a stream (progress, then the
+// result) lasts past its first event through the gateway's front (its body
+// is read as every endpoint's is, so its connection is not closed under it).
+func TestMCPStream(t *testing.T) {
+	cfg := baseConfig()
+	cfg.MCP.Servers = []config.MCPServer{{Name: "docs", URL: mcpUpstream(t)}}
+	e := start(t, cfg)
+	progress := make(chan float64, 3)
+	c := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "1"}, &sdk.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, r *sdk.ProgressNotificationClientRequest) { progress <- r.Params.Progress }})
+	cs, err := c.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: e.url + "/mcp",
+		HTTPClient: &http.Client{Transport: bearer{key: devKey}}, MaxRetries: -1}, &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	p := &sdk.CallToolParams{Name: "docs__slow"}
+	p.SetProgressToken("t1")
+	res, err := cs.CallTool(context.Background(), p)
+	if err != nil || res.IsError || res.Content[0].(*sdk.TextContent).Text != "done" {
+		t.Fatalf("docs__slow: %v %+v", err, res)
+	}
+	for range 3 {
+		select {
+		case <-progress:
+		case <-time.After(10 * time.Second):
+			t.Fatal("fewer than 3 progress notifications")
+		}
+	}
+}
+
+// TestMCPRebinding: a request to the loopback gateway under another Host
+// (a browser led by DNS rebinding) is refused with 403 before its key is read.
+func TestMCPRebinding(t *testing.T) {
+	cfg := baseConfig()
+	cfg.MCP.Servers = []config.MCPServer{{Name: "docs", URL: mcpUpstream(t)}}
+	e := start(t, cfg)
+	for host, want := range map[string]int{"evil.example.com": 403, "localhost:1234": 200, "127.0.0.1": 200} {
+		req, _ := http.NewRequest(http.MethodPost, e.url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}`))
+		req.Host = host
+		req.Header.Set("Origin", "http://"+host)
+		req.Header.Set("Authorization", "Bearer "+devKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("Host %s: got %d %s, want %d", host, resp.StatusCode, body, want)
+		}
+	}
+}
+
 // TestMCPOff: with no MCP server configured /mcp is not found, and says why.
 func TestMCPOff(t *testing.T) {
 	e := start(t, baseConfig())
@@ -200,7 +264,7 @@ func TestMCPReload(t *testing.T) {
 		}
 	}
 	tools, err := cs.ListTools(context.Background(), nil)
-	if err != nil || len(tools.Tools) != 4 {
+	if err != nil || len(tools.Tools) != 6 { // echo, search and slow of each server
 		t.Fatalf("tools after the reload: %v %+v", err, tools)
 	}
 	_ = gateway.MCPCaller

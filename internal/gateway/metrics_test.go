@@ -50,13 +50,15 @@ var allowedLabels = map[string]bool{
 	"model": true, "route": true, "code": true, "outcome": true, "kind": true, "reason": true,
 	"stage": true, "scope": true, "le": true, "quantile": true, "provider": true, "key": true,
 	"version": true, "revision": true, "goversion": true,
+	"server": true, "tool": true, // MCP: configured servers, tools a server listed (else "other")
 }
 
 // Label values of the enumerated labels, every one a constant of the code.
 var allowedValues = map[string][]string{
 	"outcome": {"ok", "error_event", "client_gone", "timeout", "upstream_error", "rejected", "error", "untranslatable", // requests
 		"won", "lost", "none", // hedges
-		"failed"}, // continuations (and ok)
+		"failed",                   // continuations (and ok)
+		"tool_error", "too_large"}, // MCP tool calls (and ok, error, timeout, rejected, client_gone)
 	"kind":  {"input", "output", "cache_read", "cache_write"},
 	"stage": {"request", "chunk"},
 	"scope": {"gateway", "key", "rpm", "tpm", "budget", "team", "team_rpm", "team_tpm", "team_budget", "model_budget", "decoding"},
@@ -136,6 +138,8 @@ func metricsConfig(retryURL string) (*config.Config, sim.Options) {
 func TestMetricsExported(t *testing.T) {
 	retryURL, _ := failing(t, 1, "0")
 	cfg, so := metricsConfig(retryURL)
+	// An MCP server: its tool-call metrics exist (at 0) from the start.
+	cfg.MCP.Servers = []config.MCPServer{{Name: "docs", URL: mcpUpstream(t)}}
 
 	w := usage.NewWriter(&memStore{}, usage.WriterOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	runCtx, stopRun := context.WithCancel(context.Background())
@@ -315,6 +319,10 @@ func TestMetricsExported(t *testing.T) {
 						ok = providers[v]
 					case n == "key": // a provider key's name (its secret is checked above)
 						ok = providerKeys[v]
+					case n == "server":
+						ok = slices.ContainsFunc(cfg.MCP.Servers, func(s config.MCPServer) bool { return s.Name == v })
+					case n == "tool": // only tools a server listed, else "other": a client cannot make values
+						ok = v == "other"
 					case n == "code":
 						ok = code.MatchString(v)
 					case n == "reason":

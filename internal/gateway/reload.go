@@ -131,6 +131,9 @@ func (g *Gateway) build(cfg *config.Config, prev *state) (*state, error) {
 		if p.AWS != nil {
 			pc.Cloud.AWSAccessKeyID, pc.Cloud.AWSSecretAccessKey, pc.Cloud.AWSSessionToken = p.AWS.AccessKeyID, p.AWS.SecretAccessKey, p.AWS.SessionToken
 		}
+		if e := p.Entra; e != nil {
+			pc.Cloud.EntraTenantID, pc.Cloud.EntraClientID, pc.Cloud.EntraClientSecret, pc.Cloud.EntraAuthority = e.TenantID, e.ClientID, e.ClientSecret, e.AuthorityHost
+		}
 		if p.CAFile != "" {
 			pool, err := config.LoadCAs(p.CAFile)
 			if err != nil {
@@ -401,6 +404,9 @@ func (g *Gateway) keepRunning(old, cfg *config.Config) []string {
 	keep("otel", !reflect.DeepEqual(old.OTel, cfg.OTel), func() { cfg.OTel = old.OTel })
 	keep("admin_key", old.AdminKey != cfg.AdminKey, func() { cfg.AdminKey = old.AdminKey })
 	keep("dashboard", old.Dashboard != cfg.Dashboard, func() { cfg.Dashboard = old.Dashboard })
+	if cfg.Replica == "" {
+		cfg.Replica = old.Replica // the name serve gave at start (STREAMGATE_REPLICA, or host:port), not a change
+	}
 	keep("replica", old.Replica != cfg.Replica, func() { cfg.Replica = old.Replica })
 	keep("trusted_proxies", !slices.Equal(old.TrustedProxies, cfg.TrustedProxies), func() { cfg.TrustedProxies = old.TrustedProxies })
 	keep("max_body_bytes", old.MaxBody != cfg.MaxBody, func() { cfg.MaxBody = old.MaxBody })

@@ -5,9 +5,11 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -22,12 +24,16 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
 	"github.com/openai/openai-go/v3/shared"
 
+	"github.com/streamgate/streamgate/internal/cloud"
 	"github.com/streamgate/streamgate/internal/config"
+	"github.com/streamgate/streamgate/internal/eventstream"
 	"github.com/streamgate/streamgate/internal/gateway"
 	"github.com/streamgate/streamgate/internal/provider"
 	panthropic "github.com/streamgate/streamgate/internal/provider/anthropic"
+	"github.com/streamgate/streamgate/internal/provider/converse"
 	"github.com/streamgate/streamgate/internal/provider/gemini"
 	popenai "github.com/streamgate/streamgate/internal/provider/openai"
 	"github.com/streamgate/streamgate/internal/usage"
@@ -48,10 +54,14 @@ type replaySidecar struct {
 	// "documented" (written here after the provider's documentation) or
 	// "constructed" (written here for a behaviour servers of the dialect
 	// show, said in the note).
-	Origin      string     `json:"origin"`
-	Note        string     `json:"note"`
-	ContentType string     `json:"content_type"` // of the stream; "" is text/event-stream
-	Want        replayWant `json:"want"`
+	Origin      string `json:"origin"`
+	Note        string `json:"note"`
+	ContentType string `json:"content_type"` // of the stream; "" is text/event-stream
+	// Clients are the client dialects the recording is replayed to
+	// (chat, messages, responses); nil: every one. A Responses stream
+	// reaches only /v1/responses clients (passed through).
+	Clients []string   `json:"clients"`
+	Want    replayWant `json:"want"`
 }
 
 // replayWant is the answer a client must assemble.
@@ -100,6 +110,61 @@ type recording struct {
 	meta          replaySidecar
 }
 
+// replayDialects are the upstreams a recording's folder names: the
+// dialect its bytes are in, and the kind that reads them.
+var replayDialects = []string{"openai", "anthropic", "gemini", "bedrock-converse", "azure"}
+
+// frameChunks frames a <name>.chunks file (one JSON event per line, as the
+// Vercel AI SDK's fixtures keep them) as its upstream sends it: for
+// bedrock-converse one event-stream message per line ({"eventType":
+// payload}: :event-type the key, the payload its value), for azure one
+// "data: " event per line and "data: [DONE]", as the SDK's tests frame them.
+func frameChunks(t *testing.T, dialect string, chunks []byte) []byte {
+	var out []byte
+	for _, line := range strings.Split(string(chunks), "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		switch dialect {
+		case "bedrock-converse":
+			var ev map[string]json.RawMessage
+			if err := json.Unmarshal([]byte(line), &ev); err != nil || len(ev) != 1 {
+				t.Fatalf("a converse event line is {\"eventType\": payload}: %s", line)
+			}
+			for typ, payload := range ev {
+				var err error
+				out, err = eventstream.AppendMessage(out, []eventstream.Header{eventstream.StringHeader(":event-type", typ),
+					eventstream.StringHeader(":content-type", "application/json"), eventstream.StringHeader(":message-type", "event")}, payload)
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+		case "azure":
+			out = append(out, "data: "+line+"\n\n"...)
+		default:
+			t.Fatalf("no framing for %s chunks", dialect)
+		}
+	}
+	if dialect == "azure" {
+		out = append(out, "data: [DONE]\n\n"...)
+	}
+	return out
+}
+
+// responsesOnly reports whether rec is a Responses stream, replayed to
+// /v1/responses clients only.
+func (rec *recording) responsesOnly() bool {
+	return slices.Equal(rec.meta.Clients, []string{"responses"})
+}
+
+// clients are the client dialects rec is replayed to.
+func (rec *recording) clients() []string {
+	if rec.meta.Clients != nil {
+		return rec.meta.Clients
+	}
+	return []string{"chat", "messages", "responses"}
+}
+
 func loadCorpus(t *testing.T) []recording {
 	t.Helper()
 	paths, err := filepath.Glob("testdata/replay/*/*.json")
@@ -121,9 +186,15 @@ func loadCorpus(t *testing.T) []recording {
 		base := strings.TrimSuffix(p, ".json")
 		r.stream, _ = os.ReadFile(base + ".sse")
 		r.body, _ = os.ReadFile(base + ".body")
+		if chunks, err := os.ReadFile(base + ".chunks"); err == nil {
+			r.stream = frameChunks(t, r.dialect, chunks)
+		}
+		if !slices.Contains(replayDialects, r.dialect) {
+			t.Fatalf("%s: unknown dialect folder %s", p, r.dialect)
+		}
 		switch {
 		case r.stream == nil && r.body == nil:
-			t.Fatalf("%s: neither %s.sse nor %s.body", p, r.name, r.name)
+			t.Fatalf("%s: none of %s.sse, %s.chunks, %s.body", p, r.name, r.name, r.name)
 		case r.meta.Source == "" || r.meta.Licence == "" || !slices.Contains([]string{"recorded", "sdk-fixture", "documented", "constructed"}, r.meta.Origin):
 			t.Fatalf("%s: every recording says where it comes from (source, licence, origin)", p)
 		case r.meta.Want.FinishReason == "" || r.meta.Want.StopReason == "":
@@ -240,7 +311,30 @@ func (u *replayUpstream) serve(w http.ResponseWriter, r *http.Request) {
 	var req struct{ Stream bool }
 	json.Unmarshal(b, &req)
 	stream := req.Stream
-	want := map[string]string{"openai": "/v1/chat/completions", "anthropic": "/v1/messages"}[u.rec.dialect]
+	want := map[string]string{"openai": "/v1/chat/completions", "anthropic": "/v1/messages",
+		"azure": "/openai/deployments/up-model/chat/completions"}[u.rec.dialect]
+	ct := cmp.Or(u.rec.meta.ContentType, "text/event-stream")
+	switch u.rec.dialect {
+	case "azure":
+		if u.rec.responsesOnly() {
+			want = "/openai/responses"
+		}
+		if r.URL.Query().Get("api-version") == "" || r.Header.Get("Api-Key") != "sk-up" {
+			http.Error(w, "replay upstream: Azure wants api-version and the api-key header", http.StatusBadRequest)
+			return
+		}
+	case "bedrock-converse":
+		stream = strings.HasSuffix(r.URL.Path, "/converse-stream")
+		want = "/model/up-model/converse"
+		if stream {
+			want += "-stream"
+		}
+		ct = "application/vnd.amazon.eventstream"
+		if r.Header.Get("Authorization") != "Bearer sk-up" {
+			http.Error(w, "replay upstream: Bedrock wants the API key as a bearer token", http.StatusForbidden)
+			return
+		}
+	}
 	if u.rec.dialect == "gemini" {
 		_, method, _ := strings.Cut(r.URL.Path, ":")
 		stream = method == "streamGenerateContent"
@@ -263,7 +357,7 @@ func (u *replayUpstream) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "replay upstream: this recording has no stream", http.StatusNotFound)
 		return
 	}
-	w.Header().Set("Content-Type", cmp.Or(u.rec.meta.ContentType, "text/event-stream"))
+	w.Header().Set("Content-Type", ct)
 	w.Write(u.rec.stream)
 }
 
@@ -278,7 +372,7 @@ func (u *replayUpstream) RoundTrip(r *http.Request) (*http.Response, error) {
 	c := u.cut
 	u.mu.Unlock()
 	n := len(u.body)
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+	if ct := resp.Header.Get("Content-Type"); strings.HasPrefix(ct, "text/event-stream") || ct == "application/vnd.amazon.eventstream" {
 		n = len(u.rec.stream)
 	}
 	resp.Body = &pieceReader{r: resp.Body, sizes: c.sizes(n)}
@@ -303,8 +397,24 @@ func replayGateway(t *testing.T, u *replayUpstream) *env {
 		p = panthropic.New(base, "sk-up", panthropic.Options{Transport: u})
 	case "gemini":
 		p = gemini.New(base, "sk-up", gemini.Options{Transport: u})
+	case "bedrock-converse":
+		kind = "bedrock"
+		p = converse.New(base, converse.Options{Transport: &cloud.BedrockAuth{Base: u, APIKey: "sk-up"}})
+	case "azure":
+		// A Responses recording is Azure's Responses API, which a route
+		// with responses: true passes Responses clients through to; a chat
+		// recording is its chat completions, which every client's request
+		// reaches translated.
+		p = popenai.New(base, "", popenai.Options{Transport: &cloud.Azure{Base: u, Resource: base, APIVersion: "2024-10-21", APIKey: "sk-up"}, Responses: u.rec.responsesOnly()})
 	}
-	cfg.Providers = append(cfg.Providers, config.Provider{Name: "up", Kind: kind, BaseURL: base, APIKey: "sk-up"})
+	pc := config.Provider{Name: "up", Kind: kind, BaseURL: base, APIKey: "sk-up"}
+	switch kind {
+	case "bedrock":
+		pc.Region = "us-east-1"
+	case "azure":
+		pc.APIVersion, pc.Responses = "2024-10-21", u.rec.responsesOnly()
+	}
+	cfg.Providers = append(cfg.Providers, pc)
 	cfg.Models = append(cfg.Models, config.Model{Name: "replay", Routes: []config.Route{{Provider: "up", Model: "up-model"}},
 		Price: config.Price{Input: 1, Output: 2}})
 	return startWith(t, gateway.Options{Config: cfg, KeepAlive: -1, Providers: map[string]provider.Provider{"up": p}})
@@ -325,7 +435,7 @@ func TestReplayCorpus(t *testing.T) {
 			u := newReplayUpstream(t, rec)
 			e := replayGateway(t, u)
 			entries := 0
-			for _, client := range []string{"chat", "messages"} {
+			for _, client := range rec.clients() {
 				for _, stream := range []bool{true, false} {
 					if stream && rec.stream == nil {
 						continue
@@ -343,10 +453,13 @@ func TestReplayCorpus(t *testing.T) {
 							t.Run(c.name, func(t *testing.T) {
 								var got replayAnswer
 								var err error
-								if client == "chat" {
+								switch client {
+								case "chat":
 									got, err = chatAnswer(e, rec, stream)
-								} else {
+								case "messages":
 									got, err = messagesAnswer(e, rec, stream)
+								case "responses":
+									got, err = responsesAnswer(e, rec, stream)
 								}
 								entries++
 								if err != nil {
@@ -613,7 +726,7 @@ func checkAnswer(t *testing.T, client string, rec *recording, got replayAnswer) 
 	if got.text != wantText || got.refusal != wantRefusal {
 		t.Errorf("text: got %q (refusal %q), want %q (refusal %q)", got.text, got.refusal, wantText, wantRefusal)
 	}
-	if g, w := mergeThinking(got.thinking), mergeThinking(want.Thinking); !slices.Equal(g, w) {
+	if g, w := mergeThinking(got.thinking), mergeThinking(want.Thinking); client != "responses" && !slices.Equal(g, w) {
 		t.Errorf("thinking: got %+v, want %+v", g, w)
 	}
 	if len(got.tools) != len(want.Tools) {
@@ -629,11 +742,14 @@ func checkAnswer(t *testing.T, client string, rec *recording, got replayAnswer) 
 		}
 	}
 	wantFinish, wantSeq := want.FinishReason, want.StopSequence
-	if client == "chat" && rec.dialect != "anthropic" {
-		wantSeq = "" // only the anthropic adapter reports it to chat clients (the choice's stop_reason)
+	if client == "chat" && rec.dialect != "anthropic" || client == "responses" {
+		wantSeq = "" // only the anthropic adapter reports it to chat clients (the choice's stop_reason); Responses has none
 	}
-	if client == "messages" {
+	switch client {
+	case "messages":
 		wantFinish = want.StopReason
+	case "responses":
+		wantFinish = responsesStatus(want.FinishReason)
 	}
 	if got.stopSequence != wantSeq {
 		t.Errorf("stop sequence: got %q, want %q", got.stopSequence, wantSeq)
@@ -741,6 +857,14 @@ func assemble(t *testing.T, rec *recording) []byte {
 		return []byte(msg.RawJSON())
 	case "openai":
 		out, err = assembleOpenAI(events)
+	case "azure":
+		if rec.responsesOnly() {
+			out, err = assembleResponses(events)
+		} else {
+			out, err = assembleOpenAI(events)
+		}
+	case "bedrock-converse":
+		out, err = assembleConverse(rec.stream)
 	case "gemini":
 		out, err = assembleGemini(events)
 	}
@@ -929,4 +1053,194 @@ func assembleGemini(events []sseEvent) (any, error) {
 		top["candidates"] = []any{cand}
 	}
 	return top, nil
+}
+
+// responsesAnswer asks /v1/responses with openai-go: the response of the
+// stream's terminal event, or the response object. Its finish is the
+// status ("completed", or "incomplete:" and the reason); thinking is not
+// read (reasoning items carry no Anthropic signature to compare).
+func responsesAnswer(e *env, rec *recording, stream bool) (replayAnswer, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	client := openai.NewClient(option.WithBaseURL(e.url+"/v1/"), option.WithAPIKey(devKey), option.WithMaxRetries(0))
+	params := responses.ResponseNewParams{Model: "replay", MaxOutputTokens: openai.Int(4096),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Replay the recording.")}}
+	seen := map[string]bool{}
+	for _, tc := range rec.meta.Want.Tools {
+		if !seen[tc.Name] {
+			seen[tc.Name] = true
+			params.Tools = append(params.Tools, responses.ToolUnionParam{OfFunction: &responses.FunctionToolParam{Name: tc.Name, Parameters: map[string]any{"type": "object"}}})
+		}
+	}
+	var a replayAnswer
+	var res responses.Response
+	if stream {
+		s := client.Responses.NewStreaming(ctx, params)
+		terminal := ""
+		for s.Next() {
+			ev := s.Current()
+			switch ev.Type {
+			case "response.completed", "response.incomplete", "response.failed":
+				if terminal != "" {
+					return a, fmt.Errorf("a second terminal event %s after %s", ev.Type, terminal)
+				}
+				terminal = ev.Type
+				res = ev.AsResponseCompleted().Response
+			}
+		}
+		if err := s.Err(); err != nil {
+			return a, err
+		}
+		if terminal == "" {
+			return a, errors.New("the stream ended without a terminal event")
+		}
+	} else {
+		r, err := client.Responses.New(ctx, params)
+		if err != nil {
+			return a, err
+		}
+		res = *r
+	}
+	for _, it := range res.Output {
+		switch it.Type {
+		case "message":
+			for _, c := range it.Content {
+				switch c.Type {
+				case "output_text":
+					a.text += c.Text
+				case "refusal":
+					a.refusal += c.Refusal
+				}
+			}
+		case "function_call":
+			a.tools = append(a.tools, replayToolCall{ID: it.CallID, Name: it.Name, Arguments: it.Arguments.OfString})
+		}
+	}
+	a.finish = string(res.Status)
+	if res.Status == "incomplete" {
+		a.finish += ":" + res.IncompleteDetails.Reason
+	}
+	u := res.Usage
+	var details struct {
+		CacheWrite int `json:"cache_write_tokens"` // the gateway's field
+	}
+	json.Unmarshal([]byte(u.InputTokensDetails.RawJSON()), &details)
+	a.usage = replayUsage{Input: int(u.InputTokens-u.InputTokensDetails.CachedTokens) - details.CacheWrite, CacheRead: int(u.InputTokensDetails.CachedTokens),
+		CacheWrite: details.CacheWrite, Output: int(u.OutputTokens), Reasoning: int(u.OutputTokensDetails.ReasoningTokens)}
+	return a, nil
+}
+
+// responsesStatus is the Responses status a chat finish_reason gives.
+func responsesStatus(finish string) string {
+	switch finish {
+	case "length":
+		return "incomplete:max_output_tokens"
+	case "content_filter":
+		return "incomplete:content_filter"
+	}
+	return "completed"
+}
+
+// assembleConverse builds the ConverseResponse of a ConverseStream
+// recording, as Converse would have answered it: text blocks and
+// reasoning joined, tool inputs parsed, the stopReason and usage.
+func assembleConverse(frames []byte) (any, error) {
+	type block map[string]any
+	var content []block
+	idx := map[int]block{}
+	out := map[string]any{}
+	dec := eventstream.NewDecoder(bytes.NewReader(frames), 0)
+	for {
+		m, err := dec.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		var ev struct {
+			Index *int `json:"contentBlockIndex"`
+			Start struct {
+				ToolUse map[string]any `json:"toolUse"`
+			} `json:"start"`
+			Delta struct {
+				Text             *string `json:"text"`
+				ToolUse          *struct{ Input string }
+				ReasoningContent *struct{ Text, Signature string } `json:"reasoningContent"`
+			} `json:"delta"`
+			StopReason string          `json:"stopReason"`
+			Usage      json.RawMessage `json:"usage"`
+		}
+		if err := json.Unmarshal(m.Payload, &ev); err != nil {
+			return nil, err
+		}
+		get := func(kind string) block {
+			b := idx[*ev.Index]
+			if b == nil {
+				b = block{}
+				idx[*ev.Index] = b
+				content = append(content, b)
+			}
+			return b
+		}
+		switch m.String(":event-type") {
+		case "contentBlockStart":
+			if ev.Start.ToolUse != nil {
+				tu := maps.Clone(ev.Start.ToolUse)
+				tu["input"] = ""
+				get("toolUse")["toolUse"] = tu
+			}
+		case "contentBlockDelta":
+			b := get("")
+			switch d := ev.Delta; {
+			case d.Text != nil:
+				t, _ := b["text"].(string)
+				b["text"] = t + *d.Text
+			case d.ToolUse != nil:
+				tu := b["toolUse"].(map[string]any)
+				tu["input"] = tu["input"].(string) + d.ToolUse.Input
+			case d.ReasoningContent != nil:
+				rc, _ := b["reasoningContent"].(map[string]any)
+				if rc == nil {
+					rc = map[string]any{"reasoningText": map[string]any{"text": ""}}
+					b["reasoningContent"] = rc
+				}
+				rt := rc["reasoningText"].(map[string]any)
+				rt["text"] = rt["text"].(string) + d.ReasoningContent.Text
+				if d.ReasoningContent.Signature != "" {
+					rt["signature"] = d.ReasoningContent.Signature
+				}
+			}
+		case "messageStop":
+			out["stopReason"] = ev.StopReason
+		case "metadata":
+			out["usage"] = ev.Usage
+		}
+	}
+	for _, b := range content {
+		if tu, ok := b["toolUse"].(map[string]any); ok {
+			in := tu["input"].(string)
+			if in == "" {
+				in = "{}"
+			}
+			tu["input"] = json.RawMessage(in)
+		}
+	}
+	out["output"] = map[string]any{"message": map[string]any{"role": "assistant", "content": content}}
+	return out, nil
+}
+
+// assembleResponses is a Responses stream's response object: its terminal
+// event's.
+func assembleResponses(events []sseEvent) (any, error) {
+	for _, ev := range events {
+		var e struct {
+			Type     string          `json:"type"`
+			Response json.RawMessage `json:"response"`
+		}
+		if json.Unmarshal([]byte(ev.data), &e) == nil && (e.Type == "response.completed" || e.Type == "response.incomplete") {
+			return e.Response, nil
+		}
+	}
+	return nil, errors.New("the responses recording has no terminal event")
 }

@@ -73,6 +73,7 @@ func (g *Gateway) responsesAPI(w http.ResponseWriter, r *http.Request) {
 	if st != nil {
 		// Reads of this id wait for its write from now on: a client that
 		// continues the response as soon as its last event arrived finds it.
+		st.id = meta.ID
 		defer g.keep(st, g.respStore.Begin(meta.ID))
 	}
 	if req.Stream {
@@ -81,16 +82,19 @@ func (g *Gateway) responsesAPI(w http.ResponseWriter, r *http.Request) {
 		// prompt as the ledger estimates it.
 		enc.EstimatePrompt = func() int { return c.bill.promptTokens(req) }
 		if st != nil {
-			enc.OnEnd = func(resp []byte) { st.body = append(st.body[:0], resp...) }
+			enc.OnEnd = func(resp []byte, output []responses.OutputItem) {
+				st.body = append(st.body[:0], resp...)
+				st.output = append(st.output[:0], output...)
+			}
 		}
 		info.enc = enc
 		g.stream(w, r, c, routes, req)
 		return
 	}
 	c.reshape = func(body []byte) ([]byte, error) {
-		out, err := responses.FromCompletion(body, meta)
+		out, output, err := responses.FromCompletion(body, meta)
 		if st != nil && err == nil {
-			st.body = out
+			st.body, st.output = out, output
 		}
 		return out, err
 	}

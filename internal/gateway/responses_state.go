@@ -24,11 +24,13 @@ const storeWriteTimeout = 10 * time.Second
 // toStore is what is kept of a response (store true): its key, its
 // input items, the response it continued, and its response object once
 // it ended (nil: it never began, as when the request failed before the
-// stream; nothing is stored then).
+// stream; nothing is stored then) with where its output items stand in
+// it, as the encoder wrote it: stored without being read again.
 type toStore struct {
-	keyID, previous string
-	input           []json.RawMessage
-	body            []byte
+	id, keyID, previous string
+	input               []json.RawMessage
+	body                []byte
+	output              []responses.OutputItem
 }
 
 // resolveState reads what the request rq of keyID refers to in the
@@ -111,16 +113,19 @@ func (g *Gateway) keep(st *toStore, end func()) {
 		defer end()
 		ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
 		defer cancel()
-		id, _ := responseID(st.body)
-		err := g.respStore.Put(ctx, &respstore.Response{ID: id, KeyID: st.keyID, PreviousID: st.previous,
-			Body: st.body, Input: st.input, Output: responses.Output(st.body)})
+		output := make([]respstore.Item, len(st.output))
+		for i, o := range st.output {
+			output[i] = respstore.Item{ID: o.ID, JSON: st.body[o.Start:o.End]}
+		}
+		err := g.respStore.Put(ctx, &respstore.Response{ID: st.id, KeyID: st.keyID, PreviousID: st.previous,
+			Body: st.body, Input: respstore.ItemsOf(st.input), Output: output})
 		if err != nil {
-			g.log.LogAttrs(ctx, slog.LevelError, "store response", slog.String("response_id", id), slog.String("error", err.Error()))
+			g.log.LogAttrs(ctx, slog.LevelError, "store response", slog.String("response_id", st.id), slog.String("error", err.Error()))
 		}
 	}()
 }
 
-// responseID is the "id" of a response object.
+// responseID is the "id" member of a JSON object (a response, an item).
 func responseID(body []byte) (string, error) {
 	var v struct {
 		ID string `json:"id"`

@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,8 +9,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -322,4 +325,67 @@ func TestResponsesStoreRetention(t *testing.T) {
 		t.Errorf("Purge: got %d, %v; want 1 response purged", n, err)
 	}
 	e.waitEntries(t, 1)
+}
+
+// BenchmarkResponsesStored100 is BenchmarkResponsesStream100 with the
+// response stored (store true, the default) in a SQLite response store:
+// what storing adds to a stream. The write runs off the request's path,
+// so each iteration waits for it (a read of the id waits for its write)
+// and cpu-ns/op is the process's CPU time (user and system) per stream,
+// the write's included.
+func BenchmarkResponsesStored100(b *testing.B) {
+	ctx := context.Background()
+	store, err := respstore.Open(ctx, "sqlite://"+filepath.Join(b.TempDir(), "resp.db"), respstore.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	gw := benchGatewayWith(b, 100, func(o *gateway.Options) { o.Responses = store })
+	b.Cleanup(func() { store.Close() })
+	body := []byte(`{"model":"m","stream":true,"max_output_tokens":64,"temperature":0.7,"instructions":"You are a helpful assistant.","input":[{"role":"user","content":"Write a haiku about latency and the sea, in English, with a title."}]}`)
+	req, _ := http.NewRequest(http.MethodPost, "http://gw/v1/responses", nil)
+	req.Header.Set("Authorization", "Bearer sg-bench-0123456789abcdef")
+	req.Header.Set("Content-Type", "application/json")
+	rd := bytes.NewReader(body)
+	w := &idRecorder{flushRecorder: flushRecorder{h: http.Header{}}}
+	b.ReportAllocs()
+	cpu0 := cpuTime()
+	b.ResetTimer()
+	for b.Loop() {
+		rd.Reset(body)
+		req.Body = io.NopCloser(rd)
+		clear(w.h)
+		w.status, w.id = 0, ""
+		gw.ServeHTTP(w, req)
+		if w.status != http.StatusOK || w.id == "" {
+			b.Fatalf("got status %d, response id %q; want 200 and an id", w.status, w.id)
+		}
+		if _, err := store.Get(ctx, "bench", w.id); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+}
+
+// idRecorder is a flushRecorder that keeps the first response id written.
+type idRecorder struct {
+	flushRecorder
+	id string
+}
+
+func (w *idRecorder) Write(b []byte) (int, error) {
+	if w.id == "" {
+		if _, rest, ok := bytes.Cut(b, []byte(`"id":"resp_`)); ok {
+			if id, _, ok := bytes.Cut(rest, []byte(`"`)); ok {
+				w.id = "resp_" + string(id)
+			}
+		}
+	}
+	return w.flushRecorder.Write(b)
+}
+
+// cpuTime is the process's user and system CPU time so far, in ns.
+func cpuTime() int64 {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }

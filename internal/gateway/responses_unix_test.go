@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
 	"strings"
 	"syscall"
 	"testing"
@@ -74,29 +75,47 @@ func BenchmarkLoopbackCPU(b *testing.B) {
 				if api == "responses" {
 					path, body = "/v1/responses", `{"model":"m","stream":true,"input":"Write a haiku about latency."}`
 				}
-				client := srv.Client()
-				do := func() {
-					req, _ := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader(body))
-					req.Header.Set("Authorization", "Bearer sg-bench-0123456789abcdef")
-					resp, err := client.Do(req)
-					if err != nil {
-						b.Fatal(err)
-					}
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-				}
-				do()
-				var before, after syscall.Rusage
-				syscall.Getrusage(syscall.RUSAGE_SELF, &before)
-				b.ResetTimer()
-				for b.Loop() {
-					do()
-				}
-				b.StopTimer()
-				syscall.Getrusage(syscall.RUSAGE_SELF, &after)
-				cpu := time.Duration(after.Utime.Nano() + after.Stime.Nano() - before.Utime.Nano() - before.Stime.Nano())
-				b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+				loopbackCPU(b, srv, path, body)
 			})
 		}
 	}
+	// The floor: net/http's reverse proxy in the gateway's place, the same
+	// in-memory upstream, client and stream.
+	for _, n := range []int{1, 100} {
+		b.Run(fmt.Sprintf("reverseproxy/%d", n), func(b *testing.B) {
+			rp := &httputil.ReverseProxy{Transport: eventsTransport{n}, Rewrite: func(r *httputil.ProxyRequest) {
+				r.Out.URL.Scheme, r.Out.URL.Host = "http", "upstream.invalid"
+			}}
+			srv := httptest.NewServer(rp)
+			defer srv.Close()
+			loopbackCPU(b, srv, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"Write a haiku about latency."}]}`)
+		})
+	}
+}
+
+// loopbackCPU posts body to srv's path b.N times, reading each answer
+// whole, and reports the process's CPU time per request (cpu-ns/op).
+func loopbackCPU(b *testing.B, srv *httptest.Server, path, body string) {
+	client := srv.Client()
+	do := func() {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer sg-bench-0123456789abcdef")
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	do()
+	var before, after syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &before)
+	b.ResetTimer()
+	for b.Loop() {
+		do()
+	}
+	b.StopTimer()
+	syscall.Getrusage(syscall.RUSAGE_SELF, &after)
+	cpu := time.Duration(after.Utime.Nano() + after.Stime.Nano() - before.Utime.Nano() - before.Stime.Nano())
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
 }

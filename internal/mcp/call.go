@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/streamgate/streamgate/internal/mcp/upstream"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -52,7 +53,7 @@ func (ex *exchange) callTool() {
 		g.inflight.Store(key, cancel)
 		defer func() { g.inflight.Delete(key); cancel() }()
 	}
-	resp, err := g.runTool(ctx, c, e, tool, params, ex.msg.ID, ex.meta, ex.bridge(e))
+	resp, err := g.runTool(ctx, c, e, tool, params, ex.msg.ID, ex.withLevel(ex.meta), ex.bridge(e))
 	ex.respond(e, tool, resp, err)
 }
 
@@ -393,6 +394,23 @@ func shownNotification(server string, m *jsonrpc.Message) *jsonrpc.Message {
 	return &c
 }
 
+// metaLogLevel is the 2026-07-28 _meta member of a request's log level.
+const metaLogLevel = "io.modelcontextprotocol/logLevel"
+
+// withLevel adds to meta the log level the exchange's 2025-11-25 session
+// set (logging/setLevel) on this replica, for a 2026-07-28 server, which
+// logs only for requests that carry one.
+func (ex *exchange) withLevel(meta object) object {
+	if ex.sid == "" || meta.get(metaLogLevel) != nil {
+		return meta
+	}
+	if level, ok := ex.g.levels.get(ex.sess.ID); ok {
+		meta = append(object(nil), meta...)
+		meta.setString(metaLogLevel, level)
+	}
+	return meta
+}
+
 // upstreamMeta is the _meta of a client's request as its server gets it:
 // without the client's protocol version, which describes the client's hop
 // (the server's client, package upstream, declares its own era), with the
@@ -424,6 +442,12 @@ func upstreamParams(params object) object {
 // its result rewritten by fix (nil: as it came).
 func (ex *exchange) forward(e *entry, params object, fix func(object) object) {
 	req := &jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: ex.msg.ID, Method: ex.msg.Method}
+	if ex.sid != "" {
+		if meta := ex.withLevel(ex.meta); len(meta) > len(ex.meta) {
+			params = append(object(nil), params...)
+			params.set("_meta", meta.raw())
+		}
+	}
 	if params = upstreamParams(params); params != nil {
 		req.Params = params.raw()
 	}
@@ -476,7 +500,11 @@ func (ex *exchange) forwardNamed() {
 // URI names its server (mcp://server/…).
 func (ex *exchange) forwardURI() {
 	if route := ex.c.bind.Route; route != "" {
-		ex.forward(ex.g.servers.Load().get(route), ex.params, nil)
+		e := ex.g.servers.Load().get(route)
+		if ex.subscribedHere(e) {
+			return
+		}
+		ex.forward(e, ex.params, nil)
 		return
 	}
 	uri := ex.params.str("uri")
@@ -487,6 +515,9 @@ func (ex *exchange) forwardURI() {
 	}
 	if e == nil {
 		ex.o.fail(ex.msg.ID, rpcErr(jsonrpc.CodeInvalidParams, "no resource %q: the resources of /mcp are named %sserver/… (see resources/list)", uri, uriScheme))
+		return
+	}
+	if ex.subscribedHere(e) {
 		return
 	}
 	params := append(object(nil), ex.params...)
@@ -509,6 +540,27 @@ func (ex *exchange) forwardURI() {
 		res.set("contents", b)
 		return res
 	})
+}
+
+// subscribedHere answers a legacy client's resources/subscribe or
+// unsubscribe itself when e speaks MCP 2026-07-28, which has no such
+// methods (a client subscribes with subscriptions/listen there): the
+// request is acknowledged, as a stateless 2025-11-25 server does, and the
+// server's notifications/resources/updated still reach the session's
+// stream through the gateway's own listener of e. It reports whether it
+// answered.
+func (ex *exchange) subscribedHere(e *entry) bool {
+	if e == nil || (ex.msg.Method != "resources/subscribe" && ex.msg.Method != "resources/unsubscribe") {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ex.r.Context(), ex.g.listTO)
+	info, err := e.Server.Info(ctx)
+	cancel()
+	if err != nil || info.ProtocolVersion < upstream.Version2026 {
+		return false // forwarded: the server answers (or its error is the client's)
+	}
+	ex.o.reply(result(ex.msg.ID, struct{}{}))
+	return true
 }
 
 // complete serves completion/complete: its ref names a prompt or a resource.
@@ -552,6 +604,16 @@ func (ex *exchange) complete() {
 // setLevel serves logging/setLevel: passed to the route's servers (their
 // sessions are this replica's, shared by its clients: the last level set wins).
 func (ex *exchange) setLevel() {
+	if ex.sid != "" {
+		// A 2026-07-28 server takes the level per request (_meta): kept for
+		// the session's later requests on this replica (logLevel).
+		var p struct {
+			Level string `json:"level"`
+		}
+		if json.Unmarshal(ex.msg.Params, &p) == nil && p.Level != "" {
+			ex.g.levels.set(ex.sess.ID, p.Level, ex.sess.Expires)
+		}
+	}
 	es := ex.g.usable(ex.c)
 	for _, e := range es {
 		req := &jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: json.RawMessage("1"), Method: ex.msg.Method, Params: ex.msg.Params}

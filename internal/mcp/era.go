@@ -60,12 +60,12 @@ func rpcErr(code int, format string, args ...any) *rpcError {
 
 func (g *Gateway) post(w http.ResponseWriter, r *http.Request, c *Caller) {
 	o := newOut(w, r)
-	body, err := readBody(r, g.maxBody)
+	body, err := g.readBody(w, r)
 	if err != nil {
-		o.fail(nil, err)
+		o.fail(nil, bodyError(err))
 		return
 	}
-	msg, err := decodeMessage(body)
+	msg, err := decodeMessage(body, g.maxBody)
 	if err != nil {
 		o.fail(nil, err)
 		return
@@ -171,8 +171,12 @@ func (ex *exchange) openSession(hv string) error {
 	if err != nil {
 		return err
 	}
-	if hv != "" && hv != legacyVersions[s.Version] {
-		return errorf(http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "MCP-Protocol-Version %q is not the session's version %q", hv, legacyVersions[s.Version])
+	// A version the gateway does not speak is refused (2025-11-25: "invalid
+	// or unsupported"); another supported one is taken, as the SDKs' servers
+	// take it (the conformance suite sends 2025-03-26 in a 2025-11-25
+	// session): the session's own version stays the one in force.
+	if hv != "" && !slices.Contains(legacyVersions, hv) {
+		return errorf(http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "MCP-Protocol-Version %q is not supported in a session (supported: %s)", hv, strings.Join(legacyVersions, ", "))
 	}
 	ex.sess, ex.sid, ex.version = s, sid, legacyVersions[s.Version]
 	return nil

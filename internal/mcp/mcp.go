@@ -160,6 +160,11 @@ type Options struct {
 	Metrics    *Metrics     // nil: none
 	// MaxBody bounds a POST body; 0 means 4 MiB.
 	MaxBody int64
+	// ReadBody reads a POST's body (the gateway's, with its limits and
+	// deadline, marking it read so the connection stays open for the
+	// stream); an error that is a *BodyError is answered with its status.
+	// Nil: the body is read here, up to MaxBody.
+	ReadBody func(http.ResponseWriter, *http.Request) ([]byte, error)
 	// PageSize is the items per page of /mcp's lists; 0 means 1000.
 	PageSize int
 	// ListTimeout bounds each server's part of a /mcp list; a server that
@@ -185,6 +190,7 @@ type Gateway struct {
 	tracer   trace.Tracer
 	m        *Metrics
 	maxBody  int64
+	readBody func(http.ResponseWriter, *http.Request) ([]byte, error)
 	pageSize int
 	listTO   time.Duration
 	keep     time.Duration
@@ -200,6 +206,8 @@ type Gateway struct {
 	// sends notifications/cancelled (key: session id + request id).
 	inflight sync.Map
 	ended    endedSessions
+	// levels are the log levels sessions set on this replica (setLevel).
+	levels levels
 
 	ctx    context.Context // ends at Close: the servers' listeners
 	cancel context.CancelFunc
@@ -245,6 +253,10 @@ func New(opts Options) (*Gateway, error) {
 	}
 	if g.writeErr == nil {
 		g.writeErr = plainError
+	}
+	g.readBody = opts.ReadBody
+	if g.readBody == nil {
+		g.readBody = func(_ http.ResponseWriter, r *http.Request) ([]byte, error) { return readBody(r, g.maxBody) }
 	}
 	var p [4]byte
 	rand.Read(p[:])
@@ -428,6 +440,42 @@ func (g *Gateway) usable(c *Caller) []*entry {
 		}
 	}
 	return out
+}
+
+// levels are the log levels 2025-11-25 sessions set on this replica, until
+// their ids expire (bounded as endedSessions is).
+type levels struct {
+	mu sync.Mutex
+	m  map[[12]byte]level
+}
+
+type level struct {
+	name string
+	exp  time.Time
+}
+
+func (l *levels) set(id [12]byte, name string, exp time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m == nil {
+		l.m = map[[12]byte]level{}
+	}
+	if len(l.m) >= maxEnded {
+		now := time.Now()
+		for k, v := range l.m {
+			if !now.Before(v.exp) || len(l.m) >= maxEnded {
+				delete(l.m, k)
+			}
+		}
+	}
+	l.m[id] = level{name, exp}
+}
+
+func (l *levels) get(id [12]byte) (string, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	v, ok := l.m[id]
+	return v.name, ok
 }
 
 // endedSessions are the sessions DELETEd on this replica, until their ids

@@ -83,6 +83,8 @@ type testGovernor struct {
 	rows []ToolCall
 	// refuse, when set, refuses every call (a budget spent).
 	refuse error
+	// discard keeps no rows (benchmarks).
+	discard bool
 }
 
 func (g *testGovernor) Authenticate(r *http.Request) (*Caller, error) {
@@ -106,6 +108,9 @@ func (g *testGovernor) Admit(_ context.Context, _ *Caller, _, _ string, _ float6
 }
 
 func (g *testGovernor) Record(c ToolCall) {
+	if g.discard {
+		return
+	}
 	g.mu.Lock()
 	g.rows = append(g.rows, c)
 	g.mu.Unlock()

@@ -36,6 +36,10 @@ type Sealer struct {
 	aead cipher.AEAD
 }
 
+// idEncoding decodes ids strictly: an id has one spelling (the bits
+// after its last byte are zero), so no other string opens as it.
+var idEncoding = base64.RawURLEncoding.Strict()
+
 // formatV1 leads every sealed id: the format, so that a later one can be told apart.
 const formatV1 = 1
 
@@ -181,7 +185,7 @@ func (sl *Sealer) Open(id string, b *Binding, now time.Time) (Session, error) {
 	defer scratchPool.Put(sc)
 	raw := &sc.raw
 	// The id is only read: decoded from the string's own bytes.
-	n, err := base64.RawURLEncoding.Decode(raw[:], unsafe.Slice(unsafe.StringData(id), len(id)))
+	n, err := idEncoding.Decode(raw[:], unsafe.Slice(unsafe.StringData(id), len(id)))
 	if err != nil || n != sessionSealed || raw[0] != formatV1 {
 		return Session{}, ErrSessionInvalid
 	}
@@ -234,7 +238,7 @@ func (sl *Sealer) OpenReference(id string, b *Binding, now time.Time) (Reference
 	if len(id) > base64.RawURLEncoding.EncodedLen(13+5+maxReference+16) {
 		return Reference{}, ErrSessionInvalid
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(id)
+	raw, err := idEncoding.DecodeString(id)
 	if err != nil || len(raw) < 13+5+sl.aead.Overhead() || raw[0] != formatV1 {
 		return Reference{}, ErrSessionInvalid
 	}

@@ -37,6 +37,30 @@ func errorf(status, code int, format string, args ...any) *rpcError {
 	return &rpcError{status: status, err: jsonrpc.Error{Code: code, Message: fmt.Sprintf(format, args...)}}
 }
 
+// BodyError is a request body that could not be read, answered with Status
+// (413 too large, 408 too slow, 400).
+type BodyError struct {
+	Status int
+	Err    error
+}
+
+func (e *BodyError) Error() string { return e.Err.Error() }
+func (e *BodyError) Unwrap() error { return e.Err }
+
+// bodyError is err (from Options.ReadBody) as the handler answers it.
+func bodyError(err error) error {
+	var re *rpcError
+	if errors.As(err, &re) {
+		return err
+	}
+	status := http.StatusBadRequest
+	var be *BodyError
+	if errors.As(err, &be) {
+		status = be.Status
+	}
+	return errorf(status, jsonrpc.CodeInvalidRequest, "request body: %v", err)
+}
+
 // readBody reads a POST body of at most limit bytes.
 func readBody(r *http.Request, limit int64) ([]byte, error) {
 	if r.ContentLength > limit {
@@ -52,44 +76,22 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 	return b, nil
 }
 
-// decodeMessage reads one JSON-RPC message. A batch (an array) is refused:
-// MCP removed batches in 2025-06-18, and no supported client sends one.
-func decodeMessage(b []byte) (*jsonrpc.Message, error) {
-	b = bytes.TrimSpace(b)
-	if len(b) > 0 && b[0] == '[' {
+// decodeMessage reads one JSON-RPC message with the shared bounded reader
+// (jsonrpc.Decode: size and depth bounds, duplicate and case-folded member
+// names refused). A batch is refused: MCP removed batches in 2025-06-18,
+// and no supported client sends one.
+func decodeMessage(b []byte, limit int64) (*jsonrpc.Message, error) {
+	msgs, batch, err := jsonrpc.Decode(b, jsonrpc.Limits{MaxBytes: int(limit)})
+	var de *jsonrpc.DecodeError
+	switch {
+	case errors.As(err, &de):
+		return nil, errorf(http.StatusBadRequest, de.Code, "%v", err)
+	case err != nil:
+		return nil, errorf(http.StatusBadRequest, jsonrpc.CodeParseError, "%v", err)
+	case batch || len(msgs) != 1:
 		return nil, errorf(http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "JSON-RPC batches are not supported (MCP removed them in 2025-06-18): send one message per POST")
 	}
-	if _, err := parseObject(b); err != nil {
-		return nil, errorf(http.StatusBadRequest, jsonrpc.CodeParseError, "the body is not one JSON-RPC message: %v", err)
-	}
-	var m jsonrpc.Message
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, errorf(http.StatusBadRequest, jsonrpc.CodeParseError, "the body is not one JSON-RPC message: %v", err)
-	}
-	switch {
-	case m.JSONRPC != jsonrpc.Version:
-		return nil, errorf(http.StatusBadRequest, jsonrpc.CodeInvalidRequest, `"jsonrpc" must be "2.0"`)
-	case m.Method == "" && m.Result == nil && m.Error == nil:
-		return nil, errorf(http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "a JSON-RPC message needs a method, a result or an error")
-	case m.ID != nil && !validID(m.ID):
-		return nil, errorf(http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "a JSON-RPC id must be a string or a number")
-	}
-	return &m, nil
-}
-
-func validID(id json.RawMessage) bool {
-	if len(id) == 0 {
-		return false
-	}
-	switch id[0] {
-	case '"':
-		var s string
-		return json.Unmarshal(id, &s) == nil
-	case 'n', 't', 'f', '{', '[':
-		return false
-	}
-	var n json.Number
-	return json.Unmarshal(id, &n) == nil
+	return &msgs[0], nil
 }
 
 // out answers one POST: a JSON body, or, once a message about the request

@@ -154,17 +154,10 @@ type ToolChoice struct {
 	DisableParallelToolUse bool   `json:"disable_parallel_tool_use,omitempty"`
 }
 
-// Error is a request the gateway cannot translate; Param names the field.
-type Error struct {
-	Param string
-	Msg   string
-}
+// Error is a request the gateway cannot translate; Param names the field. (api.ParamError).
+type Error = api.ParamError
 
-func (e *Error) Error() string { return e.Msg }
-
-func errorf(param, format string, a ...any) error {
-	return &Error{Param: param, Msg: fmt.Sprintf(format, a...)}
-}
+var errorf = api.ParamErrorf
 
 // Validate checks what the Messages API requires.
 func (r *Request) Validate() error {
@@ -381,7 +374,7 @@ func convertMessage(m Message, path string) ([]api.Message, error) {
 	)
 	for j, raw := range raws {
 		bp := fmt.Sprintf("%s.content[%d]", path, j)
-		b, err := readBlock(raw, bp, "text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking")
+		b, err := api.ReadTyped[Block](raw, bp, "content block", "text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking")
 		if err != nil {
 			return nil, err
 		}
@@ -508,7 +501,7 @@ func resultParts(raw json.RawMessage, path string) (string, []api.ContentPart, e
 	)
 	for i, r := range raws {
 		bp := fmt.Sprintf("%s.content[%d]", path, i)
-		bl, err := readBlock(r, bp, "text", "image", "document")
+		bl, err := api.ReadTyped[Block](r, bp, "content block", "text", "image", "document")
 		if err != nil {
 			return "", nil, err
 		}
@@ -533,26 +526,6 @@ func resultParts(raw json.RawMessage, path string) (string, []api.ContentPart, e
 		}
 	}
 	return b.String(), att, nil
-}
-
-// readBlock decodes a content block of one of the types known, else
-// returns an error naming its type (read first, so that a block of another
-// type with members of other shapes is named by its type).
-func readBlock(raw json.RawMessage, path string, known ...string) (Block, error) {
-	var b Block
-	var head struct {
-		Type string `json:"type"`
-	}
-	if err := json.Unmarshal(raw, &head); err != nil {
-		return b, errorf(path, "%s must be a content block object", path)
-	}
-	if !slices.Contains(known, head.Type) {
-		return b, errorf(path+".type", "content block type %q is not supported by the gateway here (supported: %s)", head.Type, strings.Join(known, ", "))
-	}
-	if err := json.Unmarshal(raw, &b); err != nil {
-		return b, errorf(path, "%s is not a valid %s block: %v", path, head.Type, err)
-	}
-	return b, nil
 }
 
 // documentPart is a document block as a content part: the block as sent

@@ -457,6 +457,12 @@ type Caller struct {
 	// Secret is the route's api key, removed from the upstream's words
 	// (Redact) besides the shapes package redact knows; "" means none.
 	Secret string
+	// StreamType is the media type of the upstream's stream answers, asked
+	// for in Accept and required of a 2xx answer to a stream request; ""
+	// is text/event-stream (an answer with text/plain or no Content-Type
+	// is taken too, see Post). Bedrock's ConverseStream answers
+	// application/vnd.amazon.eventstream.
+	StreamType string
 }
 
 // Redactor is a Stream that knows its route's secrets: the relay passes an
@@ -539,9 +545,12 @@ func (c *Caller) post(ctx context.Context, req *Request, url string, body []byte
 		hr.Header["X-Request-Id"] = []string{req.RequestID}
 	}
 	hr.Header["Content-Type"] = jsonType
-	if stream {
+	switch {
+	case stream && c.StreamType != "":
+		hr.Header["Accept"] = []string{c.StreamType}
+	case stream:
 		hr.Header["Accept"] = eventStreamType
-	} else {
+	default:
 		hr.Header["Accept"] = jsonType
 	}
 	for k, v := range c.Header {
@@ -562,12 +571,25 @@ func (c *Caller) post(ctx context.Context, req *Request, url string, body []byte
 		DrainClose(resp.Body)
 		return nil, err
 	}
-	if stream && !eventStream(resp.Header) {
+	if stream && !c.streamAnswer(resp.Header) {
 		err := c.RedactError(c.notStream(resp))
 		DrainClose(resp.Body)
 		return nil, err
 	}
 	return resp, nil
+}
+
+// streamAnswer reports whether an answer's headers allow a stream of
+// c.StreamType (eventStream's when it is "").
+func (c *Caller) streamAnswer(h http.Header) bool {
+	if c.StreamType == "" {
+		return eventStream(h)
+	}
+	if enc := h.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
+		return false
+	}
+	mt, _, err := mime.ParseMediaType(h.Get("Content-Type"))
+	return err == nil && mt == c.StreamType
 }
 
 // eventStream reports whether an answer's headers allow an event stream:

@@ -39,6 +39,10 @@ type Cloud struct {
 	// AWS static credentials (bedrock); empty: the environment's, then
 	// the shared credentials file.
 	AWSAccessKeyID, AWSSecretAccessKey, AWSSessionToken string
+	// Entra ID client credentials (azure): the token is sent as a bearer
+	// instead of APIKey when EntraClientID is set. EntraAuthority is the
+	// authority host ("" is https://login.microsoftonline.com).
+	EntraTenantID, EntraClientID, EntraClientSecret, EntraAuthority string
 	// Getenv reads the environment for default credentials; nil is os.Getenv.
 	Getenv func(string) string
 }

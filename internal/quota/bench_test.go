@@ -78,3 +78,44 @@ func BenchmarkPingRedis(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAdmitScript is one admitScript call admitting n admissions of
+// a key with rpm, tpm and a budget (a wave's batch), without the
+// pipeliner: what Redis spends a batch. ns/admission is the round trip's
+// time by admission.
+func BenchmarkAdmitScript(b *testing.B) {
+	for _, n := range []int{1, 16, 256} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			c, err := redisguard.NewClient(redistest.URL(b))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			ctx := context.Background()
+			base := fmt.Sprintf("sgbench:quota:%d:{k:script}:", time.Now().UnixNano())
+			defer func() {
+				keys, _ := c.Keys(ctx, base+"*").Result()
+				for _, k := range keys {
+					c.Del(ctx, k)
+				}
+			}()
+			c.Set(ctx, base+"b", 0, time.Hour)
+			calls := make([]*call, n)
+			hold := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				for i := range calls {
+					hold++
+					calls[i] = &call{tag: "{k:script}", e: 1000, est: 1, subs: []callSub{{rpm: 1 << 32, tpm: 1 << 32, budget: 1 << 50,
+						keys: [6]string{base + "rpm:9", base + "rpm:8", base + "tpm:9", base + "tpm:8", base + "b", base + "h:" + itoa(int64(hold))}}}}
+				}
+				keys, args := scriptArgs(calls)
+				v, err := admitScript.Run(ctx, c, keys, args...).Int64Slice()
+				if err != nil || len(v) != 8*n || v[0] != 1 {
+					b.Fatalf("script: %v (%d values)", err, len(v))
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/admission")
+		})
+	}
+}

@@ -10,7 +10,8 @@ import (
 )
 
 const (
-	// pipeMax is the most admission calls sent in one pipeline.
+	// pipeMax is the most admission calls sent in one pipeline (and so in
+	// one admitScript call).
 	pipeMax = 256
 	// pipeQueue bounds the admission calls waiting for their round trip;
 	// past it a caller waits for room within its own deadline.
@@ -20,28 +21,36 @@ const (
 // errClosed answers the admissions of a closed Quota.
 var errClosed = errors.New("quota: closed")
 
-// admission is one admitScript call waiting for its round trip.
+// admission is one call waiting for its round trip.
 type admission struct {
-	ctx  context.Context
-	keys []string
-	args []any
-	cmd  *redis.Cmd
-	err  error         // the round trip's own failure (closed), else cmd's
-	done chan struct{} // one send when cmd (or err) is set; buffered
+	ctx   context.Context
+	c     *call
+	bound time.Duration // of the round trip, from its start
+	v     []int64       // the call's answer, if err is nil
+	err   error
+	done  chan struct{} // one send when v (or err) is set; buffered
 }
 
 var admissions = sync.Pool{New: func() any { return &admission{done: make(chan struct{}, 1)} }}
 
 // pipeliner is the replica's one sender of admission calls (auto-
-// pipelining): it takes the calls queued while its previous round trip was
-// in flight and sends them all in one pipeline, so that a burst of
-// admissions costs Redis and this process a few round trips instead of
-// one each, queued behind the connection pool. A call alone is sent at
-// once. Calls leave in the order they came and Redis runs a pipeline in
-// order, so the admissions of one key are counted in arrival order.
-// Each caller waits within its own context (Quota.run bounds it by
-// CallTimeout): one that gives up is not sent if it has not been yet, and
-// its answer, if it was, is dropped.
+// pipelining and batching): it takes the calls queued while its previous
+// round trip was in flight and sends them all in one pipeline, one
+// admitScript call per hash tag, so that a burst of admissions of one key
+// (or of one team's keys) costs Redis and this process one script call
+// and one round trip instead of one each, queued behind the connection
+// pool. A call alone is sent at once. Calls leave in the order they came,
+// and admitScript takes those of one tag in that order, so the admissions
+// of one key are counted in arrival order.
+//
+// A round trip is bounded by the call timeout from when it is sent, not
+// from when its calls were queued: waiting in the queue behind the round
+// trip in flight does not count against Redis. What bounds that wait is
+// the round trip in flight; when it fails (Redis timed out, or is gone),
+// the calls queued meanwhile get its error at once rather than a round
+// trip of their own, as an admission that starts after it decides locally.
+// Each caller also waits within its own context: one that gives up is not
+// sent if it has not been yet, and its answer, if it was, is dropped.
 type pipeliner struct {
 	client redis.UniversalClient
 	in     chan *admission
@@ -56,27 +65,23 @@ func newPipeliner(c redis.UniversalClient) *pipeliner {
 	return p
 }
 
-// call runs admitScript through q's pipeliner, or in a round trip of its
-// own when q has none (tests compare both).
-func (q *Quota) call(ctx context.Context, keys []string, args []any) (*redis.Cmd, error) {
-	if q.pipe == nil {
-		return admitScript.Run(ctx, q.client, keys, args...), nil
+// call returns c's answer from the next pipeline, whose round trip is
+// bounded by bound, or ctx's cause when ctx ends first. Once the
+// pipeliner is closed a call makes its own round trip (a call queued when
+// it closed gets errClosed).
+func (p *pipeliner) call(ctx context.Context, c *call, bound time.Duration) ([]int64, error) {
+	alone := func() ([]int64, error) {
+		ctx, cancel := context.WithTimeout(ctx, bound)
+		defer cancel()
+		return runAlone(ctx, p.client, c)
 	}
-	return q.pipe.call(ctx, keys, args)
-}
-
-// call runs admitScript with keys and args in the next pipeline and
-// returns its command (its reply or Redis's error), or ctx's cause when
-// ctx ends first. Once the pipeliner is closed a call makes its own round
-// trip (a call queued when it closed gets errClosed).
-func (p *pipeliner) call(ctx context.Context, keys []string, args []any) (*redis.Cmd, error) {
 	select {
 	case <-p.stop:
-		return admitScript.Run(ctx, p.client, keys, args...), nil
+		return alone()
 	default:
 	}
 	a := admissions.Get().(*admission)
-	a.ctx, a.keys, a.args = ctx, keys, args
+	a.ctx, a.c, a.bound = ctx, c, bound
 	select {
 	case p.in <- a:
 	case <-ctx.Done():
@@ -84,13 +89,13 @@ func (p *pipeliner) call(ctx context.Context, keys []string, args []any) (*redis
 		return nil, context.Cause(ctx)
 	case <-p.stop:
 		a.reset()
-		return admitScript.Run(ctx, p.client, keys, args...), nil
+		return alone()
 	}
 	select {
 	case <-a.done:
-		cmd, err := a.cmd, a.err
+		v, err := a.v, a.err
 		a.reset()
-		return cmd, err
+		return v, err
 	case <-ctx.Done():
 		return nil, context.Cause(ctx) // a is the pipeliner's now: not reused
 	}
@@ -112,21 +117,14 @@ func (p *pipeliner) close() {
 func (p *pipeliner) run() {
 	defer close(p.done)
 	batch := make([]*admission, 0, pipeMax)
-	var cmds []*redis.Cmd
+	var s sender
 	for {
 		select {
 		case a := <-p.in:
 			batch = append(batch, a)
 		case <-p.stop:
-			for {
-				select {
-				case a := <-p.in:
-					a.err = errClosed
-					a.done <- struct{}{}
-				default:
-					return
-				}
-			}
+			p.answerQueued(errClosed)
+			return
 		}
 	gather: // what queued meanwhile goes in the same round trip
 		for len(batch) < pipeMax {
@@ -137,65 +135,141 @@ func (p *pipeliner) run() {
 				break gather
 			}
 		}
-		cmds = p.send(batch, cmds[:0])
+		if err := s.send(p.client, batch); err != nil {
+			p.answerQueued(err) // queued behind a round trip that failed
+		}
 		clear(batch)
 		batch = batch[:0]
 	}
 }
 
-// send runs the batch's live calls in one pipeline, bounded by the latest
-// of their deadlines, and hands each its command. A NOSCRIPT answer (Redis
-// restarted, or a cluster node that never saw the script) is sent again
-// with EVAL, in a second pipeline.
-func (p *pipeliner) send(batch []*admission, cmds []*redis.Cmd) []*redis.Cmd {
-	live := batch[:0:len(batch)]
-	var deadline time.Time
+// answerQueued answers the calls queued now with err, without sending them.
+func (p *pipeliner) answerQueued(err error) {
+	for {
+		select {
+		case a := <-p.in:
+			a.err = err
+			a.done <- struct{}{}
+		default:
+			return
+		}
+	}
+}
+
+// sender sends the pipeliner's batches; its slices are reused.
+type sender struct {
+	live   []*admission
+	groups []group
+	byTag  map[string]int
+}
+
+// group is the calls of one hash tag in a batch: one admitScript call.
+type group struct {
+	adm   []*admission
+	calls []*call
+	keys  []string
+	args  []any
+	cmd   *redis.Cmd
+}
+
+// send runs the batch's live calls in one pipeline, one admitScript call
+// per hash tag, bounded by the largest of their bounds from now, and
+// hands each its answer. A NOSCRIPT answer (Redis restarted, or a
+// cluster node that never saw the script) is sent again with EVAL, in a
+// second pipeline. It returns the round trip's failure (not a Redis error
+// reply), if any.
+func (s *sender) send(client redis.UniversalClient, batch []*admission) error {
+	s.live = s.live[:0]
+	var bound time.Duration
 	for _, a := range batch {
 		if a.ctx.Err() != nil {
 			a.err = context.Cause(a.ctx) // given up on: not sent
 			a.done <- struct{}{}
 			continue
 		}
-		d, ok := a.ctx.Deadline()
+		bound = max(bound, a.bound)
+		s.live = append(s.live, a)
+	}
+	if len(s.live) == 0 {
+		return nil
+	}
+	if s.byTag == nil {
+		s.byTag = make(map[string]int)
+	}
+	for _, a := range s.live {
+		i, ok := s.byTag[a.c.tag]
 		if !ok {
-			d = time.Now().Add(time.Minute)
+			i = len(s.groups)
+			s.byTag[a.c.tag] = i
+			if i < cap(s.groups) {
+				s.groups = s.groups[:i+1] // its slices emptied by reset
+			} else {
+				s.groups = append(s.groups, group{})
+			}
 		}
-		if d.After(deadline) {
-			deadline = d
-		}
-		live = append(live, a)
+		g := &s.groups[i]
+		g.adm = append(g.adm, a)
+		g.calls = append(g.calls, a.c)
 	}
-	if len(live) == 0 {
-		return cmds
-	}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer s.reset()
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
-	_, _ = p.client.Pipelined(ctx, func(pl redis.Pipeliner) error {
-		for _, a := range live {
-			cmds = append(cmds, admitScript.EvalSha(ctx, pl, a.keys, a.args...))
+	_, err := client.Pipelined(ctx, func(pl redis.Pipeliner) error {
+		for i := range s.groups {
+			g := &s.groups[i]
+			g.keys, g.args = scriptArgs(g.calls)
+			g.cmd = admitScript.EvalSha(ctx, pl, g.keys, g.args...)
 		}
 		return nil
 	})
 	again := false
-	for _, c := range cmds {
-		if err := c.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+	for _, g := range s.groups {
+		if err := g.cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 			again = true
 		}
 	}
 	if again {
-		_, _ = p.client.Pipelined(ctx, func(pl redis.Pipeliner) error {
-			for i, c := range cmds {
-				if err := c.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-					cmds[i] = admitScript.Eval(ctx, pl, live[i].keys, live[i].args...)
+		_, err = client.Pipelined(ctx, func(pl redis.Pipeliner) error {
+			for i := range s.groups {
+				g := &s.groups[i]
+				if err := g.cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+					g.cmd = admitScript.Eval(ctx, pl, g.keys, g.args...)
 				}
 			}
 			return nil
 		})
 	}
-	for i, a := range live {
-		a.cmd = cmds[i]
-		a.done <- struct{}{}
+	for _, g := range s.groups {
+		v, err := g.cmd.Int64Slice()
+		var ans [][]int64
+		if err == nil {
+			ans, err = answers(v, g.calls)
+		}
+		for j, a := range g.adm {
+			if err != nil {
+				a.err = err
+			} else {
+				a.v = ans[j]
+			}
+			a.done <- struct{}{}
+		}
 	}
-	clear(cmds)
-	return cmds[:0]
+	var reply redis.Error
+	if err != nil && !errors.As(err, &reply) {
+		return err
+	}
+	return nil
+}
+
+// reset empties s's groups for the next batch.
+func (s *sender) reset() {
+	for i := range s.groups {
+		g := &s.groups[i]
+		clear(g.adm)
+		clear(g.calls)
+		*g = group{adm: g.adm[:0], calls: g.calls[:0]}
+	}
+	s.groups = s.groups[:0]
+	clear(s.byTag)
+	clear(s.live)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -28,9 +29,10 @@ func (h *pipeHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 	}
 }
 
-// A burst of admissions shares round trips, and each admission gets its
-// own verdict: of 200 concurrent requests of a key at rpm 120, exactly 120
-// are allowed; 50 keys at rpm 1 each get one allowed request.
+// A burst of admissions shares round trips and script calls (one a hash
+// tag a round trip), and each admission gets its own verdict: of 200
+// concurrent requests of a key at rpm 120, exactly 120 are allowed; 50
+// keys at rpm 1 each get one allowed request.
 func TestPipelineBurst(t *testing.T) {
 	forTargets(t, func(t *testing.T, newClient func() redis.UniversalClient, prefix string) {
 		c := newClient()
@@ -80,9 +82,9 @@ func TestPipelineBurst(t *testing.T) {
 			t.Errorf("degraded after the burst; want Redis deciding throughout")
 		}
 		pipes, cmds := hook.pipes.Load(), hook.cmds.Load()
-		t.Logf("%d admissions in %d pipelines", cmds, pipes)
-		if cmds < 300 || pipes >= cmds {
-			t.Errorf("%d admission commands in %d pipelines: want 300 commands sharing round trips", cmds, pipes)
+		t.Logf("300 admissions in %d script calls in %d pipelines", cmds, pipes)
+		if pipes >= cmds || cmds > 51*pipes || cmds >= 300 {
+			t.Errorf("300 admissions of 51 keys in %d script calls in %d pipelines: want them sharing round trips, at most one call a key a round trip", cmds, pipes)
 		}
 	})
 }
@@ -281,4 +283,213 @@ func BenchmarkAdmitWave(b *testing.B) {
 			})
 		}
 	}
+}
+
+// One admitScript call over a batch of admissions answers each as the
+// same admissions one call each do, in order, and leaves Redis in the same
+// state: rates counted per admission, a refusal (by rate, by budget, a
+// missing counter, a voided hold) counting nothing, a budget's last hold
+// cut to what is left, a counter's TTL renewed.
+func TestScriptBatchEqualsOneByOne(t *testing.T) {
+	forTargets(t, func(t *testing.T, newClient func() redis.UniversalClient, prefix string) {
+		ctx := context.Background()
+		c := newClient()
+		run := func(root string, batched bool) ([][]int64, map[string]string) {
+			k := func(s string) string { return root + s }
+			rate := func(base string, rpm, tpm int64) callSub {
+				return callSub{rpm: rpm, tpm: tpm, keys: [6]string{k(base + "rpm:9"), k(base + "rpm:8"), k(base + "tpm:9"), k(base + "tpm:8")}}
+			}
+			withBudget := func(s callSub, base string, usd, renew int64, hold string) callSub {
+				s.budget, s.renew = usd, renew
+				s.keys[4], s.keys[5] = k(base+"b"), k(base+"h:"+hold)
+				return s
+			}
+			key := func(hold string) callSub { return withBudget(rate("k1:", 3, 0), "k1:", 1_000_000, 0, hold) }
+			team := rate("team:", 0, 100)
+			model := func(hold string) callSub { return withBudget(callSub{}, "k3:", 1_000_000, 86400, hold) }
+			calls := []*call{
+				{e: 0, est: 300_000, subs: []callSub{key("1")}},                            // allowed
+				{e: 0, est: 300_000, subs: []callSub{key("2"), team}},                      // team's tpm: 100 the minute before
+				{e: 30_000, est: 300_000, subs: []callSub{key("3"), team}},                 // half of it now: allowed
+				{e: 0, est: 300_000, subs: []callSub{key("4")}},                            // voided
+				{e: 0, est: 300_000, subs: []callSub{key("5")}},                            // allowed: rpm 3 reached
+				{e: 0, est: 1, subs: []callSub{key("6")}},                                  // rpm
+				{e: 0, est: 1, subs: []callSub{withBudget(callSub{}, "k2:", 5, 0, "7")}},   // counter missing
+				{e: 0, est: 300_000, subs: []callSub{model("8")}},                          // 900k spent: holds 100k
+				{e: 0, est: 1, subs: []callSub{model("9")}},                                // spent
+				{e: 59_999, est: 0, subs: []callSub{rate("k4:", 1, 0), rate("k4:", 1, 0)}}, // one rpm bucket twice: checked, then counted twice
+			}
+			for _, cl := range calls {
+				cl.tag = "{t:eq}"
+			}
+			for key, v := range map[string]string{"k1:b": "0", "k3:b": "900000", "team:tpm:8": "100", "k1:h:4": "void"} {
+				if err := c.Set(ctx, k(key), v, time.Hour).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var got [][]int64
+			if batched {
+				keys, args := scriptArgs(calls)
+				v, err := admitScript.Run(ctx, c, keys, args...).Int64Slice()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got, err = answers(v, calls); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				for _, cl := range calls {
+					v, err := runAlone(ctx, c, cl)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got = append(got, v)
+				}
+			}
+			state := make(map[string]string)
+			for _, cl := range calls {
+				for _, s := range cl.subs {
+					for _, key := range s.keys {
+						if key == "" {
+							continue
+						}
+						v, err := c.Get(ctx, key).Result()
+						if errors.Is(err, redis.Nil) {
+							state[strings.TrimPrefix(key, root)] = "(none)"
+							continue
+						} else if err != nil {
+							t.Fatal(err)
+						}
+						ttl, _ := c.TTL(ctx, key).Result()
+						state[strings.TrimPrefix(key, root)] = fmt.Sprintf("%s ttl %ds", v, int((ttl+time.Second/2)/time.Second))
+					}
+				}
+			}
+			return got, state
+		}
+		batch, batchState := run(prefix+"{t:eq}:b:", true)
+		alone, aloneState := run(prefix+"{t:eq}:a:", false)
+		want := [][]int64{
+			{1, 0, 0, 0, 0, 0, 0, 300_000},
+			{0, 2, 0, 0, 100, 0, 0, 0, 0},
+			{1, 0, 0, 0, 0, 0, 0, 300_000, 0},
+			{3, 1, 0, 0, 0, 0, 0, 0},
+			{1, 0, 0, 0, 0, 0, 0, 300_000},
+			{0, 1, 0, 3, 0, 0, 0, 0},
+			{-1, 1, 0, 0, 0, 0, 0, 0},
+			{1, 0, 0, 0, 0, 0, 0, 100_000},
+			{2, 1, 0, 0, 0, 0, 1_000_000, 0},
+			{1, 0, 0, 0, 0, 0, 0, 0, 0},
+		}
+		if fmt.Sprint(batch) != fmt.Sprint(want) {
+			t.Errorf("batched answers:\ngot  %v\nwant %v", batch, want)
+		}
+		if fmt.Sprint(alone) != fmt.Sprint(want) {
+			t.Errorf("answers one call each:\ngot  %v\nwant %v", alone, want)
+		}
+		if fmt.Sprint(batchState) != fmt.Sprint(aloneState) {
+			t.Errorf("Redis after the batched call:\n%v\none call each:\n%v", batchState, aloneState)
+		}
+		for key, want := range map[string]string{"k1:b": "900000 ttl 3600s", "k1:rpm:9": "3 ttl 120s", "k3:b": "1000000 ttl 86400s", "k1:h:1": "300000 ttl 60s", "k1:h:4": "void ttl 3600s", "k2:b": "(none)", "k4:rpm:9": "2 ttl 120s"} {
+			if got := batchState[key]; got != want {
+				t.Errorf("%s after the batch: got %q, want %q", key, got, want)
+			}
+		}
+	})
+}
+
+// A wave of 500 admissions of one key costs one script call a round trip,
+// and each admission its own verdict in arrival order: exactly the rpm's
+// 300 allowed, each holding its estimate once.
+func TestPipelineWaveOneKey(t *testing.T) {
+	forTargets(t, func(t *testing.T, newClient func() redis.UniversalClient, prefix string) {
+		c := newClient()
+		hook := &pipeHook{}
+		c.AddHook(hook)
+		q := newQuota(Options{Client: c, Prefix: prefix})
+		defer q.Close()
+		ctx := context.Background()
+		lim := Limits{RPM: 300, Budget: budget.Limit{USD: 100, Period: budget.Month}}
+		if _, _, err := q.Admit(ctx, "wave", Limits{Budget: lim.Budget}, 0); err != nil { // the ledger's reconciliation
+			t.Fatal(err)
+		}
+		pipes0, cmds0 := hook.pipes.Load(), hook.cmds.Load()
+		var allowed atomic.Int64
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for range 500 {
+			wg.Go(func() {
+				<-start
+				_, d, err := q.Admit(ctx, "wave", lim, 0.01)
+				if err != nil {
+					t.Errorf("admit: %v", err)
+				}
+				if d.Allowed {
+					allowed.Add(1)
+				} else if d.Limit != "rpm" || d.RetryAfter <= 0 {
+					t.Errorf("refusal: got %+v, want rpm with a retry-after", d)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if got := allowed.Load(); got != 300 {
+			t.Errorf("allowed at rpm 300: got %d of 500, want 300", got)
+		}
+		if got := counterOf(t, c, prefix, "wave", budget.Month, window(budget.Month, mustStart(budget.Month))); got != 300*10_000 {
+			t.Errorf("budget counter: got %d µ$, want 300 holds of 10000", got)
+		}
+		if d, _ := q.Degraded(); d {
+			t.Errorf("degraded after the wave; want Redis deciding throughout")
+		}
+		pipes, cmds := hook.pipes.Load()-pipes0, hook.cmds.Load()-cmds0
+		t.Logf("500 admissions in %d script calls in %d pipelines", cmds, pipes)
+		if cmds != pipes || cmds > 50 {
+			t.Errorf("500 admissions of one key in %d script calls in %d pipelines: want one call a round trip, a handful", cmds, pipes)
+		}
+	})
+}
+
+// The call timeout bounds a round trip from when it is sent: admissions
+// that waited in the queue longer than it (behind a slow round trip) are
+// still decided by Redis, not sent down the outage path.
+func TestPipelineQueueWaitNotCounted(t *testing.T) {
+	forTargets(t, func(t *testing.T, newClient func() redis.UniversalClient, prefix string) {
+		c := newClient()
+		q := New(Options{Client: c, Prefix: prefix, CallTimeout: time.Second})
+		defer q.Close()
+		ctx := context.Background()
+		if _, _, err := q.Admit(ctx, "queued", Limits{RPM: 10}, 0); err != nil {
+			t.Fatal(err)
+		}
+		q.pipe.close()
+		p, start := pausedPipeliner(c)
+		q.pipe = p
+		q.timeout = 20 * time.Millisecond
+		var wg sync.WaitGroup
+		var allowed atomic.Int64
+		for range 5 {
+			wg.Go(func() {
+				_, d, err := q.Admit(ctx, "queued", Limits{RPM: 10}, 0)
+				if err != nil {
+					t.Errorf("admit: %v", err)
+				}
+				if d.Allowed {
+					allowed.Add(1)
+				}
+			})
+		}
+		for len(p.in) != 5 {
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(5 * q.timeout) // queued five times the bound
+		start()
+		wg.Wait()
+		if d, why := q.Degraded(); d {
+			t.Errorf("degraded after admissions waited in the queue: %s; want the bound counted from the round trip", why)
+		}
+		if got := allowed.Load(); got != 5 {
+			t.Errorf("allowed: got %d of 5, want 5", got)
+		}
+	})
 }

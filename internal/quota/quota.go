@@ -4,15 +4,16 @@
 // call: counted against all of them or, when one refuses, against none, and settles it (actual
 // cost, tokens) after the response has ended without waiting on anything.
 // Without Redis it counts in process (ratelimit.Local, budget.Local); with
-// Redis the admission is one script call (one round trip, shared with the
-// admissions queued meanwhile: pipeliner) and the settles
+// Redis the admission is one script call, shared with the admissions of
+// the same hash tag (key, or team) queued meanwhile, in one round trip
+// shared with all of them (pipeliner), and the settles
 // of every request of the replica are written back in batches by one
 // goroutine, so Redis is never on the path after the upstream call.
 //
 // # Redis down
 //
-// When an admission call fails (down, or slower than redisguard.CallTimeout)
-// the replica decides alone: requests are counted by the local limiter and
+// When an admission call fails (down, or slower than redisguard.CallTimeout
+// from when its round trip was sent) the replica decides alone: requests are counted by the local limiter and
 // ledger (the ledger reloaded from the usage store when the outage starts)
 // and their counts (requests, tokens, actual cost) are kept as deltas. The
 // flusher retries every retryEvery; once every delta is written back, Redis
@@ -38,8 +39,9 @@
 // (≤ retryEvery after Redis answers). Spend still queued in the usage
 // writer at the outage's start is missing from L0 as well.
 //
-// An admission call that timed out may still run in Redis (a slow or
-// paused server runs what it already received). Its budget hold is voided
+// An admission call that timed out, or whose caller gave up on it, may
+// still run in Redis (a slow or paused server runs what it already
+// received). Its budget hold is voided
 // (admitScript's hold key); its rpm count is not, so a key may be counted
 // one request too many per timed-out call: refusing early, never late.
 //
@@ -188,7 +190,10 @@ type Options struct {
 	Replica string
 	// Prefix of every Redis key; empty: "sg:". Tests set their own.
 	Prefix string
-	// CallTimeout bounds one admission call; 0 means redisguard.CallTimeout.
+	// CallTimeout bounds one admission round trip, from when it is sent
+	// (time queued behind the round trip in flight is not counted; when
+	// that one fails, the queued calls fail with it at once); 0 means
+	// redisguard.CallTimeout.
 	// Tests of sharing between replicas on a loaded machine set more, so
 	// that a slow call does not turn into the outage path they do not test.
 	CallTimeout time.Duration
@@ -207,13 +212,14 @@ type Quota struct {
 	timeout time.Duration
 	pipe    *pipeliner // the admission calls' round trips; nil without Redis
 
-	ch   chan delta
-	kick chan struct{}
-	mu   sync.Mutex
-	over map[string]*agg // settles that found the queue full
-	stop chan struct{}
-	done chan struct{}
-	once sync.Once
+	ch       chan delta
+	kick     chan struct{}
+	releases chan release // budget refusals asking for this replica's deltas (release)
+	mu       sync.Mutex
+	over     map[string]*agg // settles that found the queue full
+	stop     chan struct{}
+	done     chan struct{}
+	once     sync.Once
 
 	holds atomic.Uint64 // numbers the hold keys
 
@@ -245,6 +251,7 @@ func New(opts Options) *Quota {
 		q.pipe = newPipeliner(q.client)
 		q.ch = make(chan delta, queueLen)
 		q.kick = make(chan struct{}, 1)
+		q.releases = make(chan release)
 		q.stop = make(chan struct{})
 		q.done = make(chan struct{})
 		go q.flusher()
@@ -408,17 +415,25 @@ func (q *Quota) AdmitAll(ctx context.Context, subs []Subject, est float64) (*Tic
 	case errors.As(err, &le):
 		return nil, Refusal{}, le.err
 	case ctx.Err() != nil:
+		q.void(t) // given up on after its call may have been sent
 		return nil, Refusal{}, fmt.Errorf("quota: admit %s %q: %w", live[0].Scope, live[0].Name, context.Cause(ctx))
 	}
 	q.fail(err)
-	for _, h := range t.subs {
-		if h.hold != "" { // the call may still run in Redis: void it
-			q.enqueue(delta{key: h.hold, aux: h.counter, tag: t.tag, kind: kindVoid})
-		}
-	}
+	q.void(t)
 	t, r, err = q.admitDown(ctx, t, live, est, now)
 	r.Subject = index(r.Subject)
 	return t, r, err
+}
+
+// void voids the holds of t's admission call, which may still run in
+// Redis (admitScript): released if it ran, counting nothing if it runs
+// later.
+func (q *Quota) void(t *Ticket) {
+	for _, h := range t.subs {
+		if h.hold != "" {
+			q.enqueue(delta{key: h.hold, aux: h.counter, tag: t.tag, kind: kindVoid})
+		}
+	}
 }
 
 // bases sets the ticket's hash tag and each subject's Redis prefix. A key

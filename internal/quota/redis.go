@@ -14,14 +14,17 @@ import (
 	"github.com/streamgate/streamgate/internal/usd"
 )
 
-// admitScript checks and counts the rpm, tpm and budget reservation of
-// every subject of a request (its key, its team, the key's budget for the
-// model) in one call: all of them or, if one refuses, none. Every key
-// shares one hash tag, so one cluster slot holds them. The rate inequality
-// is ratelimit's below(); the budget rule is budget's (hold the estimate,
-// at most what is left), for each budget. All values are integers below
-// 2^53, exact in Lua; numbers written come from ARGV, never formatted by
-// Lua.
+// admitScript admits a batch of admissions of one hash tag (one cluster
+// slot), in the order given, each as if alone: it checks and counts the
+// rpm, tpm and budget reservation of every subject of the admission (its
+// key, its team, the key's budget for the model): all of them or, if one
+// refuses, none, and goes on with the next. One call answers a burst of a
+// key: each counter is read once and written once (its sum) per call,
+// instead of once per admission, and Redis's cost of a script call is
+// paid once (BenchmarkAdmitWave). The rate inequality is ratelimit's
+// below(); the budget rule is budget's (hold the estimate, at most what is
+// left), for each budget. All values are integers below 2^53, exact in
+// Lua; numbers written are formatted with %d.
 //
 // With a budget, the hold is also kept under the admission's own hold key
 // (replica id and number, holdTTL), one per budget, unless one of them
@@ -30,70 +33,101 @@ import (
 // ran, or leaves tombstones that make the call count nothing if it runs
 // later, as a paused or slow Redis does with a command already sent.
 //
-//	KEYS: per subject: rpm current, rpm previous, tpm current, tpm
-//	      previous minute, [budget counter of the window, hold key]
-//	ARGV: elapsed ms, window ms, bucket ttl s, estimate µ$, hold ttl s,
-//	      number of subjects; then per subject: rpm, tpm, budget µ$ (0:
-//	      none, and no counter and hold keys), ttl s to renew the counter
-//	      (0: none)
-//	returns {code, subject, rpm prev, rpm cur, tpm prev, tpm cur,
-//	      committed, held per subject…}: code 1 allowed (counted), 0
-//	      refused by the subject's rate, 2 refused by its budget, -1 its
-//	      budget counter missing (nothing counted: reconcile, then again),
-//	      3 voided (nothing counted); subject 1-based
+//	KEYS: every key the admissions name, once each, the hold keys last
+//	ARGV: window ms, bucket ttl s, hold ttl s, number of admissions,
+//	      index of the first hold key in KEYS (0: none); then per
+//	      admission: elapsed ms in its minute, estimate µ$, number of
+//	      subjects; then per subject: rpm, tpm, budget µ$ (0: none), ttl s
+//	      to renew the budget counter (0: none), and the indexes in KEYS
+//	      (0: none) of its rpm current and previous minute, tpm current
+//	      and previous minute, budget counter of the window, hold key
+//	returns per admission {code, subject, rpm prev, rpm cur, tpm prev,
+//	      tpm cur, committed, held per subject…}: code 1 allowed
+//	      (counted), 0 refused by the subject's rate, 2 refused by its
+//	      budget, -1 its budget counter missing (nothing counted:
+//	      reconcile, then again), 3 voided (nothing counted); subject
+//	      1-based
+//
+// The script is written for its cost in Redis, which is single-threaded:
+// no table made per admission, each ARGV read where it is needed.
 var admitScript = redis.NewScript(`
-local e, w, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[6])
-local subs, k = {}, 1
-for i = 1, n do
-  local a = 6 + (i - 1) * 4
-  local s = {k = k, a = a, rpm = tonumber(ARGV[a + 1]), tpm = tonumber(ARGV[a + 2]), b = tonumber(ARGV[a + 3])}
-  if s.b > 0 then s.c, s.h, k = k + 4, k + 5, k + 6 else k = k + 4 end
-  subs[i] = s
+local w, m, fh = tonumber(ARGV[1]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local val, add, ttl, touched, nt = {}, {}, {}, {}, 0
+local function count(i, d, t)
+  if add[i] then add[i] = add[i] + d else add[i] = d; nt = nt + 1; touched[nt] = i end
+  val[i] = (val[i] or 0) + d
+  if t ~= '0' then ttl[i] = t end
 end
-for i = 1, n do
-  local s = subs[i]
-  if s.h and redis.call('EXISTS', KEYS[s.h]) == 1 then return {3, i, 0, 0, 0, 0, 0} end
-end
-for i = 1, n do
-  local s = subs[i]
-  if s.rpm > 0 or s.tpm > 0 then
-    local v = redis.call('MGET', KEYS[s.k], KEYS[s.k + 1], KEYS[s.k + 2], KEYS[s.k + 3])
-    local rc, rp = tonumber(v[1]) or 0, tonumber(v[2]) or 0
-    local tc, tp = tonumber(v[3]) or 0, tonumber(v[4]) or 0
-    if (s.rpm > 0 and rp * (w - e) + rc * w >= s.rpm * w) or (s.tpm > 0 and tp * (w - e) + tc * w >= s.tpm * w) then
-      return {0, i, rp, rc, tp, tc, 0}
+local voids = false
+if fh == #KEYS then voids = redis.call('EXISTS', KEYS[fh]) > 0
+elseif fh > 0 then voids = redis.call('EXISTS', unpack(KEYS, fh, #KEYS)) > 0 end
+local out, no, a = {}, 0, 6
+for _ = 1, m do
+  local e, est, n = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  local first, last, estArg = a + 3, a + 3 + 10 * (n - 1), ARGV[a + 1]
+  a = a + 3 + 10 * n
+  local code, sub, x1, x2, x3, x4, x5 = 1, 0, 0, 0, 0, 0, 0
+  if voids then
+    for o = first, last, 10 do
+      local h = tonumber(ARGV[o + 9])
+      if h > 0 and redis.call('EXISTS', KEYS[h]) == 1 then code, sub = 3, (o - first) / 10 + 1; break end
     end
   end
-end
-for i = 1, n do
-  local s = subs[i]
-  if s.c then
-    local v = redis.call('GET', KEYS[s.c])
-    if not v then return {-1, i, 0, 0, 0, 0, 0} end
-    s.spent = tonumber(v)
-    if s.spent >= s.b then return {2, i, 0, 0, 0, 0, s.spent} end
-  end
-end
-local out = {1, 0, 0, 0, 0, 0, 0}
-for i = 1, n do
-  local s = subs[i]
-  local held = 0
-  if s.c then
-    held = tonumber(ARGV[4])
-    if held < s.b - s.spent then
-      redis.call('INCRBY', KEYS[s.c], ARGV[4])
-    else
-      held = s.b - s.spent
-      redis.call('SET', KEYS[s.c], ARGV[s.a + 3], 'KEEPTTL')
+  if code == 1 then
+    for o = first, last, 10 do
+      local rpm, tpm = tonumber(ARGV[o]), tonumber(ARGV[o + 1])
+      if rpm > 0 or tpm > 0 then
+        local i1, i2, i3, i4 = tonumber(ARGV[o + 4]), tonumber(ARGV[o + 5]), tonumber(ARGV[o + 6]), tonumber(ARGV[o + 7])
+        if val[i1] == nil or val[i2] == nil or val[i3] == nil or val[i4] == nil then
+          local v = redis.call('MGET', KEYS[i1], KEYS[i2], KEYS[i3], KEYS[i4])
+          if val[i1] == nil then val[i1] = tonumber(v[1]) or 0 end
+          if val[i2] == nil then val[i2] = tonumber(v[2]) or 0 end
+          if val[i3] == nil then val[i3] = tonumber(v[3]) or 0 end
+          if val[i4] == nil then val[i4] = tonumber(v[4]) or 0 end
+        end
+        local rc, rp, tc, tp = val[i1], val[i2], val[i3], val[i4]
+        if (rpm > 0 and rp * (w - e) + rc * w >= rpm * w) or (tpm > 0 and tp * (w - e) + tc * w >= tpm * w) then
+          code, sub, x1, x2, x3, x4 = 0, (o - first) / 10 + 1, rp, rc, tp, tc
+          break
+        end
+      end
     end
-    if ARGV[s.a + 4] ~= '0' then redis.call('EXPIRE', KEYS[s.c], ARGV[s.a + 4]) end
-    if held > 0 then redis.call('SET', KEYS[s.h], held, 'EX', ARGV[5]) end
   end
-  if s.rpm > 0 then
-    redis.call('INCR', KEYS[s.k])
-    redis.call('EXPIRE', KEYS[s.k], ARGV[3])
+  if code == 1 then
+    for o = first, last, 10 do
+      local c = tonumber(ARGV[o + 8])
+      if c > 0 then
+        local v = val[c]
+        if v == nil then v = tonumber(redis.call('GET', KEYS[c])) or false; val[c] = v end
+        if not v then code, sub = -1, (o - first) / 10 + 1; break end
+        if v >= tonumber(ARGV[o + 2]) then code, sub, x5 = 2, (o - first) / 10 + 1, v; break end
+      end
+    end
   end
-  out[7 + i] = held
+  out[no + 1], out[no + 2], out[no + 3], out[no + 4], out[no + 5], out[no + 6], out[no + 7] = code, sub, x1, x2, x3, x4, x5
+  no = no + 7
+  for o = first, last, 10 do
+    local held = 0
+    if code == 1 then
+      local c = tonumber(ARGV[o + 8])
+      if c > 0 then
+        held = math.min(est, tonumber(ARGV[o + 2]) - val[c])
+        count(c, held, ARGV[o + 3])
+        if held > 0 then
+          redis.call('SET', KEYS[tonumber(ARGV[o + 9])], held == est and estArg or string.format('%d', held), 'EX', ARGV[3])
+        end
+      end
+      if ARGV[o] ~= '0' then count(tonumber(ARGV[o + 4]), 1, ARGV[2]) end
+    end
+    no = no + 1
+    out[no] = held
+  end
+end
+for j = 1, nt do
+  local i = touched[j]
+  local d = add[i]
+  if d == 1 then redis.call('INCR', KEYS[i]) elseif d ~= 0 then redis.call('INCRBY', KEYS[i], string.format('%d', d)) end
+  if ttl[i] then redis.call('EXPIRE', KEYS[i], ttl[i]) end
 end
 return out
 `)
@@ -168,36 +202,135 @@ type errLoad struct{ err error }
 func (e errLoad) Error() string { return e.err.Error() }
 func (e errLoad) Unwrap() error { return e.err }
 
-// admitRedis runs admitScript, reconciling each budget counter first when
-// this replica has not yet in its window, and again when the script finds
-// one missing.
+// call is one admission's part of an admitScript call.
+type call struct {
+	tag  string // the hash tag of every key of the admission
+	e    int64  // ms elapsed in the minute
+	est  int64  // the estimate, µ$
+	subs []callSub
+}
+
+// callSub is one subject of a call: its limits and its keys ("" when not
+// needed: no rate limit, no budget).
+type callSub struct {
+	rpm, tpm, budget, renew int64
+	keys                    [6]string // rpm cur, rpm prev, tpm cur, tpm prev, counter, hold
+}
+
+// answerLen is the length of a call's answer in admitScript's reply.
+func (c *call) answerLen() int { return 7 + len(c.subs) }
+
+// scriptArgs is admitScript's KEYS and ARGV for calls, all of one hash tag,
+// in that order; each key is sent once, however many calls name it, the
+// hold keys (one per call and budget) last.
+func scriptArgs(calls []*call) (keys []string, args []any) {
+	n, holds := 5, 0
+	var index map[string]int // a call alone scans its few keys instead
+	if len(calls) > 1 {
+		index = make(map[string]int, 4+2*len(calls))
+	}
+	at := func(k string) int {
+		if index != nil {
+			return index[k]
+		}
+		for i, x := range keys {
+			if x == k {
+				return i + 1
+			}
+		}
+		return 0
+	}
+	for _, c := range calls {
+		n += 3 + 10*len(c.subs)
+		for _, s := range c.subs {
+			for _, k := range s.keys[:5] {
+				if k != "" && at(k) == 0 {
+					keys = append(keys, k)
+					if index != nil {
+						index[k] = len(keys)
+					}
+				}
+			}
+			if s.keys[5] != "" {
+				holds++
+			}
+		}
+	}
+	firstHold := 0
+	if holds > 0 {
+		firstHold = len(keys) + 1
+	}
+	args = make([]any, 0, n)
+	args = append(args, windowMS, bucketTTL, holdTTL, len(calls), firstHold)
+	for _, c := range calls {
+		args = append(args, c.e, c.est, len(c.subs))
+		for _, s := range c.subs {
+			args = append(args, s.rpm, s.tpm, s.budget, s.renew)
+			for _, k := range s.keys[:5] {
+				if k == "" {
+					args = append(args, 0)
+				} else {
+					args = append(args, at(k))
+				}
+			}
+			if s.keys[5] == "" {
+				args = append(args, 0)
+				continue
+			}
+			keys = append(keys, s.keys[5]) // unique: numbered by admission
+			args = append(args, len(keys))
+		}
+	}
+	return keys, args
+}
+
+// answers splits admitScript's reply v into the answers of calls.
+func answers(v []int64, calls []*call) ([][]int64, error) {
+	out := make([][]int64, len(calls))
+	for i, c := range calls {
+		n := c.answerLen()
+		if len(v) < n {
+			return nil, fmt.Errorf("quota: script answered %d values for %d admissions, short of the %dth", len(v), len(calls), i+1)
+		}
+		out[i], v = v[:n:n], v[n:]
+	}
+	if len(v) != 0 {
+		return nil, fmt.Errorf("quota: script answered %d values more than %d admissions take", len(v), len(calls))
+	}
+	return out, nil
+}
+
+// admitRedis runs admitScript for t (through the pipeliner, batched with
+// the admissions of the same hash tag queued meanwhile), reconciling each
+// budget counter first when this replica has not yet in its window, and
+// again when the script finds one missing.
 func (q *Quota) admitRedis(ctx context.Context, t *Ticket, subs []Subject, est float64, now time.Time) (Refusal, error) {
 	minute, e := now.UnixMilli()/windowMS, now.UnixMilli()%windowMS
-	keys := make([]string, 0, 6*len(subs))
-	args := make([]any, 0, 6+4*len(subs))
-	args = append(args, e, windowMS, bucketTTL, usd.Micro(est), holdTTL, len(subs))
+	c := &call{tag: t.tag, e: e, est: usd.Micro(est), subs: make([]callSub, len(subs))}
 	type win struct{ start, end time.Time }
 	wins := make([]win, len(subs))
 	for i, s := range subs {
-		h := &t.subs[i]
-		keys = append(keys, h.base+"rpm:"+itoa(minute), h.base+"rpm:"+itoa(minute-1), h.base+"tpm:"+itoa(minute), h.base+"tpm:"+itoa(minute-1))
-		var bud int64
-		renew := 0
+		h, cs := &t.subs[i], &c.subs[i]
+		cs.rpm, cs.tpm = clampLimit(s.RPM), clampLimit(s.TPM)
+		if cs.rpm > 0 || cs.tpm > 0 {
+			cur, prev := itoa(minute), itoa(minute-1)
+			cs.keys[0], cs.keys[1], cs.keys[2], cs.keys[3] = h.base+"rpm:"+cur, h.base+"rpm:"+prev, h.base+"tpm:"+cur, h.base+"tpm:"+prev
+		}
 		if h.counter != "" {
-			keys = append(keys, h.counter, h.hold)
-			bud = usd.Micro(s.Budget.USD)
+			cs.keys[4], cs.keys[5] = h.counter, h.hold
+			cs.budget = usd.Micro(s.Budget.USD)
 			wins[i].start, wins[i].end = budget.Window(s.Budget.Period, now)
 			if s.Budget.Period == budget.Total {
-				renew = int(totalTTL / time.Second)
+				cs.renew = int64(totalTTL / time.Second)
 			}
 			if err := q.reconcileOnce(ctx, h.counter, h.id, wins[i].start, wins[i].end, now, false); err != nil {
 				return Refusal{}, err
 			}
 		}
-		args = append(args, clampLimit(s.RPM), clampLimit(s.TPM), bud, renew)
 	}
-	for range 3 {
-		v, err := q.run(ctx, keys, args, 7+len(subs))
+	released := false
+	for range 4 {
+		v, err := q.run(ctx, c)
 		if err != nil {
 			return Refusal{}, err
 		}
@@ -221,6 +354,10 @@ func (q *Quota) admitRedis(ctx context.Context, t *Ticket, subs []Subject, est f
 			return Refusal{Decision: d, Subject: i}, nil
 		case 2:
 			s := subs[i]
+			if !released && q.release(ctx, t.subs[i].counter, v[6]-c.subs[i].budget) {
+				released = true // what this replica's finished requests held above their cost was still queued
+				continue
+			}
 			return Refusal{Decision: ratelimit.Decision{Allowed: true}, Subject: i},
 				&budget.Exceeded{Scope: s.Scope, Key: s.Name, Model: s.Model, Limit: s.Budget, Spent: usd.FromMicro(v[6]), Reset: wins[i].end}
 		}
@@ -232,21 +369,31 @@ func (q *Quota) admitRedis(ctx context.Context, t *Ticket, subs []Subject, est f
 	return Refusal{}, fmt.Errorf("quota: a budget counter of %s %q missing right after its load", subs[0].Scope, subs[0].Name)
 }
 
-func (q *Quota) run(ctx context.Context, keys []string, args []any, want int) ([]int64, error) {
+// run is c's answer from admitScript: through the pipeliner, or in a round
+// trip of its own bounded by the call timeout when q has none (tests
+// compare both).
+func (q *Quota) run(ctx context.Context, c *call) ([]int64, error) {
+	if q.pipe != nil {
+		return q.pipe.call(ctx, c, q.timeout)
+	}
 	ctx, cancel := context.WithTimeout(ctx, q.timeout)
 	defer cancel()
-	cmd, err := q.call(ctx, keys, args)
-	var v []int64
-	if err == nil {
-		v, err = cmd.Int64Slice()
+	return runAlone(ctx, q.client, c)
+}
+
+// runAlone runs admitScript for c alone.
+func runAlone(ctx context.Context, client redis.UniversalClient, c *call) ([]int64, error) {
+	calls := []*call{c}
+	keys, args := scriptArgs(calls)
+	v, err := admitScript.Run(ctx, client, keys, args...).Int64Slice()
+	if err != nil {
+		return nil, err
 	}
-	if err == nil && len(v) != want && !(len(v) == 7 && v[0] != 1) {
-		err = fmt.Errorf("quota: script answered %d values, want %d", len(v), want)
+	a, err := answers(v, calls)
+	if err != nil {
+		return nil, err
 	}
-	if err == nil && len(v) < want {
-		v = append(v, make([]int64, want-len(v))...)
-	}
-	return v, err
+	return a[0], nil
 }
 
 // flight is one reconciliation of a counter by this replica: in progress,

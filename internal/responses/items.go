@@ -145,13 +145,3 @@ func newItemID(prefix string) string {
 	rand.Read(b[:])
 	return prefix + hex.EncodeToString(b[:])
 }
-
-// Output returns the output items of a response object; nil when it has
-// none or is not one.
-func Output(resp []byte) []json.RawMessage {
-	var r struct {
-		Output []json.RawMessage `json:"output"`
-	}
-	json.Unmarshal(resp, &r)
-	return r.Output
-}

@@ -74,7 +74,7 @@ func TestParsePrior(t *testing.T) {
 	if strings.Join(got, "|") != "system:sys|user:first|assistant:answer|user:again" {
 		t.Errorf("messages: got %v", got)
 	}
-	resp := string(p.Meta.appendResponse(nil, nil, &final{status: "completed"}))
+	resp := string(p.Meta.appendResponse(nil, nil, &final{status: "completed"}, nil))
 	if !strings.Contains(resp, `"previous_response_id":"resp_1"`) || !strings.Contains(resp, `"store":true`) {
 		t.Errorf("response: got %s; want previous_response_id and store true echoed", resp)
 	}

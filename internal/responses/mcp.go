@@ -283,8 +283,10 @@ type Ending struct {
 }
 
 // AppendResponse appends the response object of m whose output is output,
-// items written as they are, ending as e says.
-func (m *Meta) AppendResponse(b []byte, output []json.RawMessage, e *Ending) []byte {
+// items written as they are, ending as e says. With out, it appends where
+// each output item stands in the response object (as the object starts
+// at len(b)), for the response store.
+func (m *Meta) AppendResponse(b []byte, output []json.RawMessage, e *Ending, out *[]OutputItem) []byte {
 	f := final{status: e.Status, incomplete: e.Incomplete, err: e.Error, raw: output}
 	if f.raw == nil {
 		f.raw = []json.RawMessage{}
@@ -295,7 +297,17 @@ func (m *Meta) AppendResponse(b []byte, output []json.RawMessage, e *Ending) []b
 	if u := e.Usage; u != nil {
 		f.usage = &usage{in: u.Input, out: u.Output, cached: u.Cached, cacheWrite: u.CacheWrite, reasoning: u.Reasoning}
 	}
-	return m.appendResponse(b, nil, &f)
+	return m.appendResponse(b, nil, &f, out)
+}
+
+// Output returns the output items of a response object; nil when it has
+// none or is not one.
+func Output(resp []byte) []json.RawMessage {
+	var r struct {
+		Output []json.RawMessage `json:"output"`
+	}
+	json.Unmarshal(resp, &r)
+	return r.Output
 }
 
 // Encrypted reports whether the request asked for its reasoning items'

@@ -113,7 +113,11 @@ func TestAppendResponse(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := []json.RawMessage{json.RawMessage(`{"type":"mcp_list_tools","id":"mcpl_1","server_label":"docs","tools":[]}`)}
-	b := p.Meta.AppendResponse(nil, out, &Ending{Status: "completed", Usage: &Usage{Input: 3, Output: 4, Cached: 1}})
+	var pos []OutputItem
+	b := p.Meta.AppendResponse(nil, out, &Ending{Status: "completed", Usage: &Usage{Input: 3, Output: 4, Cached: 1}}, &pos)
+	if len(pos) != 1 || pos[0].ID != "mcpl_1" || string(b[pos[0].Start:pos[0].End]) != string(out[0]) {
+		t.Errorf("positions: got %+v in %s", pos, b)
+	}
 	var resp struct {
 		ID, Status  string
 		CompletedAt *int64 `json:"completed_at"`

@@ -145,7 +145,7 @@ func (p *passEncoder) Error(w *sse.Writer, body []byte) error {
 		"status": json.RawMessage(`"failed"`), "error": ErrorObject(body), "output": items, "usage": appendUsage(nil, &u),
 	})
 	if err != nil {
-		resp = p.e.m.appendResponse(nil, nil, &final{status: "failed", err: ErrorObject(body), usage: &u})
+		resp = p.e.m.appendResponse(nil, nil, &final{status: "failed", err: ErrorObject(body), usage: &u}, nil)
 	}
 	b := fmt.Appendf(nil, `{"type":"response.failed","sequence_number":%d,"response":`, p.seq)
 	b = append(append(b, resp...), '}')

@@ -183,17 +183,10 @@ func spaceOf(namespace string) string {
 	return namespace
 }
 
-// Error is a request the gateway refuses; Param names the field.
-type Error struct {
-	Param string
-	Msg   string
-}
+// Error is a request the gateway refuses; Param names the field. (api.ParamError).
+type Error = api.ParamError
 
-func (e *Error) Error() string { return e.Msg }
-
-func errorf(param, format string, a ...any) error {
-	return &Error{Param: param, Msg: fmt.Sprintf(format, a...)}
-}
+var errorf = api.ParamErrorf
 
 // Parsed is a request translated: the chat request every route
 // understands, its body (the chat request's JSON with the members only an
@@ -1189,7 +1182,7 @@ func contentParts(raw json.RawMessage, path, role string) ([]api.ContentPart, er
 	out := make([]api.ContentPart, 0, len(raws))
 	for i, r := range raws {
 		pp := fmt.Sprintf("%s[%d]", path, i)
-		p, err := readPart(r, pp, "input_text", "output_text", "refusal", "input_image", "input_file")
+		p, err := api.ReadTyped[part](r, pp, "content part", "input_text", "output_text", "refusal", "input_image", "input_file")
 		if err != nil {
 			return nil, err
 		}
@@ -1225,7 +1218,7 @@ func outputParts(raw json.RawMessage, path string) (string, []api.ContentPart, e
 	)
 	for i, r := range raws {
 		pp := fmt.Sprintf("%s[%d]", path, i)
-		p, err := readPart(r, pp, "input_text", "output_text", "input_image", "input_file")
+		p, err := api.ReadTyped[part](r, pp, "content part", "input_text", "output_text", "input_image", "input_file")
 		if err != nil {
 			return "", nil, err
 		}
@@ -1243,25 +1236,6 @@ func outputParts(raw json.RawMessage, path string) (string, []api.ContentPart, e
 		att = append(att, cp)
 	}
 	return b.String(), att, nil
-}
-
-// readPart decodes a content part of one of the types known, else returns
-// an error naming its type.
-func readPart(raw json.RawMessage, path string, known ...string) (part, error) {
-	var p part
-	var head struct {
-		Type string `json:"type"`
-	}
-	if err := json.Unmarshal(raw, &head); err != nil {
-		return p, errorf(path, "%s must be a content part object", path)
-	}
-	if !slices.Contains(known, head.Type) {
-		return p, errorf(path+".type", "content part type %q is not supported by the gateway here (supported: %s)", head.Type, strings.Join(known, ", "))
-	}
-	if err := json.Unmarshal(raw, &p); err != nil {
-		return p, errorf(path, "%s is not a valid %s part: %v", path, head.Type, err)
-	}
-	return p, nil
 }
 
 // chatPart is a content part in the chat dialect.

@@ -233,6 +233,13 @@ func appendUsage(b []byte, u *usage) []byte {
 	return append(b, '}')
 }
 
+// OutputItem is where one output item stands in a response object: its
+// bytes are resp[Start:End], its id ID (the item's "id" member).
+type OutputItem struct {
+	ID         string
+	Start, End int
+}
+
 // final is how a response ends.
 type final struct {
 	status     string // in_progress, completed, incomplete, failed
@@ -247,7 +254,11 @@ type final struct {
 
 // appendResponse appends the response object of m with its output items
 // and how it ended.
-func (m *Meta) appendResponse(b []byte, items []item, f *final) []byte {
+//
+// With out, it appends where each output item stands in the response
+// object (from its first byte, as the object starts at len(b)).
+func (m *Meta) appendResponse(b []byte, items []item, f *final, out *[]OutputItem) []byte {
+	base := len(b)
 	b = append(b, `{"id":`...)
 	b = api.AppendString(b, m.ID)
 	b = append(b, `,"object":"response","created_at":`...)
@@ -281,13 +292,25 @@ func (m *Meta) appendResponse(b []byte, items []item, f *final) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
+		start := len(b)
 		b = m.appendItem(b, &items[i], false)
+		if out != nil {
+			*out = append(*out, OutputItem{ID: items[i].id, Start: start - base, End: len(b) - base})
+		}
 	}
 	for i, it := range f.raw {
 		if i > 0 {
 			b = append(b, ',')
 		}
+		start := len(b)
 		b = append(b, it...)
+		if out != nil {
+			var h struct {
+				ID string `json:"id"`
+			}
+			json.Unmarshal(it, &h)
+			*out = append(*out, OutputItem{ID: h.ID, Start: start - base, End: len(b) - base})
+		}
 	}
 	b = append(b, "],"...)
 	b = append(b, m.echo...)
@@ -324,7 +347,9 @@ func itemStatus(finish string) string {
 // object of m: reasoning (each signed thinking block an item of its own),
 // the message, the calls (custom tools' as custom_tool_call items), status
 // and usage.
-func FromCompletion(body []byte, m *Meta) ([]byte, error) {
+// It also returns where each output item stands in it, to store it
+// without reading it again.
+func FromCompletion(body []byte, m *Meta) ([]byte, []OutputItem, error) {
 	var c struct {
 		Model   string `json:"model"`
 		Choices []struct {
@@ -337,7 +362,7 @@ func FromCompletion(body []byte, m *Meta) ([]byte, error) {
 		Usage json.RawMessage `json:"usage"`
 	}
 	if err := json.Unmarshal(body, &c); err != nil {
-		return nil, fmt.Errorf("responses: the upstream's answer is not a chat completion: %w", err)
+		return nil, nil, fmt.Errorf("responses: the upstream's answer is not a chat completion: %w", err)
 	}
 	if c.Model != "" {
 		m.Model = c.Model // the model that answered, as chat and passthrough name it
@@ -403,7 +428,9 @@ func FromCompletion(body []byte, m *Meta) ([]byte, error) {
 	if u, ok := readUsage(c.Usage); ok {
 		*f.usage = u
 	}
-	return m.appendResponse(make([]byte, 0, 1024), items, &f), nil
+	var out []OutputItem
+	b := m.appendResponse(make([]byte, 0, 1024), items, &f, &out)
+	return b, out, nil
 }
 
 // customInput is a custom tool call's input, escaped: the "input" member

@@ -516,10 +516,11 @@ func TestFromCompletion(t *testing.T) {
 	body := `{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Sure.","reasoning_content":"why",
 		"tool_calls":[{"id":"call_1","type":"function","function":{"name":"apply_patch","arguments":"{\"input\":\"P\"}"}}]},"finish_reason":"tool_calls"}],
 		"usage":{"prompt_tokens":5,"completion_tokens":6,"total_tokens":11}}`
-	out, err := FromCompletion([]byte(body), m)
+	out, spans, err := FromCompletion([]byte(body), m)
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkOutputItems(t, out, spans)
 	var res oresponses.Response
 	if err := json.Unmarshal(out, &res); err != nil {
 		t.Fatal(err)
@@ -527,6 +528,53 @@ func TestFromCompletion(t *testing.T) {
 	if res.Status != "completed" || len(res.Output) != 3 || res.Output[0].Summary[0].Text != "why" || res.OutputText() != "Sure." ||
 		res.Output[2].AsCustomToolCall().Input != "P" || res.Usage.TotalTokens != 11 || res.Object != "response" || res.Model != "m" {
 		t.Errorf("got %s", out)
+	}
+}
+
+// checkOutputItems checks that spans are where resp's output items stand,
+// in order, with their ids, as a JSON parser reads them.
+func checkOutputItems(t *testing.T, resp []byte, spans []OutputItem) {
+	t.Helper()
+	var r struct {
+		Output []json.RawMessage `json:"output"`
+	}
+	if err := json.Unmarshal(resp, &r); err != nil {
+		t.Fatalf("response %s: %v", resp, err)
+	}
+	if len(spans) != len(r.Output) {
+		t.Fatalf("got %d output items' places, want %d: %+v in %s", len(spans), len(r.Output), spans, resp)
+	}
+	for i, sp := range spans {
+		var id struct {
+			ID string `json:"id"`
+		}
+		json.Unmarshal(r.Output[i], &id)
+		if got := string(resp[sp.Start:sp.End]); got != string(r.Output[i]) || sp.ID != id.ID || id.ID == "" {
+			t.Errorf("output item %d: got %q (id %q), want %s (id %q)", i, got, sp.ID, r.Output[i], id.ID)
+		}
+	}
+}
+
+// The encoder's OnEnd hands the response object as the terminal event
+// carries it, and where each of its output items stands in it: storing a
+// response reads neither again.
+func TestEncoderOnEndOutputItems(t *testing.T) {
+	m := testMeta(t, `{"model":"m","input":"hi","reasoning":{"summary":"auto"},"tools":[{"type":"function","name":"f"}]}`)
+	enc := NewEncoder(m)
+	var resp []byte
+	var spans []OutputItem
+	enc.OnEnd = func(r []byte, s []OutputItem) { resp, spans = append(resp[:0], r...), append(spans[:0], s...) }
+	out := run(t, enc, []string{role,
+		`{"choices":[{"index":0,"delta":{"reasoning_content":"Let me think."}}]}`,
+		text("Hello"),
+		`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]}}]}`,
+		fin("tool_calls"), usage1}, enc.Done)
+	if !bytes.Contains(out, resp) || len(resp) == 0 {
+		t.Fatalf("OnEnd's response %s is not the terminal event's", resp)
+	}
+	checkOutputItems(t, resp, spans)
+	if len(spans) != 3 {
+		t.Errorf("got %d output items, want reasoning, message and call", len(spans))
 	}
 }
 
@@ -610,7 +658,7 @@ func FuzzDecode(f *testing.F) {
 		if err := json.Unmarshal(p.Body, &chat); err != nil {
 			t.Fatalf("chat body %s: %v", p.Body, err)
 		}
-		if !json.Valid(p.Meta.appendResponse(nil, nil, &final{status: "completed"})) {
+		if !json.Valid(p.Meta.appendResponse(nil, nil, &final{status: "completed"}, nil)) {
 			t.Fatalf("response object of %s is not JSON", body)
 		}
 	})

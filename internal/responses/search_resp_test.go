@@ -46,7 +46,7 @@ func TestEncoderWebSearch(t *testing.T) {
 	body := `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"Go 1.30 is out.",
 		"web_search_calls":[{"id":"ws1","status":"completed","query":"go news"}],
 		"annotations":[{"type":"url_citation","url_citation":{"start_index":0,"end_index":15,"url":"https://go.dev/","title":"Go"}}]}}]}`
-	b, err := FromCompletion([]byte(body), m)
+	b, _, err := FromCompletion([]byte(body), m)
 	if err != nil {
 		t.Fatal(err)
 	}

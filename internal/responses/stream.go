@@ -51,9 +51,9 @@ type Encoder struct {
 	// usage); nil: 0.
 	EstimatePrompt func() int
 	// OnEnd, when set, is called with the response object of the terminal
-	// event (completed, incomplete or failed) as it is written; the bytes
-	// are valid during the call only.
-	OnEnd func(resp []byte)
+	// event (completed, incomplete or failed) as it is written, and where
+	// its output items stand in it; both are valid during the call only.
+	OnEnd func(resp []byte, output []OutputItem)
 
 	seq      int64
 	started  bool
@@ -69,6 +69,7 @@ type Encoder struct {
 	aux      []byte
 	chunk    chunk
 	pass     *passEncoder // see Pass; nil until asked
+	spans    []OutputItem // OnEnd's
 	// searching counts the web_search_call items open (search.go).
 	searching int
 	// last is the writer of the latest event: the relay writes the events
@@ -137,7 +138,7 @@ var (
 
 // Reset implements relay.Encoder.
 func (e *Encoder) Reset() {
-	*e = Encoder{m: e.m, EstimatePrompt: e.EstimatePrompt, OnEnd: e.OnEnd, cur: -1, run: -1, buf: e.buf[:0], aux: e.aux[:0], items: e.items[:0], pass: e.pass}
+	*e = Encoder{m: e.m, EstimatePrompt: e.EstimatePrompt, OnEnd: e.OnEnd, cur: -1, run: -1, buf: e.buf[:0], aux: e.aux[:0], items: e.items[:0], pass: e.pass, spans: e.spans[:0]}
 }
 
 // Event implements relay.Encoder.
@@ -270,7 +271,7 @@ func (e *Encoder) start(w *sse.Writer) error {
 	for _, name := range [][]byte{evCreated, evInProgress} {
 		b := e.begin(name)
 		b = append(b, `,"response":`...)
-		b = e.m.appendResponse(b, nil, &final{status: "in_progress"})
+		b = e.m.appendResponse(b, nil, &final{status: "in_progress"}, nil)
 		if err := e.emit(w, name, append(b, '}')); err != nil {
 			return err
 		}
@@ -669,9 +670,12 @@ func (e *Encoder) end(w *sse.Writer, name []byte, f *final) error {
 	b := e.begin(name)
 	b = append(b, `,"response":`...)
 	start := len(b)
-	b = e.m.appendResponse(b, e.items, f)
 	if e.OnEnd != nil {
-		e.OnEnd(b[start:])
+		e.spans = e.spans[:0]
+		b = e.m.appendResponse(b, e.items, f, &e.spans)
+		e.OnEnd(b[start:], e.spans)
+	} else {
+		b = e.m.appendResponse(b, e.items, f, nil)
 	}
 	if err := e.emit(w, name, append(b, '}')); err != nil {
 		return err

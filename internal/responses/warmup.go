@@ -22,7 +22,7 @@ func Warmup(m *Meta) [][]byte {
 		b = append(b, `","sequence_number":`...)
 		b = strconv.AppendInt(b, int64(i), 10)
 		b = append(b, `,"response":`...)
-		b = m.appendResponse(b, nil, &f)
+		b = m.appendResponse(b, nil, &f, nil)
 		events = append(events, append(b, '}'))
 	}
 	return events

@@ -42,7 +42,23 @@ type Response struct {
 	Body json.RawMessage
 	// Input are its input items (normalised, with ids), Output its output
 	// items, in order.
-	Input, Output []json.RawMessage
+	Input, Output []Item
+}
+
+// Item is one input or output item of a stored response: its JSON and its
+// "id" member ("" when it has none).
+type Item struct {
+	ID   string
+	JSON json.RawMessage
+}
+
+// ItemsOf are raws as Items, each id read from its item.
+func ItemsOf(raws []json.RawMessage) []Item {
+	out := make([]Item, len(raws))
+	for i, r := range raws {
+		out[i] = Item{ID: itemID(r), JSON: r}
+	}
+	return out
 }
 
 // Options configure a Store.
@@ -204,8 +220,7 @@ func micros(t time.Time) int64 { return t.UnixMicro() }
 // horizon is the creation time before which rows are expired.
 func (s *Store) horizon() int64 { return micros(s.now().Add(-s.retention)) }
 
-// Put stores r in one transaction. Its items' ids are read from their
-// "id" member ("" when none).
+// Put stores r in one transaction.
 func (s *Store) Put(ctx context.Context, r *Response) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -226,11 +241,11 @@ func (s *Store) Put(ctx context.Context, r *Response) error {
 	}
 	for _, part := range []struct {
 		kind  string
-		items []json.RawMessage
+		items []Item
 	}{{"i", r.Input}, {"o", r.Output}} {
 		for i, it := range part.items {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO response_items (response_id, kind, seq, item_id, item) VALUES ($1, $2, $3, $4, $5)`,
-				r.ID, part.kind, i, itemID(it), string(it)); err != nil {
+				r.ID, part.kind, i, it.ID, string(it.JSON)); err != nil {
 				return fmt.Errorf("responses store: put %s: item %d: %w", r.ID, i, err)
 			}
 		}

@@ -59,15 +59,15 @@ func TestStore(t *testing.T) {
 			s2.Close()
 
 			first := &Response{ID: "resp_1", KeyID: "alice", CreatedAt: clk.now(), Body: json.RawMessage(`{"id":"resp_1"}`),
-				Input:  []json.RawMessage{msg("msg_a", "one"), msg("msg_b", "two"), msg("msg_c", "three")},
-				Output: []json.RawMessage{json.RawMessage(`{"id":"msg_o1","type":"message","role":"assistant","content":[{"type":"output_text","text":"ans1"}]}`)}}
+				Input:  ItemsOf([]json.RawMessage{msg("msg_a", "one"), msg("msg_b", "two"), msg("msg_c", "three")}),
+				Output: []Item{{ID: "msg_o1", JSON: json.RawMessage(`{"id":"msg_o1","type":"message","role":"assistant","content":[{"type":"output_text","text":"ans1"}]}`)}}}
 			if err := s.Put(ctx, first); err != nil {
 				t.Fatal(err)
 			}
 			clk.add(time.Minute)
 			second := &Response{ID: "resp_2", KeyID: "alice", PreviousID: "resp_1", CreatedAt: clk.now(), Body: json.RawMessage(`{"id":"resp_2"}`),
-				Input:  []json.RawMessage{msg("msg_d", "four")},
-				Output: []json.RawMessage{json.RawMessage(`{"id":"msg_o2","type":"message"}`)}}
+				Input:  ItemsOf([]json.RawMessage{msg("msg_d", "four")}),
+				Output: []Item{{ID: "msg_o2", JSON: json.RawMessage(`{"id":"msg_o2","type":"message"}`)}}}
 			if err := s.Put(ctx, second); err != nil {
 				t.Fatal(err)
 			}

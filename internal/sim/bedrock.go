@@ -20,7 +20,8 @@ import (
 var SimAWSCredentials = cloudauth.AWSCredentials{AccessKeyID: "AKIASIMULATOR0000000", SecretAccessKey: "sim-secret-access-key"}
 
 // bedrockInvoke serves Bedrock's POST /model/{modelId}/invoke and
-// /invoke-with-response-stream for Claude models, as strictly as Bedrock:
+// /invoke-with-response-stream for Claude models (and /converse and
+// /converse-stream for any model: bedrockConverse), as strictly as Bedrock:
 // a SigV4 signature for the bedrock service (verified against the
 // simulator's AWS credentials; a wrong one is refused 403 with AWS's
 // words) or a Bedrock API key as a bearer token; a body with
@@ -39,7 +40,7 @@ func (s *Server) bedrockInvoke(w http.ResponseWriter, r *http.Request) {
 			model, op = rest[:i], rest[i+1:]
 		}
 	}
-	if op != "invoke" && op != "invoke-with-response-stream" {
+	if op != "invoke" && op != "invoke-with-response-stream" && op != "converse" && op != "converse-stream" {
 		s.m.requests.Inc()
 		awsErrorAnswer(w, http.StatusNotFound, "UnknownOperationException", "unknown operation "+r.URL.Path)
 		return
@@ -62,6 +63,10 @@ func (s *Server) bedrockInvoke(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.m.requests.Inc()
 		awsErrorAnswer(w, http.StatusForbidden, "InvalidSignatureException", err.Error())
+		return
+	}
+	if op == "converse" || op == "converse-stream" {
+		s.bedrockConverse(w, r, model, body, owner, op == "converse-stream")
 		return
 	}
 	var obj map[string]json.RawMessage
@@ -178,6 +183,9 @@ type bedrockWriter struct {
 	output  int
 	start   time.Time
 	first   time.Duration
+	// converse, when not nil, answers in Converse's events and shapes
+	// rather than InvokeModel's.
+	converse *converseState
 }
 
 func (b *bedrockWriter) Header() http.Header { return b.w.Header() }
@@ -195,6 +203,9 @@ func (b *bedrockWriter) WriteHeader(status int) {
 		b.w.Header().Set("Content-Type", "application/vnd.amazon.eventstream")
 	}
 	b.w.Header().Del("Content-Length")
+	if !b.stream && b.converse != nil {
+		return // written by finish, as a ConverseResponse
+	}
 	b.w.WriteHeader(status)
 }
 
@@ -207,6 +218,10 @@ func (b *bedrockWriter) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	if !b.stream {
+		if b.converse != nil {
+			b.converse.body = append(b.converse.body, p...) // rewritten at finish
+			return len(p), nil
+		}
 		return b.w.Write(p)
 	}
 	b.pending = append(b.pending, p...)
@@ -266,6 +281,9 @@ func (b *bedrockWriter) event(ev []byte) error {
 			eventstream.StringHeader(":message-type", "exception"),
 		}, msg)
 	}
+	if b.converse != nil {
+		return b.converseEvent(string(name), data)
+	}
 	var head struct {
 		Type    string `json:"type"`
 		Message struct {
@@ -311,8 +329,16 @@ func (b *bedrockWriter) writeFrame(h []eventstream.Header, payload []byte) error
 	return err
 }
 
-// finish writes an error answer in AWS's shape.
+// finish writes an error answer in AWS's shape, and a non-streamed
+// Converse answer as a ConverseResponse.
 func (b *bedrockWriter) finish() {
+	if b.status/100 == 2 && !b.stream && b.converse != nil {
+		out := converseAnswer(b.converse.body, time.Since(b.start))
+		b.w.Header().Set("Content-Type", "application/json")
+		b.w.WriteHeader(b.status)
+		b.w.Write(out)
+		return
+	}
 	if b.status/100 == 2 || b.status == 0 {
 		return
 	}

@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -173,7 +174,7 @@ func (s *Server) vertexModels(w http.ResponseWriter, r *http.Request) {
 // and /embeddings with ?api-version= (required), and the v1 path
 // /openai/v1/chat/completions, /embeddings and /responses (the model in the
 // body is the deployment). It wants the key in the api-key header (or an
-// Entra ID bearer token), and streams as Azure does: a first chunk with no
+// Entra ID bearer token its token endpoint granted), and streams as Azure does: a first chunk with no
 // choices that carries prompt_filter_results, content_filter_results on
 // each choice, and a filter-only chunk after the finish.
 func (s *Server) azure(w http.ResponseWriter, r *http.Request) {
@@ -181,7 +182,12 @@ func (s *Server) azure(w http.ResponseWriter, r *http.Request) {
 	key := r.Header.Get("Api-Key")
 	if key == "" {
 		if b, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-			key = b
+			if !s.entraValid(b) {
+				s.m.requests.Inc()
+				writeJSON(w, http.StatusUnauthorized, map[string]any{"error": map[string]string{"code": "401", "message": "Unauthorized. Access token is missing, invalid, audience is incorrect (https://cognitiveservices.azure.com), or have expired."}})
+				return
+			}
+			key = "entra" // the prompt cache of the Entra-authenticated callers
 		}
 	}
 	if key == "" {
@@ -296,4 +302,76 @@ func (a *azureWriter) Write(p []byte) (int, error) {
 		}
 	}
 	return len(p), nil
+}
+
+// SimEntraApps is the Entra ID app registration the token endpoint
+// accepts when Options.EntraApps names none.
+var SimEntraApps = map[string]string{"00000000-0000-0000-0000-00000000a2e0": "sim-entra-client-secret"}
+
+// entraToken serves POST /{tenant}/oauth2/v2.0/token, Microsoft Entra ID's
+// token endpoint, for the client-credentials grant: a registered client id
+// with its secret and a "/.default" scope gets a JWT-shaped access token
+// valid for an hour (Azure's bearer tokens); anything else is refused in
+// Entra's words (AADSTS codes).
+func (s *Server) entraToken(w http.ResponseWriter, r *http.Request) {
+	s.m.requests.Inc()
+	fail := func(status int, code, msg string) {
+		writeJSON(w, status, map[string]any{"error": code, "error_description": msg, "error_codes": []int{}})
+	}
+	if r.Method != http.MethodPost || r.ParseForm() != nil {
+		fail(http.StatusBadRequest, "invalid_request", "AADSTS900144: The request body must contain the following parameter: 'grant_type'.")
+		return
+	}
+	f := r.Form
+	if f.Get("grant_type") != "client_credentials" {
+		fail(http.StatusBadRequest, "unsupported_grant_type", "AADSTS70003: The app requested an unsupported grant type.")
+		return
+	}
+	if !strings.HasSuffix(f.Get("scope"), "/.default") {
+		fail(http.StatusBadRequest, "invalid_scope", "AADSTS1002012: The provided value for scope is not valid. Client credential flows must have a scope value with /.default suffixed to the resource identifier.")
+		return
+	}
+	apps := s.opts.EntraApps
+	if apps == nil {
+		apps = SimEntraApps
+	}
+	secret, ok := apps[f.Get("client_id")]
+	switch {
+	case !ok:
+		fail(http.StatusBadRequest, "unauthorized_client", "AADSTS700016: Application with identifier '"+f.Get("client_id")+"' was not found in the directory.")
+		return
+	case f.Get("client_secret") != secret:
+		fail(http.StatusUnauthorized, "invalid_client", "AADSTS7000215: Invalid client secret provided. Ensure the secret being sent in the request is the client secret value, not the client secret ID.")
+		return
+	}
+	b := make([]byte, 24)
+	rand.Read(b)
+	enc := base64.RawURLEncoding
+	tok := enc.EncodeToString([]byte(`{"typ":"JWT","alg":"RS256"}`)) + "." +
+		enc.EncodeToString(fmt.Appendf(nil, `{"aud":%q,"appid":%q,"exp":%d}`, strings.TrimSuffix(f.Get("scope"), "/.default"), f.Get("client_id"), time.Now().Add(time.Hour).Unix())) +
+		"." + enc.EncodeToString(b)
+	s.etokens.mu.Lock()
+	if s.etokens.tokens == nil {
+		s.etokens.tokens = map[string]time.Time{}
+	}
+	s.etokens.tokens[tok] = time.Now().Add(time.Hour)
+	s.etokens.grants++
+	s.etokens.mu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]any{"token_type": "Bearer", "expires_in": 3599, "ext_expires_in": 3599, "access_token": tok})
+}
+
+// EntraGrants reports how many Entra ID tokens the token endpoint granted.
+func (s *Server) EntraGrants() int {
+	s.etokens.mu.Lock()
+	defer s.etokens.mu.Unlock()
+	return s.etokens.grants
+}
+
+// entraValid reports whether tok is an Entra ID token the simulator
+// granted and that has not expired.
+func (s *Server) entraValid(tok string) bool {
+	s.etokens.mu.Lock()
+	defer s.etokens.mu.Unlock()
+	exp, ok := s.etokens.tokens[tok]
+	return ok && time.Now().Before(exp)
 }

@@ -225,11 +225,11 @@ import (
 	"crypto/rsa"
 	"encoding/json"
 	"errors"
-	"github.com/streamgate/streamgate/internal/cloudauth"
 	"net"
 	"net/http"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -238,6 +238,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/streamgate/streamgate/internal/api"
+	"github.com/streamgate/streamgate/internal/cloudauth"
 )
 
 // Options configure a simulated upstream. The zero value serves
@@ -283,6 +284,11 @@ type Options struct {
 	// GoogleKeys are the service-account public keys whose JWT-bearer
 	// grants the token endpoint (/token) accepts, for Vertex AI's paths.
 	GoogleKeys []*rsa.PublicKey
+	// EntraApps are the Microsoft Entra ID app registrations (client id →
+	// client secret) whose client-credentials grants the token endpoint
+	// (/{tenant}/oauth2/v2.0/token) accepts, for Azure's bearer tokens;
+	// nil means SimEntraApps.
+	EntraApps map[string]string
 }
 
 // Endpoints lists what the simulator serves, for messages and help texts.
@@ -310,6 +316,7 @@ type Server struct {
 	cache    *promptCache
 	signer   signer
 	gtokens  vertexTokens
+	etokens  vertexTokens // Entra ID tokens, for Azure
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -366,6 +373,10 @@ func New(opts Options) *Server {
 	s.mux.HandleFunc("/openai/", s.azure)
 	s.mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/oauth2/v2.0/token") && strings.Count(r.URL.Path, "/") == 4 {
+			s.entraToken(w, r)
+			return
+		}
 		writeError(w, http.StatusNotFound, "invalid_request_error", "not_found", "", "unknown path "+r.URL.Path+" ("+Endpoints+")")
 	})
 	return s

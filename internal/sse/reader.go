@@ -133,11 +133,14 @@ type Reader struct {
 	// none waits for input that has not arrived. An interface rather than a
 	// func: a method value would be one more object, on a cache line of its
 	// own, that every read of every stream touches.
-	Hook  ReadHook
-	alias block // the fields of ev whose value points into buf
-	bom   bool  // the input's first bytes may still be a byte order mark
-	cr    bool  // the last line ended in a CR at the end of buf: a LF next ends the same line
-	saw   bool  // an event with data was returned (for NoDone)
+	Hook ReadHook
+	// events, when set (ResetEvents), is the source of the events Next
+	// returns, in place of src's bytes.
+	events Events
+	alias  block // the fields of ev whose value points into buf
+	bom    bool  // the input's first bytes may still be a byte order mark
+	cr     bool  // the last line ended in a CR at the end of buf: a LF next ends the same line
+	saw    bool  // an event with data was returned (for NoDone)
 	// CommentsOnly, when set, reports comment-only blocks (heartbeats) as
 	// events with nil Data, so a relay can see keep-alives. Off by default:
 	// such blocks are skipped, as WHATWG skips them.
@@ -225,7 +228,41 @@ func (r *Reader) Size() int {
 // cleared.
 func (r *Reader) Reset(src io.Reader) {
 	r.src, r.r, r.w, r.err, r.end, r.bom, r.saw, r.cr = src, 0, 0, nil, nil, true, false, false
+	r.events = nil
 	r.clear()
+}
+
+// Events is a source of events that arrive framed otherwise than as SSE
+// bytes (a cloud's binary frames, unwrapped): a Reader reset with
+// ResetEvents returns its events as they come, with no SSE to write and
+// parse again. NextEvent returns the next event, valid until the next call,
+// and calls h.BeforeRead (h may be nil) before each read from the source
+// underneath, as a Reader calls its Hook. At a clean end of input it
+// returns io.EOF, and ErrTruncated for an input that ended inside an event.
+type Events interface {
+	NextEvent(h ReadHook) (*Event, error)
+}
+
+// ResetEvents makes the Reader return src's events (see Events), keeping
+// its options: NoDone decides, as for bytes, whether the end of input after
+// an event is a clean end (io.EOF) or ErrTruncated. Reset ends it.
+func (r *Reader) ResetEvents(src Events) {
+	r.Reset(nil)
+	r.events = src
+}
+
+// nextEvent is Next for a Reader reset with ResetEvents.
+func (r *Reader) nextEvent() (*Event, error) {
+	ev, err := r.events.NextEvent(r.Hook)
+	if err != nil {
+		if err == io.EOF && !(r.NoDone && r.saw) {
+			err = ErrTruncated
+		}
+		r.end = err
+		return nil, err
+	}
+	r.saw = true
+	return ev, nil
 }
 
 // block records what the block being read has held so far.
@@ -248,6 +285,9 @@ const (
 func (r *Reader) Next() (*Event, error) {
 	if r.end != nil {
 		return nil, r.end
+	}
+	if r.events != nil {
+		return r.nextEvent()
 	}
 	var b block
 	r.clear()

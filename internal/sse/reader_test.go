@@ -804,3 +804,57 @@ func TestReaderFieldsAcrossReads(t *testing.T) {
 		}
 	}
 }
+
+// eventList is an Events of a fixed list, then its end.
+type eventList struct {
+	evs   []Event
+	end   error
+	hooks int
+}
+
+func (l *eventList) NextEvent(h ReadHook) (*Event, error) {
+	if h != nil {
+		h.BeforeRead()
+	}
+	if len(l.evs) == 0 {
+		return nil, l.end
+	}
+	ev := &l.evs[0]
+	l.evs = l.evs[1:]
+	return ev, nil
+}
+
+// TestResetEvents: a Reader reset with ResetEvents returns the source's
+// events as they are, passes its Hook on, ends as NoDone says, and Reset
+// returns it to bytes.
+func TestResetEvents(t *testing.T) {
+	r := NewReader(nil, 0)
+	r.NoDone = true
+	n := 0
+	r.Hook = HookFunc(func() { n++ })
+	r.ResetEvents(&eventList{evs: []Event{{Name: []byte("a"), Data: []byte("1")}, {Data: []byte("2")}}, end: io.EOF})
+	var got []string
+	for {
+		ev, err := r.Next()
+		if err != nil {
+			if err != io.EOF {
+				t.Fatalf("end: got %v, want io.EOF (NoDone, after events)", err)
+			}
+			break
+		}
+		got = append(got, string(ev.Name)+":"+string(ev.Data))
+	}
+	if strings.Join(got, ",") != "a:1,:2" || n != 3 {
+		t.Errorf("got %v with %d hooks, want a:1,:2 with 3", got, n)
+	}
+	r.NoDone = false
+	r.ResetEvents(&eventList{evs: []Event{{Data: []byte("x")}}, end: io.EOF})
+	r.Next()
+	if _, err := r.Next(); err != ErrTruncated {
+		t.Errorf("without NoDone: got %v, want ErrTruncated", err)
+	}
+	r.Reset(strings.NewReader("data: y\n\n"))
+	if ev, err := r.Next(); err != nil || string(ev.Data) != "y" {
+		t.Errorf("after Reset: got %v, %v", ev, err)
+	}
+}

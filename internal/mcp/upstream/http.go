@@ -10,9 +10,11 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/streamgate/streamgate/internal/mcp/jsonrpc"
@@ -28,6 +30,7 @@ type httpServer struct {
 	url    *url.URL
 	tr     *http.Transport
 	client *http.Client
+	fresh  *http.Client // a new connection for each request: do's second try
 
 	smu        sync.Mutex
 	sess       *session
@@ -55,11 +58,15 @@ func newHTTP(c *core) (*httpServer, error) {
 	// Calls run concurrently on one server: keep their connections.
 	tr.MaxIdleConnsPerHost = 64
 	h := &httpServer{core: c, url: u, tr: tr}
-	h.client = &http.Client{Transport: tr, CheckRedirect: func(req *http.Request, via []*http.Request) error {
-		// A redirect would carry the configured headers (a credential)
-		// elsewhere: configure the final URL instead.
+	// A redirect would carry the configured headers (a credential)
+	// elsewhere: configure the final URL instead.
+	noRedirect := func(req *http.Request, via []*http.Request) error {
 		return fmt.Errorf("the server redirects to %s; configure that URL instead", req.URL.Redacted())
-	}}
+	}
+	h.client = &http.Client{Transport: tr, CheckRedirect: noRedirect}
+	fresh := tr.Clone()
+	fresh.DisableKeepAlives = true
+	h.fresh = &http.Client{Transport: fresh, CheckRedirect: noRedirect}
 	c.reply = h.Reply
 	return h, nil
 }
@@ -124,7 +131,58 @@ func (h *httpServer) post(ctx context.Context, s *session, body []byte, method, 
 		// connection the server closed; a nil value is not sent.
 		req.Header["X-Idempotency-Key"] = nil
 	}
-	return h.client.Do(req)
+	return h.do(req, body)
+}
+
+// staleWindow bounds how soon after the request was written a pooled
+// connection's end counts as the server having closed it idle (see do).
+const staleWindow = 250 * time.Millisecond
+
+// do sends req, again (at most twice) when it went out on a pooled
+// connection that the server closed as idle at the same moment: issue 38's
+// lost results. The server closes a keep-alive connection only between
+// requests, so a request that met that close was never read: sending it
+// again runs nothing twice. It is told from a server that died while
+// working on the request by all of: a reused connection that sat idle, no
+// byte of an answer, a plain end of the connection (EOF, reset, broken
+// pipe), within staleWindow of writing the request. The second and third
+// tries go out on new connections, which no idle close can meet. net/http retries such
+// requests itself only for idempotent ones; a tools/call is not.
+func (h *httpServer) do(req *http.Request, body []byte) (*http.Response, error) {
+	for attempt := 0; ; attempt++ {
+		var reused bool
+		var wrote time.Time
+		trace := &httptrace.ClientTrace{
+			GotConn:      func(i httptrace.GotConnInfo) { reused = i.Reused },
+			WroteRequest: func(httptrace.WroteRequestInfo) { wrote = time.Now() },
+		}
+		r := req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+		if body != nil {
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		client := h.client
+		if attempt > 0 {
+			client = h.fresh
+		}
+		resp, err := client.Do(r)
+		if err == nil || attempt == 2 || req.Context().Err() != nil {
+			return resp, err
+		}
+		// net/http's own word that the server closed the connection before
+		// the request went out on it (its message: the error is not
+		// exported).
+		idle := strings.Contains(err.Error(), "server closed idle connection")
+		if !idle && (!reused || wrote.IsZero() || time.Since(wrote) > staleWindow || !closedConn(err)) {
+			return resp, err
+		}
+		h.log.Debug("mcp upstream: a pooled connection was closed under the request; sending it again", "err", err)
+	}
+}
+
+// closedConn reports the errors of a connection the peer closed.
+func closedConn(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // get opens a GET stream: the standalone stream, or a resumption of a
@@ -372,12 +430,22 @@ func (h *httpServer) handshake() (*session, *mux, error) {
 			return nil, nil, h.errorf("notifications/initialized: %w", h.refusal(resp))
 		}
 		drain(resp.Body, func() {})
+		// The standalone GET stream carries what the server sends outside
+		// a call's own stream: unsolicited messages, and those about calls
+		// it answers with application/json (the Go SDK's JSON mode sends
+		// their progress and elicitations there). It is opened before the
+		// session is used, so that none is sent before it is there.
+		opened := make(chan struct{})
+		h.wg.Go(func() { h.standalone(s, opened) })
+		select {
+		case <-opened:
+		case <-ctx.Done():
+		}
 		return s, nil, nil
 	}
 	var se *statusError
 	if errors.As(err, &se) && se.rpc == nil && (se.status == 400 || se.status == 404 || se.status == 405) {
 		lg := newMux(h.core, legacyDialer(h))
-		h.reply = h.Reply // newMux took it
 		if _, lerr := lg.ready(ctx); lerr != nil {
 			lg.shutdown()
 			return nil, nil, h.errorf("no MCP server answers at the URL: server/discover: %v; initialize: %v; legacy HTTP+SSE: %v", probeErr, err, lerr)
@@ -434,31 +502,23 @@ func (h *httpServer) Call(ctx context.Context, req *jsonrpc.Message, on func(Eve
 		return nil, err
 	}
 	defer cl.done()
-	for attempt := 0; ; attempt++ {
-		resp, retry, err := h.start(cl, s, req, attempt)
-		if retry && attempt < 2 {
-			if s, lg, err = h.ensure(cl.ctx); err != nil {
-				return nil, h.callErr(cl, err)
-			}
-			if lg != nil {
-				return lg.Call(ctx, req, on)
-			}
-			continue
-		}
-		if err != nil || resp != nil {
-			return resp, h.callErr(cl, err)
-		}
-		break
+	resp, err := h.run(cl, s, req)
+	if lg, ok := err.(legacyErr); ok {
+		cl.done()
+		return lg.m.Call(ctx, req, on)
 	}
-	resp, err := cl.wait()
 	if err == nil && s.modern && req.Method == "tools/list" && resp.Result != nil {
 		h.params.learn(resp.Result)
 	}
-	if err != nil && cancelsUpstream(err) && !s.modern {
+	if err != nil && cancelsUpstream(err) && !h.current(s).modern {
 		// 2026-07-28 takes the closed stream as the cancellation; earlier
-		// eras want notifications/cancelled.
+		// eras want notifications/cancelled. The request may have reached
+		// the server whatever stage the call ended at.
+		s := h.current(s)
 		h.wg.Go(func() {
-			ctx, cancel := context.WithTimeout(h.base, 10*time.Second)
+			// Not h.base: a Close right after the call still cancels it
+			// upstream (Close waits for this).
+			ctx, cancel := context.WithTimeout(context.Background(), cancelTimeout)
 			defer cancel()
 			if resp, err := h.post(ctx, s, cl.cancelled(err), "notifications/cancelled", "", nil); err == nil {
 				drain(resp.Body, func() {})
@@ -468,23 +528,64 @@ func (h *httpServer) Call(ctx context.Context, req *jsonrpc.Message, on func(Eve
 	return resp, err
 }
 
-// callErr is err, or the call's own end when that came first.
-func (h *httpServer) callErr(cl *call, err error) error {
-	if err != nil && cl.ctx.Err() != nil {
-		return cl.err()
+// legacyErr reports that the server turned out to be a legacy one.
+type legacyErr struct{ m *mux }
+
+func (legacyErr) Error() string { return "legacy server" }
+
+// current is the session in use, s when there is none now.
+func (h *httpServer) current(s *session) *session {
+	h.smu.Lock()
+	defer h.smu.Unlock()
+	if h.sess != nil {
+		return h.sess
 	}
-	return err
+	return s
 }
 
-// start POSTs the call's request. A 2xx answer is read by a goroutine of
-// its own that passes its messages to the call (start returns nothing);
-// retry asks for a new attempt (the session expired, or 2026-07-28 header
-// bindings were refreshed); a JSON-RPC error the server answered with is
-// returned as the response.
-func (h *httpServer) start(cl *call, s *session, req *jsonrpc.Message, attempt int) (resp *jsonrpc.Message, retry bool, err error) {
+// run sends the call and waits for its response. The request is sent by a
+// goroutine of its own, so that the call's messages reach on while the POST
+// waits for its answer: a server that answers with application/json sends
+// them on the GET stream meanwhile, and may wait for a reply to one.
+func (h *httpServer) run(cl *call, s *session, req *jsonrpc.Message) (*jsonrpc.Message, error) {
+	h.wg.Go(func() { h.send(cl, s, req) })
+	resp, err := cl.wait()
+	var lg legacyErr
+	if errors.As(err, &lg) {
+		return nil, lg
+	}
+	return resp, err
+}
+
+// send POSTs the call's request (again on a new session when the server
+// forgot the old one, or after 2026-07-28 header bindings were refreshed)
+// and passes its answer to the call: the messages of a 2xx answer, a
+// JSON-RPC error the server refused it with, or the failure.
+func (h *httpServer) send(cl *call, s *session, req *jsonrpc.Message) {
+	for attempt := 0; ; attempt++ {
+		retry := h.post1(cl, s, req, attempt)
+		if !retry || attempt >= 2 {
+			return
+		}
+		var lg *mux
+		var err error
+		if s, lg, err = h.ensure(cl.ctx); err != nil {
+			cl.cancel(err)
+			return
+		}
+		if lg != nil {
+			cl.cancel(legacyErr{lg})
+			return
+		}
+	}
+}
+
+// post1 is one attempt of send; it reports whether to try again.
+func (h *httpServer) post1(cl *call, s *session, req *jsonrpc.Message, attempt int) (retry bool) {
 	body, err := cl.encode(req, s.version)
 	if err != nil {
-		return nil, false, err
+		cl.cancel(err)
+		return false
 	}
 	var params http.Header
 	if s.modern && req.Method == "tools/call" {
@@ -494,46 +595,42 @@ func (h *httpServer) start(cl *call, s *session, req *jsonrpc.Message, attempt i
 	// until the call has its response: cancelling it then would close a
 	// connection the pool could keep.
 	rctx, rcancel := context.WithCancel(context.WithoutCancel(cl.ctx))
+	defer rcancel()
 	stop := context.AfterFunc(cl.ctx, func() {
 		if !cl.answered.Load() {
 			rcancel()
 		}
 	})
+	defer stop()
 	hr, err := h.post(rctx, s, body, req.Method, nameOf(req.Method, req.Params), params)
 	if err != nil {
-		stop()
-		rcancel()
-		return nil, false, h.errorf("%s: %w", req.Method, err)
+		cl.cancel(h.errorf("%s: %w", req.Method, err))
+		return false
 	}
 	if hr.StatusCode/100 != 2 {
-		stop()
-		defer rcancel()
 		se := h.refusal(hr)
 		switch {
 		case se.status == http.StatusNotFound && s.id != "":
 			h.expire(s)
-			return nil, true, nil
+			return true
 		case se.rpc != nil && s.modern && se.rpc.Error.Code == codeUnsupportedVersion:
 			h.expire(s)
-			return nil, true, nil
+			return true
 		case se.rpc != nil && s.modern && se.rpc.Error.Code == codeHeaderMismatch && req.Method == "tools/call" && attempt == 0:
 			if h.refreshParams(cl.ctx, s) {
-				return nil, true, nil
+				return true
 			}
 		}
 		if se.rpc != nil {
-			m := se.rpc
-			m.ID = cl.callerID
-			return m, false, nil
+			cl.answered.Store(true)
+			cl.deliver(Event{Msg: se.rpc})
+			return false
 		}
-		return nil, false, h.errorf("%s: %w", req.Method, se)
+		cl.cancel(h.errorf("%s: %w", req.Method, se))
+		return false
 	}
-	h.wg.Go(func() {
-		defer rcancel()
-		defer stop()
-		h.follow(cl, s, hr, rctx, rcancel)
-	})
-	return nil, false, nil
+	h.follow(cl, s, hr, rctx, rcancel)
+	return false
 }
 
 // MCP error codes this client acts on.
@@ -710,39 +807,27 @@ func (h *httpServer) Listen(ctx context.Context, on func(Event)) error {
 	return h.listen(ctx, on, h.stream)
 }
 
-// stream keeps the unsolicited stream open while there are listeners: the
-// GET stream of a 2025-11-25 session (resumed with Last-Event-ID, reopened
-// when it ends), subscriptions/listen in 2026-07-28.
+// stream keeps subscriptions/listen open while there are listeners in
+// 2026-07-28; in earlier eras the standalone GET stream, open for the
+// whole session, carries the unsolicited messages already.
 func (h *httpServer) stream(ctx context.Context) {
-	var sess *session
-	lastID := ""
 	for failures := 0; ctx.Err() == nil; {
 		s, lg, err := h.ensure(ctx)
 		if lg != nil {
 			lg.subscribe(ctx)
 			return
 		}
-		if err == nil && s.modern {
+		if err == nil && !s.modern {
+			<-ctx.Done()
+			return
+		}
+		if err == nil {
 			err = h.subscribe(ctx, s)
-		} else if err == nil {
-			if s != sess {
-				sess, lastID = s, ""
-			}
-			var id string
-			id, err = h.getStream(ctx, s, lastID)
-			if id != "" {
-				lastID = id
-			}
-			if errors.Is(err, errNoStream) {
-				h.log.Debug("mcp upstream: the server offers no GET stream")
-				<-ctx.Done()
-				return
-			}
 		}
 		if err == nil {
 			failures = 0
 		} else {
-			h.log.Debug("mcp upstream: listen stream", "err", err)
+			h.log.Debug("mcp upstream: subscriptions/listen", "err", err)
 		}
 		if !h.sleep(ctx, backoff(failures)) {
 			return
@@ -751,30 +836,53 @@ func (h *httpServer) stream(ctx context.Context) {
 	}
 }
 
-var errNoStream = errors.New("no GET stream")
-
-// getStream reads the GET stream once, until it ends.
-func (h *httpServer) getStream(ctx context.Context, s *session, lastID string) (string, error) {
-	resp, err := h.get(ctx, s, lastID)
-	if err != nil {
-		return "", err
-	}
-	if resp.StatusCode/100 != 2 {
-		se := h.refusal(resp)
+// standalone reads the GET stream of session s until the session ends or
+// the Server closes, reopening it with Last-Event-ID when it ends; a server
+// that offers none (405) leaves it closed. opened is closed once the first
+// GET has been answered.
+func (h *httpServer) standalone(s *session, opened chan struct{}) {
+	once := sync.OnceFunc(func() { close(opened) })
+	defer once()
+	lastID := ""
+	for failures := 0; !h.isClosed(); {
+		resp, err := h.get(h.base, s, lastID)
+		once()
 		switch {
-		case se.status == http.StatusMethodNotAllowed:
-			return "", errNoStream
-		case se.status == http.StatusNotFound && s.id != "":
-			h.expire(s)
+		case err != nil:
+		case resp.StatusCode/100 != 2:
+			se := h.refusal(resp)
+			switch {
+			case se.status == http.StatusMethodNotAllowed:
+				h.log.Debug("mcp upstream: the server offers no GET stream")
+				return
+			case se.status == http.StatusNotFound:
+				h.expire(s)
+				return
+			}
+			err = se
+		default:
+			failures = 0
+			var id string
+			id, _, err = h.readMessages(resp, func(m *jsonrpc.Message) bool {
+				h.route(m, true, h.mint(s))
+				return false
+			})
+			resp.Body.Close()
+			if id != "" {
+				lastID = id
+			}
 		}
-		return "", se
+		if h.current(nil) != s {
+			return // the session ended
+		}
+		if err != nil {
+			h.log.Debug("mcp upstream: GET stream", "err", err)
+		}
+		if !h.sleep(h.base, backoff(failures)) {
+			return
+		}
+		failures++
 	}
-	defer resp.Body.Close()
-	id, _, err := h.readMessages(resp, func(m *jsonrpc.Message) bool {
-		h.route(m, false, h.mint(s))
-		return false
-	})
-	return id, err
 }
 
 // subscribe runs one 2026-07-28 subscriptions/listen until it ends.

@@ -64,8 +64,15 @@ func legacyDialer(h *httpServer) dialer {
 			for {
 				ev, err := r.Next()
 				if err != nil {
-					if err == io.EOF {
+					var long *sse.LineTooLongError
+					switch {
+					case err == io.EOF:
 						err = errors.New("the server closed the stream")
+					case errors.As(err, &long):
+						// The stream cannot go on past an event it did not
+						// read: the calls on it fail with ErrTooLarge, and
+						// the stream is opened again.
+						err = h.tooLarge("an event")
 					}
 					gone(err)
 					return

@@ -65,7 +65,9 @@ func newMux(c *core, d dialer) *mux {
 	var nonce [8]byte
 	_, _ = rand.Read(nonce[:])
 	m := &mux{core: c, d: d, instance: hex.EncodeToString(nonce[:]), changed: make(chan struct{})}
-	c.reply = m.Reply
+	if c.reply == nil { // a legacy server's keeps its httpServer's Reply
+		c.reply = m.Reply
+	}
 	return m
 }
 
@@ -160,7 +162,7 @@ func (m *mux) run() {
 		if why == nil {
 			why = errors.New("ended")
 		}
-		lost := m.errorf("%s ended: %v: %w", m.d.kind, why, errGone)
+		lost := m.errorf("%s ended: %w: %w", m.d.kind, why, errGone)
 		m.set(muxState{restarting: true, err: lost})
 		l.close()
 		m.failAll(lost, func(cl *call) bool { return cl.gen == gen })
@@ -179,6 +181,7 @@ func (m *mux) run() {
 // probeTimeout bounds the server/discover probe: a legacy stdio server may
 // never answer it.
 const (
+	cancelTimeout    = 5 * time.Second
 	probeTimeout     = 5 * time.Second
 	handshakeTimeout = 30 * time.Second
 )
@@ -322,7 +325,9 @@ func (m *mux) Call(ctx context.Context, req *jsonrpc.Message, on func(Event)) (*
 // caller (a cancellation after its ctx ended).
 func (m *mux) sendLater(l link, msg []byte) {
 	m.wg.Go(func() {
-		ctx, cancel := context.WithTimeout(m.base, 10*time.Second)
+		// Not m.base: a Close right after the call still sends it (Close
+		// waits for this).
+		ctx, cancel := context.WithTimeout(context.Background(), cancelTimeout)
 		defer cancel()
 		if err := l.send(ctx, msg); err != nil {
 			m.log.Debug("mcp upstream: sending failed", "err", err)

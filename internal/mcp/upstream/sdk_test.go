@@ -15,6 +15,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,12 +27,17 @@ import (
 
 // serverEnv, when set, makes the test binary a stdio MCP server (the Go
 // SDK's) instead of running tests: the stdio tests start it as their
-// upstream.
+// upstream. Its value is "all" or the protocol versions the server offers,
+// separated by commas.
 const serverEnv = "STREAMGATE_TEST_MCP_STDIO_SERVER"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(serverEnv) != "" {
-		s := newSDKServer(nil)
+	if v := os.Getenv(serverEnv); v != "" {
+		var versions []string
+		if v != "all" {
+			versions = strings.Split(v, ",")
+		}
+		s := newSDKServer(nil, versions...)
 		if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 			fmt.Fprintln(os.Stderr, "stdio server:", err)
 			os.Exit(1)
@@ -77,7 +83,9 @@ type bigIn struct {
 func newSDKServer(p *probe, versions ...string) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "sdk-test", Version: "1.0.0"}, &mcp.ServerOptions{SupportedProtocolVersions: versions})
 	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "echoes text"}, func(ctx context.Context, req *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
-		p.sawHeader(req.Extra.Header)
+		if req.Extra != nil {
+			p.sawHeader(req.Extra.Header)
+		}
 		return text("echo: " + in.Text), nil, nil
 	})
 	mcp.AddTool(s, &mcp.Tool{Name: "progress", Description: "reports progress"}, func(ctx context.Context, req *mcp.CallToolRequest, in progressIn) (*mcp.CallToolResult, any, error) {
@@ -107,7 +115,10 @@ func newSDKServer(p *probe, versions ...string) *mcp.Server {
 			RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}},
 		}}, RequestState: "state-1"}, nil, nil
 	})
-	mcp.AddTool(s, &mcp.Tool{Name: "block", Description: "waits until cancelled"}, func(ctx context.Context, req *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+	mcp.AddTool(s, &mcp.Tool{Name: "block", Description: "waits until cancelled (after one progress notification when asked)"}, func(ctx context.Context, req *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+		if tok := req.Params.GetProgressToken(); tok != nil && in.Text == "tell" {
+			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: 1})
+		}
 		<-ctx.Done()
 		if p != nil && p.cancelled != nil {
 			p.cancelled <- "block"
@@ -116,6 +127,24 @@ func newSDKServer(p *probe, versions ...string) *mcp.Server {
 	})
 	mcp.AddTool(s, &mcp.Tool{Name: "big", Description: "a large result"}, func(ctx context.Context, req *mcp.CallToolRequest, in bigIn) (*mcp.CallToolResult, any, error) {
 		return text(strings.Repeat("x", in.Bytes)), nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "poll", Description: "closes its stream mid-call (SEP-1699); the client resumes"}, func(ctx context.Context, req *mcp.CallToolRequest, in progressIn) (*mcp.CallToolResult, any, error) {
+		tok := req.Params.GetProgressToken()
+		for i := 1; i <= in.Steps; i++ {
+			if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i)}); err != nil {
+				return nil, nil, err
+			}
+			if i == 1 && req.Extra != nil && req.Extra.CloseSSEStream != nil {
+				req.Extra.CloseSSEStream(mcp.CloseSSEStreamArgs{RetryAfter: time.Millisecond})
+			}
+		}
+		return text(fmt.Sprintf("polled %d", in.Steps)), nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "grow", Description: "adds a tool (list_changed follows)"}, func(ctx context.Context, req *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+		mcp.AddTool(s, &mcp.Tool{Name: in.Text}, func(context.Context, *mcp.CallToolRequest, echoIn) (*mcp.CallToolResult, any, error) {
+			return text(in.Text), nil, nil
+		})
+		return text("added " + in.Text), nil, nil
 	})
 	mcp.AddTool(s, &mcp.Tool{Name: "pid", Description: "the server's process id"}, func(ctx context.Context, req *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
 		return text(fmt.Sprint(os.Getpid())), nil, nil
@@ -149,16 +178,16 @@ func open(t *testing.T, cfg Config) Server {
 	return s
 }
 
-var lastID int
+var lastID atomic.Int64
 
 // request builds a caller's request with a fresh id.
 func request(method string, params any) *jsonrpc.Message {
-	lastID++
+	id := lastID.Add(1)
 	raw, err := json.Marshal(params)
 	if err != nil {
 		panic(err)
 	}
-	return &jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: json.RawMessage(fmt.Sprintf(`"caller-%d"`, lastID)), Method: method, Params: raw}
+	return &jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: json.RawMessage(fmt.Sprintf(`"caller-%d"`, id)), Method: method, Params: raw}
 }
 
 func toolCall(name string, args any) *jsonrpc.Message {
@@ -254,7 +283,7 @@ func TestHTTPEras(t *testing.T) {
 			if !strings.Contains(string(info.Result), "sdk-test") {
 				t.Errorf("info result %s: want the server's name", info.Result)
 			}
-			if got := strings.Join(toolNames(t, s), ","); got != "ask,big,block,echo,pid,progress" {
+			if got := strings.Join(toolNames(t, s), ","); got != "ask,big,block,echo,grow,pid,poll,progress" {
 				t.Errorf("tools: got %s", got)
 			}
 			if got := callTool(t, s, "echo", echoIn{Text: "hi"}); got != "echo: hi" {

@@ -214,8 +214,9 @@ func readLines(r io.Reader, max int, line func([]byte), tooLong func(prefix []by
 				skipping = true
 				prefix = append(buf[:0:0], buf...)
 				if len(prefix) < 1024 {
-					prefix = append(prefix, chunk[:min(len(chunk), 1024-len(prefix))]...)
+					prefix = append(prefix, bytes.TrimSuffix(chunk, []byte("\n"))[:min(len(bytes.TrimSuffix(chunk, []byte("\n"))), 1024-len(prefix))]...)
 				}
+				prefix = prefix[:min(len(prefix), 1024)]
 				buf = buf[:0]
 			} else {
 				buf = append(buf, chunk...)

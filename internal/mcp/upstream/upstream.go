@@ -93,7 +93,12 @@ type Server interface {
 	// carry req's own token, and only reach on when req asked for progress.
 	// For server→client requests Event.ReplyTo is set, which Reply accepts
 	// on any replica for an HTTP server; with on nil such requests are
-	// refused to the server.
+	// refused to the server. On a stream that carries every call (stdio,
+	// legacy HTTP+SSE, the GET stream of a 2025-11-25 server answering with
+	// application/json), a log message or server request names no call: it
+	// is taken to be about the one call in flight, and goes to Listen when
+	// there are several. With application/json answers the last
+	// notifications may also trail the response; they are then dropped.
 	//
 	// Call returns when the response arrives (an error response is a
 	// response, not an error); when ctx ends (it then cancels the request
@@ -334,13 +339,17 @@ func (c *core) call(id int64) *call {
 func (c *core) only() *call {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.calls) != 1 {
-		return nil
-	}
+	var one *call
 	for _, cl := range c.calls {
-		return cl
+		if cl.long {
+			continue // a subscription is not a call a request can be about
+		}
+		if one != nil {
+			return nil
+		}
+		one = cl
 	}
-	return nil
+	return one
 }
 
 // failAll ends every call in flight that matches with err.

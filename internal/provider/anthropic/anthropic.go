@@ -141,7 +141,11 @@ func (c *Client) Open(ctx context.Context, req *provider.Request) (provider.Stre
 		r.CommentsOnly = true // a proxy's comment heartbeats reach the relay
 		r.NoDone = true       // Anthropic has no "[DONE]"; message_stop ends a stream
 	}
-	r.Reset(resp.Body)
+	if es, ok := resp.Body.(sse.Events); ok {
+		r.ResetEvents(es) // a cloud's frames, unwrapped: nothing to parse again
+	} else {
+		r.Reset(resp.Body)
+	}
 	if native {
 		return &passStream{stream{c: c, body: resp.Body, r: r, ctx: ctx, model: req.Model}}, nil
 	}
