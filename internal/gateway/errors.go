@@ -121,6 +121,7 @@ func statusOf(err error) httpError {
 		slow     *bodyTimeoutError
 		nf       *notFoundError
 		keysOut  *exhaustedError
+		mcpList  *mcpListError
 	)
 	switch {
 	case errors.As(err, &long):
@@ -131,6 +132,8 @@ func statusOf(err error) httpError {
 		return upstream(http.StatusServiceUnavailable, "server_error", "response_store_unreachable", "the stored responses cannot be read right now")
 	case errors.As(err, &inv):
 		return e(http.StatusBadRequest, "invalid_request_error", "invalid_request", inv.param)
+	case errors.As(err, &mcpList): // hosted MCP: a server whose tools cannot be listed, as OpenAI answers it
+		return httpError{status: http.StatusFailedDependency, body: api.NewError("external_connector_error", "http_error", "tools", mcpList.Error())}
 	case errors.As(err, &busy):
 		h := e(http.StatusServiceUnavailable, "server_error", "gateway_busy", "")
 		h.retryAfter = time.Second

@@ -212,6 +212,10 @@ type Gateway struct {
 	mcpMetrics *mcp.Metrics
 	mcpMu      sync.Mutex
 
+	// hosted runs the tools of a /v1/responses request's mcp tools
+	// (hostedmcp.go): mcpHosted over mcp; tests set a fake.
+	hosted hostedMCP
+
 	abortMu sync.Mutex
 	abort   context.CancelCauseFunc // ends the requests of the running Serve
 }
@@ -343,6 +347,7 @@ func New(opts Options) (*Gateway, error) {
 		g.Close()
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
+	g.hosted = mcpHosted{g} // the mcp tools of /v1/responses (hostedmcp.go)
 	metrics.RegisterRouteState(g.reg, g.routeStates)
 	metrics.RegisterProviderKeys(g.reg, g.providerKeyStates)
 	g.throttle = opts.Throttle

@@ -36,10 +36,15 @@ import (
 // (builtin.go), or, with responses.builtin_tools: reject, skips with a
 // 400 as for the others. A request that uses the gateway's state (previous_response_id,
 // item_reference) is not passed through (its ids are the gateway's, not
-// the upstream's), and an answer passed through is not stored.
+// the upstream's), and an answer passed through is not stored. A request
+// with mcp tools is run by the gateway (hostedResponses, hostedmcp.go),
+// each of its model calls a request of this handler.
 func (g *Gateway) responsesAPI(w http.ResponseWriter, r *http.Request) {
 	if isUpgrade(r) { // WebSocket mode (websocket.go)
 		g.responsesSocket(w, r)
+		return
+	}
+	if g.hosted != nil && !isHostedRound(r.Context()) && g.hostedResponses(w, r) { // mcp tools (hostedmcp.go)
 		return
 	}
 	info := infoFrom(r.Context())
@@ -132,6 +137,9 @@ func (g *Gateway) parseResponses(w http.ResponseWriter, r *http.Request, keyID s
 		return nil, nil, nil, invalid("", "invalid JSON body: want an object, got null")
 	}
 	rq.Warmup = isWarmup(r.Context())
+	if err := g.mcpTools(&rq); err != nil {
+		return nil, nil, nil, err
+	}
 	stateful := usesState(&rq)                // before resolveState replaces the references
 	if s := socketOf(r.Context()); s != nil { // a frame of the Responses WebSocket: the socket's state first
 		if st, err = g.socketState(r.Context(), s, keyID, &rq); err != nil {

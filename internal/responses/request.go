@@ -37,7 +37,9 @@
 // (api.ChatRequest.WebSearch), whose calls and citations come back as
 // web_search_call items and url_citation annotations (see Encoder); a
 // web_search_call input item, a search that ran before, is left out (its
-// results are in the answer that followed it). Other things only an
+// results are in the answer that followed it); hosted MCP's items
+// (mcp_call, mcp_list_tools, mcp_approval_request, mcp_approval_response)
+// are the function calls and outputs they stand for (mcp.go). Other things only an
 // upstream that speaks the Responses API can serve are named in
 // Parsed.Untranslatable (the gateway passes such requests through to one,
 // see Pass, and refuses them elsewhere). tool_choice, parallel_tool_calls, temperature, top_p, user
@@ -958,6 +960,7 @@ type converter struct {
 	reason   strings.Builder   // asst's reasoning text
 	attached []api.ContentPart // images of the tool outputs since the last other item
 	skipped  *Error            // the first item left out (see Parsed.Untranslatable)
+	mcp      mcpExpander       // the hosted-MCP items' approval requests
 }
 
 func (c *converter) flush() {
@@ -1014,6 +1017,15 @@ func (c *converter) item(raw json.RawMessage, path string) error {
 		// A search that ran (on a route that mapped web_search, or
 		// passed it through): what it found is in the answer after it,
 		// and no chat route can send it back.
+		return nil
+	case "mcp_call", "mcp_list_tools", "mcp_approval_request", "mcp_approval_response":
+		// Hosted MCP's (mcp.go): the function calls and outputs they
+		// stand for.
+		for _, x := range c.mcp.expand(raw) {
+			if err := c.item(x, path); err != nil {
+				return err
+			}
+		}
 		return nil
 	case "":
 		return errorf(path+".type", "missing required field: %s.type", path)

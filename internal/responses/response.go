@@ -247,6 +247,9 @@ type final struct {
 	err        []byte // the error object of a failed response
 	usage      *usage // nil: null (in progress)
 	done       int64  // when it ended: completed_at of a completed response
+	// raw, when not nil, is the output as items already written (hosted
+	// MCP's, see AppendResponse), in place of the items.
+	raw []json.RawMessage
 }
 
 // appendResponse appends the response object of m with its output items
@@ -293,6 +296,20 @@ func (m *Meta) appendResponse(b []byte, items []item, f *final, out *[]OutputIte
 		b = m.appendItem(b, &items[i], false)
 		if out != nil {
 			*out = append(*out, OutputItem{ID: items[i].id, Start: start - base, End: len(b) - base})
+		}
+	}
+	for i, it := range f.raw {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		start := len(b)
+		b = append(b, it...)
+		if out != nil {
+			var h struct {
+				ID string `json:"id"`
+			}
+			json.Unmarshal(it, &h)
+			*out = append(*out, OutputItem{ID: h.ID, Start: start - base, End: len(b) - base})
 		}
 	}
 	b = append(b, "],"...)
