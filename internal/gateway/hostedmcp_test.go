@@ -954,6 +954,7 @@ func TestHostedMCPClientSecrets(t *testing.T) {
 // that goes away ends the call (client_cancelled in its ledger row).
 func TestHostedMCPRealServer(t *testing.T) {
 	started, release := make(chan struct{}, 1), make(chan struct{})
+	gotCancel := make(chan struct{}, 1)
 	s := sdk.NewServer(&sdk.Implementation{Name: "docs", Version: "1"}, nil)
 	type in struct {
 		Text string `json:"text"`
@@ -965,6 +966,7 @@ func TestHostedMCPRealServer(t *testing.T) {
 		started <- struct{}{}
 		select {
 		case <-ctx.Done():
+			gotCancel <- struct{}{}
 		case <-release:
 		}
 		return nil, nil, ctx.Err()
@@ -1052,10 +1054,13 @@ func TestHostedMCPRealServer(t *testing.T) {
 		t.Fatal("the slow tool never ran")
 	}
 	resp.Body.Close()
-	// The call ends as the client left: its ledger row says so. (That the
-	// server then gets notifications/cancelled is package upstream's: a
-	// Go SDK server in 2025-11-25 gets none today, and its handler runs on
-	// until the session ends.)
+	// The server's handler is cancelled (its request's context ends) ...
+	select {
+	case <-gotCancel:
+	case <-ctx.Done():
+		t.Fatal("the client left, but the server's tool handler was never cancelled")
+	}
+	// ... and the call ends as the client left: its ledger row says so.
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		i := slices.IndexFunc(e.rec.all(), func(en usage.Entry) bool { return en.Model == "docs__slow" })
 		if i >= 0 {
