@@ -25,9 +25,11 @@
 #      API=chat|messages|responses (bench --api: the API the client speaks to the gateway and,
 #      in the direct run, to the sim; e.g. API=messages DIALECT=anthropic is an Anthropic
 #      client passed through to an Anthropic upstream),
-#      DIALECT=openai|anthropic|gemini (the API the gateway speaks to the sim in: the
-#      client and the direct run speak OpenAI's either way, so the figures include
-#      the adapter's translation),
+#      DIALECT=openai|anthropic|gemini|bedrock (the API the gateway speaks to the sim in:
+#      the client and the direct run speak OpenAI's either way, so the figures include
+#      the adapter's translation; bedrock is Claude on the sim's Bedrock InvokeModel
+#      path, SigV4-signed, its events in AWS event-stream frames: against anthropic,
+#      what the cloud's framing and signing cost),
 #      PERF=1 (Linux perf, Debian's linux-perf: samples the relay's user time during
 #      the measured run and splits it per relayed chunk by whose code ran: the
 #      relay's own (streamgate's packages, or httputil for FLOOR=http), other
@@ -62,20 +64,23 @@ fi
   --tokens "$tokens" --tokens-per-chunk "${PER_CHUNK:-1}" >"$work/sim.log" 2>&1 &
 simpid=$!; pids+=("$simpid")
 kind=${DIALECT:-openai}
+routemodel=sim-model extra=
 case $kind in
   openai) path=/v1 ;; anthropic) path= ;; gemini) path=/v1beta ;;
-  *) echo "DIALECT: want openai, anthropic or gemini, got $kind" >&2; exit 2 ;;
+  bedrock) path= routemodel=anthropic.sim-model
+    extra=", region: us-east-1, aws: {access_key_id: AKIASIMULATOR0000000, secret_access_key: sim-secret-access-key}" ;;
+  *) echo "DIALECT: want openai, anthropic, gemini or bedrock, got $kind" >&2; exit 2 ;;
 esac
 cat >"$work/gw.yaml" <<YAML
 listen: 127.0.0.1:$gwport
 database: sqlite://$work/usage.db
 providers:
-  - {name: sim, kind: $kind, base_url: "$scheme://127.0.0.1:$simport$path"$h2cfg${cafile:+, ca_file: "$cafile"}}
+  - {name: sim, kind: $kind, base_url: "$scheme://127.0.0.1:$simport$path"$extra$h2cfg${cafile:+, ca_file: "$cafile"}}
 keys:
   - {name: bench, key: sg-bench-0123456789abcdef}
 models:
   - name: sim-model
-    routes: [{provider: sim, model: sim-model}]
+    routes: [{provider: sim, model: $routemodel}]
 YAML
 floor=${FLOOR:-}
 [ -z "$floor" ] || go build -o "$work/relayfloor" ./scripts/relayfloor
