@@ -1,68 +1,30 @@
 package mcp
 
 import (
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"strings"
+
+	"github.com/streamgate/streamgate/internal/toolname"
 )
 
 // Sep joins a server's name and a tool's (or prompt's) in the names /mcp
 // shows: "docs__search". Server names never contain it (the config refuses
 // one that does), so the server is what comes before the first Sep.
-const Sep = "__"
+const Sep = toolname.Sep
 
 // MaxName is the longest tool name the providers' function calling
 // accepts (OpenAI, Anthropic, Gemini: ^[a-zA-Z0-9_-]{1,64}$).
-const MaxName = 64
+const MaxName = toolname.Max
 
-// hashLen is the length of the hash a shortened name ends with ("_" and
-// 8 hex digits).
-const hashLen = 9
-
-// ValidName reports whether s is a valid provider function name:
-// 1 to 64 of [a-zA-Z0-9_-].
-func ValidName(s string) bool {
-	if len(s) == 0 || len(s) > MaxName {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !nameByte(s[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-func nameByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
-}
+// ValidName reports whether s is a function name every provider takes
+// (package toolname's rule).
+func ValidName(s string) bool { return toolname.Valid(s) }
 
 // PrefixedName is the name /mcp shows for server's tool (or prompt) named
 // tool: "server__tool" when that is a valid provider function name, else
-// the same with every other character replaced by '_', cut to fit 64
-// characters with room for '_' and 8 hex digits of a hash of (server,
-// tool) — deterministic, so every replica and every call shows the same
-// name, and two tools whose cut names meet still differ.
-func PrefixedName(server, tool string) string {
-	n := server + Sep + tool
-	if ValidName(n) {
-		return n
-	}
-	b := []byte(n)
-	for i, c := range b {
-		if !nameByte(c) {
-			b[i] = '_'
-		}
-	}
-	if len(b) > MaxName-hashLen {
-		b = b[:MaxName-hashLen]
-	}
-	h := sha256.Sum256([]byte(server + "\x00" + tool))
-	b = append(b, '_')
-	b = hex.AppendEncode(b, h[:4])
-	return string(b)
-}
+// shortened with a hash, deterministically (package toolname; the hosted
+// MCP tools of /v1/responses are named by the same rule).
+func PrefixedName(server, tool string) string { return toolname.Join(server, tool) }
 
 // SplitName returns the server part of a name /mcp showed and the rest,
 // false when it has no Sep.

@@ -1,12 +1,12 @@
 package responses
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/streamgate/streamgate/internal/toolname"
 )
 
 // Hosted MCP (the gateway runs the tools of a request's "mcp" tools, see
@@ -17,58 +17,11 @@ import (
 // function calls and outputs they stand for (MCPHistory), so a later turn
 // sends the model the same prompt the turn that ran them did.
 
-// maxFunctionName is the longest function name every provider takes
-// (OpenAI's and Gemini's 64; Anthropic's is 128).
-const maxFunctionName = 64
-
 // MCPFunctionName is the function name a model is offered the tool of
-// the MCP server labelled label under: label__tool when that is a valid
-// function name everywhere (letters, digits, "_" and "-", at most 64,
-// beginning with a letter or "_"); otherwise the same with every other
-// character replaced by "_", cut to fit, and "_" and 8 hex digits of a
-// SHA-256 of label and tool appended, so that two tools never share a
-// name by the cut. The same pair always gets the same name (prompt caches
-// stay warm across turns and replicas).
-func MCPFunctionName(label, tool string) string {
-	name := label + "__" + tool
-	if validFunctionName(name) {
-		return name
-	}
-	b := []byte(name)
-	for i, c := range b {
-		if !nameByte(c) {
-			b[i] = '_'
-		}
-	}
-	if c := b[0]; c >= '0' && c <= '9' || c == '-' {
-		b = append([]byte{'_'}, b...)
-	}
-	sum := sha256.Sum256([]byte(label + "\x00" + tool))
-	const tail = 9 // "_" and 8 hex digits
-	if len(b) > maxFunctionName-tail {
-		b = b[:maxFunctionName-tail]
-	}
-	return string(b) + "_" + hex.EncodeToString(sum[:4])
-}
-
-func validFunctionName(s string) bool {
-	if len(s) == 0 || len(s) > maxFunctionName {
-		return false
-	}
-	if c := s[0]; c >= '0' && c <= '9' || c == '-' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !nameByte(s[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-func nameByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
-}
+// the MCP server labelled label under: label__tool, or that name
+// shortened with a hash where it is not a valid function name everywhere —
+// the name /mcp shows the same tool under (package toolname).
+func MCPFunctionName(label, tool string) string { return toolname.Join(label, tool) }
 
 // IsMCPItem reports whether typ is the type of a hosted-MCP item.
 func IsMCPItem(typ string) bool {
