@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -94,6 +95,9 @@ func (e *bodyTimeoutError) Error() string {
 // deadline, and marks it read (see statusWriter). A Content-Length over the
 // limit is refused before reading.
 func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if b, ok := r.Body.(*readBytes); ok && b.Reader.Len() == len(b.b) {
+		return b.b, nil // read already, whole (hostedResponses looked for mcp tools in it)
+	}
 	if r.ContentLength > g.maxBody {
 		return nil, &http.MaxBytesError{Limit: g.maxBody}
 	}
@@ -171,4 +175,19 @@ func (g *Gateway) decodeSlot(r *http.Request) (func(), error) {
 		g.m.Rejected(metrics.ScopeDecoding)
 	}
 	return release, err
+}
+
+// readBytes is a request body read already by readBody and put back, so a
+// later readBody of the same request takes the bytes instead of copying
+// them again.
+type readBytes struct {
+	*bytes.Reader
+	b []byte
+}
+
+func (*readBytes) Close() error { return nil }
+
+// putBack makes body, read by readBody, r's body again.
+func putBack(r *http.Request, body []byte) {
+	r.Body, r.ContentLength = &readBytes{bytes.NewReader(body), body}, int64(len(body))
 }

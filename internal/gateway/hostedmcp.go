@@ -158,7 +158,7 @@ func (g *Gateway) hostedResponses(w http.ResponseWriter, r *http.Request) bool {
 		g.hostedReject(w, r, p, "", err)
 		return true
 	}
-	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	putBack(r, body)
 	if !declaresMCP(body) {
 		if release != nil {
 			release()

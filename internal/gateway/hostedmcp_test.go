@@ -1125,3 +1125,27 @@ func TestHostedMCPPassthrough(t *testing.T) {
 		t.Errorf("the passed-through model call: %s", b)
 	}
 }
+
+// TestHostedMCPPlainRequest: with MCP servers configured, a /v1/responses
+// request with no mcp tool (read once to look for them, then served by
+// the usual path from the same bytes) streams and answers as ever, on a
+// translated and a passed-through route, with one ledger row and no tool
+// listed.
+func TestHostedMCPPlainRequest(t *testing.T) {
+	h := startHosted(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, model := range []string{"m-openai", "m-responses"} {
+		rows := len(h.env.rec.all())
+		params := hostedParams(model)
+		params.Input = responses.ResponseNewParamsInputUnion{OfString: openai.String(strings.Repeat("a long prompt ", 5000))}
+		rc := h.client("")
+		s := readMCPStream(t, rc.Responses.NewStreaming(ctx, params))
+		if s.terminal != "response.completed" || !slices.Equal(outputTypes(&s.final), []string{"message"}) || s.text == "" {
+			t.Fatalf("%s: got %s %s", model, s.terminal, s.final.RawJSON())
+		}
+		if got := h.env.rec.all()[rows:]; len(got) != 1 || got[0].Outcome != usage.OutcomeOK || got[0].InputTokens < 5000 {
+			t.Errorf("%s: ledger rows %+v, want one ok row with the whole prompt", model, got)
+		}
+	}
+}
