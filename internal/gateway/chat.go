@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -657,7 +658,13 @@ func (g *Gateway) newSession(w http.ResponseWriter, c *call, req *provider.Reque
 		// the upstream's by then, else this estimate (the ledger's).
 		prompt = func() int { return c.bill.promptTokens(req) }
 	}
+	if c.release != nil {
+		// Given back before the end is written (BeforeEnd), and in finish
+		// when the stream did not end whole: once either way.
+		c.release = sync.OnceFunc(c.release)
+	}
 	return relay.NewSession(w, relay.Options{
+		BeforeEnd:    c.release,
 		Prompt:       prompt,
 		Body:         body,
 		FirstToken:   to.FirstToken.D(),

@@ -153,6 +153,12 @@ type Options struct {
 	KeepAlive time.Duration
 	// Start is when the request arrived, the origin of TTFT; zero means NewSession's time.
 	Start time.Time
+	// BeforeEnd runs once the answer is whole, just before its terminal
+	// event ("[DONE]", message_stop, response.completed) is written: what
+	// the request holds only while it streams (its concurrency slots) is
+	// given back before the client can read the end and send its next
+	// request. Nil means nothing.
+	BeforeEnd func()
 	// LateHeaders are response headers whose final value is known only when
 	// the stream ends (the route that served it). When a keep-alive commits
 	// the headers before any route produced content, they are declared as
@@ -1308,6 +1314,9 @@ func (s *Session) done() error {
 	defer s.wmu.Unlock()
 	s.ended.Store(true)
 	s.deadlineNow() // it also bounds the response's end, written after the handler returns
+	if s.opts.BeforeEnd != nil {
+		s.opts.BeforeEnd()
+	}
 	if err := s.enc.Done(&s.sw); err != nil {
 		return fmt.Errorf("%w: %w", ErrClientGone, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -448,6 +449,39 @@ func TestUsageStats(t *testing.T) {
 			}
 			if want := fit.EstimateText(text.String()); st.Output != want || want < 2 {
 				t.Errorf("got output estimate %d, want fit's estimate of %q, %d", st.Output, text.String(), want)
+			}
+		})
+	}
+}
+
+// TestBeforeEnd: Options.BeforeEnd runs once, before the client can read
+// the stream's "[DONE]" (a client that sends its next request on reading
+// it finds the request's slots given back); a stream cut before its end
+// does not run it.
+func TestBeforeEnd(t *testing.T) {
+	for _, whole := range []bool{true, false} {
+		t.Run(fmt.Sprint("whole=", whole), func(t *testing.T) {
+			up := sseUpstream(t, func(w http.ResponseWriter, r *http.Request, send func(string)) {
+				send(role())
+				send(content("a"))
+				if whole {
+					send(finish())
+					send("[DONE]")
+				}
+			})
+			var calls atomic.Int32
+			fr, results := front(t, relay.Options{BeforeEnd: func() { calls.Add(1) }}, up.URL)
+			resp := post(t, fr.URL)
+			sc := bufio.NewScanner(resp.Body)
+			for sc.Scan() {
+				if sc.Text() == "data: [DONE]" && calls.Load() != 1 {
+					t.Errorf("the client read [DONE] with BeforeEnd run %d times, want once before", calls.Load())
+				}
+			}
+			resp.Body.Close()
+			wait(t, results)
+			if want := map[bool]int32{true: 1, false: 0}[whole]; calls.Load() != want {
+				t.Errorf("BeforeEnd ran %d times, want %d", calls.Load(), want)
 			}
 		})
 	}
