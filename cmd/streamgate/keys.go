@@ -103,6 +103,9 @@ create a SQLite file: the others fail when it does not exist.`,
 				for g := range strings.SplitSeq(mcpTools, ",") {
 					k.MCPTools = append(k.MCPTools, strings.TrimSpace(g))
 				}
+				if err := checkMCPTools(e, cfgPath, db, k.MCPTools); err != nil {
+					return err
+				}
 			}
 			if expires != "" {
 				t, err := gateway.ParseExpires(expires, time.Now())

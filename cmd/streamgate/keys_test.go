@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -66,10 +67,12 @@ func TestKeysCLI(t *testing.T) {
 
 // keys create --mcp-tools stores the key's MCP tool globs; list and show
 // print them (all when none), --json as mcp_tools; a bad glob is bad usage
-// naming it.
+// naming it; a glob naming an MCP server the config lacks is refused (with
+// the database alone, a warning says the globs were not checked).
 func TestKeysCLIMCPTools(t *testing.T) {
 	db := "sqlite://" + filepath.Join(t.TempDir(), "keys.db")
-	if code, out, errs := runCLI(t, nil, "keys", "create", "--database", db, "--name", "agent", "--mcp-tools", "docs__*, fs__read_file"); code != 0 || !strings.Contains(out, "docs__*,fs__read_file") {
+	if code, out, errs := runCLI(t, nil, "keys", "create", "--database", db, "--name", "agent", "--mcp-tools", "docs__*, fs__read_file"); code != 0 || !strings.Contains(out, "docs__*,fs__read_file") ||
+		!strings.Contains(errs, "--mcp-tools docs__*,fs__read_file not checked") {
 		t.Fatalf("create: exit %d, out %q, stderr %s", code, out, errs)
 	}
 	if code, _, errs := runCLI(t, nil, "keys", "create", "--database", db, "--name", "open"); code != 0 {
@@ -95,6 +98,20 @@ func TestKeysCLIMCPTools(t *testing.T) {
 		if errs = dropDatabaseLine(errs); code != 2 || !strings.Contains(errs, tt.want) {
 			t.Errorf("--mcp-tools %q: exit %d, stderr %q; want 2 naming %q", tt.flag, code, errs, tt.want)
 		}
+	}
+
+	// With a config, a glob naming its server literally must name one of
+	// its mcp.servers, as keys[].mcp_tools must.
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "gw.yaml")
+	os.WriteFile(cfg, []byte("database: "+db+"\nproviders: [{name: sim, kind: sim}]\nmodels:\n  - {name: m1, routes: [{provider: sim, model: sim-fast}]}\n"+
+		"mcp: {servers: [{name: docs, url: \"http://127.0.0.1:1/mcp\"}]}\n"), 0o600)
+	code, _, errs = runCLI(t, nil, "keys", "create", "--config", cfg, "--name", "typo", "--mcp-tools", "docs__*,fs__read_file")
+	if want := `--mcp-tools: "fs__read_file" names MCP server "fs", which ` + cfg + ` does not configure (its servers: docs)`; code != 2 || !strings.Contains(errs, want) {
+		t.Errorf("an unknown server: exit %d, stderr %q; want 2 and %q", code, errs, want)
+	}
+	if code, _, errs := runCLI(t, nil, "keys", "create", "--config", cfg, "--name", "known", "--mcp-tools", "docs__*,*search"); code != 0 || strings.Contains(errs, "not checked") {
+		t.Errorf("known servers: exit %d, stderr %q", code, errs)
 	}
 }
 
