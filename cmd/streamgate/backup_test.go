@@ -310,7 +310,7 @@ func TestMigrateCLI(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want 2", args, code, errs)
 		}
 	}
-	if code, out, errs := runCLI(t, nil, "migrate", "--database", dsn); code != 0 || status().Version != 7 || !strings.Contains(out, "applied: keys is at version 2") {
+	if code, out, errs := runCLI(t, nil, "migrate", "--database", dsn); code != 0 || status().Version != 7 || !strings.Contains(out, "applied: keys is at version 3") {
 		t.Errorf("migrate: exit %d, %q %q, usage version %d; want every step applied", code, out, errs, status().Version)
 	}
 	if code, out, _ := runCLI(t, nil, "migrate", "--database", dsn, "--dry-run"); code != 0 || strings.Count(out, "up to date") != 4 {

@@ -48,6 +48,7 @@ create a SQLite file: the others fail when it does not exist.`,
 		Example: `  streamgate keys create --name app --models sim-gpt-4.1,sim-fast --max-streams 8 --expires 30d
   streamgate keys list
   streamgate keys create --name search-app --team search
+  streamgate keys create --name agent --mcp-tools 'docs__*,fs__read_file'
   streamgate keys revoke app`,
 	}
 	pf := cmd.PersistentFlags()
@@ -74,7 +75,7 @@ create a SQLite file: the others fail when it does not exist.`,
 		return nil
 	}
 
-	var name, models, expires, period, team string
+	var name, models, mcpTools, expires, period, team string
 	var budgetUSD float64
 	var maxStreams, rpm, tpm int
 	create := &cobra.Command{
@@ -98,6 +99,14 @@ create a SQLite file: the others fail when it does not exist.`,
 					return err
 				}
 			}
+			if mcpTools != "" {
+				for g := range strings.SplitSeq(mcpTools, ",") {
+					k.MCPTools = append(k.MCPTools, strings.TrimSpace(g))
+				}
+				if err := checkMCPTools(e, cfgPath, db, k.MCPTools); err != nil {
+					return err
+				}
+			}
 			if expires != "" {
 				t, err := gateway.ParseExpires(expires, time.Now())
 				if err != nil {
@@ -114,6 +123,7 @@ create a SQLite file: the others fail when it does not exist.`,
 	}
 	create.Flags().StringVar(&name, "name", "", "the key's name (shown in logs and usage records; unique among active keys)")
 	create.Flags().StringVar(&models, "models", "", "models the key may use, comma-separated (default: all)")
+	create.Flags().StringVar(&mcpTools, "mcp-tools", "", "MCP tools the key may call through /mcp, comma-separated globs over prefixed names such as docs__* or fs__read_file (default: all)")
 	create.Flags().IntVar(&maxStreams, "max-streams", 0, "concurrent requests of the key (0: limits.max_streams_per_key)")
 	create.Flags().IntVar(&rpm, "rpm", 0, "requests per minute (a sliding minute, shared by every replica through redis; 0: no limit)")
 	create.Flags().IntVar(&tpm, "tpm", 0, "tokens (input + output) per minute (0: no limit)")
@@ -276,11 +286,15 @@ func readSpend(ctx context.Context, db database, now time.Time, spent func(conte
 // printKeys prints keys as a table, amounts in usd.Format.
 func printKeys(w io.Writer, list []keyView) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tPREFIX\tMODELS\tTEAM\tMAX STREAMS\tRPM\tTPM\tBUDGET\tPERIOD\tSPENT\tREMAINING\tCREATED\tEXPIRES\tSTATUS")
+	fmt.Fprintln(tw, "ID\tNAME\tPREFIX\tMODELS\tMCP TOOLS\tTEAM\tMAX STREAMS\tRPM\tTPM\tBUDGET\tPERIOD\tSPENT\tREMAINING\tCREATED\tEXPIRES\tSTATUS")
 	for _, k := range list {
 		models := strings.Join(k.Models, ",")
 		if models == "" {
 			models = "all"
+		}
+		tools := strings.Join(k.MCPTools, ",")
+		if tools == "" {
+			tools = "all"
 		}
 		expiresAt, status := "never", "active"
 		if !k.ExpiresAt.IsZero() {
@@ -296,7 +310,7 @@ func printKeys(w io.Writer, list []keyView) {
 		if k.RemainingUSD != nil {
 			budgetUSD, remaining = usd.Format(k.BudgetUSD), usd.Format(*k.RemainingUSD)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s…\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.Prefix, models, cmp.Or(k.Team, "-"), k.MaxStreams, k.RPM, k.TPM,
+		fmt.Fprintf(tw, "%s\t%s\t%s…\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.Prefix, models, tools, cmp.Or(k.Team, "-"), k.MaxStreams, k.RPM, k.TPM,
 			budgetUSD, k.BudgetPeriod, usd.Format(k.SpentUSD), remaining, k.CreatedAt.UTC().Format(time.RFC3339), expiresAt, status)
 	}
 	tw.Flush()

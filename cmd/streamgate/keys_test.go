@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -64,6 +65,56 @@ func TestKeysCLI(t *testing.T) {
 	}
 }
 
+// keys create --mcp-tools stores the key's MCP tool globs; list and show
+// print them (all when none), --json as mcp_tools; a bad glob is bad usage
+// naming it; a glob naming an MCP server the config lacks is refused (with
+// the database alone, a warning says the globs were not checked).
+func TestKeysCLIMCPTools(t *testing.T) {
+	db := "sqlite://" + filepath.Join(t.TempDir(), "keys.db")
+	if code, out, errs := runCLI(t, nil, "keys", "create", "--database", db, "--name", "agent", "--mcp-tools", "docs__*, fs__read_file"); code != 0 || !strings.Contains(out, "docs__*,fs__read_file") ||
+		!strings.Contains(errs, "--mcp-tools docs__*,fs__read_file not checked") {
+		t.Fatalf("create: exit %d, out %q, stderr %s", code, out, errs)
+	}
+	if code, _, errs := runCLI(t, nil, "keys", "create", "--database", db, "--name", "open"); code != 0 {
+		t.Fatalf("create without --mcp-tools: exit %d, stderr %s", code, errs)
+	}
+	code, out, errs := runCLI(t, nil, "keys", "list", "--database", db)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != 3 || !strings.Contains(lines[0], "MCP TOOLS") || !strings.Contains(lines[1], "docs__*,fs__read_file") || strings.Fields(lines[2])[4] != "all" {
+		t.Errorf("list: exit %d, out %q, stderr %s; want agent's globs and all for open", code, out, errs)
+	}
+	code, out, _ = runCLI(t, nil, "keys", "show", "agent", "--database", db, "--json")
+	var shown struct {
+		MCPTools []string `json:"mcp_tools"`
+	}
+	if err := json.Unmarshal([]byte(out), &shown); code != 0 || err != nil || len(shown.MCPTools) != 2 || shown.MCPTools[1] != "fs__read_file" {
+		t.Errorf("show --json: exit %d, %q (%v); want mcp_tools", code, out, err)
+	}
+	for _, tt := range []struct{ flag, want string }{
+		{"docs__*,,fs__x", "mcp_tools[1]: empty"},
+		{"docs/search", `mcp_tools[0]: "docs/search" has '/'`},
+	} {
+		code, _, errs := runCLI(t, nil, "keys", "create", "--database", db, "--name", "bad", "--mcp-tools", tt.flag)
+		if errs = dropDatabaseLine(errs); code != 2 || !strings.Contains(errs, tt.want) {
+			t.Errorf("--mcp-tools %q: exit %d, stderr %q; want 2 naming %q", tt.flag, code, errs, tt.want)
+		}
+	}
+
+	// With a config, a glob naming its server literally must name one of
+	// its mcp.servers, as keys[].mcp_tools must.
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "gw.yaml")
+	os.WriteFile(cfg, []byte("database: "+db+"\nproviders: [{name: sim, kind: sim}]\nmodels:\n  - {name: m1, routes: [{provider: sim, model: sim-fast}]}\n"+
+		"mcp: {servers: [{name: docs, url: \"http://127.0.0.1:1/mcp\"}]}\n"), 0o600)
+	code, _, errs = runCLI(t, nil, "keys", "create", "--config", cfg, "--name", "typo", "--mcp-tools", "docs__*,fs__read_file")
+	if want := `--mcp-tools: "fs__read_file" names MCP server "fs", which ` + cfg + ` does not configure (its servers: docs)`; code != 2 || !strings.Contains(errs, want) {
+		t.Errorf("an unknown server: exit %d, stderr %q; want 2 and %q", code, errs, want)
+	}
+	if code, _, errs := runCLI(t, nil, "keys", "create", "--config", cfg, "--name", "known", "--mcp-tools", "docs__*,*search"); code != 0 || strings.Contains(errs, "not checked") {
+		t.Errorf("known servers: exit %d, stderr %q", code, errs)
+	}
+}
+
 // dropDatabaseLine removes the line naming the database from a command's
 // stderr.
 func dropDatabaseLine(errs string) string {
@@ -106,13 +157,16 @@ func TestKeysCLIBudget(t *testing.T) {
 		t.Fatalf("list: exit %d, stderr %s", code, errs)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	header := strings.Fields(lines[0])
+	// A column starts at the character where its heading does (tabwriter
+	// pads with spaces); some headings are two words.
 	col := func(line, name string) string {
-		f := strings.Fields(line)
-		for i, h := range header {
-			if h == name && i < len(f) {
-				return f[i-1] // MAX STREAMS, before these columns, is two words in the header and one in a row
-			}
+		i := strings.Index(lines[0], " "+name+" ")
+		r := []rune(line)
+		if i < 0 || i+1 >= len(r) {
+			return ""
+		}
+		if f := strings.Fields(string(r[i+1:])); len(f) > 0 {
+			return f[0]
 		}
 		return ""
 	}

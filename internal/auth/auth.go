@@ -47,8 +47,9 @@ type Principal struct {
 	Team string
 	// ModelBudgets are the key's budgets for single models.
 	ModelBudgets []config.ModelBudget
-	// MCPTools are the globs of the MCP tools the key may use (keys[].
-	// mcp_tools); empty: every tool. A database key has none.
+	// MCPTools are the globs of the MCP tools the key may use (a static
+	// key's keys[].mcp_tools, a database key's mcp_tools); empty: every
+	// tool.
 	MCPTools []string
 }
 

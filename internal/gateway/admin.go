@@ -33,6 +33,9 @@ type createKeyRequest struct {
 	Team string `json:"team"`
 	// Expires is a duration from now ("30d", "12h") or an RFC 3339 time; "" never.
 	Expires string `json:"expires"`
+	// MCPTools are globs over the MCP tools the key may call ("docs__*");
+	// absent or empty: every tool.
+	MCPTools []string `json:"mcp_tools"`
 }
 
 // keyWithSecret is a created or rotated key: the secret is shown this once.
@@ -72,7 +75,7 @@ func (g *Gateway) adminKeys(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		k := keys.Key{Name: req.Name, Models: req.Models, MaxStreams: req.MaxStreams, RPM: req.RPM, TPM: req.TPM,
-			BudgetUSD: req.BudgetUSD, BudgetPeriod: req.BudgetPeriod, Team: req.Team}
+			BudgetUSD: req.BudgetUSD, BudgetPeriod: req.BudgetPeriod, Team: req.Team, MCPTools: req.MCPTools}
 		if req.Expires != "" {
 			if k.ExpiresAt, err = ParseExpires(req.Expires, time.Now()); err != nil {
 				g.writeError(w, r, invalid("expires", "%v", err))
@@ -362,5 +365,5 @@ func (k keySource) Lookup(ctx context.Context, secret string) (*auth.Principal, 
 		return nil, auth.ErrRevokedKey
 	}
 	return &auth.Principal{KeyID: key.Name, Models: key.Models, MaxStreams: key.MaxStreams, RPM: key.RPM, TPM: key.TPM,
-		BudgetUSD: key.BudgetUSD, BudgetPeriod: cmp.Or(key.BudgetPeriod, "month"), ExpiresAt: key.ExpiresAt, Team: key.Team}, nil
+		BudgetUSD: key.BudgetUSD, BudgetPeriod: cmp.Or(key.BudgetPeriod, "month"), ExpiresAt: key.ExpiresAt, Team: key.Team, MCPTools: key.MCPTools}, nil
 }

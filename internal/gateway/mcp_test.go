@@ -269,3 +269,65 @@ func TestMCPReload(t *testing.T) {
 	}
 	_ = gateway.MCPCaller
 }
+
+// TestMCPDatabaseKey: a database key's mcp_tools, given to POST
+// /admin/keys, narrow /mcp as a static key's do: it lists and calls only
+// docs__echo; a database key without mcp_tools has every tool; a bad glob
+// is a 400 naming it.
+func TestMCPDatabaseKey(t *testing.T) {
+	cfg := baseConfig()
+	cfg.AdminKey = "admin-secret"
+	cfg.MCP.Servers = []config.MCPServer{{Name: "docs", URL: mcpUpstream(t)}}
+	e := startWith(t, gateway.Options{Config: cfg, KeepAlive: -1, KeyStore: tempKeyStore(t)})
+
+	create := func(body string) (secret string, tools []string) {
+		t.Helper()
+		status, b := adminDo(t, e, "POST", "/admin/keys", body)
+		var k struct {
+			Secret   string   `json:"secret"`
+			MCPTools []string `json:"mcp_tools"`
+		}
+		if err := json.Unmarshal(b, &k); status != 201 || err != nil || k.Secret == "" {
+			t.Fatalf("create %s: got %d %s", body, status, b)
+		}
+		return k.Secret, k.MCPTools
+	}
+	limited, tools := create(`{"name":"agent","mcp_tools":["docs__echo"]}`)
+	if len(tools) != 1 || tools[0] != "docs__echo" {
+		t.Errorf("the created key's mcp_tools: got %q, want [docs__echo]", tools)
+	}
+	open, tools := create(`{"name":"open"}`)
+	if tools != nil {
+		t.Errorf("a key without mcp_tools: got %q, want none (every tool)", tools)
+	}
+	if status, b := adminDo(t, e, "GET", "/admin/keys/agent", ""); status != 200 || !strings.Contains(string(b), `"mcp_tools":["docs__echo"]`) {
+		t.Errorf("get: got %d %s, want its mcp_tools", status, b)
+	}
+	if status, b := adminDo(t, e, "POST", "/admin/keys", `{"name":"bad","mcp_tools":["docs__read file"]}`); status != 400 || !strings.Contains(string(b), `mcp_tools[0]: \"docs__read file\" has ' '`) {
+		t.Errorf("a bad glob: got %d %s, want 400 naming mcp_tools[0]", status, b)
+	}
+
+	cs, err := mcpConnect(t, e.url+"/mcp", bearer{key: limited})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := cs.ListTools(context.Background(), nil)
+	if err != nil || len(list.Tools) != 1 || list.Tools[0].Name != "docs__echo" {
+		t.Fatalf("the database key's tools: %v %+v, want docs__echo only", err, list)
+	}
+	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "docs__echo", Arguments: map[string]string{"text": "hi"}})
+	if err != nil || res.IsError || res.Content[0].(*sdk.TextContent).Text != "hi" {
+		t.Fatalf("docs__echo: %v %+v", err, res)
+	}
+	if _, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "docs__search", Arguments: map[string]string{"text": "x"}}); err == nil || !strings.Contains(err.Error(), "not allowed") {
+		t.Fatalf("docs__search for the database key: got %v, want not allowed", err)
+	}
+
+	all, err := mcpConnect(t, e.url+"/mcp", bearer{key: open})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if list, err := all.ListTools(context.Background(), nil); err != nil || len(list.Tools) != 3 {
+		t.Fatalf("a database key without mcp_tools: %v %+v, want the 3 tools", err, list)
+	}
+}

@@ -63,7 +63,13 @@ type Key struct {
 	// Team is the key's team ("" none): a team of the database (Teams),
 	// or one of the gateway's config that the Store was told of
 	// (AllowTeams).
-	Team      string    `json:"team"`
+	Team string `json:"team"`
+	// MCPTools are globs ('*': any run of characters) over the MCP tools
+	// the key may call through /mcp, by their prefixed names
+	// ("server__tool"), like a static key's keys[].mcp_tools; nil (stored
+	// NULL) means every tool. The Store never returns an empty, non-nil
+	// slice.
+	MCPTools  []string  `json:"mcp_tools,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	ExpiresAt time.Time `json:"expires_at,omitzero"` // zero: never
 	RevokedAt time.Time `json:"revoked_at,omitzero"` // zero: active
@@ -114,7 +120,7 @@ var migrations = map[string][][]string{
 			revoked_at    INTEGER
 		)`,
 		`CREATE UNIQUE INDEX api_keys_active_name ON api_keys (name) WHERE revoked_at IS NULL`,
-	}, teamsMigration(`REAL`, `INTEGER`)},
+	}, teamsMigration(`REAL`, `INTEGER`), mcpToolsMigration},
 	sqldb.Postgres: {{
 		`CREATE TABLE api_keys (
 			id            TEXT PRIMARY KEY,
@@ -132,14 +138,20 @@ var migrations = map[string][][]string{
 			revoked_at    TIMESTAMPTZ
 		)`,
 		`CREATE UNIQUE INDEX api_keys_active_name ON api_keys (name) WHERE revoked_at IS NULL`,
-	}, teamsMigration(`DOUBLE PRECISION`, `TIMESTAMPTZ`)},
+	}, teamsMigration(`DOUBLE PRECISION`, `TIMESTAMPTZ`), mcpToolsMigration},
 }
+
+// mcpToolsMigration is schema version 3 of "keys", in both dialects: the
+// key's MCP tool globs, a JSON array; NULL means every tool.
+var mcpToolsMigration = []string{`ALTER TABLE api_keys ADD COLUMN mcp_tools TEXT`}
 
 // Schema is the keys' schema in dialect (sqldb.SQLite or sqldb.Postgres).
 // Version 2 (teams) adds a column with a default, a table and an index: a
-// version-1 binary runs against it (its keys have no team).
+// version-1 binary runs against it (its keys have no team). Version 3 adds
+// the nullable mcp_tools column: a version-2 binary runs against it, and
+// gives every key every MCP tool, as it did before.
 func Schema(dialect string) sqldb.Schema {
-	return sqldb.Schema{Component: schemaComponent, Steps: migrations[dialect], Compatible: []int{2}}
+	return sqldb.Schema{Component: schemaComponent, Steps: migrations[dialect], Compatible: []int{2, 3}}
 }
 
 // Store is the keys' table in the gateway's database. It is safe for
@@ -183,7 +195,8 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Create stores a new key with k's Name, Models, MaxStreams, RPM, TPM and ExpiresAt;
+// Create stores a new key with k's Name, Models, MaxStreams, RPM, TPM,
+// budget, Team, MCPTools and ExpiresAt;
 // it sets ID, Prefix and CreatedAt and ignores what k has in them and in
 // RevokedAt. It returns the key as stored and its secret, "sg-" and 40
 // base62 characters from crypto/rand, which is not kept: show it once.
@@ -208,6 +221,7 @@ func (s *Store) Create(ctx context.Context, k Key) (Key, string, error) {
 	k.ID = idPrefix + id
 	k.Prefix = displayPrefix(secret)
 	k.Models = append([]string{}, k.Models...)
+	k.MCPTools = cloneTools(k.MCPTools)
 	if k.BudgetPeriod == "" {
 		k.BudgetPeriod = "month"
 	}
@@ -218,11 +232,19 @@ func (s *Store) Create(ctx context.Context, k Key) (Key, string, error) {
 	if err != nil {
 		return Key{}, "", fmt.Errorf("keys: create %q: models: %w", k.Name, err)
 	}
+	var tools any // NULL: every tool
+	if k.MCPTools != nil {
+		b, err := json.Marshal(k.MCPTools)
+		if err != nil {
+			return Key{}, "", fmt.Errorf("keys: create %q: mcp_tools: %w", k.Name, err)
+		}
+		tools = string(b)
+	}
 	_, err = s.db.ExecContext(ctx, `INSERT INTO api_keys
-		(id, name, prefix, secret_sha256, models, max_streams, rpm, tpm, budget_usd, budget_period, created_at, expires_at, revoked_at, team)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, NULL, $13)`,
+		(id, name, prefix, secret_sha256, models, max_streams, rpm, tpm, budget_usd, budget_period, created_at, expires_at, revoked_at, team, mcp_tools)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, NULL, $13, $14)`,
 		k.ID, k.Name, k.Prefix, hash(secret), string(models), int64(k.MaxStreams), int64(k.RPM), int64(k.TPM), k.BudgetUSD, k.BudgetPeriod,
-		s.timeArg(k.CreatedAt), s.timeArg(k.ExpiresAt), k.Team)
+		s.timeArg(k.CreatedAt), s.timeArg(k.ExpiresAt), k.Team, tools)
 	if err != nil {
 		if sqldb.IsUniqueViolation(err) {
 			// The ID and the hash are random: a violation is the name's,
@@ -263,6 +285,14 @@ func validate(k Key, now time.Time) error {
 			problems = append(problems, fmt.Sprintf("models[%d]: empty", i))
 		}
 	}
+	if len(k.MCPTools) > maxMCPTools {
+		problems = append(problems, fmt.Sprintf("mcp_tools: %d globs, want at most %d", len(k.MCPTools), maxMCPTools))
+	}
+	for i, g := range k.MCPTools {
+		if msg := checkToolGlob(g); msg != "" {
+			problems = append(problems, fmt.Sprintf("mcp_tools[%d]: %s", i, msg))
+		}
+	}
 	if k.MaxStreams < 0 {
 		problems = append(problems, fmt.Sprintf("max_streams: %d is negative", k.MaxStreams))
 	}
@@ -289,8 +319,43 @@ func validate(k Key, now time.Time) error {
 	return fmt.Errorf("keys: %w: %s", ErrInvalid, strings.Join(problems, "; "))
 }
 
+// Bounds of a key's MCP tool globs.
+const (
+	maxMCPTools    = 256
+	maxToolGlobLen = 200 // bytes: a full "server__tool" may be longer than the 64 of a shown name
+)
+
+// checkToolGlob says what is wrong with a glob of mcp_tools, "" when
+// nothing. A glob holds what a prefixed tool name may hold (letters,
+// digits, '_' and '-'; see package toolname) and '*', which matches any
+// run of characters (mcp.MatchGlob).
+func checkToolGlob(g string) string {
+	switch {
+	case g == "":
+		return "empty (an empty glob allows nothing; leave mcp_tools out to allow every tool)"
+	case len(g) > maxToolGlobLen:
+		return fmt.Sprintf("%d bytes, want at most %d", len(g), maxToolGlobLen)
+	case strings.Contains(g, "**"):
+		return fmt.Sprintf("%q has \"**\" (one '*' matches any run of characters)", g)
+	}
+	for _, r := range g {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '*') {
+			return fmt.Sprintf("%q has %q: a glob holds letters, digits, '_', '-' (as tool names such as docs__search do) and '*' (any run of characters)", g, r)
+		}
+	}
+	return ""
+}
+
+// cloneTools copies globs; empty is nil (every tool).
+func cloneTools(globs []string) []string {
+	if len(globs) == 0 {
+		return nil
+	}
+	return append([]string(nil), globs...)
+}
+
 // columns of api_keys in the order scan reads them.
-const columns = "id, name, prefix, models, max_streams, rpm, tpm, budget_usd, budget_period, created_at, expires_at, revoked_at, team"
+const columns = "id, name, prefix, models, max_streams, rpm, tpm, budget_usd, budget_period, created_at, expires_at, revoked_at, team, mcp_tools"
 
 // List returns every key, revoked and expired ones included, oldest first
 // (ties by ID). No key gives an empty slice.
@@ -459,8 +524,9 @@ func scan(row interface{ Scan(...any) error }) (Key, error) {
 		models                    string
 		maxStreams, rpm, tpm      int64
 		created, expires, revoked any
+		tools                     sql.NullString
 	)
-	if err := row.Scan(&k.ID, &k.Name, &k.Prefix, &models, &maxStreams, &rpm, &tpm, &k.BudgetUSD, &k.BudgetPeriod, &created, &expires, &revoked, &k.Team); err != nil {
+	if err := row.Scan(&k.ID, &k.Name, &k.Prefix, &models, &maxStreams, &rpm, &tpm, &k.BudgetUSD, &k.BudgetPeriod, &created, &expires, &revoked, &k.Team, &tools); err != nil {
 		return Key{}, err
 	}
 	k.MaxStreams, k.RPM, k.TPM = int(maxStreams), int(rpm), int(tpm)
@@ -469,6 +535,12 @@ func scan(row interface{ Scan(...any) error }) (Key, error) {
 	}
 	if k.Models == nil {
 		k.Models = []string{}
+	}
+	if tools.Valid {
+		if err := json.Unmarshal([]byte(tools.String), &k.MCPTools); err != nil {
+			return Key{}, fmt.Errorf("mcp_tools of key %s: %w", k.ID, err)
+		}
+		k.MCPTools = cloneTools(k.MCPTools)
 	}
 	var err error
 	if k.CreatedAt, err = scanTime(created); err != nil {

@@ -283,6 +283,11 @@ func TestValidation(t *testing.T) {
 		{"secret as name", Key{Name: "sg-" + strings.Repeat("a", 40)}, []string{"name: looks like a key secret"}},
 		{"empty model", Key{Name: "a", Models: []string{"m", " "}}, []string{"models[1]: empty"}},
 		{"negative max_streams", Key{Name: "a", MaxStreams: -1}, []string{"max_streams: -1 is negative"}},
+		{"empty MCP tool glob", Key{Name: "a", MCPTools: []string{"docs__*", ""}}, []string{"mcp_tools[1]: empty"}},
+		{"MCP tool glob with a space", Key{Name: "a", MCPTools: []string{"docs__read file"}}, []string{`mcp_tools[0]: "docs__read file" has ' '`}},
+		{"MCP tool glob with '?'", Key{Name: "a", MCPTools: []string{"docs__?"}}, []string{`mcp_tools[0]: "docs__?" has '?'`, "'*' (any run of characters)"}},
+		{"MCP tool glob with **", Key{Name: "a", MCPTools: []string{"docs__**"}}, []string{`mcp_tools[0]: "docs__**" has "**"`}},
+		{"long MCP tool glob", Key{Name: "a", MCPTools: []string{strings.Repeat("a", 201)}}, []string{"mcp_tools[0]: 201 bytes, want at most 200"}},
 		{"past expiry", Key{Name: "a", ExpiresAt: time.Now().Add(-time.Minute)}, []string{"expires_at", "not in the future"}},
 		{"every problem at once", Key{Models: []string{""}, MaxStreams: -2, ExpiresAt: time.Unix(1, 0)},
 			[]string{"name: required", "models[0]: empty", "max_streams: -2", "expires_at: 1970-01-01T00:00:01Z"}},
@@ -308,6 +313,108 @@ func TestValidation(t *testing.T) {
 	}
 	if _, _, err := s.Create(ctx, Key{Name: strings.Repeat("é", 64), Models: []string{"m"}, MaxStreams: 0}); err != nil {
 		t.Errorf("Create with a 64-character name: %v", err)
+	}
+}
+
+// TestMCPTools: a key's MCP tool globs go through create, get, list and
+// lookup unchanged; none (nil or empty) is NULL, every tool, read back as
+// nil.
+func TestMCPTools(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := sqldbtest.Context(t)
+		globs := []string{"docs__*", "fs__read_file", "*search*"}
+		limited, secret := mustCreate(t, s, Key{Name: "agent", MCPTools: globs})
+		all, _ := mustCreate(t, s, Key{Name: "all"})
+		empty, _ := mustCreate(t, s, Key{Name: "empty", MCPTools: []string{}})
+		if !reflect.DeepEqual(limited.MCPTools, globs) || all.MCPTools != nil || empty.MCPTools != nil {
+			t.Errorf("Create: got %q, %q, %q; want %q, nil, nil", limited.MCPTools, all.MCPTools, empty.MCPTools, globs)
+		}
+		if got, err := s.Get(ctx, "agent"); err != nil || !reflect.DeepEqual(got, limited) {
+			t.Errorf("Get: got %+v, %v; want %+v", got, err, limited)
+		}
+		if got, err := s.Lookup(ctx, secret); err != nil || !reflect.DeepEqual(got.MCPTools, globs) {
+			t.Errorf("Lookup: got %q, %v; want %q", got.MCPTools, err, globs)
+		}
+		list, err := s.List(ctx)
+		if err != nil || len(list) != 3 || !reflect.DeepEqual(list[0].MCPTools, globs) || list[1].MCPTools != nil || list[2].MCPTools != nil {
+			t.Fatalf("List: got %+v, %v", list, err)
+		}
+		var nulls int
+		if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM api_keys WHERE mcp_tools IS NULL`).Scan(&nulls); err != nil || nulls != 2 {
+			t.Errorf("keys with mcp_tools NULL: got %d, %v; want 2", nulls, err)
+		}
+		// JSON: absent when every tool, as for a static key.
+		b, _ := json.Marshal(all)
+		if strings.Contains(string(b), "mcp_tools") {
+			t.Errorf("JSON of a key with every tool: %s has mcp_tools", b)
+		}
+		if b, _ := json.Marshal(limited); !strings.Contains(string(b), `"mcp_tools":["docs__*","fs__read_file","*search*"]`) {
+			t.Errorf("JSON: got %s", b)
+		}
+	})
+}
+
+// TestMigrateFromV2: a database at version 2 (before mcp_tools) is brought
+// to version 3 by Open; its keys keep every MCP tool (NULL), and a binary
+// at version 2 still runs against the migrated database (the step is
+// compatible) and still reads and creates keys.
+func TestMigrateFromV2(t *testing.T) {
+	for _, tc := range sqldbtest.Kinds {
+		t.Run(tc.Name, func(t *testing.T) {
+			ctx := sqldbtest.Context(t)
+			dsn := tc.DSN(t)
+			v2 := func(t *testing.T) *sqldb.DB {
+				db, err := sqldb.Open(ctx, dsn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { db.Close() })
+				steps := migrations[db.Dialect][:2]
+				if err := db.MigrateSchema(ctx, sqldb.Schema{Component: schemaComponent, Steps: steps, Compatible: []int{2}}); err != nil {
+					t.Fatalf("migrate to version 2: %v", err)
+				}
+				return db
+			}
+			old := v2(t)
+			now := time.Now().UTC().Truncate(time.Microsecond)
+			var created any = now.UnixMicro()
+			if old.Dialect == sqldb.Postgres {
+				created = now
+			}
+			if _, err := old.ExecContext(ctx, `INSERT INTO api_keys
+				(id, name, prefix, secret_sha256, models, max_streams, rpm, tpm, budget_usd, budget_period, created_at, team)
+				VALUES ('key_0000000000000001', 'old', 'sg-aaaaaa', 'h1', '[]', 0, 0, 0, 0, 'month', $1, '')`, created); err != nil {
+				t.Fatalf("insert at version 2: %v", err)
+			}
+			old.Close()
+
+			s := openStore(t, dsn)
+			var version int
+			if err := s.db.QueryRowContext(ctx, `SELECT version FROM streamgate_schema WHERE component = 'keys'`).Scan(&version); err != nil || version != 3 {
+				t.Fatalf("schema version after Open: got %d, %v; want 3", version, err)
+			}
+			k, err := s.Get(ctx, "old")
+			if err != nil || k.MCPTools != nil || !k.CreatedAt.Equal(now) {
+				t.Errorf("the version-2 key: got %+v, %v; want every MCP tool (nil)", k, err)
+			}
+			mustCreate(t, s, Key{Name: "new", MCPTools: []string{"docs__echo"}})
+
+			// A version-2 binary: its migration finds nothing to do and
+			// its queries (without mcp_tools) work.
+			old = v2(t)
+			if _, err := old.ExecContext(ctx, `INSERT INTO api_keys
+				(id, name, prefix, secret_sha256, models, max_streams, rpm, tpm, budget_usd, budget_period, created_at, team)
+				VALUES ('key_0000000000000002', 'by-v2', 'sg-bbbbbb', 'h2', '[]', 0, 0, 0, 0, 'month', $1, '')`, created); err != nil {
+				t.Fatalf("insert by a version-2 binary: %v", err)
+			}
+			var n int
+			if err := old.QueryRowContext(ctx, `SELECT COUNT(*) FROM api_keys`).Scan(&n); err != nil || n != 3 {
+				t.Errorf("keys seen by a version-2 binary: got %d, %v; want 3", n, err)
+			}
+			if k, err := s.Get(ctx, "by-v2"); err != nil || k.MCPTools != nil {
+				t.Errorf("a key created by a version-2 binary: got %+v, %v; want every MCP tool", k, err)
+			}
+		})
 	}
 }
 
