@@ -209,6 +209,7 @@ type Gateway struct {
 	// mcpMu serializes their changes.
 	mcp        *mcp.Gateway
 	mcpOpen    map[string]mcpServer
+	mcpRedis   redis.UniversalClient // the MCP journal's own client (redis: configured); nil: none
 	mcpMetrics *mcp.Metrics
 	mcpMu      sync.Mutex
 
@@ -501,6 +502,10 @@ func (g *Gateway) Close() error {
 	}
 	if g.mcp != nil {
 		g.mcp.Close() // its servers' clients: stdio processes end
+	}
+	if g.mcpRedis != nil {
+		g.mcpRedis.Close()
+		g.mcpRedis = nil
 	}
 	for _, stop := range g.sims {
 		stop()

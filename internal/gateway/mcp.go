@@ -19,6 +19,7 @@ import (
 	mcpupstream "github.com/streamgate/streamgate/internal/mcp/upstream"
 	"github.com/streamgate/streamgate/internal/metrics"
 	"github.com/streamgate/streamgate/internal/quota"
+	"github.com/streamgate/streamgate/internal/redisguard"
 	"github.com/streamgate/streamgate/internal/usage"
 )
 
@@ -61,10 +62,28 @@ func (g *Gateway) newMCP(cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
+	// With redis: the journal of resumable streams is shared (a client
+	// resumes on any replica), on a client of its own: a resumed stream
+	// holds a connection for each XREAD BLOCK, which the 50 ms admission
+	// calls must not wait behind. Without: each replica's memory.
+	var journal mcp.Journal
+	if cfg.Redis != "" {
+		c, err := redisguard.NewClient(cfg.Redis)
+		if err != nil { // validated at load
+			closeOpened(opened, nil)
+			return fmt.Errorf("mcp: redis: %w", err)
+		}
+		g.mcpRedis, journal = c, mcp.NewRedisJournal(c, "")
+	}
 	gw, err := mcp.New(mcp.Options{Servers: specs, Governor: mcpGov{g}, Sealer: sealer, SessionTTL: cfg.MCP.SessionTTL.D(),
-		WriteError: g.writeError, ReadBody: g.mcpBody, Logger: g.log, Tracer: g.tracer, Metrics: m, MaxBody: g.maxBody, Version: metrics.ReadBuild().Version})
+		WriteError: g.writeError, ReadBody: g.mcpBody, Logger: g.log, Tracer: g.tracer, Metrics: m, MaxBody: g.maxBody, Version: metrics.ReadBuild().Version,
+		Journal: journal})
 	if err != nil {
 		closeOpened(opened, nil)
+		if g.mcpRedis != nil {
+			g.mcpRedis.Close()
+			g.mcpRedis = nil
+		}
 		return err
 	}
 	g.mcp, g.mcpOpen = gw, opened

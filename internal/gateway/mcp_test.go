@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/streamgate/streamgate/internal/config"
 	"github.com/streamgate/streamgate/internal/gateway"
+	"github.com/streamgate/streamgate/internal/redisguard/redistest"
 	"github.com/streamgate/streamgate/internal/usage"
 )
 
@@ -329,5 +331,73 @@ func TestMCPDatabaseKey(t *testing.T) {
 	}
 	if list, err := all.ListTools(context.Background(), nil); err != nil || len(list.Tools) != 3 {
 		t.Fatalf("a database key without mcp_tools: %v %+v, want the 3 tools", err, list)
+	}
+}
+
+// TestMCPResumeAcrossReplicas: with redis: configured, a 2025-11-25
+// tools/call stream one replica runs, broken after its first event, is
+// resumed on another with Last-Event-ID: the later events, then the result.
+func TestMCPResumeAcrossReplicas(t *testing.T) {
+	cfg := baseConfig()
+	cfg.Redis = redistest.URL(t)
+	cfg.MCP.SessionSecret = "resume-across-replicas"
+	cfg.MCP.Servers = []config.MCPServer{{Name: "docs", URL: mcpUpstream(t)}}
+	a, b := start(t, cfg), start(t, cfg)
+	send := func(method, url, sid, lastID, body string) *http.Response {
+		req, _ := http.NewRequest(method, url, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+devKey)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+			req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+		}
+		if lastID != "" {
+			req.Header.Set("Last-Event-ID", lastID)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	resp := send("POST", a.url+"/mcp", "", "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	resp.Body.Close()
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != 200 || sid == "" {
+		t.Fatalf("initialize: %d", resp.StatusCode)
+	}
+	next := func(br *bufio.Reader) (id, data string) {
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				return "", "EOF"
+			}
+			switch line = strings.TrimSuffix(line, "\n"); {
+			case line == "" && data != "":
+				return id, data
+			case strings.HasPrefix(line, "id: "):
+				id = line[4:]
+			case strings.HasPrefix(line, "data: "):
+				data = line[6:]
+			}
+		}
+	}
+	resp = send("POST", a.url+"/mcp", sid, "", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"docs__slow","arguments":{},"_meta":{"progressToken":"t1"}}}`)
+	id, data := next(bufio.NewReader(resp.Body))
+	resp.Body.Close() // the connection breaks after the first event
+	if !strings.Contains(data, `"progress":1`) || id == "" {
+		t.Fatalf("first event: id %q data %s", id, data)
+	}
+	resp = send("GET", b.url+"/mcp", sid, id, "")
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	for _, want := range []string{`"progress":2`, `"progress":3`, `"text":"done"`} {
+		if _, data := next(br); !strings.Contains(data, want) {
+			t.Fatalf("resumed on the other replica: got %s, want %s", data, want)
+		}
+	}
+	if _, data := next(br); data != "EOF" {
+		t.Fatalf("after the result: got %s, want the end", data)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -47,11 +48,57 @@ func (ex *exchange) callTool() {
 	params.setString("name", tool)
 	ctx := ex.r.Context()
 	if ex.sid != "" { // notifications/cancelled of this session may end it
+		resumable := ex.version == versionLegacy && ex.o.canSSE
+		if resumable { // its stream resumable: a broken one does not end it at once
+			ctx = context.WithoutCancel(ctx)
+		}
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
 		key := inflightKey(ex.sess.ID, ex.msg.ID)
 		g.inflight.Store(key, cancel)
 		defer func() { g.inflight.Delete(key); cancel() }()
+		if resumable {
+			stream := newStreamID()
+			jr := &outJournal{ctx: ctx, j: g.journal, key: journalKey(ex.sess.ID, stream), stream: stream}
+			ex.o.mu.Lock()
+			ex.o.jr = jr
+			ex.o.mu.Unlock()
+			var (
+				mu       sync.Mutex
+				grace    *time.Timer
+				finished bool
+			)
+			stop := context.AfterFunc(ex.r.Context(), func() {
+				if g.onDrop != nil {
+					defer g.onDrop()
+				}
+				if !ex.o.journaling() { // no event id was given: nothing to resume
+					cancel()
+					return
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if finished {
+					return
+				}
+				grace = time.AfterFunc(g.grace, func() {
+					ctx, done := context.WithTimeout(g.ctx, 5*time.Second)
+					defer done()
+					if !g.journal.Resumed(ctx, jr.key) {
+						cancel()
+					}
+				})
+			})
+			defer func() {
+				stop()
+				mu.Lock()
+				finished = true
+				if grace != nil {
+					grace.Stop()
+				}
+				mu.Unlock()
+			}()
+		}
 	}
 	resp, err := g.runTool(ctx, c, e, tool, params, ex.msg.ID, ex.withLevel(ex.meta), ex.bridge(e))
 	ex.respond(e, tool, resp, err)
@@ -72,8 +119,8 @@ func (ex *exchange) respond(e *entry, tool string, resp *jsonrpc.Message, err er
 		ex.o.reply(result(id, map[string]any{"isError": true, "content": []map[string]string{{"type": "text", "text": tooLargeNotice(e.Name, tool, err)}}}))
 	case errors.Is(err, ErrTimeout):
 		ex.o.fail(id, rpcErr(CodeRequestTimeout, "MCP server %q timed out: %v", e.Name, err))
-	case ex.r.Context().Err() != nil:
-		// The client is gone: nothing to answer.
+	case ex.r.Context().Err() != nil && !ex.o.journaling():
+		// The client is gone and cannot resume: nothing to answer.
 	case errors.Is(err, context.Canceled):
 		ex.o.fail(id, rpcErr(CodeRequestTimeout, "request cancelled"))
 	default:

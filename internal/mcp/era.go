@@ -272,7 +272,8 @@ func (ex *exchange) methodNotFound() {
 
 // notification: a client's notification is taken (202); notifications/
 // cancelled ends the request it names if it runs on this replica (closing
-// the request's stream ends it on any).
+// the request's stream ends it on any: at once, or, for a resumable
+// stream, when nobody resumed it within the grace period).
 func (ex *exchange) notification() {
 	if ex.msg.Method == "notifications/cancelled" && ex.sid != "" {
 		var p struct {

@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -145,12 +146,17 @@ func (g *Gateway) get(w http.ResponseWriter, r *http.Request, c *Caller) {
 		o.fail(nil, errorf(http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "MCP %s has no GET stream: POST subscriptions/listen", versionModern))
 		return
 	}
-	if _, _, err := g.session(r, c); err != nil {
+	s, _, err := g.session(r, c)
+	if err != nil {
 		o.fail(nil, err)
 		return
 	}
 	if !o.canSSE {
 		o.fail(nil, errorf(http.StatusNotAcceptable, jsonrpc.CodeInvalidRequest, "GET opens an event stream: send Accept: text/event-stream"))
+		return
+	}
+	if stream, seq, ok := parseEventID(r.Header.Get("Last-Event-ID")); ok {
+		g.resume(r.Context(), o, s, stream, seq)
 		return
 	}
 	var first []*jsonrpc.Message
@@ -254,7 +260,7 @@ func (g *Gateway) stream(ctx context.Context, o *out, c *Caller, first []*jsonrp
 				return false
 			}
 		}
-		return o.writeEvent(m) == nil
+		return o.writeEvent(m, false) == nil
 	}
 	for _, m := range first {
 		if !send(m) {
@@ -287,5 +293,60 @@ func (g *Gateway) stream(ctx context.Context, o *out, c *Caller, first []*jsonrp
 				return
 			}
 		}
+	}
+}
+
+// resume serves a GET resuming a POST stream of the session (Last-Event-ID
+// "<stream>.<seq>"): the stream's events after seq, then the rest live
+// until its response; the stream ends then. A stream the journal does not
+// have for this session (another session's, expired, over the journal's
+// bound) is an empty stream that ends at once: a 404 would tell the client
+// that its session is gone, and no event of another stream is replayed.
+func (g *Gateway) resume(ctx context.Context, o *out, s Session, stream string, after int) {
+	o.mu.Lock()
+	o.sse = true
+	o.commit("text/event-stream", http.StatusOK)
+	o.rc.Flush()
+	o.mu.Unlock()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Go(func() { // keep-alive comments while the call is quiet
+		keep := time.NewTicker(g.keep)
+		defer keep.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-keep.C:
+				o.mu.Lock()
+				_, err := o.w.Write([]byte(": keep-alive\n\n"))
+				if err == nil {
+					err = o.rc.Flush()
+				}
+				o.mu.Unlock()
+				if err != nil {
+					cancel()
+					return
+				}
+			}
+		}
+	})
+	err := g.journal.Follow(ctx, journalKey(s.ID, stream), after, func(seq int, data []byte) bool {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		b := make([]byte, 0, len(data)+72)
+		b = append(b, "id: "+stream+"."+strconv.Itoa(seq)+"\nevent: message\ndata: "...)
+		b = append(b, data...)
+		b = append(b, "\n\n"...)
+		if _, err := o.w.Write(b); err != nil {
+			return false
+		}
+		return o.rc.Flush() == nil
+	})
+	if err != nil && !errors.Is(err, context.Canceled) {
+		g.log.Debug("mcp stream not resumed", slog.String("stream", stream), slog.String("error", err.Error()))
 	}
 }

@@ -2,8 +2,9 @@
 // server a key may use, names prefixed "server__") and /mcp/{server} (one
 // server, names as it gives them), both MCP eras on one URL, told apart per
 // request — 2025-11-25 sessions sealed into their ids (seal.go) so that any
-// replica serves any session, 2026-07-28 stateless with its headers checked
-// against the body. Each configured server is reached through a Server
+// replica serves any session, their tools/call streams resumable with
+// Last-Event-ID through a Journal (journal.go), 2026-07-28 stateless with
+// its headers checked against the body. Each configured server is reached through a Server
 // (package internal/mcp/upstream); the gateway key is the only credential a
 // client sends, and nothing the client sent but the JSON-RPC message goes on.
 // Every tools/call passes the key's allow-list and admission and ends as one
@@ -175,6 +176,12 @@ type Options struct {
 	KeepAlive time.Duration
 	// Version is the gateway's version in its serverInfo.
 	Version string
+	// Journal keeps 2025-11-25 sessions' POST streams for resumption
+	// (Last-Event-ID); nil: a MemoryJournal (resumed on this replica only).
+	Journal Journal
+	// ResumeGrace is how long a tools/call whose client's stream broke
+	// runs on unless the client resumes it; 0 means DefaultResumeGrace.
+	ResumeGrace time.Duration
 }
 
 // DefaultSessionTTL is how long a session id opens by default.
@@ -195,6 +202,9 @@ type Gateway struct {
 	listTO   time.Duration
 	keep     time.Duration
 	version  string
+	journal  Journal
+	grace    time.Duration
+	onDrop   func() // tests: called when a resumable call's client is gone
 
 	servers atomic.Pointer[serverSet]
 	hub     hub
@@ -247,7 +257,11 @@ func New(opts Options) (*Gateway, error) {
 	}
 	g := &Gateway{gov: opts.Governor, sealer: opts.Sealer, writeErr: opts.WriteError, log: opts.Logger, tracer: opts.Tracer, m: opts.Metrics,
 		ttl: cmp.Or(opts.SessionTTL, DefaultSessionTTL), maxBody: cmp.Or(opts.MaxBody, 4<<20), pageSize: cmp.Or(opts.PageSize, 1000),
-		listTO: cmp.Or(opts.ListTimeout, 10*time.Second), keep: cmp.Or(opts.KeepAlive, 25*time.Second), version: cmp.Or(opts.Version, "dev")}
+		listTO: cmp.Or(opts.ListTimeout, 10*time.Second), keep: cmp.Or(opts.KeepAlive, 25*time.Second), version: cmp.Or(opts.Version, "dev"),
+		journal: opts.Journal, grace: cmp.Or(opts.ResumeGrace, DefaultResumeGrace)}
+	if g.journal == nil {
+		g.journal = NewMemoryJournal()
+	}
 	if g.log == nil {
 		g.log = slog.Default()
 	}

@@ -2,11 +2,13 @@ package mcp
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -105,7 +107,30 @@ type out struct {
 	sse    bool // committed as a stream
 	done   bool
 	header http.Header // headers to send with the answer (Mcp-Session-Id)
+	// jr journals the stream's events (a resumable 2025-11-25 POST stream:
+	// each event gets an id); nil: none.
+	jr   *outJournal
+	gone bool // a write failed: the client is gone
 }
+
+// outJournal is where a resumable stream's events go, and its ids.
+type outJournal struct {
+	ctx    context.Context
+	j      Journal
+	key    string
+	stream string
+	seq    int
+	broken bool // an append failed: the rest is not journaled
+}
+
+// journaling reports whether o is a journaled stream (resumable).
+func (o *out) journaling() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.sse && o.jr != nil && !o.jr.broken
+}
+
+var errGone = errors.New("the client is gone")
 
 func newOut(w http.ResponseWriter, r *http.Request) *out {
 	accept := r.Header.Get("Accept")
@@ -137,23 +162,49 @@ func (o *out) event(m *jsonrpc.Message) bool {
 		o.sse = true
 		o.commit("text/event-stream", http.StatusOK)
 	}
-	return o.writeEvent(m) == nil
+	return o.writeEvent(m, false) == nil
 }
 
-func (o *out) writeEvent(m *jsonrpc.Message) error {
+// writeEvent writes m as an event (journaled first when o.jr is set:
+// then nil even when the client is gone, which may resume it; final marks
+// the stream's last event).
+func (o *out) writeEvent(m *jsonrpc.Message, final bool) error {
 	b, err := json.Marshal(m)
 	if err != nil {
 		return err
 	}
 	var buf bytes.Buffer
-	buf.Grow(len(b) + 24)
+	buf.Grow(len(b) + 72)
+	journaled := false
+	if jr := o.jr; jr != nil && !jr.broken {
+		jr.seq++
+		if err := jr.j.Append(jr.ctx, jr.key, jr.seq, b, final); err != nil {
+			jr.broken = true
+		} else {
+			journaled = true
+			buf.WriteString("id: " + jr.stream + "." + strconv.Itoa(jr.seq) + "\n")
+		}
+	}
+	if o.gone {
+		if journaled {
+			return nil
+		}
+		return errGone
+	}
 	buf.WriteString("event: message\ndata: ")
 	buf.Write(b)
 	buf.WriteString("\n\n")
-	if _, err := o.w.Write(buf.Bytes()); err != nil {
-		return err
+	_, err = o.w.Write(buf.Bytes())
+	if err == nil {
+		err = o.rc.Flush()
 	}
-	return o.rc.Flush()
+	if err != nil {
+		o.gone = true
+		if journaled {
+			return nil
+		}
+	}
+	return err
 }
 
 // reply sends the response m: as the stream's last event, else as JSON.
@@ -165,7 +216,7 @@ func (o *out) reply(m *jsonrpc.Message) {
 	}
 	o.done = true
 	if o.sse {
-		o.writeEvent(m)
+		o.writeEvent(m, true)
 		return
 	}
 	b, _ := json.Marshal(m)
@@ -190,7 +241,7 @@ func (o *out) fail(id json.RawMessage, err error) {
 		m.ID = json.RawMessage("null")
 	}
 	if o.sse { // committed: the error is the stream's last event
-		o.writeEvent(m)
+		o.writeEvent(m, true)
 		return
 	}
 	b, _ := json.Marshal(m)
