@@ -114,39 +114,13 @@ func (w *roundWriter) SetWriteDeadline(d time.Time) error {
 // block handles one SSE event block: a comment (a keep-alive goes on to
 // the client) or an event's data.
 func (w *roundWriter) block(b []byte) error {
-	var data []byte
-	lines := 0
-	for len(b) > 0 {
-		line, rest, _ := bytes.Cut(b, []byte{'\n'})
-		b = rest
-		if bytes.HasPrefix(line, []byte(":")) {
-			if bytes.Contains(line, keepAliveComment) {
-				if err := w.t.sw.Comment(keepAliveComment); err != nil {
-					return errClientGone
-				}
-			}
-			continue
+	data, ok, keepAlive := eventData(b, &w.join)
+	if keepAlive {
+		if err := w.t.sw.Comment(keepAliveComment); err != nil {
+			return errClientGone
 		}
-		v, ok := bytes.CutPrefix(line, dataPrefix)
-		if !ok {
-			continue // event:, id:
-		}
-		if len(v) > 0 && v[0] == ' ' {
-			v = v[1:]
-		}
-		switch lines {
-		case 0:
-			data = v
-		case 1:
-			w.join = append(append(append(w.join[:0], data...), '\n'), v...)
-			data = w.join
-		default:
-			w.join = append(append(w.join, '\n'), v...)
-			data = w.join
-		}
-		lines++
 	}
-	if lines == 0 || bytes.Equal(data, doneData) {
+	if !ok {
 		return nil
 	}
 	return w.t.event(w, data)

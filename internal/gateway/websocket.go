@@ -592,16 +592,23 @@ var (
 	failedPrefix     = []byte(`{"type":"response.failed"`)
 )
 
-// event sends one SSE event's data as a text frame.
-func (w *frameWriter) event(block []byte) error {
-	var data []byte
+// eventData is the data of one SSE event block: its data: lines joined
+// by '\n' (in *join when there are several), false when it has none or is
+// "[DONE]"; keepAlive reports a ": keep-alive" comment among its lines.
+// The Responses WebSocket's frames and hosted MCP's rounds read the
+// gateway's own streams with it.
+func eventData(block []byte, join *[]byte) (data []byte, ok, keepAlive bool) {
 	lines := 0
 	for len(block) > 0 {
 		line, rest, _ := bytes.Cut(block, []byte{'\n'})
 		block = rest
-		v, ok := bytes.CutPrefix(line, dataPrefix)
-		if !ok {
-			continue // event:, id:, a comment
+		if bytes.HasPrefix(line, []byte(":")) {
+			keepAlive = keepAlive || bytes.Contains(line, keepAliveComment)
+			continue
+		}
+		v, found := bytes.CutPrefix(line, dataPrefix)
+		if !found {
+			continue // event:, id:
 		}
 		if len(v) > 0 && v[0] == ' ' {
 			v = v[1:]
@@ -610,15 +617,21 @@ func (w *frameWriter) event(block []byte) error {
 		case 0:
 			data = v
 		case 1:
-			w.join = append(append(append(w.join[:0], data...), '\n'), v...)
-			data = w.join
+			*join = append(append(append((*join)[:0], data...), '\n'), v...)
+			data = *join
 		default:
-			w.join = append(append(w.join, '\n'), v...)
-			data = w.join
+			*join = append(append(*join, '\n'), v...)
+			data = *join
 		}
 		lines++
 	}
-	if lines == 0 || bytes.Equal(data, doneData) {
+	return data, lines > 0 && !bytes.Equal(data, doneData), keepAlive
+}
+
+// event sends one SSE event's data as a text frame.
+func (w *frameWriter) event(block []byte) error {
+	data, ok, _ := eventData(block, &w.join)
+	if !ok {
 		return nil
 	}
 	if bytes.HasPrefix(data, terminalPrefix) {
