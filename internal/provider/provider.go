@@ -627,3 +627,31 @@ func (c *Caller) notStream(resp *http.Response) error {
 	}
 	return e
 }
+
+// Invalid is a request adapter (named in the message: "gemini") cannot
+// translate because it is wrong whatever the route: a 400 that no other
+// route would accept either (not Retryable).
+func Invalid(adapter, format string, a ...any) error {
+	return &Error{
+		Status:  http.StatusBadRequest,
+		Type:    "invalid_request_error",
+		Code:    "invalid_request",
+		Message: adapter + ": " + fmt.Sprintf(format, a...),
+		Err:     ErrUntranslatable,
+	}
+}
+
+// Unsupported is a request adapter's API cannot express but a route of
+// another kind may serve: a Retryable 400, so the gateway tries the
+// model's next route and answers 400 unsupported_by_route when none is
+// left.
+func Unsupported(adapter, format string, a ...any) error {
+	return &Error{
+		Status:    http.StatusBadRequest,
+		Retryable: true,
+		Type:      "invalid_request_error",
+		Code:      "unsupported_parameter",
+		Message:   adapter + ": " + fmt.Sprintf(format, a...),
+		Err:       ErrUntranslatable,
+	}
+}

@@ -3,8 +3,6 @@ package converse
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
-	"net/http"
 	"strconv"
 	"strings"
 
@@ -133,31 +131,12 @@ const emptyResult = "(empty)"
 // efforts are outputConfig.effort's values for reasoning_effort.
 var efforts = map[string]string{"minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "xhigh"}
 
-// invalidError is a request that is wrong whatever the route: a 400 not
-// retried on another route.
-func invalidError(format string, a ...any) error {
-	return &provider.Error{
-		Status:  http.StatusBadRequest,
-		Type:    "invalid_request_error",
-		Code:    "invalid_request",
-		Message: "converse: " + fmt.Sprintf(format, a...),
-		Err:     provider.ErrUntranslatable,
-	}
-}
+// invalidError and unsupportedError are provider.Invalid and
+// provider.Unsupported of this adapter.
+func invalidError(format string, a ...any) error { return provider.Invalid("converse", format, a...) }
 
-// unsupportedError is a request Converse cannot express but a route of
-// another kind may serve: a retryable 400, so the gateway tries the
-// model's next route and answers 400 unsupported_by_route when none is
-// left.
 func unsupportedError(format string, a ...any) error {
-	return &provider.Error{
-		Status:    http.StatusBadRequest,
-		Retryable: true,
-		Type:      "invalid_request_error",
-		Code:      "unsupported_parameter",
-		Message:   "converse: " + fmt.Sprintf(format, a...),
-		Err:       provider.ErrUntranslatable,
-	}
+	return provider.Unsupported("converse", format, a...)
 }
 
 // Body returns the Converse request body for req (see the package comment

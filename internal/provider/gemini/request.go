@@ -3,8 +3,6 @@ package gemini
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
-	"net/http"
 	"strconv"
 	"strings"
 
@@ -99,32 +97,12 @@ const skipSignature = "skip_thought_signature_validator"
 // which every Gemini 2.5 model accepts.
 var thinkingBudgets = map[string]int{"none": 0, "minimal": 1024, "low": 1024, "medium": 8192, "high": 24576}
 
-// invalidError is a request the adapter cannot translate because it is
-// wrong: a 400 that no other route would accept either (Retryable false).
-func invalidError(format string, a ...any) error {
-	return &provider.Error{
-		Status:  http.StatusBadRequest,
-		Type:    "invalid_request_error",
-		Code:    "invalid_request",
-		Message: "gemini: " + fmt.Sprintf(format, a...),
-		Err:     provider.ErrUntranslatable,
-	}
-}
+// invalidError and unsupportedError are provider.Invalid and
+// provider.Unsupported of this adapter.
+func invalidError(format string, a ...any) error { return provider.Invalid("gemini", format, a...) }
 
-// unsupportedError is a request Gemini's API cannot serve but a route of
-// another kind may (n > 1, audio and file parts, system-only prompts…): a
-// 400 that is Retryable, so the gateway tries the model's next route and
-// answers 400 unsupported_by_route when there is none, as the anthropic
-// adapter's untranslatable requests do.
 func unsupportedError(format string, a ...any) error {
-	return &provider.Error{
-		Status:    http.StatusBadRequest,
-		Retryable: true,
-		Type:      "invalid_request_error",
-		Code:      "unsupported_parameter",
-		Message:   "gemini: " + fmt.Sprintf(format, a...),
-		Err:       provider.ErrUntranslatable,
-	}
+	return provider.Unsupported("gemini", format, a...)
 }
 
 // Body returns the GenerateContentRequest body for req (see the package
