@@ -5,7 +5,7 @@ import "testing"
 func TestEventData(t *testing.T) {
 	var join []byte
 	for _, c := range []struct {
-		block, data string
+		block, data   string
 		ok, keepAlive bool
 	}{
 		{"event: response.created\ndata: {\"a\":1}", `{"a":1}`, true, false},
