@@ -256,11 +256,11 @@ func TestTeamBudgetAcrossReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d requests served, team spend $%.7f of a $%.4f budget, largest request $%.7f; ledger $%.7f", n, served, budgetUSD, maxCost, ledger)
-	// Each replica stops at its first refusal; the last one standing is
-	// refused only once the budget is spent, what earlier requests held
-	// above their cost written back first (quota's release).
-	if served < budgetUSD {
-		t.Errorf("served $%.7f, less than the budget $%.4f: refused early", served, budgetUSD)
+	// A replica refuses while the others' requests in flight hold their
+	// reservations, which settle at their cost after; so the first refusal
+	// may leave up to one request per other replica of the budget unspent.
+	if floor := budgetUSD - 3*maxCost; served < floor {
+		t.Errorf("served $%.7f, less than the budget $%.4f less one request per replica ($%.7f): refused early", served, budgetUSD, floor)
 	}
 	if bound := budgetUSD + 3*maxCost; served > bound {
 		logMu.Lock()

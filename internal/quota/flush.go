@@ -70,60 +70,6 @@ func add(m map[string]*agg, d delta) {
 	a.n = min(max(a.n+d.n, -usd.MaxSum), usd.MaxSum)
 }
 
-// release is an admission's question to the flusher (Quota.release):
-// whether the deltas this replica has not written back to a budget
-// counter would bring it below limit.
-type release struct {
-	counter string
-	over    int64     // what the counter holds at or above its budget, µ$
-	done    chan bool // true: such deltas were pending and are written now
-}
-
-// release asks the flusher to write back this replica's deltas to counter
-// now if, still queued, they take more than over off it: a budget refused
-// by what this replica's own finished requests held above their cost (the
-// difference is written back within flushEvery) is asked again rather than
-// refused early (TestBudgetRefusalWritesBackFirst). It reports whether
-// they did and are written; false at once when nothing of the kind is
-// queued, and when ctx ends or q closes first.
-func (q *Quota) release(ctx context.Context, counter string, over int64) bool {
-	r := release{counter: counter, over: over, done: make(chan bool, 1)}
-	select {
-	case q.releases <- r:
-	case <-ctx.Done():
-		return false
-	case <-q.stop:
-		return false
-	}
-	select {
-	case ok := <-r.done:
-		return ok
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// pendingTo sums what pending, the overflow map and the batches not yet
-// acknowledged would add to counter.
-func (q *Quota) pendingTo(counter string, pending map[string]*agg, out []batch) (n int64, found bool) {
-	if a := pending[counter]; a != nil && a.kind == kindBudget {
-		n, found = a.n, true
-	}
-	q.mu.Lock()
-	if a := q.over[counter]; a != nil && a.kind == kindBudget {
-		n, found = n+a.n, true
-	}
-	q.mu.Unlock()
-	for _, b := range out {
-		for i, k := range b.keys[1:] {
-			if k == counter && b.args[3+2*i] == kindBudget {
-				n, found = n+b.args[4+2*i].(int64), true
-			}
-		}
-	}
-	return n, found
-}
-
 // flusher is the replica's one writer of settles: it sums the queued deltas
 // per Redis key and writes them back every flushEvery (or maxBatch deltas)
 // in one pipeline, one applyScript call per hash tag. A batch not
@@ -198,21 +144,6 @@ func (q *Quota) flusher() {
 			}
 		case <-q.kick:
 			arm(flushEvery)
-		case r := <-q.releases:
-			q.drain(pending)
-			n, _ := q.pendingTo(r.counter, pending, out)
-			if q.guard.IsDown() || n >= -r.over {
-				r.done <- false // nothing queued that would change the answer
-				continue
-			}
-			for range 2 { // an unacknowledged batch first, then the rest
-				flush()
-				if _, left := q.pendingTo(r.counter, pending, out); !left || q.guard.IsDown() {
-					break
-				}
-			}
-			_, left := q.pendingTo(r.counter, pending, out)
-			r.done <- !left && !q.guard.IsDown()
 		case <-timer.C:
 			armed = false
 			flush()

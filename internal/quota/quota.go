@@ -212,14 +212,13 @@ type Quota struct {
 	timeout time.Duration
 	pipe    *pipeliner // the admission calls' round trips; nil without Redis
 
-	ch       chan delta
-	kick     chan struct{}
-	releases chan release // budget refusals asking for this replica's deltas (release)
-	mu       sync.Mutex
-	over     map[string]*agg // settles that found the queue full
-	stop     chan struct{}
-	done     chan struct{}
-	once     sync.Once
+	ch   chan delta
+	kick chan struct{}
+	mu   sync.Mutex
+	over map[string]*agg // settles that found the queue full
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
 
 	holds atomic.Uint64 // numbers the hold keys
 
@@ -251,7 +250,6 @@ func New(opts Options) *Quota {
 		q.pipe = newPipeliner(q.client)
 		q.ch = make(chan delta, queueLen)
 		q.kick = make(chan struct{}, 1)
-		q.releases = make(chan release)
 		q.stop = make(chan struct{})
 		q.done = make(chan struct{})
 		go q.flusher()

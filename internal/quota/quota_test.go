@@ -442,36 +442,3 @@ func TestQueueFullSums(t *testing.T) {
 		t.Errorf("got %d queued, overflow a=%d b=%d; want 1 queued and a=10, b=-2", len(q.ch), q.over["a"].n, q.over["b"].n)
 	}
 }
-
-// A budget refused while this replica still holds, unwritten, what its
-// own finished requests reserved above their cost is asked again once
-// that is written back: a client spending its budget one request after
-// another is served up to the budget, not refused with part of it left.
-func TestBudgetRefusalWritesBackFirst(t *testing.T) {
-	forTargets(t, func(t *testing.T, newClient func() redis.UniversalClient, prefix string) {
-		ctx := context.Background()
-		c := newClient()
-		q := newQuota(Options{Client: c, Prefix: prefix})
-		lim := Limits{Budget: budget.Limit{USD: 1, Period: budget.Total}}
-		served := 0
-		for range 20 {
-			tk, _, err := q.Admit(ctx, "seq", lim, 0.4) // holds $0.40, costs $0.10
-			var ex *budget.Exceeded
-			if errors.As(err, &ex) {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			tk.Settle(0.1, 0)
-			served++
-		}
-		q.Close()
-		if served != 10 {
-			t.Errorf("requests of $0.10 served on a $1 budget, each holding $0.40: got %d, want 10", served)
-		}
-		if got := counterOf(t, c, prefix, "seq", budget.Total, "total"); got != 1_000_000 {
-			t.Errorf("counter: got %d µ$, want 1000000", got)
-		}
-	})
-}

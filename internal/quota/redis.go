@@ -328,8 +328,7 @@ func (q *Quota) admitRedis(ctx context.Context, t *Ticket, subs []Subject, est f
 			}
 		}
 	}
-	released := false
-	for range 4 {
+	for range 3 {
 		v, err := q.run(ctx, c)
 		if err != nil {
 			return Refusal{}, err
@@ -354,10 +353,6 @@ func (q *Quota) admitRedis(ctx context.Context, t *Ticket, subs []Subject, est f
 			return Refusal{Decision: d, Subject: i}, nil
 		case 2:
 			s := subs[i]
-			if !released && q.release(ctx, t.subs[i].counter, v[6]-c.subs[i].budget) {
-				released = true // what this replica's finished requests held above their cost was still queued
-				continue
-			}
 			return Refusal{Decision: ratelimit.Decision{Allowed: true}, Subject: i},
 				&budget.Exceeded{Scope: s.Scope, Key: s.Name, Model: s.Model, Limit: s.Budget, Spent: usd.FromMicro(v[6]), Reset: wins[i].end}
 		}
