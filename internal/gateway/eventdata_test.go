@@ -23,3 +23,30 @@ func TestEventData(t *testing.T) {
 		}
 	}
 }
+
+// TestSSEBlocks: the blocks of a stream are the same however its bytes
+// are cut into writes, and a block is passed once it is whole.
+func TestSSEBlocks(t *testing.T) {
+	stream := "data: a\n\n: keep-alive\n\nevent: x\ndata: b\ndata: c\n\ndata: [DONE]\n\n"
+	want := []string{"data: a", ": keep-alive", "event: x\ndata: b\ndata: c", "data: [DONE]"}
+	for cut := 1; cut <= len(stream); cut++ {
+		var b sseBlocks
+		var got []string
+		for i := 0; i < len(stream); i += cut {
+			if err := b.feed([]byte(stream[i:min(i+cut, len(stream))]), func(block []byte) error {
+				got = append(got, string(block))
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(got) != len(want) {
+			t.Fatalf("writes of %d bytes: got blocks %q, want %q", cut, got, want)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("writes of %d bytes: got blocks %q, want %q", cut, got, want)
+			}
+		}
+	}
+}

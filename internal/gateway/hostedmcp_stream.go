@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -36,7 +35,7 @@ type roundWriter struct {
 	status int
 	body   []byte          // a refusal's body, or a non-stream answer
 	resp   json.RawMessage // a stream's terminal response object
-	carry  []byte          // the start of an event a later Write ends
+	blocks sseBlocks
 	join   []byte
 	err    error
 	// index maps the model call's output_index to the turn's; calls are
@@ -68,23 +67,10 @@ func (w *roundWriter) Write(p []byte) (int, error) {
 	if w.err != nil {
 		return 0, w.err
 	}
-	data := p
-	if len(w.carry) > 0 {
-		w.carry = append(w.carry, p...)
-		data = w.carry
+	if err := w.blocks.feed(p, w.block); err != nil {
+		w.err = err
+		return 0, err
 	}
-	for {
-		i := bytes.Index(data, blockEnd)
-		if i < 0 {
-			break
-		}
-		if err := w.block(data[:i]); err != nil {
-			w.err = err
-			return 0, err
-		}
-		data = data[i+2:]
-	}
-	w.carry = append(w.carry[:0], data...) // data may lie in carry: append moves it first
 	return len(p), nil
 }
 

@@ -495,7 +495,7 @@ type frameWriter struct {
 	h      http.Header
 	status int
 	body   []byte // an error answer's body
-	carry  []byte // the start of an event a later Write ends
+	blocks sseBlocks
 	join   []byte // a multi-line data's lines, joined
 	// deadline closes the socket when a write outlives the write deadline
 	// (see SetWriteDeadline); nil: none.
@@ -555,27 +555,9 @@ func (w *frameWriter) Write(p []byte) (int, error) {
 			w.err = err
 		}
 	}()
-	data := p
-	if len(w.carry) > 0 {
-		w.carry = append(w.carry, p...)
-		data = w.carry
-	}
-	for {
-		i := bytes.Index(data, blockEnd)
-		if i < 0 {
-			break
-		}
-		if err := w.event(data[:i]); err != nil {
-			w.err = err
-			return 0, err
-		}
-		data = data[i+2:]
-	}
-	n := copy(w.carry[:cap(w.carry)], data) // data may lie in carry: copy moves
-	if n < len(data) {
-		w.carry = append(w.carry[:0], data...)
-	} else {
-		w.carry = w.carry[:n]
+	if err := w.blocks.feed(p, w.event); err != nil {
+		w.err = err
+		return 0, err
 	}
 	return len(p), nil
 }
@@ -591,6 +573,39 @@ var (
 	incompletePrefix = []byte(`{"type":"response.incomplete"`)
 	failedPrefix     = []byte(`{"type":"response.failed"`)
 )
+
+// sseBlocks cuts the SSE bytes of successive writes into event blocks.
+type sseBlocks struct {
+	carry []byte // the start of a block the next write ends
+}
+
+// feed passes each block that p completes, with what earlier writes left,
+// to each, in order, and keeps the rest for the next write; it stops at
+// each's first error.
+func (b *sseBlocks) feed(p []byte, each func([]byte) error) error {
+	data := p
+	if len(b.carry) > 0 {
+		b.carry = append(b.carry, p...)
+		data = b.carry
+	}
+	for {
+		i := bytes.Index(data, blockEnd)
+		if i < 0 {
+			break
+		}
+		if err := each(data[:i]); err != nil {
+			return err
+		}
+		data = data[i+2:]
+	}
+	n := copy(b.carry[:cap(b.carry)], data) // data may lie in carry: copy moves
+	if n < len(data) {
+		b.carry = append(b.carry[:0], data...)
+	} else {
+		b.carry = b.carry[:n]
+	}
+	return nil
+}
 
 // eventData is the data of one SSE event block: its data: lines joined
 // by '\n' (in *join when there are several), false when it has none or is
