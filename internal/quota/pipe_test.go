@@ -16,8 +16,9 @@ import (
 	"github.com/streamgate/streamgate/internal/redisguard"
 )
 
-// pipeHook counts pipelines and the commands in them.
-type pipeHook struct{ pipes, cmds atomic.Int64 }
+// pipeHook counts pipelines, the commands in them, and the admissions
+// (and lease asks) their admitScript calls carry.
+type pipeHook struct{ pipes, cmds, admissions atomic.Int64 }
 
 func (h *pipeHook) DialHook(next redis.DialHook) redis.DialHook          { return next }
 func (h *pipeHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
@@ -25,6 +26,17 @@ func (h *pipeHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		h.pipes.Add(1)
 		h.cmds.Add(int64(len(cmds)))
+		for _, c := range cmds {
+			// evalsha sha numkeys KEYS… ARGV…: ARGV[4] is the admissions'
+			a := c.Args()
+			if len(a) > 3 && (c.Name() == "evalsha" || c.Name() == "eval") {
+				if nk, ok := a[2].(int); ok && len(a) > 3+nk+3 {
+					if n, ok := a[3+nk+3].(int); ok {
+						h.admissions.Add(int64(n))
+					}
+				}
+			}
+		}
 		return next(ctx, cmds)
 	}
 }
@@ -370,16 +382,16 @@ func TestScriptBatchEqualsOneByOne(t *testing.T) {
 		batch, batchState := run(prefix+"{t:eq}:b:", true)
 		alone, aloneState := run(prefix+"{t:eq}:a:", false)
 		want := [][]int64{
-			{1, 0, 0, 0, 0, 0, 0, 300_000},
-			{0, 2, 0, 0, 100, 0, 0, 0, 0},
-			{1, 0, 0, 0, 0, 0, 0, 300_000, 0},
-			{3, 1, 0, 0, 0, 0, 0, 0},
-			{1, 0, 0, 0, 0, 0, 0, 300_000},
-			{0, 1, 0, 3, 0, 0, 0, 0},
-			{-1, 1, 0, 0, 0, 0, 0, 0},
-			{1, 0, 0, 0, 0, 0, 0, 100_000},
-			{2, 1, 0, 0, 0, 0, 1_000_000, 0},
-			{1, 0, 0, 0, 0, 0, 0, 0, 0},
+			{1, 0, 0, 0, 0, 0, 0, 1, 300_000},
+			{0, 2, 0, 0, 100, 0, 0, 0, 0, 0},
+			{1, 0, 0, 0, 0, 0, 0, 1, 300_000, 0},
+			{3, 1, 0, 0, 0, 0, 0, 0, 0},
+			{1, 0, 0, 0, 0, 0, 0, 1, 300_000},
+			{0, 1, 0, 3, 0, 0, 0, 0, 0},
+			{-1, 1, 0, 0, 0, 0, 0, 0, 0},
+			{1, 0, 0, 0, 0, 0, 0, 1, 100_000},
+			{2, 1, 0, 0, 0, 0, 1_000_000, 0, 0},
+			{1, 0, 0, 0, 0, 0, 0, 1, 0, 0},
 		}
 		if fmt.Sprint(batch) != fmt.Sprint(want) {
 			t.Errorf("batched answers:\ngot  %v\nwant %v", batch, want)

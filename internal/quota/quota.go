@@ -10,6 +10,24 @@
 // of every request of the replica are written back in batches by one
 // goroutine, so Redis is never on the path after the upstream call.
 //
+// # Leases
+//
+// A key admitted at leaseMinRate or more a second on one replica is
+// admitted there from a lease (lease.go): a block of its requests and of
+// each of its budgets, counted in Redis by one script call as if admitted
+// then, and handed out locally without a round trip; the next block is
+// asked for in the background before this one runs out. Redis grants
+// leases only far from the limits (at most an eighth of the room, none
+// under leaseFloor requests or estimates of it), so near a limit every
+// request is decided in Redis as before, and a lease never admits past a
+// limit. What it costs: a leased request counts in the rpm minute its
+// lease was granted in and passes the tpm Redis checked then (both at
+// most leaseLife old), and the unused part of a replica's lease counts as
+// spent for the other replicas until it is given back (leaseLife after
+// its last grant, or at Close), so they may refuse early by that much. A
+// refusal from Redis is taken back when this replica's own lease can
+// admit the request.
+//
 // # Redis down
 //
 // When an admission call fails (down, or slower than redisguard.CallTimeout
@@ -218,12 +236,16 @@ type Quota struct {
 	over map[string]*agg // settles that found the queue full
 	stop chan struct{}
 	done chan struct{}
-	once sync.Once
+	once sync.Once // closes the leases
+	// stopOnce closes stop
+	stopOnce sync.Once
 
 	holds atomic.Uint64 // numbers the hold keys
 
 	rmu   sync.Mutex
 	recon map[string]*flight // budget counters reconciled by this replica
+
+	ls leases // lease.go; with Redis
 }
 
 // New returns a Quota; with opts.Client its flusher goroutine runs until Close.
@@ -253,6 +275,9 @@ func New(opts Options) *Quota {
 		q.stop = make(chan struct{})
 		q.done = make(chan struct{})
 		go q.flusher()
+		q.ls.stop = make(chan struct{})
+		q.ls.done = make(chan struct{})
+		go q.sweeper()
 	}
 	return q
 }
@@ -264,10 +289,11 @@ func (q *Quota) Close() {
 	if q.client == nil {
 		return
 	}
+	q.once.Do(q.closeLeases)
 	if q.pipe != nil {
 		q.pipe.close()
 	}
-	q.once.Do(func() { close(q.stop) })
+	q.stopOnce.Do(func() { close(q.stop) })
 	<-q.done
 }
 
@@ -396,9 +422,24 @@ func (q *Quota) AdmitAll(ctx context.Context, subs []Subject, est float64) (*Tic
 		r.Subject = index(r.Subject)
 		return t, r, err
 	}
+	if q.admitLeased(t, live, est, now) {
+		for _, h := range t.subs {
+			if h.rpm {
+				q.rl.Count(h.id) // this replica's share, for an outage
+			}
+		}
+		return t, allowed, nil
+	}
 	r, err := q.admitRedis(ctx, t, live, est, now)
 	var ex *budget.Exceeded
 	var le errLoad
+	if (err == nil && !r.Allowed) || errors.As(err, &ex) {
+		// Refused in Redis, maybe for what this replica's lease took
+		// meanwhile: a request the lease can admit is not refused.
+		if q.retake(t, live, est, now) {
+			r, err = allowed, nil
+		}
+	}
 	switch {
 	case err == nil, errors.As(err, &ex):
 		if r.Allowed && err == nil {

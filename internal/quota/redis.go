@@ -36,17 +36,25 @@ import (
 //	KEYS: every key the admissions name, once each, the hold keys last
 //	ARGV: window ms, bucket ttl s, hold ttl s, number of admissions,
 //	      index of the first hold key in KEYS (0: none); then per
-//	      admission: elapsed ms in its minute, estimate µ$, number of
+//	      admission: elapsed ms in its minute, estimate µ$ (of one
+//	      request), requests asked (1, or more for a lease), number of
 //	      subjects; then per subject: rpm, tpm, budget µ$ (0: none), ttl s
 //	      to renew the budget counter (0: none), and the indexes in KEYS
 //	      (0: none) of its rpm current and previous minute, tpm current
 //	      and previous minute, budget counter of the window, hold key
 //	returns per admission {code, subject, rpm prev, rpm cur, tpm prev,
-//	      tpm cur, committed, held per subject…}: code 1 allowed
-//	      (counted), 0 refused by the subject's rate, 2 refused by its
-//	      budget, -1 its budget counter missing (nothing counted:
+//	      tpm cur, committed, requests granted, held per subject…}: code
+//	      1 allowed (counted), 0 refused by the subject's rate, 2 refused
+//	      by its budget, -1 its budget counter missing (nothing counted:
 //	      reconcile, then again), 3 voided (nothing counted); subject
 //	      1-based
+//
+// A lease (requests asked > 1, lease.go) is admitted as one request is,
+// then granted what fits far from the limits: as many requests as asked,
+// at most an eighth of the rpm room of each subject, and for each budget
+// the estimate of each at most an eighth of what is left; a subject with
+// fewer than leaseFloor requests of room (rpm) or estimates left (budget)
+// grants one request, held as a single admission is.
 //
 // The script is written for its cost in Redis, which is single-threaded:
 // no table made per admission, each ARGV read where it is needed.
@@ -63,9 +71,9 @@ if fh == #KEYS then voids = redis.call('EXISTS', KEYS[fh]) > 0
 elseif fh > 0 then voids = redis.call('EXISTS', unpack(KEYS, fh, #KEYS)) > 0 end
 local out, no, a = {}, 0, 6
 for _ = 1, m do
-  local e, est, n = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
-  local first, last, estArg = a + 3, a + 3 + 10 * (n - 1), ARGV[a + 1]
-  a = a + 3 + 10 * n
+  local e, est, g, n = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+  local first, last, estArg = a + 4, a + 4 + 10 * (n - 1), ARGV[a + 1]
+  a = a + 4 + 10 * n
   local code, sub, x1, x2, x3, x4, x5 = 1, 0, 0, 0, 0, 0, 0
   if voids then
     for o = first, last, 10 do
@@ -90,6 +98,10 @@ for _ = 1, m do
           code, sub, x1, x2, x3, x4 = 0, (o - first) / 10 + 1, rp, rc, tp, tc
           break
         end
+        if g > 1 and rpm > 0 then
+          local fit = math.floor((rpm * w - rp * (w - e) - rc * w - 1) / w) + 1
+          if fit < ` + leaseFloorLua + ` then g = 1 else g = math.min(g, math.floor(fit / 8)) end
+        end
       end
     end
   end
@@ -101,23 +113,26 @@ for _ = 1, m do
         if v == nil then v = tonumber(redis.call('GET', KEYS[c])) or false; val[c] = v end
         if not v then code, sub = -1, (o - first) / 10 + 1; break end
         if v >= tonumber(ARGV[o + 2]) then code, sub, x5 = 2, (o - first) / 10 + 1, v; break end
+        if g > 1 and tonumber(ARGV[o + 2]) - v < ` + leaseFloorLua + ` * est then g = 1 end
       end
     end
   end
-  out[no + 1], out[no + 2], out[no + 3], out[no + 4], out[no + 5], out[no + 6], out[no + 7] = code, sub, x1, x2, x3, x4, x5
-  no = no + 7
+  if code ~= 1 then g = 0 end
+  out[no + 1], out[no + 2], out[no + 3], out[no + 4], out[no + 5], out[no + 6], out[no + 7], out[no + 8] = code, sub, x1, x2, x3, x4, x5, g
+  no = no + 8
   for o = first, last, 10 do
     local held = 0
     if code == 1 then
       local c = tonumber(ARGV[o + 8])
       if c > 0 then
-        held = math.min(est, tonumber(ARGV[o + 2]) - val[c])
+        local left = tonumber(ARGV[o + 2]) - val[c]
+        if g > 1 then held = math.min(g * est, math.floor(left / 8)) else held = math.min(est, left) end
         count(c, held, ARGV[o + 3])
         if held > 0 then
           redis.call('SET', KEYS[tonumber(ARGV[o + 9])], held == est and estArg or string.format('%d', held), 'EX', ARGV[3])
         end
       end
-      if ARGV[o] ~= '0' then count(tonumber(ARGV[o + 4]), 1, ARGV[2]) end
+      if ARGV[o] ~= '0' then count(tonumber(ARGV[o + 4]), g, ARGV[2]) end
     end
     no = no + 1
     out[no] = held
@@ -206,7 +221,8 @@ func (e errLoad) Unwrap() error { return e.err }
 type call struct {
 	tag  string // the hash tag of every key of the admission
 	e    int64  // ms elapsed in the minute
-	est  int64  // the estimate, µ$
+	est  int64  // the estimate of one request, µ$
+	n    int64  // requests asked: 0 or 1 for an admission, more for a lease
 	subs []callSub
 }
 
@@ -218,7 +234,7 @@ type callSub struct {
 }
 
 // answerLen is the length of a call's answer in admitScript's reply.
-func (c *call) answerLen() int { return 7 + len(c.subs) }
+func (c *call) answerLen() int { return 8 + len(c.subs) }
 
 // scriptArgs is admitScript's KEYS and ARGV for calls, all of one hash tag,
 // in that order; each key is sent once, however many calls name it, the
@@ -241,7 +257,7 @@ func scriptArgs(calls []*call) (keys []string, args []any) {
 		return 0
 	}
 	for _, c := range calls {
-		n += 3 + 10*len(c.subs)
+		n += 4 + 10*len(c.subs)
 		for _, s := range c.subs {
 			for _, k := range s.keys[:5] {
 				if k != "" && at(k) == 0 {
@@ -263,7 +279,7 @@ func scriptArgs(calls []*call) (keys []string, args []any) {
 	args = make([]any, 0, n)
 	args = append(args, windowMS, bucketTTL, holdTTL, len(calls), firstHold)
 	for _, c := range calls {
-		args = append(args, c.e, c.est, len(c.subs))
+		args = append(args, c.e, c.est, max(c.n, 1), len(c.subs))
 		for _, s := range c.subs {
 			args = append(args, s.rpm, s.tpm, s.budget, s.renew)
 			for _, k := range s.keys[:5] {
@@ -340,7 +356,7 @@ func (q *Quota) admitRedis(ctx context.Context, t *Ticket, subs []Subject, est f
 		switch v[0] {
 		case 1, 3: // 3: voided, not expected on the call that is waited for
 			for j := range t.subs {
-				t.subs[j].held = v[7+j]
+				t.subs[j].held = v[8+j]
 			}
 			return Refusal{Decision: ratelimit.Decision{Allowed: true}}, nil
 		case 0:
