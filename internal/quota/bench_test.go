@@ -111,7 +111,7 @@ func BenchmarkAdmitScript(b *testing.B) {
 				}
 				keys, args := scriptArgs(calls)
 				v, err := admitScript.Run(ctx, c, keys, args...).Int64Slice()
-				if err != nil || len(v) != 8*n || v[0] != 1 {
+				if err != nil || len(v) != 9*n || v[0] != 1 {
 					b.Fatalf("script: %v (%d values)", err, len(v))
 				}
 			}

@@ -26,8 +26,8 @@ import (
 // (under half of the last grant) or is older than half its life. It asks
 // for leaseAhead seconds of the key's recent rate. Redis grants it only
 // far from the limits (admitScript): at most an eighth of the rpm room
-// and of what each budget has left, and one request when there is less
-// than leaseFloor requests of room or estimates left. Near a limit every
+// and of what each budget has left, and nothing when there is less than
+// leaseFloor requests of room or estimates left. Near a limit every
 // request is thus decided in Redis, one by one, as without leases.
 //
 // What a lease costs in accuracy, documented in the package comment:
@@ -51,9 +51,8 @@ const (
 	// leaseMax bounds the requests one lease asks for.
 	leaseMax = 4096
 	// leaseFloor: fewer requests of room, or estimates left in a budget,
-	// grant one request (admitScript).
-	leaseFloor    = 64
-	leaseFloorLua = "64"
+	// grant no lease (admitScript).
+	leaseFloor = 64
 	// leaseRetry is how long a refused or failed lease call keeps the key
 	// from asking again.
 	leaseRetry = time.Second

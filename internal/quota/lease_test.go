@@ -202,3 +202,55 @@ func TestLeaseExpiresGivenBack(t *testing.T) {
 		}
 	})
 }
+
+// admitScript's lease rules: as many requests as asked far from the rpm,
+// an eighth of the room closer, none under leaseFloor requests of it;
+// a budget holds the requests' estimates up to an eighth of what is
+// left, none under leaseFloor estimates of it; a lease refused counts
+// nothing.
+func TestLeaseGrant(t *testing.T) {
+	forTargets(t, func(t *testing.T, newClient func() redis.UniversalClient, prefix string) {
+		ctx := context.Background()
+		c := newClient()
+		for i, tc := range []struct {
+			rpm, budget   int64 // budget µ$ (0: none), the counter at 0
+			code, granted int64
+			held          int64
+		}{
+			{rpm: 10_000, code: 1, granted: 100},
+			{rpm: 400, code: 1, granted: 50},
+			{rpm: 63, code: 4},
+			{budget: 100_000, code: 1, granted: 100, held: 1000}, // 100 × 10 µ$
+			{budget: 4000, code: 1, granted: 100, held: 500},     // an eighth of 4000
+			{budget: 630, code: 4},                               // under 64 estimates
+			{rpm: 400, budget: 4000, code: 1, granted: 50, held: 500},
+		} {
+			base := prefix + "{k:g" + itoa(int64(i)) + "}:"
+			s := callSub{rpm: tc.rpm, keys: [6]string{base + "rpm:9", base + "rpm:8", base + "tpm:9", base + "tpm:8"}}
+			if tc.rpm == 0 {
+				s.keys = [6]string{}
+			}
+			if tc.budget > 0 {
+				c.Set(ctx, base+"b", 0, time.Hour)
+				s.budget, s.keys[4], s.keys[5] = tc.budget, base+"b", base+"h:1"
+			}
+			v, err := runAlone(ctx, c, &call{tag: "{k:g" + itoa(int64(i)) + "}", e: 0, est: 10, n: 100, subs: []callSub{s}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v[0] != tc.code || v[7] != tc.granted || v[8] != tc.held {
+				t.Errorf("rpm %d budget %d µ$: code %d, granted %d, held %d; want %d, %d, %d", tc.rpm, tc.budget, v[0], v[7], v[8], tc.code, tc.granted, tc.held)
+			}
+			if tc.rpm > 0 {
+				if n, _ := c.Get(ctx, base+"rpm:9").Int64(); n != tc.granted {
+					t.Errorf("rpm %d: the minute counts %d, want the %d granted", tc.rpm, n, tc.granted)
+				}
+			}
+			if tc.budget > 0 {
+				if n, _ := c.Get(ctx, base+"b").Int64(); n != tc.held {
+					t.Errorf("budget %d µ$: the counter holds %d, want %d", tc.budget, n, tc.held)
+				}
+			}
+		}
+	})
+}

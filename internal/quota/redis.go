@@ -46,15 +46,15 @@ import (
 //	      tpm cur, committed, requests granted, held per subject…}: code
 //	      1 allowed (counted), 0 refused by the subject's rate, 2 refused
 //	      by its budget, -1 its budget counter missing (nothing counted:
-//	      reconcile, then again), 3 voided (nothing counted); subject
-//	      1-based
+//	      reconcile, then again), 3 voided (nothing counted), 4 no
+//	      lease near a limit (nothing counted); subject 1-based
 //
 // A lease (requests asked > 1, lease.go) is admitted as one request is,
 // then granted what fits far from the limits: as many requests as asked,
 // at most an eighth of the rpm room of each subject, and for each budget
-// the estimate of each at most an eighth of what is left; a subject with
+// the estimate of each, at most an eighth of what is left. A subject with
 // fewer than leaseFloor requests of room (rpm) or estimates left (budget)
-// grants one request, held as a single admission is.
+// grants none: code 4, nothing counted.
 //
 // The script is written for its cost in Redis, which is single-threaded:
 // no table made per admission, each ARGV read where it is needed.
@@ -72,7 +72,7 @@ elseif fh > 0 then voids = redis.call('EXISTS', unpack(KEYS, fh, #KEYS)) > 0 end
 local out, no, a = {}, 0, 6
 for _ = 1, m do
   local e, est, g, n = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
-  local first, last, estArg = a + 4, a + 4 + 10 * (n - 1), ARGV[a + 1]
+  local first, last, estArg, lease = a + 4, a + 4 + 10 * (n - 1), ARGV[a + 1], g > 1
   a = a + 4 + 10 * n
   local code, sub, x1, x2, x3, x4, x5 = 1, 0, 0, 0, 0, 0, 0
   if voids then
@@ -98,9 +98,10 @@ for _ = 1, m do
           code, sub, x1, x2, x3, x4 = 0, (o - first) / 10 + 1, rp, rc, tp, tc
           break
         end
-        if g > 1 and rpm > 0 then
+        if lease and rpm > 0 then
           local fit = math.floor((rpm * w - rp * (w - e) - rc * w - 1) / w) + 1
-          if fit < ` + leaseFloorLua + ` then g = 1 else g = math.min(g, math.floor(fit / 8)) end
+          if fit < ` + strconv.Itoa(leaseFloor) + ` then code, sub = 4, (o - first) / 10 + 1; break end
+          g = math.min(g, math.floor(fit / 8))
         end
       end
     end
@@ -113,7 +114,7 @@ for _ = 1, m do
         if v == nil then v = tonumber(redis.call('GET', KEYS[c])) or false; val[c] = v end
         if not v then code, sub = -1, (o - first) / 10 + 1; break end
         if v >= tonumber(ARGV[o + 2]) then code, sub, x5 = 2, (o - first) / 10 + 1, v; break end
-        if g > 1 and tonumber(ARGV[o + 2]) - v < ` + leaseFloorLua + ` * est then g = 1 end
+        if lease and tonumber(ARGV[o + 2]) - v < ` + strconv.Itoa(leaseFloor) + ` * est then code, sub = 4, (o - first) / 10 + 1; break end
       end
     end
   end
@@ -126,7 +127,7 @@ for _ = 1, m do
       local c = tonumber(ARGV[o + 8])
       if c > 0 then
         local left = tonumber(ARGV[o + 2]) - val[c]
-        if g > 1 then held = math.min(g * est, math.floor(left / 8)) else held = math.min(est, left) end
+        if lease then held = math.min(g * est, math.floor(left / 8)) else held = math.min(est, left) end
         count(c, held, ARGV[o + 3])
         if held > 0 then
           redis.call('SET', KEYS[tonumber(ARGV[o + 9])], held == est and estArg or string.format('%d', held), 'EX', ARGV[3])
