@@ -250,22 +250,14 @@ func (q *Quota) askLease(l *lease, subs []Subject, est, want int64) {
 		t.subs[i] = held{id: s.id(), name: s.Name, tpm: s.TPM > 0, rpm: s.RPM > 0}
 	}
 	q.bases(t, subs)
-	c := &call{tag: t.tag, e: now.UnixMilli() % windowMS, est: est, n: want, subs: make([]callSub, len(subs))}
-	minute := now.UnixMilli() / windowMS
-	for i, s := range subs {
-		h, cs := &t.subs[i], &c.subs[i]
-		cs.rpm, cs.tpm = clampLimit(s.RPM), clampLimit(s.TPM)
-		if cs.rpm > 0 || cs.tpm > 0 {
-			cur, prev := itoa(minute), itoa(minute-1)
-			cs.keys[0], cs.keys[1], cs.keys[2], cs.keys[3] = h.base+"rpm:"+cur, h.base+"rpm:"+prev, h.base+"tpm:"+cur, h.base+"tpm:"+prev
-		}
+	for i := range subs {
 		if l.counters[i] != "" {
-			h.counter = l.counters[i]
-			h.hold = h.base + "h:" + q.replica + ":" + strconv.FormatUint(q.holds.Add(1), 10)
-			cs.keys[4], cs.keys[5] = h.counter, h.hold
-			cs.budget = usd.Micro(s.Budget.USD)
+			t.subs[i].counter = l.counters[i]
+			t.subs[i].hold = q.holdKey(t.subs[i].base)
 		}
 	}
+	c := newCall(t, subs, now, est, want)
+	minute := now.UnixMilli() / windowMS
 	ctx, cancel := context.WithTimeout(context.Background(), q.timeout)
 	var v []int64
 	var err error

@@ -414,7 +414,7 @@ func (q *Quota) AdmitAll(ctx context.Context, subs []Subject, est float64) (*Tic
 		if s.Budget.USD > 0 {
 			start, _ := budget.Window(s.Budget.Period, now)
 			t.subs[i].counter = t.subs[i].base + "b:" + s.Budget.Period + ":" + window(s.Budget.Period, start)
-			t.subs[i].hold = t.subs[i].base + "h:" + q.replica + ":" + strconv.FormatUint(q.holds.Add(1), 10)
+			t.subs[i].hold = q.holdKey(t.subs[i].base)
 		}
 	}
 	if q.guard.IsDown() {
@@ -462,6 +462,12 @@ func (q *Quota) AdmitAll(ctx context.Context, subs []Subject, est float64) (*Tic
 	t, r, err = q.admitDown(ctx, t, live, est, now)
 	r.Subject = index(r.Subject)
 	return t, r, err
+}
+
+// holdKey names a new hold key of an admission call under a subject's
+// base: this replica's, numbered.
+func (q *Quota) holdKey(base string) string {
+	return base + "h:" + q.replica + ":" + strconv.FormatUint(q.holds.Add(1), 10)
 }
 
 // void voids the holds of t's admission call, which may still run in

@@ -322,24 +322,13 @@ func answers(v []int64, calls []*call) ([][]int64, error) {
 // budget counter first when this replica has not yet in its window, and
 // again when the script finds one missing.
 func (q *Quota) admitRedis(ctx context.Context, t *Ticket, subs []Subject, est float64, now time.Time) (Refusal, error) {
-	minute, e := now.UnixMilli()/windowMS, now.UnixMilli()%windowMS
-	c := &call{tag: t.tag, e: e, est: usd.Micro(est), subs: make([]callSub, len(subs))}
+	c := newCall(t, subs, now, usd.Micro(est), 1)
+	e := c.e
 	type win struct{ start, end time.Time }
 	wins := make([]win, len(subs))
 	for i, s := range subs {
-		h, cs := &t.subs[i], &c.subs[i]
-		cs.rpm, cs.tpm = clampLimit(s.RPM), clampLimit(s.TPM)
-		if cs.rpm > 0 || cs.tpm > 0 {
-			cur, prev := itoa(minute), itoa(minute-1)
-			cs.keys[0], cs.keys[1], cs.keys[2], cs.keys[3] = h.base+"rpm:"+cur, h.base+"rpm:"+prev, h.base+"tpm:"+cur, h.base+"tpm:"+prev
-		}
-		if h.counter != "" {
-			cs.keys[4], cs.keys[5] = h.counter, h.hold
-			cs.budget = usd.Micro(s.Budget.USD)
+		if h := &t.subs[i]; h.counter != "" {
 			wins[i].start, wins[i].end = budget.Window(s.Budget.Period, now)
-			if s.Budget.Period == budget.Total {
-				cs.renew = int64(totalTTL / time.Second)
-			}
 			if err := q.reconcileOnce(ctx, h.counter, h.id, wins[i].start, wins[i].end, now, false); err != nil {
 				return Refusal{}, err
 			}
@@ -379,6 +368,30 @@ func (q *Quota) admitRedis(ctx context.Context, t *Ticket, subs []Subject, est f
 		}
 	}
 	return Refusal{}, fmt.Errorf("quota: a budget counter of %s %q missing right after its load", subs[0].Scope, subs[0].Name)
+}
+
+// newCall is the admitScript call of n requests (1: an admission, more: a
+// lease) of t's subjects at now, each estimated est µ$: the rate keys of
+// the minute and the one before, and each budget's counter and hold key.
+func newCall(t *Ticket, subs []Subject, now time.Time, est, n int64) *call {
+	minute := now.UnixMilli() / windowMS
+	c := &call{tag: t.tag, e: now.UnixMilli() % windowMS, est: est, n: n, subs: make([]callSub, len(subs))}
+	for i, s := range subs {
+		h, cs := &t.subs[i], &c.subs[i]
+		cs.rpm, cs.tpm = clampLimit(s.RPM), clampLimit(s.TPM)
+		if cs.rpm > 0 || cs.tpm > 0 {
+			cur, prev := itoa(minute), itoa(minute-1)
+			cs.keys[0], cs.keys[1], cs.keys[2], cs.keys[3] = h.base+"rpm:"+cur, h.base+"rpm:"+prev, h.base+"tpm:"+cur, h.base+"tpm:"+prev
+		}
+		if h.counter != "" {
+			cs.keys[4], cs.keys[5] = h.counter, h.hold
+			cs.budget = usd.Micro(s.Budget.USD)
+			if s.Budget.Period == budget.Total {
+				cs.renew = int64(totalTTL / time.Second)
+			}
+		}
+	}
+	return c
 }
 
 // run is c's answer from admitScript: through the pipeliner, or in a round
