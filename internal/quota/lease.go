@@ -72,6 +72,7 @@ type lease struct {
 	size   int64     // the last grant's requests
 	asking bool
 	retry  time.Time // no ask before
+	dead   bool      // forgotten by the sweeper: a grant to it is given back at once
 
 	// admissions a second, this second's and the last
 	sec       int64
@@ -86,7 +87,7 @@ type lease struct {
 
 // leases is the replica's leases by signature.
 type leases struct {
-	mu     sync.Mutex
+	mu     sync.RWMutex
 	m      map[string]*lease
 	closed bool           // no lease is asked for after Close
 	wg     sync.WaitGroup // the asks in flight
@@ -118,9 +119,15 @@ func signature(t *Ticket, subs []Subject) string {
 
 // leaseOf returns the lease of sig, made for t's subjects if new.
 func (q *Quota) leaseOf(sig string, t *Ticket) *lease {
+	q.ls.mu.RLock()
+	l := q.ls.m[sig]
+	q.ls.mu.RUnlock()
+	if l != nil {
+		return l
+	}
 	q.ls.mu.Lock()
 	defer q.ls.mu.Unlock()
-	l := q.ls.m[sig]
+	l = q.ls.m[sig]
 	if l == nil {
 		if q.ls.m == nil {
 			q.ls.m = make(map[string]*lease)
@@ -200,9 +207,14 @@ func (q *Quota) giveBack(l *lease) {
 // whether t was admitted.
 func (q *Quota) admitLeased(t *Ticket, subs []Subject, est float64, now time.Time) bool {
 	sig := signature(t, subs)
-	l := q.leaseOf(sig, t)
 	e := usd.Micro(est)
+	l := q.leaseOf(sig, t)
 	l.mu.Lock()
+	for l.dead { // forgotten by the sweeper meanwhile
+		l.mu.Unlock()
+		l = q.leaseOf(sig, t)
+		l.mu.Lock()
+	}
 	l.count(now)
 	ok := q.take(l, t, e, now)
 	ask := !l.asking && !now.Before(l.retry) && max(l.cur, l.prev) >= leaseMinRate &&
@@ -230,9 +242,9 @@ func (q *Quota) admitLeased(t *Ticket, subs []Subject, est float64, now time.Tim
 // retake admits t from its lease, if it holds one that can, without
 // counting t again in the key's rate.
 func (q *Quota) retake(t *Ticket, subs []Subject, est float64, now time.Time) bool {
-	q.ls.mu.Lock()
+	q.ls.mu.RLock()
 	l := q.ls.m[signature(t, subs)]
-	q.ls.mu.Unlock()
+	q.ls.mu.RUnlock()
 	if l == nil {
 		return false
 	}
@@ -294,6 +306,9 @@ func (q *Quota) askLease(l *lease, subs []Subject, est, want int64) {
 		}
 	}
 	l.until = now.Add(leaseLife)
+	if l.dead {
+		q.giveBack(l)
+	}
 }
 
 // sweeper gives back what expired leases hold, every half lease life,
@@ -334,10 +349,10 @@ func (q *Quota) sweepLeases(now time.Time, closing bool) {
 		if closing || now.After(l.until) {
 			q.giveBack(l)
 		}
-		idle := !l.asking && now.Sub(l.used) > 10*leaseLife
-		l.mu.Unlock()
-		if idle {
+		if !l.asking && now.Sub(l.used) > 10*leaseLife {
+			l.dead = true
 			delete(q.ls.m, sig)
 		}
+		l.mu.Unlock()
 	}
 }

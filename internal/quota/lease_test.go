@@ -200,6 +200,17 @@ func TestLeaseExpiresGivenBack(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
+		// Unused for long, a lease is forgotten; the key is admitted again.
+		q.sweepLeases(time.Now().Add(time.Minute), false)
+		q.ls.mu.RLock()
+		n := len(q.ls.m)
+		q.ls.mu.RUnlock()
+		if n != 0 {
+			t.Errorf("%d leases kept after a minute unused, want none", n)
+		}
+		if _, d, err := q.Admit(context.Background(), "idle", lim, 0.001); err != nil || !d.Allowed {
+			t.Errorf("admit after the lease was forgotten: %+v %v", d, err)
+		}
 	})
 }
 

@@ -257,13 +257,18 @@ func BenchmarkAdmitBurst(b *testing.B) {
 // BenchmarkAdmitWave is one wave of n admissions of a key with rpm, tpm
 // and a budget released at the same instant (n streams starting
 // together): ns/op is the time until the wave's last admission answered,
-// what its slowest stream's TTFT carries; through the pipeliner and with
-// a round trip each through the connection pool.
+// what its slowest stream's TTFT carries; through the pipeliner (from
+// the second wave on, leases), with a round trip each through the
+// connection pool, and for a key without limits ("none": the wave's own
+// cost, goroutines released and joined, no admission work).
 func BenchmarkAdmitWave(b *testing.B) {
 	for _, n := range []int{100, 500} {
-		for _, mode := range []string{"pipelined", "pool"} {
+		for _, mode := range []string{"pipelined", "pool", "none"} {
 			b.Run(fmt.Sprintf("%d/%s", n, mode), func(b *testing.B) {
 				q, lim := burstQuota(b, mode)
+				if mode == "none" {
+					lim = Limits{}
+				}
 				ctx := context.Background()
 				if _, _, err := q.Admit(ctx, "bench", lim, 0.001); err != nil { // the ledger's reconciliation
 					b.Fatal(err)

@@ -414,7 +414,6 @@ func (q *Quota) AdmitAll(ctx context.Context, subs []Subject, est float64) (*Tic
 		if s.Budget.USD > 0 {
 			start, _ := budget.Window(s.Budget.Period, now)
 			t.subs[i].counter = t.subs[i].base + "b:" + s.Budget.Period + ":" + window(s.Budget.Period, start)
-			t.subs[i].hold = q.holdKey(t.subs[i].base)
 		}
 	}
 	if q.guard.IsDown() {
@@ -429,6 +428,11 @@ func (q *Quota) AdmitAll(ctx context.Context, subs []Subject, est float64) (*Tic
 			}
 		}
 		return t, allowed, nil
+	}
+	for i := range t.subs {
+		if t.subs[i].counter != "" {
+			t.subs[i].hold = q.holdKey(t.subs[i].base)
+		}
 	}
 	r, err := q.admitRedis(ctx, t, live, est, now)
 	var ex *budget.Exceeded
