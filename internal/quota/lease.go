@@ -2,8 +2,6 @@ package quota
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -88,7 +86,7 @@ type lease struct {
 // leases is the replica's leases by signature.
 type leases struct {
 	mu     sync.RWMutex
-	m      map[string]*lease
+	m      map[signature]*lease
 	closed bool           // no lease is asked for after Close
 	wg     sync.WaitGroup // the asks in flight
 	stop   chan struct{}  // ends the sweeper
@@ -96,29 +94,38 @@ type leases struct {
 }
 
 // signature names the lease of t's subjects: the same Redis keys (hash
-// tag, bases, budget counters) and the same limits.
-func signature(t *Ticket, subs []Subject) string {
-	var b strings.Builder
-	b.Grow(64 * len(subs))
-	b.WriteString(t.tag)
-	for i, s := range subs {
-		h := &t.subs[i]
-		b.WriteByte(0)
-		b.WriteString(h.base)
-		b.WriteByte(0)
-		b.WriteString(h.counter)
-		b.WriteByte(0)
-		b.WriteString(strconv.Itoa(s.RPM))
-		b.WriteByte(',')
-		b.WriteString(strconv.Itoa(s.TPM))
-		b.WriteByte(',')
-		b.WriteString(strconv.FormatFloat(s.Budget.USD, 'g', -1, 64))
+// tag, bases, budget counters) and the same limits. A map key made
+// without allocating: an admission has at most maxSubjects subjects.
+type signature struct {
+	tag  string
+	n    int
+	subs [maxSubjects]sigSub
+}
+
+type sigSub struct {
+	base, counter string
+	rpm, tpm      int
+	usd           float64
+}
+
+// maxSubjects: a key, its team, the key's budget for the model.
+const maxSubjects = 3
+
+// signatureOf is t's signature; ok false when t has more subjects than
+// a signature holds (then no lease).
+func signatureOf(t *Ticket, subs []Subject) (sig signature, ok bool) {
+	if len(subs) > maxSubjects {
+		return sig, false
 	}
-	return b.String()
+	sig.tag, sig.n = t.tag, len(subs)
+	for i, s := range subs {
+		sig.subs[i] = sigSub{base: t.subs[i].base, counter: t.subs[i].counter, rpm: s.RPM, tpm: s.TPM, usd: s.Budget.USD}
+	}
+	return sig, true
 }
 
 // leaseOf returns the lease of sig, made for t's subjects if new.
-func (q *Quota) leaseOf(sig string, t *Ticket) *lease {
+func (q *Quota) leaseOf(sig signature, t *Ticket) *lease {
 	q.ls.mu.RLock()
 	l := q.ls.m[sig]
 	q.ls.mu.RUnlock()
@@ -130,7 +137,7 @@ func (q *Quota) leaseOf(sig string, t *Ticket) *lease {
 	l = q.ls.m[sig]
 	if l == nil {
 		if q.ls.m == nil {
-			q.ls.m = make(map[string]*lease)
+			q.ls.m = make(map[signature]*lease)
 		}
 		l = &lease{tag: t.tag, usd: make([]int64, len(t.subs)), counters: make([]string, len(t.subs))}
 		for i, h := range t.subs {
@@ -206,7 +213,10 @@ func (q *Quota) giveBack(l *lease) {
 // in the background when the key is busy and its lease low. It reports
 // whether t was admitted.
 func (q *Quota) admitLeased(t *Ticket, subs []Subject, est float64, now time.Time) bool {
-	sig := signature(t, subs)
+	sig, ok := signatureOf(t, subs)
+	if !ok {
+		return false
+	}
 	e := usd.Micro(est)
 	l := q.leaseOf(sig, t)
 	l.mu.Lock()
@@ -216,7 +226,7 @@ func (q *Quota) admitLeased(t *Ticket, subs []Subject, est float64, now time.Tim
 		l.mu.Lock()
 	}
 	l.count(now)
-	ok := q.take(l, t, e, now)
+	ok = q.take(l, t, e, now)
 	ask := !l.asking && !now.Before(l.retry) && max(l.cur, l.prev) >= leaseMinRate &&
 		(l.n*2 < l.size || l.until.Sub(now) < leaseLife/2 || !ok)
 	var want int64
@@ -242,8 +252,12 @@ func (q *Quota) admitLeased(t *Ticket, subs []Subject, est float64, now time.Tim
 // retake admits t from its lease, if it holds one that can, without
 // counting t again in the key's rate.
 func (q *Quota) retake(t *Ticket, subs []Subject, est float64, now time.Time) bool {
+	sig, ok := signatureOf(t, subs)
+	if !ok {
+		return false
+	}
 	q.ls.mu.RLock()
-	l := q.ls.m[signature(t, subs)]
+	l := q.ls.m[sig]
 	q.ls.mu.RUnlock()
 	if l == nil {
 		return false
