@@ -60,8 +60,8 @@ const (
 // signature: hash tag, Redis keys and limits).
 type lease struct {
 	mu sync.Mutex
-	// what is left to hand out: requests (when a subject has an rpm),
-	// and µ$ per subject with a budget
+	// what is left to hand out: requests (counted in the rpm buckets
+	// when rpm is set), and µ$ per subject with a budget
 	n      int64
 	rpm    bool
 	usd    []int64
@@ -119,7 +119,10 @@ func signatureOf(t *Ticket, subs []Subject) (sig signature, ok bool) {
 	}
 	sig.tag, sig.n = t.tag, len(subs)
 	for i, s := range subs {
-		sig.subs[i] = sigSub{base: t.subs[i].base, counter: t.subs[i].counter, rpm: s.RPM, tpm: s.TPM, usd: s.Budget.USD}
+		sig.subs[i] = sigSub{base: t.subs[i].base, counter: t.subs[i].counter, rpm: s.RPM, tpm: s.TPM}
+		if s.Budget.USD > 0 { // not a NaN, which no key would equal
+			sig.subs[i].usd = s.Budget.USD
+		}
 	}
 	return sig, true
 }
