@@ -127,7 +127,7 @@ func TestLeaseWaves(t *testing.T) {
 
 // Two replicas leasing one key never admit past its limits: the rpm and
 // the budget hold, and what they refused early is at most the leases'
-// unused part (each at most an eighth of the room when granted).
+// unused part.
 func TestLeaseLimitsTwoReplicas(t *testing.T) {
 	forTargets(t, func(t *testing.T, newClient func() redis.UniversalClient, prefix string) {
 		a := newQuota(Options{Client: newClient(), Prefix: prefix})
@@ -155,8 +155,12 @@ func TestLeaseLimitsTwoReplicas(t *testing.T) {
 			if got > tc.want {
 				t.Errorf("%s: %d admitted, past the limit's %d", tc.key, got, tc.want)
 			}
-			if got < tc.want-2*tc.want/8 {
-				t.Errorf("%s: %d admitted; want at most two leases' eighth of %d refused early", tc.key, got, tc.want)
+			// A replica's lease holds at most what is left of its last
+			// grant and the new one, each an eighth of the room: a
+			// quarter. What the leases held unused when the waves ended
+			// is all that may be refused early.
+			if got < tc.want-2*(tc.want/4) {
+				t.Errorf("%s: %d admitted; want at most two leases' quarter of %d refused early", tc.key, got, tc.want)
 			}
 		}
 		c := newClient()
