@@ -393,6 +393,40 @@ func drain(body io.ReadCloser, limit int64, d time.Duration) error {
 	return err
 }
 
+// ReadAnswer reads a non-streaming answer of at most max bytes: a read
+// that fails is ReadError's error, a larger answer ErrMalformed.
+func ReadAnswer(ctx context.Context, r io.Reader, max int) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, int64(max)+1))
+	if err != nil {
+		return nil, ReadError(ctx, err)
+	}
+	if len(b) > max {
+		return nil, fmt.Errorf("%w: answer larger than %d bytes", ErrMalformed, max)
+	}
+	return b, nil
+}
+
+// TextOnly returns a message's text for an adapter whose upstream takes
+// only text in it: the string content, or its text parts joined by
+// newlines. Other parts are refused (Invalid, naming adapter and where).
+func TextOnly(adapter string, m api.Message, where string) (string, error) {
+	parts, err := m.Parts()
+	if err != nil {
+		return "", Invalid(adapter, "%s.content: %v", where, err)
+	}
+	var b strings.Builder
+	for j, p := range parts {
+		if p.Type != "text" {
+			return "", Invalid(adapter, "%s.content[%d]: the %s adapter takes only text parts in %s messages, got %q", where, j, adapter, m.Role, p.Type)
+		}
+		if j > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(p.Text)
+	}
+	return b.String(), nil
+}
+
 // ReadError is the error of a failed read of an upstream's answer: the
 // context's cause first (a timeout the relay set, the client going away:
 // the transport only says "context canceled"), else the answer cut short,

@@ -177,12 +177,9 @@ func (c *Client) Complete(ctx context.Context, req *provider.Request) ([]byte, e
 		return nil, err
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, openai.MaxCompleteBody+1))
+	b, err := provider.ReadAnswer(ctx, resp.Body, openai.MaxCompleteBody)
 	if err != nil {
-		return nil, provider.ReadError(ctx, err)
-	}
-	if len(b) > openai.MaxCompleteBody {
-		return nil, fmt.Errorf("%w: answer larger than %d bytes", provider.ErrMalformed, openai.MaxCompleteBody)
+		return nil, err
 	}
 	if native {
 		err = answerError(b)

@@ -282,24 +282,9 @@ func cachePointOf(cc json.RawMessage) *cachePoint {
 	return cp
 }
 
-// textOnly returns a message's text: the string content, or its text parts
-// joined by newlines. Other parts are refused.
+// textOnly is provider.TextOnly for this adapter.
 func textOnly(m api.Message, where string) (string, error) {
-	parts, err := m.Parts()
-	if err != nil {
-		return "", invalidError("%s.content: %v", where, err)
-	}
-	var b strings.Builder
-	for j, p := range parts {
-		if p.Type != "text" {
-			return "", invalidError("%s.content[%d]: the converse adapter takes only text parts in %s messages, got %q", where, j, m.Role, p.Type)
-		}
-		if j > 0 {
-			b.WriteByte('\n')
-		}
-		b.WriteString(p.Text)
-	}
-	return b.String(), nil
+	return provider.TextOnly("converse", m, where)
 }
 
 func userBlocks(m api.Message, where string, docs *int) ([]block, error) {

@@ -333,12 +333,9 @@ func (c *Client) Complete(ctx context.Context, req *provider.Request) ([]byte, e
 		return nil, err
 	}
 	defer provider.DrainClose(resp.Body)
-	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxCompleteBody+1))
+	b, err := provider.ReadAnswer(ctx, resp.Body, MaxCompleteBody)
 	if err != nil {
-		return nil, provider.ReadError(ctx, err)
-	}
-	if len(b) > MaxCompleteBody {
-		return nil, fmt.Errorf("%w: answer larger than %d bytes", provider.ErrMalformed, MaxCompleteBody)
+		return nil, err
 	}
 	b, err = completion(b, req.Model, c.now().Unix(), c.seed())
 	return b, c.call.RedactError(err) // an error object in a 200: the upstream's words

@@ -238,12 +238,9 @@ func (c *Client) answer(ctx context.Context, req *provider.Request, url string, 
 		return nil, err
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxCompleteBody+1))
+	b, err := provider.ReadAnswer(ctx, resp.Body, MaxCompleteBody)
 	if err != nil {
-		return nil, provider.ReadError(ctx, err)
-	}
-	if len(b) > MaxCompleteBody {
-		return nil, fmt.Errorf("%w: answer larger than %d bytes", provider.ErrMalformed, MaxCompleteBody)
+		return nil, err
 	}
 	return b, nil
 }

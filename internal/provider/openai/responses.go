@@ -65,12 +65,9 @@ func (c *Client) completeResponses(ctx context.Context, req *provider.Request) (
 		return nil, err
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxCompleteBody+1))
+	b, err := provider.ReadAnswer(ctx, resp.Body, MaxCompleteBody)
 	if err != nil {
-		return nil, provider.ReadError(ctx, err)
-	}
-	if len(b) > MaxCompleteBody {
-		return nil, fmt.Errorf("%w: answer larger than %d bytes", provider.ErrMalformed, MaxCompleteBody)
+		return nil, err
 	}
 	if !json.Valid(b) {
 		return nil, fmt.Errorf("%w: the upstream's response is not JSON", provider.ErrMalformed)
