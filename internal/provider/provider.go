@@ -11,6 +11,7 @@ package provider
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -404,6 +405,21 @@ func ReadAnswer(ctx context.Context, r io.Reader, max int) ([]byte, error) {
 		return nil, fmt.Errorf("%w: answer larger than %d bytes", ErrMalformed, max)
 	}
 	return b, nil
+}
+
+// ChatOf is req's chat request: req.Chat, else its body decoded (empty:
+// an empty request); a body that does not decode is Invalid for adapter.
+func ChatOf(adapter string, req *Request) (*api.ChatRequest, error) {
+	if req.Chat != nil {
+		return req.Chat, nil
+	}
+	chat := new(api.ChatRequest)
+	if len(req.Body) > 0 {
+		if err := json.Unmarshal(req.Body, chat); err != nil {
+			return nil, Invalid(adapter, "body: %v", err)
+		}
+	}
+	return chat, nil
 }
 
 // TextOnly returns a message's text for an adapter whose upstream takes

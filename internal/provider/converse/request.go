@@ -143,14 +143,9 @@ func unsupportedError(format string, a ...any) error {
 // for the mapping). A request the translation cannot express is a
 // *provider.Error with status 400 naming the field.
 func Body(req *provider.Request) ([]byte, error) {
-	chat := req.Chat
-	if chat == nil {
-		chat = new(api.ChatRequest)
-		if len(req.Body) > 0 {
-			if err := json.Unmarshal(req.Body, chat); err != nil {
-				return nil, invalidError("body: %v", err)
-			}
-		}
+	chat, err := provider.ChatOf("converse", req)
+	if err != nil {
+		return nil, err
 	}
 	var r converseRequest
 	toolBlocks, err := translateMessages(chat.Messages, &r)

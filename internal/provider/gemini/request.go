@@ -109,14 +109,9 @@ func unsupportedError(format string, a ...any) error {
 // comment for the mapping). A request the translation cannot express is
 // an *provider.Error with status 400 naming the field.
 func Body(req *provider.Request) ([]byte, error) {
-	chat := req.Chat
-	if chat == nil {
-		chat = new(api.ChatRequest)
-		if len(req.Body) > 0 {
-			if err := json.Unmarshal(req.Body, chat); err != nil {
-				return nil, invalidError("body: %v", err)
-			}
-		}
+	chat, err := provider.ChatOf("gemini", req)
+	if err != nil {
+		return nil, err
 	}
 	var g genRequest
 	if err := translateMessages(chat.Messages, &g); err != nil {
