@@ -2,7 +2,6 @@ package cloud_test
 
 import (
 	"bytes"
-	"encoding/base64"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,7 +12,6 @@ import (
 	"github.com/streamgate/streamgate/internal/cloud"
 	"github.com/streamgate/streamgate/internal/cloudauth"
 	"github.com/streamgate/streamgate/internal/config"
-	"github.com/streamgate/streamgate/internal/eventstream"
 	"github.com/streamgate/streamgate/internal/gateway"
 	"github.com/streamgate/streamgate/internal/provider"
 	"github.com/streamgate/streamgate/internal/provider/anthropic"
@@ -28,55 +26,6 @@ import (
 // the relay, the client's encoder, metrics, the usage entry) except the
 // sockets; the difference between the two is what Bedrock's framing costs
 // a relayed chunk.
-
-// memRT answers every request with the same body, in memory.
-type memRT struct {
-	body []byte
-	ct   string
-}
-
-func (m memRT) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Body != nil {
-		io.Copy(io.Discard, r.Body)
-		r.Body.Close()
-	}
-	return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {m.ct}}, Body: io.NopCloser(bytes.NewReader(m.body)), Request: r}, nil
-}
-
-// claudeEvents is a Messages stream of n text deltas.
-func claudeEvents(n int) []string {
-	evs := []string{`{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":25,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":1}}}`,
-		`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`}
-	for i := range n {
-		evs = append(evs, fmt.Sprintf(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":" word%d"}}`, i%10))
-	}
-	return append(evs, `{"type":"content_block_stop","index":0}`,
-		`{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":100}}`,
-		`{"type":"message_stop"}`)
-}
-
-func sseOf(evs []string) []byte {
-	var b bytes.Buffer
-	for _, e := range evs {
-		var head struct{ Type string }
-		fmt.Sscanf(e, `{"type":%q`, &head.Type)
-		fmt.Fprintf(&b, "event: %s\ndata: %s\n\n", head.Type, e)
-	}
-	return b.Bytes()
-}
-
-// framesOf frames events as Bedrock's InvokeModelWithResponseStream does:
-// a chunk event per Anthropic event, its bytes in base64, padded with "p".
-func framesOf(evs []string) []byte {
-	var b []byte
-	for _, e := range evs {
-		b, _ = eventstream.AppendMessage(b, []eventstream.Header{
-			eventstream.StringHeader(":event-type", "chunk"), eventstream.StringHeader(":content-type", "application/json"),
-			eventstream.StringHeader(":message-type", "event"),
-		}, []byte(`{"bytes":"`+base64.StdEncoding.EncodeToString([]byte(e))+`","p":"abcdefghijklmnopqrstuvwxyzABCDEFGHIJ"}`))
-	}
-	return b
-}
 
 func relayedGateway(b *testing.B, p provider.Provider, kind string) *gateway.Gateway {
 	pc := config.Provider{Name: "up", Kind: kind, BaseURL: "http://upstream.invalid"}
@@ -141,12 +90,12 @@ func benchRelayed(b *testing.B, gw *gateway.Gateway, client string, events int) 
 }
 
 func anthropicKind(n int) provider.Provider {
-	return anthropic.New("http://upstream.invalid", "k", anthropic.Options{Transport: memRT{sseOf(claudeEvents(n)), "text/event-stream"}})
+	return anthropic.New("http://upstream.invalid", "k", anthropic.Options{Transport: cloud.Canned(cloud.SSEBody(cloud.AnthropicEvents(n)), "text/event-stream")})
 }
 
 func bedrockKind(n int) provider.Provider {
 	return anthropic.New("http://upstream.invalid", "", anthropic.Options{Transport: &cloud.Bedrock{
-		Base: memRT{framesOf(claudeEvents(n)), "application/vnd.amazon.eventstream"}, Endpoint: "https://bedrock-runtime.us-east-1.amazonaws.com",
+		Base: cloud.Canned(cloud.FrameBody(cloud.AnthropicEvents(n)), "application/vnd.amazon.eventstream"), Endpoint: "https://bedrock-runtime.us-east-1.amazonaws.com",
 		Signer: &cloudauth.SigV4{Service: "bedrock", Region: "us-east-1", Creds: cloudauth.AWSCredentials{AccessKeyID: "AKIDEXAMPLE", SecretAccessKey: "secret"}}}})
 }
 
