@@ -128,23 +128,28 @@ func BenchmarkCall(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return stressServer }, tc.opts))
 			defer ts.Close()
-			s, err := Open(Config{Name: "bench", URL: ts.URL}, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
-			req := toolCall("echo", echoIn{Text: "hi"})
-			b.ReportAllocs()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if _, err := s.Call(context.Background(), req, nil); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
+			benchEcho(b, ts.URL)
 		})
 	}
+}
+
+// benchEcho calls echo on the server at url from parallel goroutines.
+func benchEcho(b *testing.B, url string) {
+	s, err := Open(Config{Name: "bench", URL: url}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	req := toolCall("echo", echoIn{Text: "hi"})
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := s.Call(context.Background(), req, nil); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }
 
 // BenchmarkCallClient is the client's own cost: a tools/call against a
@@ -174,19 +179,5 @@ func BenchmarkCallClient(b *testing.B) {
 		}
 	}))
 	defer ts.Close()
-	s, err := Open(Config{Name: "bench", URL: ts.URL}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	req := toolCall("echo", echoIn{Text: "hi"})
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if _, err := s.Call(context.Background(), req, nil); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
+	benchEcho(b, ts.URL)
 }
