@@ -216,7 +216,7 @@ func (q *Quota) build(pending map[string]*agg, seq *uint64) []batch {
 // acknowledged, with the first error. A NOSCRIPT answer (Redis restarted,
 // or a cluster node that never saw the script) is retried with EVAL.
 func (q *Quota) send(out []batch) ([]batch, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), max(flushTimeout, q.timeout))
 	defer cancel()
 	cmds := make([]*redis.Cmd, len(out))
 	_, _ = q.client.Pipelined(ctx, func(p redis.Pipeliner) error {

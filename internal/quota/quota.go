@@ -111,7 +111,10 @@ const (
 	// retryEvery is how often the flusher tries Redis again while it is
 	// down, or while a batch waits to be acknowledged.
 	retryEvery = 100 * time.Millisecond
-	// flushTimeout bounds one write-back pipeline (off the request path).
+	// flushTimeout bounds one write-back pipeline (off the request path),
+	// or the call timeout when that is longer (Options.CallTimeout: a
+	// replica that gives its admissions more time gives its write-backs
+	// as much before it counts Redis down).
 	flushTimeout = 250 * time.Millisecond
 	// markerTTL keeps a batch's applied marker: a resend within it is
 	// not counted again.
@@ -213,7 +216,9 @@ type Options struct {
 	// that one fails, the queued calls fail with it at once); 0 means
 	// redisguard.CallTimeout.
 	// Tests of sharing between replicas on a loaded machine set more, so
-	// that a slow call does not turn into the outage path they do not test.
+	// that a slow call does not turn into the outage path they do not test;
+	// a write-back is then given as long (it is otherwise bounded by
+	// flushTimeout).
 	CallTimeout time.Duration
 }
 
