@@ -283,13 +283,7 @@ func (g *Gateway) stream(ctx context.Context, o *out, c *Caller, first []*jsonrp
 				return
 			}
 		case <-keep.C:
-			o.mu.Lock()
-			_, err := o.w.Write([]byte(": keep-alive\n\n"))
-			if err == nil {
-				err = o.rc.Flush()
-			}
-			o.mu.Unlock()
-			if err != nil {
+			if o.keepAlive() != nil {
 				return
 			}
 		}
@@ -321,13 +315,7 @@ func (g *Gateway) resume(ctx context.Context, o *out, s Session, stream string, 
 			case <-ctx.Done():
 				return
 			case <-keep.C:
-				o.mu.Lock()
-				_, err := o.w.Write([]byte(": keep-alive\n\n"))
-				if err == nil {
-					err = o.rc.Flush()
-				}
-				o.mu.Unlock()
-				if err != nil {
+				if o.keepAlive() != nil {
 					cancel()
 					return
 				}

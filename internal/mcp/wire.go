@@ -113,6 +113,17 @@ type out struct {
 	gone bool // a write failed: the client is gone
 }
 
+// keepAlive writes an SSE comment and flushes it, under o.mu: what a
+// quiet stream sends so that proxies and clients do not time it out.
+func (o *out) keepAlive() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, err := o.w.Write([]byte(": keep-alive\n\n")); err != nil {
+		return err
+	}
+	return o.rc.Flush()
+}
+
 // outJournal is where a resumable stream's events go, and its ids.
 type outJournal struct {
 	ctx    context.Context
